@@ -1,0 +1,1 @@
+"""The agent: one loop (`loop.py`), its session state, events and main-loop policy."""

@@ -1,0 +1,147 @@
+"""The typed events of a turn: the whole vocabulary a front-end may see.
+
+Events are frozen, slotted dataclasses: cheap at one per token, safe to buffer and replay.
+Paired events share an id (`ToolStarted.call_id` is closed by the `ToolFinished` with the
+same id). A front-end is one `match` over `Event` ending in `case _: pass`, so adding an
+event never breaks an old renderer. A `PermissionRequested` carries the future the
+front-end resolves; the loop blocks on it in its own thread. No I/O here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from qshell.errors import (
+    AuthError,
+    ConfigError,
+    ContextTooLong,
+    ExitCode,
+    InputError,
+    ModelNotFound,
+    ProviderUnavailable,
+    RateLimited,
+    StreamBroken,
+)
+from qshell.llm.messages import Usage
+from qshell.tools.base import ToolResult
+
+
+class FailureKind(enum.StrEnum):
+    AUTH = "auth"
+    MODEL_NOT_FOUND = "model_not_found"
+    CONTEXT_TOO_LONG = "context_too_long"
+    RATE_LIMITED = "rate_limited"
+    UNAVAILABLE = "unavailable"
+    STREAM_BROKEN = "stream_broken"
+    CONFIG = "config"
+    INPUT = "input"
+    MAX_TURNS = "max_turns"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES.get(self, ExitCode.ERROR)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> FailureKind:
+        for exc_type, kind in _KINDS:
+            if isinstance(exc, exc_type):
+                return kind
+        return cls.ERROR
+
+
+_EXIT_CODES = {
+    FailureKind.AUTH: ExitCode.AUTH,
+    FailureKind.CONFIG: ExitCode.CONFIG,
+    FailureKind.INPUT: ExitCode.INPUT,
+    FailureKind.MAX_TURNS: ExitCode.MAX_TURNS,
+    FailureKind.CANCELLED: ExitCode.CANCELLED,
+}
+_KINDS: tuple[tuple[type[BaseException], FailureKind], ...] = (
+    (AuthError, FailureKind.AUTH),
+    (ModelNotFound, FailureKind.MODEL_NOT_FOUND),
+    (ContextTooLong, FailureKind.CONTEXT_TOO_LONG),
+    (RateLimited, FailureKind.RATE_LIMITED),
+    (ProviderUnavailable, FailureKind.UNAVAILABLE),
+    (StreamBroken, FailureKind.STREAM_BROKEN),
+    (ConfigError, FailureKind.CONFIG),
+    (InputError, FailureKind.INPUT),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call_id: str
+    name: str
+    args: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    call_id: str
+    name: str
+    result: ToolResult
+
+
+class PermissionAnswer(enum.StrEnum):
+    ALLOW_ONCE = "allow_once"
+    ALLOW_ALWAYS = "allow_always"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionReply:
+    answer: PermissionAnswer
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionRequested:
+    """The loop needs the user's answer; the front-end resolves `future`."""
+
+    call_id: str
+    name: str
+    args: Mapping[str, object]
+    reason: str
+    future: Future[PermissionReply] = field(compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RoundFinished:
+    round: int
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    text: str
+    usage: Usage
+    rounds: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed:
+    kind: FailureKind
+    message: str
+    usage: Usage = field(default_factory=Usage)
+    rounds: int = 0
+
+
+Event = (
+    TextDelta
+    | ToolStarted
+    | ToolFinished
+    | PermissionRequested
+    | RoundFinished
+    | TurnFinished
+    | TurnFailed
+)

@@ -1,0 +1,293 @@
+"""THE agent loop: one turn is model rounds and tool batches until the model stops.
+
+`run_turn(session, prompt, runner, cancel)` yields typed events. Each round streams one
+model response; its tool calls run as a batch (consecutive calls of concurrency-safe
+kinds in parallel, the rest in order, results always in call order) and the results go
+back in the next round. It ends when the model answers without tools (`TurnFinished`),
+when `maxTurns` rounds have run, on a provider error, or on cancel (`TurnFailed`). Normal
+turns, `--print` and speculation all use it and differ only in the ToolRunner and the
+consumer of the events. Invariant: whenever the generator returns, every tool call in
+the history has exactly one result and no partial assistant message was kept. It runs
+in the caller's thread (tool batches use a small pool) and never touches the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
+
+from qshell.agent.events import (
+    Event,
+    FailureKind,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+    RoundFinished,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.agent.policy import ToolRunner, Verdict
+from qshell.agent.session import Session
+from qshell.cancel import CancelToken
+from qshell.errors import Cancelled, QshellError
+from qshell.llm.base import StreamDone, StreamText
+from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
+from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
+
+log = logging.getLogger(__name__)
+
+MAX_PARALLEL_TOOLS = 8
+CANCELLED_RESULT = ToolResult.fail(ErrorType.CANCELLED, "the user cancelled this tool call")
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A tool call after lookup, argument validation and the permission decision."""
+
+    call: ToolCall
+    tool: Tool | None
+    args: Any
+    result: ToolResult | None  # set when the call must not run (invalid, unknown, denied)
+
+
+def run_turn(
+    session: Session, prompt: str | None, runner: ToolRunner, cancel: CancelToken
+) -> Iterator[Event]:
+    """Run one user turn; `prompt=None` continues from the current history."""
+    if prompt is not None:
+        session.append(Message.user(prompt))
+    rounds = 0
+    start_usage = session.usage
+    while rounds < session.max_turns:
+        if cancel.cancelled:
+            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
+            return
+        try:
+            done: StreamDone | None = None
+            for chunk in session.provider.stream(session.request(), cancel):
+                if isinstance(chunk, StreamText):
+                    yield TextDelta(chunk.text)
+                else:
+                    done = chunk
+        except Cancelled:
+            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
+            return
+        except QshellError as exc:
+            yield _failed(session, FailureKind.of(exc), str(exc), start_usage, rounds)
+            return
+        if done is None:
+            yield _failed(
+                session,
+                FailureKind.STREAM_BROKEN,
+                "the model stream ended early",
+                start_usage,
+                rounds,
+            )
+            return
+        rounds += 1
+        session.record_round(done.usage)
+        if done.message.content:
+            session.append(done.message)
+        yield RoundFinished(round=rounds, usage=done.usage)
+        calls = done.message.tool_calls
+        if not calls:
+            yield TurnFinished(
+                text=done.message.text, usage=_since(session.usage, start_usage), rounds=rounds
+            )
+            return
+        results = yield from _run_batch(session, calls, runner, cancel)
+        session.answer_all(results)
+        if cancel.cancelled:
+            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
+            return
+    yield _failed(
+        session,
+        FailureKind.MAX_TURNS,
+        f"stopped after {session.max_turns} model rounds (maxTurns); raise it with "
+        "--max-turns or the maxTurns setting, or continue with --continue",
+        start_usage,
+        rounds,
+    )
+
+
+def _since(now: Usage, start: Usage) -> Usage:
+    """The usage accumulated since `start` (this turn's share of the session totals)."""
+
+    def sub(a: int | None, b: int | None) -> int | None:
+        if a is None:
+            return None
+        return a - (b or 0)
+
+    return Usage(
+        prompt_tokens=now.prompt_tokens - start.prompt_tokens,
+        completion_tokens=now.completion_tokens - start.completion_tokens,
+        cached_tokens=sub(now.cached_tokens, start.cached_tokens),
+        cache_creation_tokens=sub(now.cache_creation_tokens, start.cache_creation_tokens),
+    )
+
+
+def _failed(
+    session: Session, kind: FailureKind, message: str, start: Usage, rounds: int
+) -> TurnFailed:
+    session.note("turn_failed", kind=str(kind), message=message)
+    return TurnFailed(kind=kind, message=message, usage=_since(session.usage, start), rounds=rounds)
+
+
+def _prepare(session: Session, call: ToolCall) -> _Prepared:
+    tool = session.tools_by_name.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(session.tools_by_name))
+        return _Prepared(
+            call,
+            None,
+            None,
+            ToolResult.fail(
+                ErrorType.UNKNOWN_TOOL,
+                f"there is no tool named '{call.name}'; the tools are: {known}",
+            ),
+        )
+    try:
+        args = tool.Args.model_validate(call.parsed_arguments())
+    except (ValueError, ValidationError) as exc:
+        return _Prepared(
+            call, tool, None, ToolResult.fail(ErrorType.INVALID_ARGS, _arg_problem(exc))
+        )
+    return _Prepared(call, tool, args, None)
+
+
+def _arg_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        ]
+        return "invalid arguments: " + "; ".join(parts)
+    return f"invalid arguments: {exc}"
+
+
+def _display_args(call: ToolCall) -> dict[str, object]:
+    try:
+        return call.parsed_arguments()
+    except ValueError:
+        return {"raw": call.arguments}
+
+
+def _run_batch(
+    session: Session, calls: Sequence[ToolCall], runner: ToolRunner, cancel: CancelToken
+) -> Iterator[Event]:
+    """Run one round's calls; returns their results in call order (generator return)."""
+    ctx = replace(session.tool_context, cancel=cancel)
+    results: dict[str, ToolResult] = {}
+    parallel: list[_Prepared] = []
+
+    def flush() -> Iterator[Event]:
+        if parallel:
+            yield from _run_parallel(parallel, runner, ctx, results)
+            parallel.clear()
+
+    for call in calls:
+        if cancel.cancelled:
+            break
+        prepared = _prepare(session, call)
+        if prepared.result is None and prepared.tool is not None:
+            prepared.result = yield from _permission(prepared, runner, ctx, cancel)
+        if prepared.result is not None:
+            yield ToolStarted(call.id, call.name, _display_args(call))
+            results[call.id] = prepared.result
+            yield ToolFinished(call.id, call.name, prepared.result)
+            continue
+        assert prepared.tool is not None
+        if prepared.tool.kind in CONCURRENCY_SAFE_KINDS:
+            parallel.append(prepared)
+            continue
+        yield from flush()
+        if cancel.cancelled:
+            break
+        yield ToolStarted(call.id, call.name, _display_args(call))
+        result = _execute(runner, prepared, ctx)
+        results[call.id] = result
+        yield ToolFinished(call.id, call.name, result)
+    if not cancel.cancelled:
+        yield from flush()
+    blocks = []
+    for call in calls:
+        result = results.get(call.id, CANCELLED_RESULT)
+        blocks.append(
+            ToolResultBlock(
+                tool_call_id=call.id, content=result.llm_content, is_error=result.error is not None
+            )
+        )
+    return blocks
+
+
+def _permission(
+    prepared: _Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken
+) -> Iterator[Event]:
+    """Ask the runner, and the user when needed; returns a denial result or None to run."""
+    assert prepared.tool is not None
+    decision = runner.decide(prepared.tool, prepared.args, ctx)
+    if decision.verdict is Verdict.ALLOW:
+        return None
+    if decision.verdict is Verdict.DENY:
+        return ToolResult.fail(ErrorType.DENIED, f"not allowed: {decision.reason}")
+    future: Future[PermissionReply] = Future()
+    unregister = cancel.on_cancel(future.cancel)
+    try:
+        yield PermissionRequested(
+            prepared.call.id,
+            prepared.call.name,
+            _display_args(prepared.call),
+            decision.reason,
+            future,
+        )
+        reply = future.result()
+    except CancelledError:
+        return CANCELLED_RESULT
+    finally:
+        unregister()
+    if reply.answer is PermissionAnswer.DENY:
+        why = f": {reply.reason}" if reply.reason else ""
+        return ToolResult.fail(ErrorType.DENIED, f"the user denied this tool call{why}")
+    if reply.answer is PermissionAnswer.ALLOW_ALWAYS:
+        runner.allow_always(prepared.tool)
+    return None
+
+
+def _execute(runner: ToolRunner, prepared: _Prepared, ctx: Any) -> ToolResult:
+    assert prepared.tool is not None
+    try:
+        return runner.execute(prepared.tool, prepared.args, ctx)
+    except Exception as exc:  # a tool bug must not end the turn; the model reads it
+        log.exception("tool %s crashed", prepared.call.name)
+        return ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
+
+
+def _run_parallel(
+    batch: Sequence[_Prepared], runner: ToolRunner, ctx: Any, results: dict[str, ToolResult]
+) -> Iterator[Event]:
+    for prepared in batch:
+        yield ToolStarted(prepared.call.id, prepared.call.name, _display_args(prepared.call))
+    if len(batch) == 1:
+        only = batch[0]
+        results[only.call.id] = _execute(runner, only, ctx)
+        yield ToolFinished(only.call.id, only.call.name, results[only.call.id])
+        return
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(batch))) as pool:
+        futures = {pool.submit(_execute, runner, p, ctx): p for p in batch}
+        for future, prepared in futures.items():
+            results[prepared.call.id] = future.result()
+            yield ToolFinished(prepared.call.id, prepared.call.name, results[prepared.call.id])
+
+
+def summarize_args(args: dict[str, object], limit: int = 80) -> str:
+    """A one-line summary of tool arguments for renderers."""
+    text = json.dumps(args, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

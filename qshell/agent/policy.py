@@ -1,0 +1,119 @@
+"""Permission decisions for the main loop: the approval matrix and the read-scope rules.
+
+`decide()` maps (approval mode, tool kind, the paths a call touches) to ALLOW, ASK or
+DENY with a reason. The read-scope rules (reads outside the project root or of
+secret-looking paths need approval) are written here and only here; the speculation gate
+will build on this function. `MainToolRunner` is the ToolRunner of normal turns and
+`--print`: it applies `decide()`, turns ASK into DENY when nobody can be asked, and
+remembers "always allow" answers for the session. Pure decisions; the runner's memory
+is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from qshell.config import ApprovalMode
+from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
+
+EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
+FREE_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
+NON_INTERACTIVE_HINT = (
+    "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
+    "(edits) or -y/--yolo (everything)"
+)
+
+
+class Verdict(enum.StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    verdict: Verdict
+    reason: str = ""
+
+
+ALLOW = Decision(Verdict.ALLOW)
+
+
+def decide(
+    mode: ApprovalMode, kind: Kind, accesses: Sequence[Access], ctx: ToolContext
+) -> Decision:
+    """The approval matrix (mode × kind), then the read-scope rules on the touched paths."""
+    for access in accesses:
+        if access.write and not ctx.paths.is_inside_root(access.path):
+            return Decision(Verdict.DENY, f"{access.path} is outside the project root")
+    by_kind = _by_kind(mode, kind)
+    if by_kind.verdict is Verdict.DENY or mode is ApprovalMode.YOLO:
+        return by_kind
+    for access in accesses:
+        concern = None if access.write else ctx.paths.read_concern(access.path)
+        if concern:
+            return Decision(Verdict.ASK, concern)
+    return by_kind
+
+
+def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
+    if mode is ApprovalMode.YOLO or kind in FREE_KINDS:
+        return ALLOW
+    if kind in EDIT_KINDS:
+        if mode is ApprovalMode.PLAN:
+            return Decision(Verdict.DENY, "plan mode allows no changes to files")
+        if mode is ApprovalMode.AUTO_EDIT:
+            return ALLOW
+        return Decision(Verdict.ASK, "edits need approval in default mode")
+    if kind is Kind.EXECUTE:
+        if mode is ApprovalMode.PLAN:
+            return Decision(Verdict.DENY, "plan mode runs no shell commands")
+        return Decision(Verdict.ASK, "shell commands need approval")
+    if kind is Kind.FETCH:
+        return Decision(Verdict.ASK, "fetching a URL needs approval")
+    return Decision(Verdict.ASK, f"tools of kind '{kind}' need approval")
+
+
+class ToolRunner(Protocol):
+    """How the loop asks whether and how to run a tool call."""
+
+    def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
+        """ALLOW, ASK (the loop asks the user) or DENY, with a reason."""
+
+    def allow_always(self, tool: Tool) -> None:
+        """Remember the user's "always" answer for this tool for the rest of the session."""
+
+    def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        """Run an allowed call."""
+
+
+class MainToolRunner:
+    """The runner of normal turns and print mode, driven by the session's approval mode."""
+
+    def __init__(self, mode: ApprovalMode, *, interactive: bool) -> None:
+        self.mode = mode
+        self.interactive = interactive
+        self._always: set[str] = set()
+        self._lock = threading.Lock()
+
+    def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
+        decision = decide(self.mode, tool.kind, tool.accesses(args, ctx), ctx)
+        if decision.verdict is not Verdict.ASK:
+            return decision
+        with self._lock:
+            if tool.name in self._always:
+                return ALLOW
+        if not self.interactive:
+            return Decision(Verdict.DENY, f"{decision.reason}; {NON_INTERACTIVE_HINT}")
+        return decision
+
+    def allow_always(self, tool: Tool) -> None:
+        with self._lock:
+            self._always.add(tool.name)
+
+    def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        return tool.run(args, ctx)

@@ -1,0 +1,58 @@
+"""The system prompt, built once per session and then kept byte-identical.
+
+Prompt-cache stability matters more than freshness here: the prompt holds no timestamps,
+no directory listings and nothing else that changes during a session. It is the base
+instructions, a few stable facts (platform, project root), and the project instructions
+file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. Pure.
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+INSTRUCTION_FILES = ("AGENTS.md", "QSHELL.md")
+MAX_INSTRUCTIONS_CHARS = 40_000
+
+BASE_PROMPT = """\
+You are qshell, a coding agent working in the user's terminal, inside one project.
+Work like a careful senior engineer: read before you change, make the smallest change that
+does the job well, and check your work (run the tests or the program when you can).
+
+Tools: read files with read_file, find them with glob, grep and ls, change them with edit
+(exact string replacement; prefer it) or write_file (whole files), run commands with shell,
+and read web pages with web_fetch. Paths are relative to the project root. Call several
+read-only tools in one response when they are independent; they run in parallel.
+Some tools need the user's approval; when a call is denied, do not retry it unchanged:
+adapt, or explain what you need.
+
+Answer in concise Markdown. When you are done, say briefly what you changed and how you
+checked it."""
+
+
+def find_instructions(root: Path) -> Path | None:
+    for name in INSTRUCTION_FILES:
+        path = root / name
+        if path.is_file():
+            return path
+    return None
+
+
+def build_system_prompt(root: Path, *, extra: str = "") -> str:
+    """The whole system prompt for a session rooted at `root`."""
+    parts = [
+        BASE_PROMPT,
+        f"Environment: {platform.system()} ({platform.machine()}); project root: {root}",
+    ]
+    instructions = find_instructions(root)
+    if instructions is not None:
+        try:
+            text = instructions.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        if text.strip():
+            text = text[:MAX_INSTRUCTIONS_CHARS]
+            parts.append(f"Project instructions from {instructions.name}:\n\n{text.strip()}")
+    if extra.strip():
+        parts.append(extra.strip())
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,118 @@
+"""Session: the conversation state one agent loop works on.
+
+It owns the history (a list of messages that always satisfies the pairing invariant after
+a turn), the system prompt built once and kept byte-identical, the provider and model,
+the approval mode, running usage totals and the transcript. It builds each round's
+`ChatRequest`. Not thread-safe: one turn at a time mutates it, from the thread running
+the loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from qshell.agent.transcript import Transcript
+from qshell.config import ApprovalMode
+from qshell.llm.base import Provider
+from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
+from qshell.tools.base import Tool, ToolContext, tool_spec
+
+
+def new_session_id() -> str:
+    return str(uuid.uuid4())
+
+
+def check_history(messages: Sequence[Message]) -> list[str]:
+    """Problems with tool-call pairing: each call answered exactly once, in the next message."""
+    problems: list[str] = []
+    for index, message in enumerate(messages):
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        call_ids = [c.id for c in message.tool_calls]
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = [r.tool_call_id for r in following.tool_results] if following else []
+        for call_id in call_ids:
+            count = answered.count(call_id)
+            if count != 1:
+                problems.append(f"tool call {call_id} has {count} results")
+    known = {c.id for m in messages for c in m.tool_calls}
+    for message in messages:
+        for result in message.tool_results:
+            if result.tool_call_id not in known:
+                problems.append(f"tool result {result.tool_call_id} answers no call")
+    return problems
+
+
+class Session:
+    """One conversation: history, prompt, provider and transcript."""
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        model: str,
+        system_prompt: str,
+        tools: Sequence[Tool],
+        tool_context: ToolContext,
+        approval_mode: ApprovalMode = ApprovalMode.DEFAULT,
+        max_turns: int = 50,
+        max_tokens: int = 8192,
+        session_id: str | None = None,
+        transcript: Transcript | None = None,
+        history: Sequence[Message] = (),
+    ) -> None:
+        self.id = session_id or new_session_id()
+        self.provider = provider
+        self.model = model
+        self.system_prompt = system_prompt
+        self.tools = list(tools)
+        self.tools_by_name = {t.name: t for t in self.tools}
+        self.tool_specs: list[ToolSpec] = [tool_spec(t) for t in self.tools]
+        self.tool_context = tool_context
+        self.approval_mode = approval_mode
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.transcript = transcript
+        self.history: list[Message] = list(history)
+        self.usage = Usage()
+        self.rounds = 0
+
+    @property
+    def project_root(self) -> Path:
+        return self.tool_context.root
+
+    def append(self, message: Message) -> None:
+        """Add one complete message to history and transcript."""
+        self.history.append(message)
+        if self.transcript is not None:
+            self.transcript.write_message(message)
+
+    def record_round(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+        self.rounds += 1
+        if self.transcript is not None:
+            self.transcript.write({"type": "usage", "usage": usage.model_dump()})
+
+    def note(self, kind: str, **fields: object) -> None:
+        """A non-message transcript record, e.g. a failed turn."""
+        if self.transcript is not None:
+            self.transcript.write({"type": kind, **fields})
+
+    def request(self) -> ChatRequest:
+        return ChatRequest(
+            model=self.model,
+            system=self.system_prompt,
+            messages=list(self.history),
+            tools=self.tool_specs,
+            max_tokens=self.max_tokens,
+        )
+
+    def answer_all(self, results: Sequence[ToolResultBlock]) -> None:
+        """Append the tool results of the last round as one user message."""
+        self.append(Message(role="user", content=list(results)))
+
+    def close(self) -> None:
+        if self.transcript is not None:
+            self.transcript.close()

@@ -1,0 +1,116 @@
+"""Session transcripts: append-only JSONL files, one per session, per project directory.
+
+Files live at `<state>/projects/<cwd-slug>/<session-id>.jsonl` (directories 0700, files
+0600). The first record is a header with the system prompt the model saw; each later
+record is one complete message (never a half-written one) or a note such as a failed
+turn. Reading a transcript back gives exactly the history the model saw. One writer per
+file; appends are line-buffered and flushed, so a crash leaves whole lines only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from qshell.dirs import PRIVATE_FILE_MODE, ensure_private_dir
+from qshell.errors import InputError
+from qshell.llm.messages import Message
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_MESSAGES = TypeAdapter(Message)
+
+
+def project_slug(root: Path) -> str:
+    """A directory name for a project: its path with every other character turned into '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(root))
+
+
+def transcripts_dir(state_dir: Path, root: Path) -> Path:
+    return state_dir / "projects" / project_slug(root)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTranscript:
+    session_id: str
+    system_prompt: str
+    messages: list[Message]
+
+
+class Transcript:
+    """The open, append-only transcript of one session."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    @classmethod
+    def create(cls, directory: Path, session_id: str, header: dict[str, Any]) -> Transcript:
+        transcript = cls(ensure_private_dir(directory) / f"{session_id}.jsonl")
+        transcript.write({"type": "session", "session_id": session_id, **header})
+        return transcript
+
+    def _handle(self) -> IO[str]:
+        if self._file is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE)
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            self._file = os.fdopen(fd, "a", encoding="utf-8")
+        return self._file
+
+    def write(self, record: dict[str, Any]) -> None:
+        record = {**record, "timestamp": round(time.time(), 3)}
+        handle = self._handle()
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+
+    def write_message(self, message: Message) -> None:
+        self.write({"type": "message", "message": message.model_dump(mode="json")})
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def load(path: Path) -> LoadedTranscript:
+    """Read a transcript back; a torn last line (a crash mid-write) is skipped."""
+    session_id = path.stem
+    system_prompt = ""
+    messages: list[Message] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("type") == "session":
+                system_prompt = record.get("system_prompt", "")
+            elif record.get("type") == "message":
+                try:
+                    messages.append(_MESSAGES.validate_python(record["message"]))
+                except (ValidationError, KeyError):
+                    continue
+    return LoadedTranscript(session_id, system_prompt, messages)
+
+
+def find(directory: Path, session_id: str | None) -> Path:
+    """The transcript for `session_id`, or the latest one when None; InputError if none."""
+    if session_id is None:
+        candidates = sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns)
+        if not candidates:
+            raise InputError("there is no earlier session in this directory to continue")
+        return candidates[-1]
+    if not SESSION_ID_RE.match(session_id):
+        raise InputError(f"'{session_id}' is not a valid session id")
+    path = directory / f"{session_id}.jsonl"
+    if not path.is_file():
+        raise InputError(
+            f"no session '{session_id}' in this directory; list them with `ls {directory}`"
+        )
+    return path

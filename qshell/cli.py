@@ -1,0 +1,180 @@
+"""Command line: parse arguments, assemble settings, and pick a front-end.
+
+`main(argv) -> int` is the composition root and is callable in-process by tests; `entry()`
+is the console script. Start-up stays fast: only argparse is imported before the
+arguments are known, so `qshell --version` loads nothing heavy. User errors become one
+line on stderr and their documented exit code, never a traceback. Runs in the main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from qshell import __version__
+
+SUBCOMMANDS = ("stats", "plugins")
+APPROVAL_MODES = ("default", "auto-edit", "plan", "yolo")
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+STDIN_CAP_BYTES = 8 * 1024 * 1024
+STDIN_FIRST_BYTE_WAIT_S = 0.5
+EXIT_INPUT = 42
+
+
+class UsageError(Exception):
+    """A bad command line; becomes exit code 42."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="qshell",
+        description="A fast terminal coding agent that predicts and pre-runs your next prompt.",
+        epilog="Subcommands: `qshell stats`, `qshell plugins`. Exit codes: 0 ok, 1 error, "
+        "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 130 interrupted.",
+    )
+    parser.add_argument("prompt", nargs="*", help="the prompt (print mode), or a subcommand")
+    parser.add_argument("-p", "--print", action="store_true", help="answer once and exit")
+    parser.add_argument(
+        "-o", "--output-format", choices=OUTPUT_FORMATS, default="text", help="print-mode output"
+    )
+    parser.add_argument("-m", "--model", help="the model to use")
+    parser.add_argument("--fast-model", help="the model for background tasks")
+    parser.add_argument("--provider", choices=("auto", "openai", "anthropic", "local"))
+    parser.add_argument("--approval-mode", choices=APPROVAL_MODES)
+    parser.add_argument(
+        "-y", "--yolo", action="store_true", help="approve every tool call (--approval-mode yolo)"
+    )
+    parser.add_argument("--max-turns", type=int, metavar="N", help="model rounds per turn")
+    session = parser.add_mutually_exclusive_group()
+    session.add_argument(
+        "-c",
+        "--continue",
+        dest="continue_latest",
+        action="store_true",
+        help="resume the latest session here",
+    )
+    session.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id")
+    parser.add_argument("--append-system-prompt", default="", metavar="TEXT")
+    parser.add_argument(
+        "--simple-prompt", action="store_true", help="plain line mode (no escape codes)"
+    )
+    parser.add_argument("--json", action="store_true", help="JSON output for subcommands")
+    parser.add_argument("--version", action="version", version=f"qshell {__version__}")
+    return parser
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    mode = "yolo" if args.yolo else args.approval_mode
+    return {
+        "model": args.model,
+        "fast_model": args.fast_model,
+        "provider": args.provider,
+        "approval_mode": mode,
+        "max_turns": args.max_turns,
+    }
+
+
+def _read_stdin(stdin: TextIO, *, wait_for_first: bool) -> str:
+    """Piped input, capped; gives up quickly when a prompt was given and nothing arrives."""
+    if wait_for_first:
+        import select
+
+        try:
+            ready, _, _ = select.select([stdin], [], [], STDIN_FIRST_BYTE_WAIT_S)
+        except (ValueError, OSError, TypeError):
+            ready = [stdin]
+        if not ready:
+            return ""
+    data = stdin.read(STDIN_CAP_BYTES)
+    return data or ""
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> int:
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    stderr = stderr if stderr is not None else sys.stderr
+    environ = dict(os.environ if environ is None else environ)
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except UsageError as exc:
+        stderr.write(f"qshell: {exc} (see qshell --help)\n")
+        return EXIT_INPUT
+    from qshell.errors import QshellError
+
+    try:
+        return _dispatch(args, stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, cwd=cwd)
+    except QshellError as exc:
+        stderr.write(f"qshell: {exc}\n")
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        stderr.write("qshell: interrupted\n")
+        return 130
+
+
+def _dispatch(
+    args: argparse.Namespace,
+    *,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: dict[str, str],
+    cwd: Path | None,
+) -> int:
+    from qshell.config import load_settings, project_root_for
+    from qshell.errors import InputError
+
+    root = project_root_for(cwd)
+    if args.prompt and args.prompt[0] in SUBCOMMANDS and not args.print:
+        from qshell.commands import run_subcommand
+
+        return run_subcommand(args.prompt[0], args.prompt[1:], args, root, environ, stdout)
+    if args.max_turns is not None and args.max_turns < 1:
+        raise InputError("--max-turns must be at least 1")
+    settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
+    stdin_is_tty = _isatty(stdin)
+    if not args.print and stdin_is_tty:
+        raise InputError(
+            "the interactive front-end is not part of this build yet; "
+            'run one prompt with `qshell -p "your prompt"`'
+        )
+    prompt = " ".join(args.prompt).strip()
+    piped = "" if stdin_is_tty else _read_stdin(stdin, wait_for_first=bool(prompt))
+    if piped.strip() and prompt:
+        prompt = piped.rstrip("\n") + "\n\n" + prompt
+    elif piped.strip():
+        prompt = piped.strip("\n")
+    if not prompt.strip():
+        raise InputError("the prompt is empty: pass it as an argument or on standard input")
+    from qshell.ui.print_mode import run_print
+
+    return run_print(
+        args, settings, prompt, root=root, environ=environ, stdout=stdout, stderr=stderr
+    )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The reserved subcommands: `qshell stats` and `qshell plugins`.
+
+`stats` summarises this project's session transcripts (sessions, rounds, tokens, cached
+tokens); `plugins` lists the plugins that would load. Both read local files only and
+write to the given stdout; `--json` gives machine-readable output. Main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TextIO
+
+from qshell.dirs import Dirs
+from qshell.errors import InputError
+
+
+@dataclass
+class ProjectStats:
+    sessions: int = 0
+    rounds: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    rounds_with_cache_info: int = 0
+
+
+def collect_stats(directory: Path) -> ProjectStats:
+    stats = ProjectStats()
+    for path in sorted(directory.glob("*.jsonl")):
+        stats.sessions += 1
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if record.get("type") != "usage":
+                    continue
+                usage = record.get("usage") or {}
+                stats.rounds += 1
+                stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+                if usage.get("cached_tokens") is not None:
+                    stats.rounds_with_cache_info += 1
+                    stats.cached_tokens += int(usage["cached_tokens"])
+    return stats
+
+
+def run_subcommand(
+    name: str,
+    rest: Sequence[str],
+    args: argparse.Namespace,
+    root: Path,
+    environ: Mapping[str, str],
+    stdout: TextIO,
+) -> int:
+    if rest:
+        raise InputError(f"`qshell {name}` takes no arguments (to send a prompt, use -p)")
+    if name == "stats":
+        from qshell.agent.transcript import transcripts_dir
+
+        stats = collect_stats(transcripts_dir(Dirs.from_environ(environ).state, root))
+        if args.json:
+            stdout.write(json.dumps(asdict(stats)) + "\n")
+            return 0
+        share = (
+            f"{100 * stats.cached_tokens / stats.prompt_tokens:.1f}%"
+            if stats.prompt_tokens
+            else "n/a"
+        )
+        stdout.write(
+            f"sessions in {root}: {stats.sessions}\n"
+            f"model rounds: {stats.rounds}\n"
+            f"prompt tokens: {stats.prompt_tokens} (cached: {stats.cached_tokens}, {share}; "
+            f"{stats.rounds - stats.rounds_with_cache_info} rounds did not report caching)\n"
+            f"completion tokens: {stats.completion_tokens}\n"
+        )
+        return 0
+    from qshell.plugins import describe, make_plugin_manager
+
+    infos = describe(make_plugin_manager(environ))
+    if args.json:
+        stdout.write(json.dumps([asdict(i) for i in infos]) + "\n")
+    elif not infos:
+        stdout.write("no plugins installed\n")
+    else:
+        for info in infos:
+            version = f" {info.version}" if info.version else ""
+            stdout.write(f"{info.name}{version}: {', '.join(info.hooks) or 'no hooks'}\n")
+    return 0

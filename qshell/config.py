@@ -1,0 +1,259 @@
+"""Settings: the validated configuration of one qshell run, and how it is assembled.
+
+Precedence, lowest first: defaults < user `settings.json` (config dir) < project
+`.qshell/settings.json` < `QSHELL_*` environment variables < command-line flags. JSON keys
+are camelCase, fields snake_case; environment names are `QSHELL_` + upper snake case with
+nested keys joined by `__` (`QSHELL_SUGGESTIONS__ENABLED`). Every layer is validated on its
+own first so an error names the file, variable or flag and the field; nothing invalid is
+ever ignored. This module also resolves which provider to talk to. It performs no network
+I/O and holds no global state.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from qshell.dirs import Dirs
+from qshell.errors import ConfigError
+
+PROJECT_SETTINGS = Path(".qshell") / "settings.json"
+USER_SETTINGS_NAME = "settings.json"
+ENV_PREFIX = "QSHELL_"
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
+DEFAULT_OPENAI_MODEL = "gpt-4.1"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+class ApprovalMode(enum.StrEnum):
+    DEFAULT = "default"
+    AUTO_EDIT = "auto-edit"
+    PLAN = "plan"
+    YOLO = "yolo"
+
+
+class ProviderName(enum.StrEnum):
+    AUTO = "auto"
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    LOCAL = "local"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class SuggestionSettings(_Section):
+    enabled: bool = True
+
+
+class TimeoutSettings(_Section):
+    connect_s: float = Field(10.0, gt=0)
+    first_token_s: float = Field(120.0, gt=0)
+    idle_s: float = Field(60.0, gt=0)
+
+
+class Settings(_Section):
+    provider: ProviderName = ProviderName.AUTO
+    model: str = ""
+    fast_model: str = ""
+    base_url: str = ""
+    approval_mode: ApprovalMode = ApprovalMode.DEFAULT
+    max_turns: int = Field(50, ge=1)
+    max_tokens: int = Field(8192, ge=1)
+    max_retries: int = Field(3, ge=0, le=10)
+    shell_timeout_s: float = Field(120.0, gt=0)
+    secret_patterns: list[str] = Field(default_factory=list)
+    timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
+    suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
+
+
+def _describe(error: ValidationError, key_style: str) -> str:
+    """One line naming the first bad field and what is wrong with it."""
+    first = error.errors()[0]
+    parts = [str(p) for p in first["loc"]]
+    if key_style == "env":
+        field = ENV_PREFIX + "__".join(p.upper() for p in _snake_parts(parts))
+    else:
+        field = ".".join(parts) or "(top level)"
+    return f"{field}: {first['msg']}"
+
+
+def _snake_parts(parts: list[str]) -> list[str]:
+    out = []
+    for part in parts:
+        snake = "".join("_" + c.lower() if c.isupper() else c for c in part)
+        out.append(snake)
+    return out
+
+
+def _validate(data: Mapping[str, Any], source: str, key_style: str = "json") -> dict[str, Any]:
+    try:
+        Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid setting in {source}: {_describe(exc, key_style)}") from None
+    return dict(data)
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """Load and validate one settings file; a missing file is an empty layer."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"settings file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}): "
+            f"{exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"settings file {path} must hold a JSON object")
+    data.pop("$schema", None)
+    return _validate(data, str(path))
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from QSHELL_* variables; names that are not settings are left alone."""
+    layer: dict[str, Any] = {}
+    for name, field in Settings.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for sub in annotation.model_fields:
+                var = f"{ENV_PREFIX}{name.upper()}__{sub.upper()}"
+                if var in environ:
+                    layer.setdefault(name, {})[sub] = _env_value(environ[var])
+            continue
+        var = ENV_PREFIX + name.upper()
+        if var in environ:
+            layer[name] = _env_value(environ[var])
+    return _validate(layer, "the environment", key_style="env")
+
+
+def _env_value(raw: str) -> Any:
+    stripped = raw.strip()
+    if stripped.startswith("["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        norm = _normalise_key(key)
+        if isinstance(value, Mapping) and isinstance(merged.get(norm), Mapping):
+            merged[norm] = _merge(dict(merged[norm]), value)
+        else:
+            merged[norm] = dict(_normalise_keys(value)) if isinstance(value, Mapping) else value
+    return merged
+
+
+def _normalise_key(key: str) -> str:
+    return "".join(_snake_parts([key]))
+
+
+def _normalise_keys(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {_normalise_key(k): v for k, v in value.items()}
+
+
+def load_settings(
+    *,
+    project_root: Path,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+    dirs: Dirs | None = None,
+) -> Settings:
+    """Assemble Settings from every layer; raise ConfigError naming the bad source."""
+    dirs = dirs or Dirs.from_environ(environ)
+    layers = [
+        read_settings_file(dirs.config / USER_SETTINGS_NAME),
+        read_settings_file(project_root / PROJECT_SETTINGS),
+        _env_layer(environ),
+        _validate({k: v for k, v in (flags or {}).items() if v is not None}, "the command line"),
+    ]
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _merge(merged, layer)
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:  # layers are valid alone; a merge can still conflict
+        raise ConfigError(f"invalid settings: {_describe(exc, 'json')}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """Which backend to call, where, and with which key. `repr` never shows the key."""
+
+    name: ProviderName
+    base_url: str
+    model: str
+    api_key: str | None
+    key_env: str
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return f"ProviderConfig(name={self.name}, base_url={self.base_url!r}, model={self.model!r}, key={key})"
+
+
+def resolve_provider(settings: Settings, environ: Mapping[str, str]) -> ProviderConfig:
+    """Pick the provider: explicit setting, else OpenAI variables, else Anthropic's."""
+    openai_base = environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_BASE")
+    name = settings.provider
+    if name is ProviderName.AUTO:
+        if environ.get("OPENAI_API_KEY") or openai_base:
+            name = ProviderName.OPENAI
+        elif environ.get("ANTHROPIC_API_KEY"):
+            name = ProviderName.ANTHROPIC
+        else:
+            raise ConfigError(
+                "no model provider is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for "
+                "an OpenAI-compatible server such as vLLM, Ollama or llama.cpp), or "
+                "ANTHROPIC_API_KEY"
+            )
+    if name is ProviderName.LOCAL:
+        raise ConfigError(
+            "provider 'local' needs the embedded model, which this build does not include; "
+            "set provider to 'openai' or 'anthropic'"
+        )
+    if name is ProviderName.OPENAI:
+        return ProviderConfig(
+            name=name,
+            base_url=(settings.base_url or openai_base or DEFAULT_OPENAI_BASE_URL).rstrip("/"),
+            model=settings.model or environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL,
+            api_key=environ.get("OPENAI_API_KEY") or None,
+            key_env="OPENAI_API_KEY",
+        )
+    api_key = environ.get("ANTHROPIC_API_KEY") or None
+    if api_key is None:
+        raise ConfigError("provider 'anthropic' needs ANTHROPIC_API_KEY to be set")
+    return ProviderConfig(
+        name=name,
+        base_url=(
+            settings.base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_BASE_URL
+        ).rstrip("/"),
+        model=settings.model or environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL,
+        api_key=api_key,
+        key_env="ANTHROPIC_API_KEY",
+    )
+
+
+def project_root_for(cwd: Path | None = None) -> Path:
+    """The project root: the directory qshell was started in, symlinks resolved."""
+    return (cwd or Path(os.getcwd())).resolve()

@@ -1,0 +1,1 @@
+"""Model providers behind one `Provider` protocol (see `base.py`), and the message values."""

@@ -1,0 +1,45 @@
+"""The `Provider` protocol and the events a provider stream yields.
+
+A provider turns one `ChatRequest` into an iterator of `StreamEvent`s: `StreamText`
+deltas as tokens arrive, then exactly one `StreamDone` carrying the complete assistant
+message, its usage and stop reason. Failures are raised as `ProviderError` subclasses
+(see `qshell.errors`) and cancellation as `Cancelled`. Providers are thread-safe for
+concurrent `stream()` calls; each call owns its HTTP response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from qshell.cancel import CancelToken
+from qshell.llm.messages import ChatRequest, Message, StopReason, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamText:
+    """A fragment of assistant text, in arrival order."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDone:
+    """The end of a round: the whole assistant message (text and tool calls) and usage."""
+
+    message: Message
+    usage: Usage
+    stop_reason: StopReason
+
+
+StreamEvent = StreamText | StreamDone
+
+
+class Provider(Protocol):
+    """A model backend. `name` is for messages; `stream` performs one round."""
+
+    name: str
+
+    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        """Yield StreamText events, then one StreamDone; raise ProviderError or Cancelled."""

@@ -1,0 +1,141 @@
+"""Tool, Kind, ToolResult and ToolContext: the contract every tool in this package meets.
+
+A tool is a small object with a `name`, a `kind` (the seed-004 vocabulary), a
+`description`, a pydantic `Args` model (its JSON schema is what the model sees) and a
+`run(args, ctx)` that returns a `ToolResult`. Tools never raise for a failure the model
+can cause: they return a result whose `error` is filled. They resolve every path through
+`ctx.paths` (tools/paths.py), the one resolver. Tools hold no state and are thread-safe;
+the loop runs concurrency-safe kinds in parallel.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel
+
+from qshell.cancel import CancelToken
+from qshell.llm.messages import ToolSpec
+from qshell.tools.paths import PathResolver
+
+
+class Kind(enum.StrEnum):
+    READ = "read"
+    SEARCH = "search"
+    FETCH = "fetch"
+    EDIT = "edit"
+    DELETE = "delete"
+    MOVE = "move"
+    EXECUTE = "execute"
+    THINK = "think"
+    OTHER = "other"
+
+
+MUTATOR_KINDS: frozenset[Kind] = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE, Kind.EXECUTE})
+CONCURRENCY_SAFE_KINDS: frozenset[Kind] = frozenset(
+    {Kind.READ, Kind.SEARCH, Kind.FETCH, Kind.THINK}
+)
+
+
+class ErrorType(enum.StrEnum):
+    """Why a tool failed; every failure path of every tool names one."""
+
+    INVALID_ARGS = "invalid_args"
+    NOT_FOUND = "not_found"
+    IS_DIRECTORY = "is_directory"
+    NOT_A_DIRECTORY = "not_a_directory"
+    BINARY_FILE = "binary_file"
+    OUTSIDE_ROOT = "outside_root"
+    PERMISSION_DENIED = "permission_denied"
+    NO_MATCH = "no_match"
+    AMBIGUOUS_MATCH = "ambiguous_match"
+    NO_CHANGE = "no_change"
+    TIMEOUT = "timeout"
+    NONZERO_EXIT = "nonzero_exit"
+    TOO_LARGE = "too_large"
+    NETWORK = "network"
+    HTTP_STATUS = "http_status"
+    CANCELLED = "cancelled"
+    DENIED = "denied"
+    UNKNOWN_TOOL = "unknown_tool"
+    IO = "io"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolError:
+    type: ErrorType
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PostExecution:
+    """Seed-004 post-execution directives; carried but not acted on yet."""
+
+    skip_llm_round: bool = False
+    result_is_terminal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool produced: text for the model, text for the user, and an optional error."""
+
+    llm_content: str
+    display: str = ""
+    error: ToolError | None = None
+    post_execution: PostExecution | None = None
+
+    @classmethod
+    def fail(cls, type_: ErrorType, message: str) -> ToolResult:
+        return cls(
+            llm_content=f"Error: {message}", display=message, error=ToolError(type_, message)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One path a tool call would touch, for the read-scope and write rules in policy."""
+
+    path: Path
+    write: bool = False
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a tool may use: the resolver, the cancel token and limits."""
+
+    paths: PathResolver
+    cancel: CancelToken = field(default_factory=CancelToken)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    shell_timeout_s: float = 120.0
+    max_output_chars: int = 30_000
+
+    @property
+    def root(self) -> Path:
+        return self.paths.root
+
+
+class Tool(Protocol):
+    """The shape of a tool. Implementations are plain classes, one per module."""
+
+    name: ClassVar[str]
+    kind: ClassVar[Kind]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        """Do the work; return a ToolResult (with `error` set on failure), never raise."""
+
+    def accesses(self, args: Any, ctx: ToolContext) -> Sequence[Access]:
+        """The paths this call would read or write (empty when none)."""
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    """The model-facing description of a tool, from its Args model's JSON schema."""
+    schema = tool.Args.model_json_schema()
+    schema.pop("title", None)
+    return ToolSpec(name=tool.name, description=tool.description, parameters=schema)

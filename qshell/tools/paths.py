@@ -1,0 +1,87 @@
+"""PathResolver: the one place a tool argument becomes a real filesystem path.
+
+It resolves against the project root (following symlinks), answers whether a path is
+inside the root, and whether it looks like a secret (`.env*`, `*.pem`, `*.key`, SSH keys,
+`~/.ssh`, `~/.aws`, `~/.config/gcloud`, plus patterns from settings). Policy builds the
+read-scope rules on these answers; tools use them to refuse writes outside the root; the
+speculation overlay will reuse the same resolver at redirect and apply time. Pure and
+thread-safe: it only reads the filesystem to follow symlinks.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+SECRET_NAME_PATTERNS: tuple[str, ...] = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".netrc",
+    ".pgpass",
+)
+SECRET_HOME_DIRS: tuple[str, ...] = (".ssh", ".aws", ".config/gcloud", ".gnupg")
+
+
+class PathResolver:
+    """Resolves tool paths against `root` and classifies them."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        home: Path | None = None,
+        extra_secret_patterns: Iterable[str] = (),
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.home = (home or Path(os.path.expanduser("~"))).resolve()
+        self._patterns = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
+        self._secret_dirs = tuple(self.home / d for d in SECRET_HOME_DIRS)
+
+    def resolve(self, path: str | os.PathLike[str] | None) -> Path:
+        """The absolute, symlink-resolved path for a tool argument (None = the root)."""
+        if path is None or str(path) == "":
+            return self.root
+        raw = Path(os.path.expanduser(str(path)))
+        if not raw.is_absolute():
+            raw = self.root / raw
+        return raw.resolve()
+
+    def is_inside_root(self, path: Path) -> bool:
+        return path == self.root or path.is_relative_to(self.root)
+
+    def relative(self, path: Path) -> str:
+        """A short display form: root-relative when inside, absolute otherwise."""
+        if self.is_inside_root(path):
+            rel = path.relative_to(self.root).as_posix()
+            return rel or "."
+        return str(path)
+
+    def is_secret(self, path: Path) -> bool:
+        """True for secret-looking files, and anything inside a secret home directory."""
+        if any(path == d or path.is_relative_to(d) for d in self._secret_dirs):
+            return True
+        name = path.name
+        posix = path.as_posix()
+        for pattern in self._patterns:
+            if "/" in pattern:
+                if fnmatch.fnmatch(posix, pattern):
+                    return True
+            elif fnmatch.fnmatch(name, pattern):
+                return True
+        return False
+
+    def read_concern(self, path: Path) -> str | None:
+        """Why reading `path` needs approval, or None when it may be read freely."""
+        if self.is_secret(path):
+            return f"{path} looks like a secret"
+        if not self.is_inside_root(path):
+            return f"{path} is outside the project root {self.root}"
+        return None

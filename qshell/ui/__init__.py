@@ -1,0 +1,1 @@
+"""Front-ends: they render loop events and forward the user's input; nothing else."""

@@ -1,0 +1,168 @@
+"""The `--print` front-end: run one turn and write it as text, JSON or stream-JSON.
+
+`text` writes only the final answer; `json` writes one object when the turn ends;
+`stream-json` writes one JSON object per line for each event, each with a `type` and a
+`timestamp`, ending with `result`. Errors go to stderr as one line; stdout stays
+parseable in every format. Print mode never asks a question: its ToolRunner is
+non-interactive, so it never sees a PermissionRequested. Runs in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+from qshell.agent.events import (
+    Event,
+    FailureKind,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.errors import ExitCode
+from qshell.llm.messages import Usage
+
+
+class OutputFormat(enum.StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    STREAM_JSON = "stream-json"
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+    }
+
+
+class Printer:
+    """Writes one turn's events to stdout/stderr in the chosen format."""
+
+    def __init__(
+        self,
+        fmt: OutputFormat,
+        *,
+        stdout: TextIO,
+        stderr: TextIO,
+        session_id: str,
+        model: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.fmt = fmt
+        self.stdout = stdout
+        self.stderr = stderr
+        self.session_id = session_id
+        self.model = model
+        self.clock = clock
+        self._started = clock()
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        record = {"type": record.pop("type"), "timestamp": _iso(self.clock()), **record}
+        self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.stdout.flush()
+
+    def run(self, events: Iterable[Event]) -> ExitCode:
+        """Consume the events of one turn; return the process exit code."""
+        if self.fmt is OutputFormat.STREAM_JSON:
+            self._emit({"type": "init", "session_id": self.session_id, "model": self.model})
+        for event in events:
+            match event:
+                case TextDelta(text=text) if self.fmt is OutputFormat.STREAM_JSON:
+                    self._emit(
+                        {"type": "message", "role": "assistant", "delta": True, "content": text}
+                    )
+                case ToolStarted(call_id=call_id, name=name, args=args) if (
+                    self.fmt is OutputFormat.STREAM_JSON
+                ):
+                    self._emit(
+                        {
+                            "type": "tool_use",
+                            "tool_name": name,
+                            "tool_id": call_id,
+                            "parameters": args,
+                        }
+                    )
+                case ToolFinished(call_id=call_id, result=result) if (
+                    self.fmt is OutputFormat.STREAM_JSON
+                ):
+                    self._emit(
+                        {
+                            "type": "tool_result",
+                            "tool_id": call_id,
+                            "status": "error" if result.error else "success",
+                            "output": result.llm_content,
+                            "error": result.error.message if result.error else None,
+                        }
+                    )
+                case PermissionRequested(future=future):
+                    future.set_result(PermissionReply(PermissionAnswer.DENY, "print mode"))
+                case TurnFinished():
+                    return self._finish(event)
+                case TurnFailed():
+                    return self._fail(event)
+                case _:
+                    pass
+        return self._fail(TurnFailed(FailureKind.ERROR, "the turn ended without a result"))
+
+    def _result(self, *, text: str, usage: Usage, rounds: int, error: TurnFailed | None) -> dict:
+        record: dict[str, Any] = {
+            "type": "result",
+            "subtype": "success" if error is None else f"error_{error.kind}",
+            "result": text,
+            "is_error": error is not None,
+            "session_id": self.session_id,
+            "num_rounds": rounds,
+            "duration_ms": int((self.clock() - self._started) * 1000),
+            "usage": usage_json(usage),
+        }
+        if error is not None:
+            record["error"] = {"kind": str(error.kind), "message": error.message}
+        return record
+
+    def _finish(self, event: TurnFinished) -> ExitCode:
+        record = self._result(text=event.text, usage=event.usage, rounds=event.rounds, error=None)
+        if self.fmt is OutputFormat.TEXT:
+            text = event.text
+            self.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+            self.stdout.flush()
+        elif self.fmt is OutputFormat.JSON:
+            self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        else:
+            self._emit({**record, "status": "success"})
+        return ExitCode.OK
+
+    def _fail(self, event: TurnFailed) -> ExitCode:
+        self.stderr.write(f"qshell: {event.message}\n")
+        self.stderr.flush()
+        record = self._result(text="", usage=event.usage, rounds=event.rounds, error=event)
+        if self.fmt is OutputFormat.JSON:
+            self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        elif self.fmt is OutputFormat.STREAM_JSON:
+            self._emit(
+                {
+                    "type": "error",
+                    "severity": "error",
+                    "kind": str(event.kind),
+                    "message": event.message,
+                }
+            )
+            self._emit({**record, "status": "error"})
+        self.stdout.flush()
+        return event.kind.exit_code
+
+
+def _iso(epoch_s: float) -> str:
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s))
+        + f".{int(epoch_s * 1000) % 1000:03d}Z"
+    )
