@@ -95,10 +95,10 @@ class Session:
         if self.transcript is not None:
             self.transcript.write({"type": "usage", "usage": usage.model_dump()})
 
-    def note(self, kind: str, **fields: object) -> None:
+    def note(self, record_type: str, **fields: object) -> None:
         """A non-message transcript record, e.g. a failed turn."""
         if self.transcript is not None:
-            self.transcript.write({"type": kind, **fields})
+            self.transcript.write({"type": record_type, **fields})
 
     def request(self) -> ChatRequest:
         return ChatRequest(

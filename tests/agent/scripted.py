@@ -1,0 +1,86 @@
+"""In-process scripted provider and tiny tools for agent-loop unit tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from qshell.cancel import CancelToken
+from qshell.errors import ProviderError
+from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
+from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+
+Step = Message | ProviderError | Callable[[ChatRequest, CancelToken], Iterator[StreamEvent]]
+
+
+class ScriptedProvider:
+    """Replays a list of steps, one per round: a message, an error, or a custom stream."""
+
+    name = "scripted"
+
+    def __init__(self, steps: list[Step]) -> None:
+        self.steps = list(steps)
+        self.requests: list[ChatRequest] = []
+
+    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        self.requests.append(request)
+        step = self.steps.pop(0)
+        if isinstance(step, ProviderError):
+            raise step
+        if callable(step):
+            yield from step(request, cancel)
+            return
+        if step.text:
+            yield StreamText(step.text)
+        stop = "tool_use" if step.tool_calls else "end_turn"
+        yield StreamDone(step, Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4), stop)
+
+
+def call(name: str, args: str = "{}", id_: str | None = None) -> ToolCall:
+    return ToolCall(id=id_ or f"call_{name}_{abs(hash(args)) % 10_000}", name=name, arguments=args)
+
+
+class NoteArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+
+
+class RecordingTool:
+    """A tool of any kind that records the threads and order it ran in."""
+
+    Args: ClassVar[type[BaseModel]] = NoteArgs
+    description: ClassVar[str] = "test tool"
+
+    def __init__(self, name: str, kind: Kind, *, barrier: threading.Barrier | None = None) -> None:
+        self.name = name  # type: ignore[misc]
+        self.kind = kind  # type: ignore[misc]
+        self.barrier = barrier
+        self.ran: list[str] = []
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        if self.barrier is not None:
+            self.barrier.wait(timeout=10)
+        self.ran.append(args.text)
+        return ToolResult(llm_content=f"{self.name} ran {args.text}")
+
+    def accesses(self, args: Any, ctx: ToolContext) -> list[Access]:
+        return []
+
+
+class BlockingTool(RecordingTool):
+    """Blocks until the cancel token fires, then reports cancellation."""
+
+    def __init__(self, name: str = "block", kind: Kind = Kind.EXECUTE) -> None:
+        super().__init__(name, kind)
+        self.started = threading.Event()
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        self.started.set()
+        ctx.cancel.wait(30)
+        if ctx.cancel.cancelled:
+            return ToolResult.fail(ErrorType.CANCELLED, "cancelled")
+        return ToolResult(llm_content="finished")

@@ -1,0 +1,126 @@
+"""Settings precedence, naming, validation errors and provider resolution."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qshell.config import (
+    ApprovalMode,
+    ProviderName,
+    load_settings,
+    resolve_provider,
+)
+from qshell.dirs import Dirs
+from qshell.errors import ConfigError, ExitCode
+
+
+def write(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"QSHELL_HOME": str(tmp_path / "qh")}
+
+
+def user_file(env: dict[str, str]) -> Path:
+    return Dirs.from_environ(env).config / "settings.json"
+
+
+def test_qshell_home_moves_every_directory_under_it(env):
+    dirs = Dirs.from_environ(env)
+    base = Path(env["QSHELL_HOME"])
+    assert (dirs.config, dirs.state, dirs.cache) == (base / "config", base / "state", base / "cache")
+
+
+def test_layers_apply_in_order_defaults_user_project_env_flags(tmp_path, env):
+    root = tmp_path / "proj"
+    write(user_file(env), {"model": "user", "maxTurns": 5, "fastModel": "fast-user"})
+    write(root / ".qshell/settings.json", {"model": "project", "approvalMode": "plan"})
+    s = load_settings(project_root=root, environ=env)
+    assert (s.model, s.max_turns, s.fast_model, s.approval_mode) == (
+        "project",
+        5,
+        "fast-user",
+        ApprovalMode.PLAN,
+    )
+    env2 = {**env, "QSHELL_MODEL": "env", "QSHELL_FAST_MODEL": "fast-env"}
+    s = load_settings(project_root=root, environ=env2)
+    assert (s.model, s.fast_model) == ("env", "fast-env")
+    s = load_settings(project_root=root, environ=env2, flags={"model": "flag", "max_turns": None})
+    assert s.model == "flag" and s.max_turns == 5
+
+
+def test_nested_settings_merge_and_come_from_double_underscore_variables(tmp_path, env):
+    write(user_file(env), {"suggestions": {"enabled": False}, "timeouts": {"idleS": 5}})
+    s = load_settings(project_root=tmp_path, environ=env)
+    assert s.suggestions.enabled is False and s.timeouts.idle_s == 5
+    s = load_settings(project_root=tmp_path, environ={**env, "QSHELL_SUGGESTIONS__ENABLED": "true"})
+    assert s.suggestions.enabled is True and s.timeouts.idle_s == 5
+
+
+def test_defaults_when_nothing_is_set(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    assert s.provider is ProviderName.AUTO and s.max_turns == 50 and s.fast_model == ""
+    assert s.approval_mode is ApprovalMode.DEFAULT
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ({"maxTurns": "many"}, "maxTurns"),
+        ({"approvalMode": "sometimes"}, "approvalMode"),
+        ({"modle": "x"}, "modle"),
+        ({"suggestions": {"enabled": "maybe"}}, "suggestions.enabled"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+    ],
+)
+def test_an_invalid_settings_file_names_the_file_and_the_field(tmp_path, env, content, expected):
+    path = write(tmp_path / ".qshell/settings.json", content)
+    with pytest.raises(ConfigError) as info:
+        load_settings(project_root=tmp_path, environ=env)
+    assert str(path) in str(info.value) and expected in str(info.value)
+    assert info.value.exit_code == ExitCode.CONFIG == 52
+
+
+def test_an_invalid_environment_value_names_the_variable(tmp_path, env):
+    with pytest.raises(ConfigError, match="QSHELL_MAX_TURNS"):
+        load_settings(project_root=tmp_path, environ={**env, "QSHELL_MAX_TURNS": "0"})
+
+
+def test_unrelated_qshell_variables_are_not_settings(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ={**env, "QSHELL_LOAD_PLUGINS": ""})
+    assert s.max_turns == 50
+
+
+def test_auto_prefers_openai_variables_then_anthropic(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    both = {"OPENAI_API_KEY": "sk-1", "ANTHROPIC_API_KEY": "sk-ant-2"}
+    assert resolve_provider(s, both).name is ProviderName.OPENAI
+    anth = resolve_provider(s, {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://x/"})
+    assert (anth.name, anth.base_url, anth.api_key) == (ProviderName.ANTHROPIC, "http://x", "k")
+
+
+def test_openai_api_base_is_accepted_and_a_local_server_needs_no_key(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    p = resolve_provider(s, {"OPENAI_API_BASE": "http://127.0.0.1:9/v1", "OPENAI_MODEL": "qwen"})
+    assert (p.base_url, p.model, p.api_key) == ("http://127.0.0.1:9/v1", "qwen", None)
+
+
+def test_no_provider_configured_says_which_variables_to_set(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY") as info:
+        resolve_provider(s, {})
+    assert "ANTHROPIC_API_KEY" in str(info.value)
+
+
+def test_the_provider_config_repr_never_shows_the_key(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    p = resolve_provider(s, {"OPENAI_API_KEY": "sk-verysecret"})
+    assert "sk-verysecret" not in repr(p)
