@@ -10,7 +10,9 @@ pytest_plugins = ["tests.fakes.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point HOME, XDG_* and QSHELL_HOME at a temporary directory; drop provider keys."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))

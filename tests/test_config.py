@@ -35,7 +35,11 @@ def user_file(env: dict[str, str]) -> Path:
 def test_qshell_home_moves_every_directory_under_it(env):
     dirs = Dirs.from_environ(env)
     base = Path(env["QSHELL_HOME"])
-    assert (dirs.config, dirs.state, dirs.cache) == (base / "config", base / "state", base / "cache")
+    assert (dirs.config, dirs.state, dirs.cache) == (
+        base / "config",
+        base / "state",
+        base / "cache",
+    )
 
 
 def test_layers_apply_in_order_defaults_user_project_env_flags(tmp_path, env):

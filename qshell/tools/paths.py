@@ -42,14 +42,17 @@ class PathResolver:
     ) -> None:
         self.root = Path(root).resolve()
         self.home = (home or Path(os.path.expanduser("~"))).resolve()
-        self._patterns = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
+        self.secret_patterns: tuple[str, ...] = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
         self._secret_dirs = tuple(self.home / d for d in SECRET_HOME_DIRS)
 
     def resolve(self, path: str | os.PathLike[str] | None) -> Path:
         """The absolute, symlink-resolved path for a tool argument (None = the root)."""
         if path is None or str(path) == "":
             return self.root
-        raw = Path(os.path.expanduser(str(path)))
+        text = str(path)
+        if text == "~" or text.startswith("~/"):
+            text = str(self.home) + text[1:]
+        raw = Path(os.path.expanduser(text))
         if not raw.is_absolute():
             raw = self.root / raw
         return raw.resolve()
@@ -70,7 +73,7 @@ class PathResolver:
             return True
         name = path.name
         posix = path.as_posix()
-        for pattern in self._patterns:
+        for pattern in self.secret_patterns:
             if "/" in pattern:
                 if fnmatch.fnmatch(posix, pattern):
                     return True

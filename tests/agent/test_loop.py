@@ -67,7 +67,14 @@ def test_a_two_round_turn_runs_the_tool_and_returns_the_answer(tmp_path):
     )
     events = drive(session, "hi", yolo())
     kinds = [type(e) for e in events]
-    assert kinds == [RoundFinished, ToolStarted, ToolFinished, TextDelta, RoundFinished, TurnFinished]
+    assert kinds == [
+        RoundFinished,
+        ToolStarted,
+        ToolFinished,
+        TextDelta,
+        RoundFinished,
+        TurnFinished,
+    ]
     assert tool.ran == ["a"]
     assert isinstance(events[-1], TurnFinished) and events[-1].text == "done"
     assert events[-1].rounds == 2 and events[-1].usage.prompt_tokens == 20
@@ -80,7 +87,9 @@ def test_consecutive_read_calls_run_in_parallel_and_results_keep_call_order(tmp_
     barrier = threading.Barrier(3)
     tools = [RecordingTool(f"r{i}", Kind.READ, barrier=barrier) for i in range(3)]
     calls = [call(f"r{i}", f'{{"text": "{i}"}}', f"c{i}") for i in range(3)]
-    session, _ = make_session(tmp_path, [Message.assistant("", calls), Message.assistant("ok")], tools)
+    session, _ = make_session(
+        tmp_path, [Message.assistant("", calls), Message.assistant("ok")], tools
+    )
     events = drive(session, "go", yolo())
     assert isinstance(events[-1], TurnFinished)
     assert [r.tool_call_id for r in session.history[2].tool_results] == ["c0", "c1", "c2"]
@@ -97,15 +106,21 @@ def test_mutating_calls_run_in_order_after_earlier_reads(tmp_path):
 
     tools = [Ordered("read", Kind.READ), Ordered("write", Kind.EDIT), Ordered("read2", Kind.READ)]
     calls = [call(t.name, '{"text": "x"}', f"c{i}") for i, t in enumerate(tools)]
-    session, _ = make_session(tmp_path, [Message.assistant("", calls), Message.assistant("ok")], tools)
+    session, _ = make_session(
+        tmp_path, [Message.assistant("", calls), Message.assistant("ok")], tools
+    )
     drive(session, "go", yolo())
     assert order == ["read", "write", "read2"]
 
 
 def test_invalid_arguments_and_unknown_tools_become_error_results_for_the_model(tmp_path):
     tool = RecordingTool("note", Kind.READ)
-    calls = [call("note", '{"wrong": 1}', "c1"), call("nope", "{}", "c2"), call("note", "not json", "c3")]
-    session, provider = make_session(
+    calls = [
+        call("note", '{"wrong": 1}', "c1"),
+        call("nope", "{}", "c2"),
+        call("note", "not json", "c3"),
+    ]
+    session, _provider = make_session(
         tmp_path, [Message.assistant("", calls), Message.assistant("ok")], [tool]
     )
     events = drive(session, "go", yolo())
@@ -123,7 +138,7 @@ def test_invalid_arguments_and_unknown_tools_become_error_results_for_the_model(
 
 def test_a_denied_tool_tells_the_model_and_the_turn_goes_on(tmp_path):
     tool = RecordingTool("edit", Kind.EDIT)
-    session, provider = make_session(
+    session, _provider = make_session(
         tmp_path,
         [Message.assistant("", [call("edit", '{"text": "x"}', "c1")]), Message.assistant("ok")],
         [tool],

@@ -58,11 +58,15 @@ def test_reads_outside_the_root_or_of_secrets_need_approval(ctx, target, mode):
 
 @pytest.mark.parametrize("target", ["../notes.txt", ".env.local", "~/.aws/credentials"])
 def test_yolo_allows_reads_anywhere(ctx, target):
-    assert decide(ApprovalMode.YOLO, Kind.READ, [Access(ctx.paths.resolve(target))], ctx).verdict is A
+    assert (
+        decide(ApprovalMode.YOLO, Kind.READ, [Access(ctx.paths.resolve(target))], ctx).verdict is A
+    )
 
 
 def test_extra_secret_patterns_from_settings_extend_the_list(tmp_path):
-    ctx = ToolContext(paths=PathResolver(tmp_path, home=tmp_path, extra_secret_patterns=["*.tfstate"]))
+    ctx = ToolContext(
+        paths=PathResolver(tmp_path, home=tmp_path, extra_secret_patterns=["*.tfstate"])
+    )
     path = ctx.paths.resolve("infra/prod.tfstate")
     assert decide(ApprovalMode.DEFAULT, Kind.READ, [Access(path)], ctx).verdict is Q
 

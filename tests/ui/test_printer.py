@@ -57,6 +57,7 @@ def test_json_prints_one_object_with_the_documented_fields():
 
 def test_stream_json_prints_one_typed_timestamped_event_per_line_ending_with_result():
     code, out, _ = render(OutputFormat.STREAM_JSON, EVENTS)
+    assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]
     assert [r["type"] for r in lines] == [
         "init",

@@ -1,0 +1,119 @@
+"""File helpers shared by the file tools: binary sniffing, UTF-8 decoding, error mapping.
+
+It answers "is this binary?", decodes a file the way read_file and edit both need (UTF-8,
+byte-order mark remembered), suggests near names for a missing path, and turns an OSError
+into the matching ToolResult failure. It never writes and never decides policy. Pure
+functions over the filesystem: safe from any thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from qshell.tools.base import ErrorType, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
+
+SNIFF_BYTES = 8192
+UTF8_BOM = b"\xef\xbb\xbf"
+MAX_SUGGESTIONS = 3
+MAX_SUGGESTION_SCAN_ENTRIES = 2000
+_UTF8_MAX_CHAR_BYTES = 4
+
+
+def looks_binary(sample: bytes) -> bool:
+    """True when `sample` (the start of a file) has a NUL byte or is not UTF-8."""
+    if b"\x00" in sample:
+        return True
+    # A multi-byte character may be cut at the end of the sample; allow that much.
+    for cut in range(_UTF8_MAX_CHAR_BYTES):
+        try:
+            sample[: len(sample) - cut].decode("utf-8")
+            return False
+        except UnicodeDecodeError:
+            continue
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class TextFile:
+    """A decoded text file: content without the BOM, and whether it had one."""
+
+    text: str
+    bom: bool
+
+    def encode(self, text: str) -> bytes:
+        """`text` as bytes in this file's encoding (UTF-8, BOM kept if it had one)."""
+        data = text.encode("utf-8")
+        return UTF8_BOM + data if self.bom else data
+
+
+def decode_text(data: bytes) -> TextFile | None:
+    """The file's text, or None when it is binary or not valid UTF-8."""
+    if b"\x00" in data[:SNIFF_BYTES]:
+        return None
+    bom = data.startswith(UTF8_BOM)
+    try:
+        text = data[len(UTF8_BOM) :].decode("utf-8") if bom else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return TextFile(text, bom)
+
+
+def similar_names(path: Path) -> list[str]:
+    """Names in `path`'s parent directory that look like `path.name` (cheap, best effort)."""
+    try:
+        with os.scandir(path.parent) as it:
+            names = [e.name for _, e in zip(range(MAX_SUGGESTION_SCAN_ENTRIES), it, strict=False)]
+    except OSError:
+        return []
+    return difflib.get_close_matches(path.name, names, n=MAX_SUGGESTIONS, cutoff=0.6)
+
+
+def not_found(path: Path, paths: PathResolver, hint: str = "") -> ToolResult:
+    """A NOT_FOUND failure for `path`, naming near matches in its directory if any."""
+    message = f"{paths.relative(path)} does not exist."
+    near = [paths.relative(path.parent / name) for name in similar_names(path)]
+    if near:
+        message += f" Did you mean: {', '.join(near)}?"
+    if hint:
+        message += f" {hint}"
+    return ToolResult.fail(ErrorType.NOT_FOUND, message)
+
+
+def os_error(exc: OSError, shown: str) -> ToolResult:
+    """The ToolResult failure for an OSError raised while working on `shown`."""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return ToolResult.fail(ErrorType.NOT_FOUND, f"{shown} does not exist")
+    if isinstance(exc, PermissionError):
+        return ToolResult.fail(ErrorType.PERMISSION_DENIED, f"{shown}: permission denied")
+    if isinstance(exc, IsADirectoryError):
+        return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
+    if isinstance(exc, NotADirectoryError):
+        return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{shown}: a parent is not a directory")
+    return ToolResult.fail(ErrorType.IO, f"{shown}: {reason}")
+
+
+def refuse_outside_root(path: Path, ctx: ToolContext) -> ToolResult | None:
+    """An OUTSIDE_ROOT failure when `path` is not inside the project root, else None."""
+    if ctx.paths.is_inside_root(path):
+        return None
+    return ToolResult.fail(
+        ErrorType.OUTSIDE_ROOT,
+        f"{path} is outside the project root {ctx.paths.root}; only files inside it can be written",
+    )
+
+
+def require_dir(path: Path, paths: PathResolver) -> ToolResult | None:
+    """A NOT_FOUND / NOT_A_DIRECTORY failure unless `path` is a directory, else None."""
+    try:
+        if path.is_dir():
+            return None
+        if not path.exists():
+            return not_found(path, paths)
+    except OSError as exc:
+        return os_error(exc, paths.relative(path))
+    return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{paths.relative(path)} is not a directory")

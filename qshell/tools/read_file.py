@@ -1,0 +1,168 @@
+"""read_file: show a text file to the model as numbered lines, one page at a time.
+
+It streams the file (never loading more than one page plus a counting buffer), numbers lines
+`cat -n` style from 1, truncates very long lines and tells the model which offset to read
+next. It refuses binary files, directories and special files, and never writes. Reads
+outside the root are allowed here; approval is the policy layer's job via `accesses()`.
+Stateless: one instance serves concurrent calls from any thread.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass, field
+from typing import BinaryIO, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qshell.tools import files
+from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+
+DEFAULT_LIMIT_LINES = 2000
+MAX_LINE_CHARS = 2000
+MAX_LINE_BYTES = MAX_LINE_CHARS * 4
+READ_BUDGET_CHARS = 100_000
+COUNT_CHUNK_BYTES = 1 << 20
+TRUNCATED_LINE_MARK = " [... line truncated]"
+
+
+class ReadFileArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File to read: relative to the project root, or absolute.")
+    offset: int | None = Field(
+        default=None, ge=1, description="1-based line number to start at (default 1)."
+    )
+    limit: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"Maximum number of lines to return (default {DEFAULT_LIMIT_LINES}).",
+    )
+
+
+@dataclass
+class _Page:
+    lines: list[str] = field(default_factory=list)
+    chars: int = 0
+    first: int = 0
+    last: int = 0
+    total: int = 0
+
+
+class ReadFileTool:
+    name: ClassVar[str] = "read_file"
+    kind: ClassVar[Kind] = Kind.READ
+    description: ClassVar[str] = (
+        "Read a text file. Returns lines prefixed with their 1-based line number and a tab "
+        f"(like `cat -n`); up to {DEFAULT_LIMIT_LINES} lines per call, lines longer than "
+        f"{MAX_LINE_CHARS} characters are cut. Use `offset` and `limit` to page through long "
+        "files; the result says which offset to use next. The line-number prefix is not part "
+        "of the file: never copy it into edit strings. Binary files and directories are "
+        "refused (use ls for directories)."
+    )
+    Args: ClassVar[type[BaseModel]] = ReadFileArgs
+
+    def accesses(self, args: ReadFileArgs, ctx: ToolContext) -> list[Access]:
+        return [Access(ctx.paths.resolve(args.path))]
+
+    def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
+        path = ctx.paths.resolve(args.path)
+        shown = ctx.paths.relative(path)
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return files.not_found(path, ctx.paths)
+        except OSError as exc:
+            return files.os_error(exc, shown)
+        if stat.S_ISDIR(info.st_mode):
+            return ToolResult.fail(
+                ErrorType.IS_DIRECTORY, f"{shown} is a directory; use ls to list it"
+            )
+        if not stat.S_ISREG(info.st_mode):
+            return ToolResult.fail(ErrorType.INVALID_ARGS, f"{shown} is not a regular file")
+        offset = args.offset or 1
+        limit = args.limit or DEFAULT_LIMIT_LINES
+        try:
+            with path.open("rb") as fh:
+                if files.looks_binary(fh.read(files.SNIFF_BYTES)):
+                    return ToolResult.fail(
+                        ErrorType.BINARY_FILE, f"{shown} is a binary file (or not UTF-8 text)"
+                    )
+                fh.seek(0)
+                page = _read_page(fh, offset, limit)
+        except OSError as exc:
+            return files.os_error(exc, shown)
+        return _render(page, shown, offset)
+
+
+def _read_line(fh: BinaryIO) -> tuple[bytes, bool] | None:
+    """The next line (at most MAX_LINE_BYTES of it, without its newline) and whether it
+    was cut; None at end of file."""
+    raw = fh.readline(MAX_LINE_BYTES)
+    if not raw:
+        return None
+    if raw.endswith(b"\n"):
+        return raw.rstrip(b"\r\n"), False
+    if len(raw) < MAX_LINE_BYTES:
+        return raw, False
+    # The line goes on: skip the rest of it.
+    rest = fh.readline(MAX_LINE_BYTES)
+    while rest and not rest.endswith(b"\n"):
+        rest = fh.readline(MAX_LINE_BYTES)
+    return raw, True
+
+
+def _read_page(fh: BinaryIO, offset: int, limit: int) -> _Page:
+    page = _Page()
+    lineno = 0
+    while True:
+        item = _read_line(fh)
+        if item is None:
+            page.total = lineno
+            return page
+        lineno += 1
+        if lineno < offset:
+            continue
+        full = len(page.lines) >= limit or page.chars >= READ_BUDGET_CHARS
+        if full:
+            page.total = lineno + _count_remaining_lines(fh)
+            return page
+        raw, cut = item
+        text = raw.decode("utf-8", errors="replace")
+        if lineno == 1:
+            text = text.removeprefix("\ufeff")
+        if cut or len(text) > MAX_LINE_CHARS:
+            text = text[:MAX_LINE_CHARS] + TRUNCATED_LINE_MARK
+        line = f"{lineno:>6}\t{text}"
+        page.lines.append(line)
+        page.chars += len(line) + 1
+        page.first = page.first or lineno
+        page.last = lineno
+
+
+def _count_remaining_lines(fh: BinaryIO) -> int:
+    """Lines after the current position, counting a final unterminated line."""
+    count = 0
+    last = b"\n"
+    while chunk := fh.read(COUNT_CHUNK_BYTES):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count if last == b"\n" else count + 1
+
+
+def _render(page: _Page, shown: str, offset: int) -> ToolResult:
+    if page.total == 0:
+        return ToolResult(llm_content=f"{shown} is empty.", display=f"{shown} is empty")
+    if not page.lines:
+        return ToolResult.fail(
+            ErrorType.INVALID_ARGS,
+            f"offset {offset} is past the end of {shown}, which has {page.total} lines",
+        )
+    body = "\n".join(page.lines)
+    if page.last < page.total:
+        body += (
+            f"\n\n[Showing lines {page.first}-{page.last} of {page.total}. "
+            f"Call read_file with offset={page.last + 1} to read more.]"
+        )
+    count = page.last - page.first + 1
+    return ToolResult(llm_content=body, display=f"Read {count} lines from {shown}")

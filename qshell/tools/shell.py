@@ -1,0 +1,174 @@
+"""shell: run one bash command in the project root and return its combined output.
+
+The command runs as `bash -c` in its own process group with stdin closed; stdout and
+stderr are merged in order by one reader thread into a head-and-tail buffer, so memory is
+bounded and a full pipe can never deadlock. On timeout or cancellation the whole group is
+terminated (SIGTERM, then SIGKILL). Background processes that outlive a normal exit are
+left running, but the tool stops reading their output shortly after the command exits.
+It does not judge whether a command is safe (that is policy's job). Stateless: each call
+owns its process and reader thread, so concurrent calls are independent.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from typing import IO, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolError, ToolResult
+from qshell.tools.procgroup import end_group, signal_group
+from qshell.tools.truncate import HeadTailBuffer
+
+MAX_TIMEOUT_S = 600.0
+POST_EXIT_DRAIN_S = 1.0
+READ_CHUNK_BYTES = 65536
+WAIT_POLL_S = 0.05
+
+
+class ShellArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    command: str = Field(description="The bash command line to run in the project root.")
+    timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description=f"Seconds before the command is killed (default from settings, max "
+        f"{MAX_TIMEOUT_S:.0f}).",
+    )
+
+
+class _Reader:
+    """Copies a pipe into a HeadTailBuffer on a daemon thread until EOF or `finish`."""
+
+    def __init__(self, pipe: IO[bytes], sink: HeadTailBuffer) -> None:
+        self._pipe = pipe
+        self._sink = sink
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shell-output", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        fd = self._pipe.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while not self._halt.is_set():
+                if not selector.select(WAIT_POLL_S):
+                    continue
+                try:
+                    data = os.read(fd, READ_CHUNK_BYTES)
+                except OSError:
+                    return
+                if not data:
+                    return
+                self._sink.write(data)
+
+    def finish(self, grace_s: float) -> None:
+        """Wait up to `grace_s` for EOF, then stop reading and close the pipe."""
+        self._thread.join(grace_s)
+        self._halt.set()
+        self._thread.join()
+        self._pipe.close()
+
+
+class ShellTool:
+    name: ClassVar[str] = "shell"
+    kind: ClassVar[Kind] = Kind.EXECUTE
+    description: ClassVar[str] = (
+        "Run a bash command in the project root and return its combined stdout and stderr "
+        "plus the exit code. stdin is closed, so interactive programs fail; pass flags that "
+        "avoid prompts and pagers. Long output keeps its beginning and end. The command and "
+        "everything it started are killed on timeout. Redirect the output of background "
+        "jobs (e.g. `cmd > log 2>&1 &`). Prefer read_file, grep, glob and edit for files."
+    )
+    Args: ClassVar[type[BaseModel]] = ShellArgs
+
+    def accesses(self, args: ShellArgs, ctx: ToolContext) -> list[Access]:
+        return []
+
+    def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
+        if not args.command.strip():
+            return ToolResult.fail(ErrorType.INVALID_ARGS, "command must not be empty")
+        if ctx.cancel.cancelled:
+            return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
+        timeout_s = min(args.timeout or ctx.shell_timeout_s, MAX_TIMEOUT_S)
+        try:
+            proc = subprocess.Popen(
+                ["bash", "-c", args.command],
+                cwd=ctx.paths.root,
+                env=dict(ctx.environ),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ToolResult.fail(ErrorType.IO, f"could not start bash: {exc}")
+        half = max(ctx.max_output_chars // 2, 1)
+        output = HeadTailBuffer(half, half)
+        assert proc.stdout is not None
+        reader = _Reader(proc.stdout, output)
+        stop = _wait(proc, ctx, timeout_s)
+        if stop is not None:
+            end_group(proc)
+        reader.finish(POST_EXIT_DRAIN_S)
+        return _result(output.text(), proc.returncode, stop, timeout_s)
+
+
+def _wait(proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> ErrorType | None:
+    """Wait for the command; TIMEOUT or CANCELLED when it has to be stopped, else None."""
+    cancelled = threading.Event()
+
+    def on_cancel() -> None:
+        cancelled.set()
+        signal_group(proc.pid, signal.SIGTERM)
+
+    unregister = ctx.cancel.on_cancel(on_cancel)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorType.TIMEOUT
+            try:
+                proc.wait(timeout=min(WAIT_POLL_S, remaining))
+            except subprocess.TimeoutExpired:
+                if cancelled.is_set():
+                    return ErrorType.CANCELLED
+                continue
+            return ErrorType.CANCELLED if cancelled.is_set() else None
+    finally:
+        unregister()
+
+
+def _exit_note(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"[exit code: {returncode} (killed by {name})]"
+    return f"[exit code: {returncode}]"
+
+
+def _result(text: str, returncode: int, stop: ErrorType | None, timeout_s: float) -> ToolResult:
+    body = text.rstrip("\n") or "(no output)"
+    if stop is ErrorType.TIMEOUT:
+        message = f"command timed out after {timeout_s:g} s; it and its children were killed"
+    elif stop is ErrorType.CANCELLED:
+        message = "command was cancelled; it and its children were killed"
+    elif returncode != 0:
+        message = f"command exited with code {returncode}"
+    else:
+        full = f"{body}\n{_exit_note(returncode)}"
+        return ToolResult(llm_content=full, display=full)
+    full = f"{body}\n{_exit_note(returncode)}"
+    if stop is not None:
+        full += f"\n[{message}]"
+    error_type = stop or ErrorType.NONZERO_EXIT
+    return ToolResult(llm_content=full, display=full, error=ToolError(error_type, message))

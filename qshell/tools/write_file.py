@@ -1,0 +1,72 @@
+"""write_file: create or overwrite a file inside the project root and report the diff.
+
+It writes the given content as UTF-8 exactly as provided (no newline translation),
+creating missing parent directories, and returns a unified diff of old → new. It refuses
+any path that resolves outside the project root (symlinks and `..` included) and never
+writes there. Approval is the policy layer's job via `accesses()`. Stateless: one instance
+serves concurrent calls from any thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qshell.tools import files
+from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.diffs import count_lines, unified_diff
+
+
+class WriteFileArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(description="File to write: relative to the project root, or absolute.")
+    content: str = Field(description="The complete new content of the file.")
+
+
+class WriteFileTool:
+    name: ClassVar[str] = "write_file"
+    kind: ClassVar[Kind] = Kind.EDIT
+    description: ClassVar[str] = (
+        "Create a file or replace its entire content. Parent directories are created. Only "
+        "paths inside the project root can be written. Returns a unified diff of the change. "
+        "To change part of an existing file prefer `edit`; read a file before overwriting it."
+    )
+    Args: ClassVar[type[BaseModel]] = WriteFileArgs
+
+    def accesses(self, args: WriteFileArgs, ctx: ToolContext) -> list[Access]:
+        return [Access(ctx.paths.resolve(args.path), write=True)]
+
+    def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
+        path = ctx.paths.resolve(args.path)
+        shown = ctx.paths.relative(path)
+        refusal = files.refuse_outside_root(path, ctx)
+        if refusal is not None:
+            return refusal
+        try:
+            if path.is_dir():
+                return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
+            existed = path.exists()
+            old = _old_text(path) if existed else ""
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(args.content.encode("utf-8"))
+        except OSError as exc:
+            return files.os_error(exc, shown)
+        diff = unified_diff(old, args.content, shown)
+        lines = count_lines(args.content)
+        if not existed:
+            summary = f"Created {shown} ({lines} lines)."
+        elif old == args.content:
+            summary = f"Wrote {shown}: content unchanged."
+        else:
+            summary = f"Updated {shown} ({diff.summary} lines)."
+        llm = summary if not diff.text else f"{summary}\n\n{diff.text}"
+        return ToolResult(llm_content=llm, display=diff.text or summary)
+
+
+def _old_text(path: Path) -> str:
+    """The current text for the diff; a placeholder line when it is not UTF-8 text."""
+    decoded = files.decode_text(path.read_bytes())
+    return decoded.text if decoded is not None else "(binary content)\n"

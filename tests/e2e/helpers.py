@@ -1,0 +1,64 @@
+"""Run the real `qshell` console entry as a subprocess against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.fakes.llm_server import ScriptedLLMServer
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+def provider_env(
+    server: ScriptedLLMServer, protocol: str, key: str | None = None
+) -> dict[str, str]:
+    key = key if key is not None else server.api_key or ""
+    if protocol == "openai":
+        return {
+            "OPENAI_BASE_URL": server.openai_base_url,
+            "OPENAI_API_KEY": key,
+            "OPENAI_MODEL": "m1",
+        }
+    return {
+        "ANTHROPIC_BASE_URL": server.anthropic_base_url,
+        "ANTHROPIC_API_KEY": key,
+        "ANTHROPIC_MODEL": "m1",
+    }
+
+
+def run_qshell(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout_s: float = 60,
+) -> Run:
+    """`python -m qshell ARGS` with the test's isolated environment plus `env`."""
+    full_env = {**os.environ, "QSHELL_MAX_RETRIES": "0", **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "qshell", *args],
+        cwd=cwd,
+        env=full_env,
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)

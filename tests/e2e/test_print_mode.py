@@ -1,0 +1,139 @@
+"""`qshell -p` end to end: real subprocess, real HTTP to the scripted server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import provider_env, run_qshell
+from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+
+PROTOCOLS = ["openai", "anthropic"]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello from the project\n")
+    return root
+
+
+def script_two_rounds(server, answer="The file says hello."):
+    server.add_rule(has_tool_result("hello from the project"), Reply.text(answer))
+    server.add_rule(
+        always(), Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"}, id="call_1")])
+    )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_print_mode_completes_a_two_round_turn(llm_server, project, protocol):
+    script_two_rounds(llm_server)
+    run = run_qshell(
+        "-p", "what does hello.txt say?", cwd=project, env=provider_env(llm_server, protocol)
+    )
+    assert (run.code, run.stdout, run.stderr) == (0, "The file says hello.\n", "")
+    requests = llm_server.requests_for(protocol)
+    assert len(requests) == 2
+    assert "what does hello.txt say?" in requests[0].last_user_text
+    assert "read_file" in requests[0].tool_names
+    assert any("hello from the project" in r.content for r in requests[1].last_tool_results)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_json_output_is_one_object_with_result_session_and_usage(llm_server, project, protocol):
+    script_two_rounds(llm_server)
+    run = run_qshell(
+        "-p", "-o", "json", "read it", cwd=project, env=provider_env(llm_server, protocol)
+    )
+    record = run.json()
+    assert run.code == 0 and record["result"] == "The file says hello."
+    assert record["is_error"] is False and record["num_rounds"] == 2 and record["session_id"]
+    assert set(record["usage"]) >= {"prompt_tokens", "completion_tokens", "cached_tokens"}
+    assert record["usage"]["prompt_tokens"] > 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_stream_json_is_one_event_per_line_ending_with_result(llm_server, project, protocol):
+    script_two_rounds(llm_server)
+    run = run_qshell(
+        "-p", "-o", "stream-json", "read it", cwd=project, env=provider_env(llm_server, protocol)
+    )
+    events = run.lines()
+    types = [e["type"] for e in events]
+    assert types[0] == "init" and types[-1] == "result" and run.code == 0
+    assert {"tool_use", "tool_result", "message"} <= set(types)
+    assert all("timestamp" in e for e in events)
+    tool_use = next(e for e in events if e["type"] == "tool_use")
+    assert tool_use["tool_name"] == "read_file" and tool_use["parameters"] == {"path": "hello.txt"}
+    text = "".join(e["content"] for e in events if e["type"] == "message")
+    assert text == "The file says hello."
+
+
+def test_stdin_and_the_prompt_are_joined_by_a_blank_line(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("ok"))
+    run = run_qshell(
+        "-p", "explain", cwd=project, env=provider_env(llm_server, "openai"), stdin="log line\n"
+    )
+    assert run.code == 0
+    assert llm_server.requests[0].last_user_text == "log line\n\nexplain"
+
+
+def test_piped_stdin_without_p_means_print_mode(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("piped answer"))
+    run = run_qshell(cwd=project, env=provider_env(llm_server, "openai"), stdin="explain x\n")
+    assert (run.code, run.stdout) == (0, "piped answer\n")
+    assert llm_server.requests[0].last_user_text == "explain x"
+
+
+def test_print_mode_denies_edits_unless_the_approval_mode_allows_them(llm_server, project):
+    edit = ToolCallSpec(
+        "edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"}, id="e1"
+    )
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([edit]))
+    env = provider_env(llm_server, "openai")
+    run = run_qshell("-p", "change it", cwd=project, env=env)
+    assert run.code == 0 and (project / "hello.txt").read_text() == "hello from the project\n"
+    denied = llm_server.requests[1].last_tool_results[0].content
+    assert "not allowed" in denied and "--approval-mode" in denied
+    run = run_qshell("-p", "--approval-mode", "auto-edit", "change it", cwd=project, env=env)
+    assert run.code == 0 and (project / "hello.txt").read_text() == "howdy from the project\n"
+
+
+def test_yolo_runs_shell_commands_in_print_mode(llm_server, project):
+    shell = ToolCallSpec("shell", {"command": "echo made > made.txt && echo ok"}, id="s1")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([shell]))
+    run = run_qshell("-p", "-y", "make it", cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0 and (project / "made.txt").read_text() == "made\n"
+
+
+def test_continue_and_resume_send_the_earlier_history(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("noted"))
+    env = provider_env(llm_server, "openai")
+    first = run_qshell("-p", "-o", "json", "remember 7", cwd=project, env=env)
+    session_id = first.json()["session_id"]
+    second = run_qshell("-p", "-o", "json", "--continue", "what number?", cwd=project, env=env)
+    assert second.json()["session_id"] == session_id
+    texts = [m.get("content") for m in llm_server.requests[1].body["messages"]]
+    assert texts[1:] == ["remember 7", "noted", "what number?"]
+    third = run_qshell("-p", "--resume", session_id, "again?", cwd=project, env=env)
+    assert third.code == 0
+    assert (
+        llm_server.requests[2].body["messages"][1:4] == llm_server.requests[1].body["messages"][1:4]
+    )
+    assert llm_server.requests[2].body["messages"][0] == llm_server.requests[0].body["messages"][0]
+
+
+def test_reserved_subcommands_need_p_to_be_prompts(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("about stats"))
+    env = provider_env(llm_server, "openai")
+    run = run_qshell("-p", "stats", cwd=project, env=env)
+    assert run.stdout == "about stats\n"
+    stats = run_qshell("stats", "--json", cwd=project, env=env)
+    assert stats.code == 0 and json.loads(stats.stdout)["sessions"] == 1
+    plugins = run_qshell("plugins", cwd=project, env=env)
+    assert plugins.code == 0 and "no plugins" in plugins.stdout

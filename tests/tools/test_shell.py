@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from qshell.tools import procgroup
+from qshell.tools.base import ErrorType, ToolContext
+from qshell.tools.shell import ShellArgs, ShellTool
+
+TOOL = ShellTool()
+GONE_BOUND_S = 15.0
+POLL_S = 0.05
+
+
+def sh(ctx: ToolContext, command: str, timeout: float | None = None):
+    return TOOL.run(ShellArgs(command=command, timeout=timeout), ctx)
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie counts as gone (PID 1 may never reap orphans)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_until(predicate, bound_s: float = GONE_BOUND_S) -> bool:
+    """Poll `predicate` until it holds or a generous bound passes (no timing asserted)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(POLL_S)
+    return predicate()
+
+
+def read_pid(path: Path) -> int:
+    assert wait_until(lambda: path.exists() and path.read_text().strip() != "")
+    return int(path.read_text())
+
+
+@pytest.fixture
+def stray_pids() -> Iterator[list[int]]:
+    """Pids a test started; any still alive at the end are killed."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_shell_returns_output_and_exit_code(ctx: ToolContext) -> None:
+    result = sh(ctx, "echo hello")
+    assert result.error is None
+    assert result.llm_content == "hello\n[exit code: 0]"
+
+
+def test_shell_merges_stdout_and_stderr_in_order(ctx: ToolContext) -> None:
+    result = sh(ctx, "echo one; echo two >&2; echo three")
+    assert result.llm_content.splitlines()[:3] == ["one", "two", "three"]
+
+
+def test_shell_runs_in_the_project_root(root: Path, ctx: ToolContext) -> None:
+    assert sh(ctx, "pwd").llm_content.splitlines()[0] == str(root)
+
+
+def test_shell_uses_the_context_environment(ctx: ToolContext) -> None:
+    env = {**ctx.environ, "QSHELL_TOOL_TEST": "from-ctx"}
+    result = sh(dataclasses.replace(ctx, environ=env), "echo $QSHELL_TOOL_TEST")
+    assert result.llm_content.startswith("from-ctx")
+
+
+def test_shell_closes_stdin(ctx: ToolContext) -> None:
+    result = sh(ctx, "cat; echo done")
+    assert result.llm_content == "done\n[exit code: 0]"
+
+
+def test_shell_says_when_there_is_no_output(ctx: ToolContext) -> None:
+    assert sh(ctx, "true").llm_content == "(no output)\n[exit code: 0]"
+
+
+def test_shell_nonzero_exit_is_an_error_that_keeps_the_output(ctx: ToolContext) -> None:
+    result = sh(ctx, "echo partial; exit 3")
+    assert result.error is not None and result.error.type is ErrorType.NONZERO_EXIT
+    assert "partial" in result.llm_content
+    assert "[exit code: 3]" in result.llm_content
+
+
+def test_shell_reports_a_command_killed_by_a_signal(ctx: ToolContext) -> None:
+    result = sh(ctx, "kill -9 $$")
+    assert result.error is not None and result.error.type is ErrorType.NONZERO_EXIT
+    assert "SIGKILL" in result.llm_content
+
+
+def test_shell_caps_output_keeping_head_and_tail(ctx: ToolContext) -> None:
+    small = dataclasses.replace(ctx, max_output_chars=1000)
+    result = sh(small, "seq 1 100000")
+    lines = result.llm_content.splitlines()
+    assert lines[:3] == ["1", "2", "3"]
+    assert "100000" in lines
+    assert "omitted" in result.llm_content
+    assert len(result.llm_content) < 1200
+
+
+def test_shell_timeout_kills_the_whole_process_group(
+    root: Path, ctx: ToolContext, stray_pids: list[int]
+) -> None:
+    result = sh(ctx, "sleep 60 & echo $! > child.pid; echo started; wait", timeout=0.5)
+    pid = read_pid(root / "child.pid")
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
+    assert "started" in result.llm_content
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_shell_timeout_escalates_to_sigkill(
+    root: Path, ctx: ToolContext, stray_pids: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(procgroup, "KILL_GRACE_S", 0.2)
+    command = "trap '' TERM; sleep 60 & echo $! > child.pid; wait"
+    result = sh(ctx, command, timeout=0.5)
+    pid = read_pid(root / "child.pid")
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_shell_cancel_from_another_thread_kills_the_group(
+    root: Path, ctx: ToolContext, stray_pids: list[int]
+) -> None:
+    pid_file = root / "child.pid"
+
+    def cancel_once_started() -> None:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        ctx.cancel.cancel()
+
+    canceller = threading.Thread(target=cancel_once_started)
+    canceller.start()
+    result = sh(ctx, "sleep 60 & echo $! > child.pid; wait")
+    canceller.join()
+    pid = read_pid(pid_file)
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is ErrorType.CANCELLED
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_shell_does_not_start_when_already_cancelled(
+    root: Path, cancelled_ctx: ToolContext
+) -> None:
+    result = sh(cancelled_ctx, "touch ran")
+    assert result.error is not None and result.error.type is ErrorType.CANCELLED
+    assert not (root / "ran").exists()
+
+
+def test_shell_returns_when_a_background_job_keeps_the_pipe_open(
+    ctx: ToolContext, stray_pids: list[int]
+) -> None:
+    result = sh(ctx, "sleep 30 & echo $!")
+    pid = int(result.llm_content.splitlines()[0])
+    stray_pids.append(pid)
+    assert result.error is None
+    assert result.llm_content.endswith("[exit code: 0]")
+
+
+def test_shell_rejects_an_empty_command(ctx: ToolContext) -> None:
+    result = sh(ctx, "   ")
+    assert result.error is not None and result.error.type is ErrorType.INVALID_ARGS
+
+
+def test_shell_reports_when_bash_cannot_start(ctx: ToolContext) -> None:
+    broken = dataclasses.replace(ctx, environ={"PATH": "/nonexistent"})
+    result = sh(broken, "echo hi")
+    assert result.error is not None and result.error.type is ErrorType.IO
+
+
+def test_shell_accesses_no_paths(ctx: ToolContext) -> None:
+    assert TOOL.accesses(ShellArgs(command="ls"), ctx) == []
