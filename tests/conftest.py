@@ -31,3 +31,14 @@ def isolated_home(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("QSHELL_LOAD_PLUGINS", "")
     return home
+
+
+def _hypothesis_profile() -> None:
+    """Hypothesis never applies a deadline here: machines are noisy, timing is not asserted."""
+    from hypothesis import settings
+
+    settings.register_profile("qshell", deadline=None, max_examples=60)
+    settings.load_profile("qshell")
+
+
+_hypothesis_profile()

@@ -226,3 +226,12 @@ def test_no_api_key_appears_in_any_file_qshell_wrote(llm_server, project, isolat
         data = path.read_bytes()
         assert llm_server.api_key.encode() not in data, path
         assert b"sk-leaky" not in data, path
+
+
+def test_a_rate_limit_that_never_clears_exits_1_saying_so(llm_server, project, isolated_home):
+    llm_server.add_rule(always(), Fault.rate_limited(retry_after_s=0))
+    env = {**provider_env(llm_server, "anthropic"), "QSHELL_MAX_RETRIES": "1"}
+    run = run_qshell("-p", "hi", cwd=project, env=env)
+    assert run.code == 1 and "rate" in single_line(run.stderr).lower()
+    assert len(llm_server.requests) == 2
+    assert_transcript_intact(isolated_home)

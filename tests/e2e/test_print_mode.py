@@ -137,3 +137,65 @@ def test_reserved_subcommands_need_p_to_be_prompts(llm_server, project):
     assert stats.code == 0 and json.loads(stats.stdout)["sessions"] == 1
     plugins = run_qshell("plugins", cwd=project, env=env)
     assert plugins.code == 0 and "no plugins" in plugins.stdout
+
+
+def test_agents_md_joins_a_system_prompt_that_stays_byte_identical(llm_server, project):
+    (project / "AGENTS.md").write_text("Always answer in haiku.\n")
+    (project / "QSHELL.md").write_text("ignored when AGENTS.md exists\n")
+    script_two_rounds(llm_server)
+    run = run_qshell("-p", "read it", cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0
+    first, second = (r.body["messages"][0] for r in llm_server.requests)
+    assert first == second and first["role"] == "system"
+    assert "Always answer in haiku." in first["content"]
+    assert "ignored when" not in first["content"]
+
+
+def test_qshell_md_is_used_when_there_is_no_agents_md(llm_server, project):
+    (project / "QSHELL.md").write_text("Use tabs.\n")
+    llm_server.add_rule(always(), Reply.text("ok"))
+    assert run_qshell("-p", "hi", cwd=project, env=provider_env(llm_server, "anthropic")).code == 0
+    assert "Use tabs." in llm_server.requests[0].system_text
+
+
+@pytest.mark.parametrize(("flags", "allowed"), [([], False), (["-y"], True)])
+def test_reading_a_secret_file_is_denied_in_print_mode_unless_yolo(
+    llm_server, project, flags, allowed
+):
+    (project / ".env").write_text("TOKEN=hunter2\n")
+    read = ToolCallSpec("read_file", {"path": ".env"}, id="r1")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([read]))
+    run = run_qshell("-p", *flags, "show .env", cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0
+    result = llm_server.requests[1].last_tool_results[0].content
+    assert ("hunter2" in result) is allowed
+    if not allowed:
+        assert "secret" in result and "-y" in result
+
+
+def test_reading_outside_the_root_is_denied_in_print_mode(llm_server, project):
+    (project.parent / "outside.txt").write_text("private notes\n")
+    read = ToolCallSpec("read_file", {"path": "../outside.txt"}, id="r1")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([read]))
+    run = run_qshell(
+        "-p",
+        "--approval-mode",
+        "auto-edit",
+        "peek",
+        cwd=project,
+        env=provider_env(llm_server, "openai"),
+    )
+    assert run.code == 0
+    result = llm_server.requests[1].last_tool_results[0].content
+    assert "private notes" not in result and "outside the project root" in result
+
+
+def test_writing_outside_the_root_is_refused_even_in_yolo(llm_server, project):
+    write = ToolCallSpec("write_file", {"path": "../escape.txt", "content": "x"}, id="w1")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([write]))
+    run = run_qshell("-p", "-y", "escape", cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0 and not (project.parent / "escape.txt").exists()
+    assert llm_server.requests[1].last_tool_results[0].content.startswith("Error")
