@@ -17,21 +17,15 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 from httpx_sse import ServerSentEvent
 
 from qshell.cancel import CancelToken
 from qshell.errors import StreamBroken
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
-from qshell.llm.errors_map import Endpoint, error_from_payload
+from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
-    Clock,
-    HttpStreamer,
-    RetryPolicy,
-    SleepFn,
     StreamCut,
     StreamProgress,
-    Timeouts,
 )
 from qshell.llm.messages import (
     ChatRequest,
@@ -42,6 +36,7 @@ from qshell.llm.messages import (
     ToolResultBlock,
     Usage,
 )
+from qshell.llm.sse_provider import SSEProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -54,48 +49,14 @@ _STOP_REASONS: dict[str, StopReason] = {
 }
 
 
-class AnthropicProvider:
+class AnthropicProvider(SSEProvider):
     """A `Provider` for `POST {base_url}/v1/messages` with `stream: true`."""
 
     name = "anthropic"
 
-    def __init__(
-        self,
-        base_url: str = DEFAULT_BASE_URL,
-        api_key: str | None = None,
-        *,
-        timeouts: Timeouts | None = None,
-        retry: RetryPolicy | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleep: SleepFn | None = None,
-        clock: Clock | None = None,
-        key_env: str = "ANTHROPIC_API_KEY",
-        model_env: str = "ANTHROPIC_MODEL",
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key or None
-        self._endpoint = Endpoint(
-            provider=self.name,
-            base_url=self.base_url,
-            key_env=key_env,
-            model_env=model_env,
-            secrets=(api_key,) if api_key else (),
-        )
-        self._http = HttpStreamer(
-            self._endpoint,
-            timeouts=timeouts,
-            retry=retry,
-            transport=transport,
-            sleep=sleep,
-            clock=clock,
-        )
-
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        """Close the shared HTTP client (a later `stream` opens a new one)."""
-        self._http.close()
+    key_env = "ANTHROPIC_API_KEY"
+    model_env = "ANTHROPIC_MODEL"
+    default_base_url = DEFAULT_BASE_URL
 
     def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         headers = {
@@ -106,18 +67,13 @@ class AnthropicProvider:
         if self._api_key:
             headers["x-api-key"] = self._api_key
 
-        def parse(
-            events: Iterator[ServerSentEvent], progress: StreamProgress
-        ) -> Iterator[StreamEvent]:
-            return self._parse(events, progress, request.model)
-
-        return self._http.stream(
+        return self._send(
+            request,
+            cancel,
             path="/v1/messages",
             headers=headers,
             body=build_body(request),
-            model=request.model,
-            cancel=cancel,
-            parse=parse,
+            parse=self._parse,
         )
 
     def _parse(
@@ -127,16 +83,7 @@ class AnthropicProvider:
         for event in events:
             if not event.data.strip():
                 continue
-            try:
-                data = json.loads(event.data)
-            except ValueError:
-                raise StreamBroken(
-                    f"malformed stream from {self.base_url}: a data line is not JSON"
-                ) from None
-            if not isinstance(data, dict):
-                raise StreamBroken(
-                    f"malformed stream from {self.base_url}: an event is not an object"
-                )
+            data = self._decode(event.data, "an event")
             kind = data.get("type") or event.event
             if kind == "error":
                 raise error_from_payload(data, self._endpoint, model)

@@ -17,21 +17,15 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 from httpx_sse import ServerSentEvent
 
 from qshell.cancel import CancelToken
 from qshell.errors import StreamBroken
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
-from qshell.llm.errors_map import Endpoint, error_from_payload
+from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
-    Clock,
-    HttpStreamer,
-    RetryPolicy,
-    SleepFn,
     StreamCut,
     StreamProgress,
-    Timeouts,
 )
 from qshell.llm.messages import (
     ChatRequest,
@@ -42,6 +36,7 @@ from qshell.llm.messages import (
     ToolResultBlock,
     Usage,
 )
+from qshell.llm.sse_provider import SSEProvider
 
 DONE_SENTINEL = "[DONE]"
 _FINISH_TO_STOP: dict[str, StopReason] = {
@@ -52,66 +47,27 @@ _FINISH_TO_STOP: dict[str, StopReason] = {
 }
 
 
-class OpenAIProvider:
+class OpenAIProvider(SSEProvider):
     """A `Provider` for `POST {base_url}/chat/completions` with `stream: true`."""
 
     name = "openai"
 
-    def __init__(
-        self,
-        base_url: str,
-        api_key: str | None,
-        *,
-        timeouts: Timeouts | None = None,
-        retry: RetryPolicy | None = None,
-        transport: httpx.BaseTransport | None = None,
-        sleep: SleepFn | None = None,
-        clock: Clock | None = None,
-        key_env: str = "OPENAI_API_KEY",
-        model_env: str = "OPENAI_MODEL",
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key or None
-        self._endpoint = Endpoint(
-            provider=self.name,
-            base_url=self.base_url,
-            key_env=key_env,
-            model_env=model_env,
-            secrets=(api_key,) if api_key else (),
-        )
-        self._http = HttpStreamer(
-            self._endpoint,
-            timeouts=timeouts,
-            retry=retry,
-            transport=transport,
-            sleep=sleep,
-            clock=clock,
-        )
-
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(base_url={self.base_url!r})"
-
-    def close(self) -> None:
-        """Close the shared HTTP client (a later `stream` opens a new one)."""
-        self._http.close()
+    key_env = "OPENAI_API_KEY"
+    model_env = "OPENAI_MODEL"
+    default_base_url = ""
 
     def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
 
-        def parse(
-            events: Iterator[ServerSentEvent], progress: StreamProgress
-        ) -> Iterator[StreamEvent]:
-            return self._parse(events, progress, request.model)
-
-        return self._http.stream(
+        return self._send(
+            request,
+            cancel,
             path="/chat/completions",
             headers=headers,
             body=build_body(request),
-            model=request.model,
-            cancel=cancel,
-            parse=parse,
+            parse=self._parse,
         )
 
     def _parse(
@@ -126,16 +82,7 @@ class OpenAIProvider:
             if data == DONE_SENTINEL:
                 done = True
                 break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise StreamBroken(
-                    f"malformed stream from {self.base_url}: a data line is not JSON"
-                ) from None
-            if not isinstance(chunk, dict):
-                raise StreamBroken(
-                    f"malformed stream from {self.base_url}: a chunk is not an object"
-                )
+            chunk = self._decode(data, "a chunk")
             if chunk.get("error"):
                 raise error_from_payload(chunk, self._endpoint, model)
             text = state.feed(chunk)

@@ -1,0 +1,105 @@
+"""SSEProvider: what the OpenAI and Anthropic providers share around their wire formats.
+
+It owns the endpoint description (used for error messages and key redaction) and the
+`HttpStreamer` that applies the retry, timeout and cancel policy, sends one streaming
+request for a subclass, and decodes each SSE data line into a JSON object or raises
+`StreamBroken`. Subclasses add only their headers, body and event parsing. The API key
+is kept private: it goes into headers the subclass builds and nowhere else, and `repr`
+never shows it. Thread-safe: concurrent streams share only the pooled client.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import httpx
+from httpx_sse import ServerSentEvent
+
+from qshell.cancel import CancelToken
+from qshell.errors import StreamBroken
+from qshell.llm.base import StreamEvent
+from qshell.llm.errors_map import Endpoint
+from qshell.llm.http import Clock, HttpStreamer, RetryPolicy, SleepFn, StreamProgress, Timeouts
+from qshell.llm.messages import ChatRequest
+
+ParseEvents = Callable[[Iterator[ServerSentEvent], StreamProgress, str], Iterator[StreamEvent]]
+
+
+class SSEProvider:
+    """Shared construction, streaming and JSON decoding for SSE chat providers."""
+
+    name: ClassVar[str]
+    key_env: ClassVar[str]
+    model_env: ClassVar[str]
+    default_base_url: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        base_url: str = "",
+        api_key: str | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: SleepFn | None = None,
+        clock: Clock | None = None,
+        key_env: str | None = None,
+        model_env: str | None = None,
+    ) -> None:
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self._api_key = api_key or None
+        self._endpoint = Endpoint(
+            provider=self.name,
+            base_url=self.base_url,
+            key_env=key_env or self.key_env,
+            model_env=model_env or self.model_env,
+            secrets=(api_key,) if api_key else (),
+        )
+        self._http = HttpStreamer(
+            self._endpoint,
+            timeouts=timeouts,
+            retry=retry,
+            transport=transport,
+            sleep=sleep,
+            clock=clock,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Close the shared HTTP client (a later `stream` opens a new one)."""
+        self._http.close()
+
+    def _send(
+        self,
+        request: ChatRequest,
+        cancel: CancelToken,
+        *,
+        path: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        parse: ParseEvents,
+    ) -> Iterator[StreamEvent]:
+        def bound(
+            events: Iterator[ServerSentEvent], progress: StreamProgress
+        ) -> Iterator[StreamEvent]:
+            return parse(events, progress, request.model)
+
+        return self._http.stream(
+            path=path, headers=headers, body=body, model=request.model, cancel=cancel, parse=bound
+        )
+
+    def _decode(self, data: str, what: str) -> dict[str, Any]:
+        """One SSE data line as a JSON object; `what` names it in the error ("a chunk")."""
+        try:
+            value = json.loads(data)
+        except ValueError:
+            raise StreamBroken(
+                f"malformed stream from {self.base_url}: a data line is not JSON"
+            ) from None
+        if not isinstance(value, dict):
+            raise StreamBroken(f"malformed stream from {self.base_url}: {what} is not an object")
+        return value
