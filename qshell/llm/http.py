@@ -6,11 +6,15 @@ every policy decision: retries with backoff only before the first content (conne
 errors, 429, 5xx, a stream cut before content), `Retry-After`, the silence watchdog,
 cancellation that shuts the socket down, and the single translation of httpx failures and
 HTTP statuses into `ProviderError`s (via `errors_map`). It must not know any wire format
-and never logs headers, bodies or keys. Thread-safe: the one `httpx.Client` is shared by
-concurrent `stream` calls, and each call keeps its own state. Known limit: a socket is
-known from its connect (new connections) or from the response headers, so a cancel while
-a *reused* pooled connection still waits for headers acts when they arrive or when the
-httpx read backstop (first_token_s + READ_TIMEOUT_MARGIN_S) expires.
+and never logs headers, bodies or keys. Thread-safe: the one pooling `httpx.Client` is
+shared by concurrent `stream` calls, and each call keeps its own state. By default the
+client runs on `sockets.CancellableTransport`, so a cancel or silence timeout cuts the
+socket a request is blocked on at once, also on a reused keep-alive connection waiting for
+its headers. An injected transport, or httpx's stock one when the environment names a
+proxy, gets the fallback: sockets come from httpx's `trace` extension (new connections)
+and the response headers, so a cancel while a reused connection still waits for headers
+acts when they arrive or when the httpx read backstop (first_token_s +
+READ_TIMEOUT_MARGIN_S) expires; a mock transport has no socket and ends at the next chunk.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from qshell.llm.errors_map import (
     parse_retry_after,
     redact,
 )
+from qshell.llm.sockets import GUARD_EXTENSION, CancellableTransport, environment_proxies
 from qshell.llm.watchdog import AbortHandle, Watchdog
 
 log = logging.getLogger(__name__)
@@ -136,10 +141,12 @@ class _FeedingStream(httpx.SyncByteStream):
 class _AttemptState:
     """Everything one attempt shares between its reader, the watchdog and a canceller."""
 
-    def __init__(self, timeouts: Timeouts, clock: Clock, cancel: CancelToken, model: str) -> None:
+    def __init__(
+        self, timeouts: Timeouts, clock: Clock, cancel: CancelToken, model: str, guarded: bool
+    ) -> None:
         self.cancel = cancel
         self.model = model
-        self.handle = AbortHandle()
+        self.handle = AbortHandle(guarded=guarded)
         self.watchdog = Watchdog(
             timeouts.first_token_s, timeouts.idle_s, self.handle.abort, clock=clock
         )
@@ -163,6 +170,8 @@ class HttpStreamer:
         self.timeouts = timeouts or Timeouts()
         self.retry = retry or RetryPolicy()
         self._transport = transport
+        # Whether the client runs on `CancellableTransport` (see the module docstring).
+        self._guarded = transport is None and not environment_proxies()
         self._sleep = sleep or cancellable_sleep
         self._clock = clock or time.monotonic
         self._rng = random.Random(self.retry.seed)
@@ -176,8 +185,9 @@ class HttpStreamer:
         """The shared client, created on first use."""
         with self._lock:
             if self._client is None:
+                transport = CancellableTransport() if self._guarded else self._transport
                 self._client = httpx.Client(
-                    transport=self._transport,
+                    transport=transport,
                     timeout=self.timeouts.for_httpx(),
                     follow_redirects=False,
                 )
@@ -206,7 +216,7 @@ class HttpStreamer:
         while True:
             attempt += 1
             cancel.raise_if_cancelled()
-            state = _AttemptState(self.timeouts, self._clock, cancel, model)
+            state = _AttemptState(self.timeouts, self._clock, cancel, model, self._guarded)
             try:
                 yield from self._attempt(url, dict(headers), content, parse, state)
                 return
@@ -269,11 +279,13 @@ class HttpStreamer:
         state: _AttemptState,
     ) -> Iterator[StreamEvent]:
         client = self.client()
+        handle = state.handle
+        extensions = {GUARD_EXTENSION: handle} if self._guarded else {"trace": handle.trace}
         request = client.build_request(
-            "POST", url, content=content, headers=headers, extensions={"trace": state.handle.trace}
+            "POST", url, content=content, headers=headers, extensions=extensions
         )
         response = client.send(request, stream=True)
-        state.handle.attach(response)
+        handle.attach(response)
         watchdog = state.watchdog
         watchdog.feed()
         if not 200 <= response.status_code < 300:

@@ -3,9 +3,13 @@
 `Watchdog` measures silence on one streaming response: `first_token_s` until the first
 content arrives, `idle_s` between chunks after that, and never while the consumer holds
 the stream (it is suspended across each `yield`). On expiry it calls `on_expire` once.
-`AbortHandle` collects the socket(s) and the response of one exchange so that a cancel or
-an expired watchdog can shut the socket down — waking a thread blocked in a read at once
-and letting the server see the disconnect — and close the response. Neither class reads
+`AbortHandle` lets a cancel or an expired watchdog abort one exchange from another thread:
+it shuts the socket down — waking a thread blocked in a read at once and letting the
+server see the disconnect. A *guarded* handle is the exchange's `IoGuard` (see
+`qshell.llm.sockets`): it sees each blocking socket call as it happens, shuts down exactly
+the socket in use (new or reused pooled connection alike) and refuses every later call.
+An unguarded handle (any other transport) collects sockets from httpx's `trace` extension
+(new connections) and from the response, and also closes the response. Neither class reads
 or writes the network itself, and neither knows about errors or retries; both are
 thread-safe (the watchdog thread, a cancelling thread and the reading thread share them).
 """
@@ -33,7 +37,8 @@ STOP_JOIN_S = 2.0
 
 
 class _NetworkStream(Protocol):
-    def get_extra_info(self, info: str) -> Any: ...
+    def get_extra_info(self, info: str) -> Any:
+        """httpcore's `NetworkStream.get_extra_info`; "socket" gives the socket."""
 
 
 class Watchdog:
@@ -157,9 +162,11 @@ def shutdown_socket(stream: _NetworkStream) -> None:
 class AbortHandle:
     """The socket(s) and response of one HTTP exchange, so another thread can abort it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, guarded: bool = False) -> None:
+        self._guarded = guarded
         self._lock = threading.Lock()
         self._streams: list[_NetworkStream] = []
+        self._in_io: list[_NetworkStream] = []
         self._response: httpx.Response | None = None
         self._aborted = False
         self._released = False
@@ -169,31 +176,49 @@ class AbortHandle:
         return self._response
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
-        """httpx `trace` extension: remember each socket as soon as it is connected."""
+        """httpx `trace` extension (unguarded): remember each socket as soon as it connects."""
         if not event.endswith((".connect_tcp.complete", ".start_tls.complete")):
             return
         stream = info.get("return_value")
         if stream is None:
             return
         with self._lock:
-            if self._released:
+            if self._released or self._guarded:
                 return
             self._streams.append(stream)
             if self._aborted:
                 shutdown_socket(stream)
+
+    def enter_io(self, stream: _NetworkStream) -> bool:
+        """`IoGuard`: a blocking call on `stream` starts; after an abort, cut it and refuse."""
+        with self._lock:
+            if self._aborted:
+                shutdown_socket(stream)
+                return False
+            if not self._released:
+                self._in_io.append(stream)
+            return True
+
+    def exit_io(self, stream: _NetworkStream) -> None:
+        """`IoGuard`: the blocking call on `stream` returned."""
+        with self._lock:
+            if stream in self._in_io:
+                self._in_io.remove(stream)
 
     def attach(self, response: httpx.Response) -> None:
         """The response headers arrived; abort at once if an abort came first."""
         with self._lock:
             self._response = response
             stream = response.extensions.get("network_stream")
-            if stream is not None:
+            if stream is not None and not self._guarded:
                 self._streams.append(stream)
             if self._aborted:
                 self._abort_locked()
+                if self._guarded:  # the reading thread itself: closing cannot race it
+                    self._close_response()
 
     def abort(self) -> None:
-        """Shut the socket down and close the response (from any thread, once)."""
+        """Shut the socket down (unguarded: also close the response); any thread, once."""
         with self._lock:
             if self._aborted or self._released:
                 return
@@ -206,12 +231,20 @@ class AbortHandle:
             self._released = True
             response = self._response
             self._streams.clear()
+            self._in_io.clear()
         if response is not None:
             response.close()
 
     def _abort_locked(self) -> None:
+        for stream in self._in_io:
+            shutdown_socket(stream)
+        if self._guarded:
+            return  # the reader wakes from the shutdown, or is refused its next call
         for stream in self._streams:
             shutdown_socket(stream)
+        self._close_response()
+
+    def _close_response(self) -> None:
         if self._response is not None:
             try:
                 self._response.close()

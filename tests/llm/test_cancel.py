@@ -2,6 +2,8 @@
 
 A tiny raw HTTP server on 127.0.0.1 answers one request with headers and optional SSE
 chunks, then blocks in `recv`; when `recv` returns b'' it sets `client_disconnected`.
+`KeepAliveServer` does the same on the second request of one kept-alive connection, so
+the cancel hits a *reused* pooled connection still waiting for its response headers.
 Tests wait on events with generous timeouts and never assert on elapsed time.
 """
 
@@ -16,11 +18,11 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ProviderUnavailable
-from qshell.llm.base import StreamEvent, StreamText
+from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.http import RetryPolicy, Timeouts
 from qshell.llm.messages import ChatRequest, Message
 from qshell.llm.openai import OpenAIProvider
-from tests.llm.sse import Sleeps, chunk
+from tests.llm.sse import Sleeps, chunk, event
 
 WAIT_S = 5.0
 HEADERS = (
@@ -74,6 +76,75 @@ class RawServer:
         self.thread.join(WAIT_S)
 
 
+class KeepAliveServer:
+    """One connection: answers the first request with a complete stream, holds the second."""
+
+    def __init__(self) -> None:
+        body = (chunk("hello", finish="stop") + event("[DONE]")).encode()
+        self.answer = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        self.held_request = threading.Event()
+        self.client_disconnected = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            try:
+                rest = _read_request(conn, b"")
+                conn.sendall(self.answer)
+                _read_request(conn, rest)
+                self.held_request.set()
+                while conn.recv(65536):
+                    pass
+            except (OSError, EOFError):
+                pass
+            self.client_disconnected.set()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.thread.join(WAIT_S)
+
+
+def _read_request(conn: socket.socket, received: bytes) -> bytes:
+    """Read one request (head and Content-Length body); return what followed it."""
+    while b"\r\n\r\n" not in received:
+        received += _recv(conn)
+    head, _, rest = received.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        rest += _recv(conn)
+    return rest[length:]
+
+
+def _recv(conn: socket.socket) -> bytes:
+    data = conn.recv(65536)
+    if not data:
+        raise EOFError
+    return data
+
+
+@pytest.fixture
+def keep_alive_server() -> Iterator[KeepAliveServer]:
+    server = KeepAliveServer()
+    yield server
+    server.close()
+
+
 @pytest.fixture
 def make_server() -> Iterator[Any]:
     servers: list[RawServer] = []
@@ -113,7 +184,9 @@ class Consumer:
         assert not self.thread.is_alive(), "the stream did not end"
 
 
-def provider_for(server: RawServer, timeouts: Timeouts | None = None) -> OpenAIProvider:
+def provider_for(
+    server: RawServer | KeepAliveServer, timeouts: Timeouts | None = None
+) -> OpenAIProvider:
     return OpenAIProvider(
         server.base_url,
         "sk-test-key-123456",
@@ -170,4 +243,40 @@ def test_silence_after_content_is_an_unretryable_timeout(make_server) -> None:
     assert consumer.error.retryable is False
     assert consumer.events == [StreamText("partial")]
     assert server.client_disconnected.wait(WAIT_S)
+    provider.close()
+
+
+def finish_first_stream(provider: OpenAIProvider) -> None:
+    first = Consumer(provider, CancelToken())
+    first.join()
+    assert first.error is None
+    assert isinstance(first.events[-1], StreamDone)
+
+
+def test_cancel_on_a_reused_connection_waiting_for_headers_disconnects(
+    keep_alive_server: KeepAliveServer,
+) -> None:
+    provider = provider_for(keep_alive_server)
+    finish_first_stream(provider)
+    cancel = CancelToken()
+    second = Consumer(provider, cancel)
+    assert keep_alive_server.held_request.wait(WAIT_S)
+    cancel.cancel()
+    second.join()
+    assert isinstance(second.error, Cancelled)
+    assert keep_alive_server.client_disconnected.wait(WAIT_S)
+    provider.close()
+
+
+def test_no_first_token_on_a_reused_connection_is_provider_unavailable(
+    keep_alive_server: KeepAliveServer,
+) -> None:
+    provider = provider_for(keep_alive_server, Timeouts(first_token_s=1.0, idle_s=1.0))
+    finish_first_stream(provider)
+    second = Consumer(provider, CancelToken())
+    assert keep_alive_server.held_request.wait(WAIT_S)
+    second.join()
+    assert isinstance(second.error, ProviderUnavailable)
+    assert "no response from the model within 1 s" in str(second.error)
+    assert keep_alive_server.client_disconnected.wait(WAIT_S)
     provider.close()
