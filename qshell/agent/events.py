@@ -113,6 +113,16 @@ class PermissionRequested:
     args: Mapping[str, object]
     reason: str
     future: Future[PermissionReply] = field(compare=False)
+    preview: str = ""  # what the call would do, e.g. the unified diff of an edit
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCompacted:
+    """The history was replaced by a model-written summary (by /compact or automatically)."""
+
+    reason: str
+    messages_before: int
+    messages_after: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +151,7 @@ Event = (
     | ToolStarted
     | ToolFinished
     | PermissionRequested
+    | HistoryCompacted
     | RoundFinished
     | TurnFinished
     | TurnFailed

@@ -247,6 +247,7 @@ def _permission(
             _display_args(prepared.call),
             decision.reason,
             future,
+            preview=_preview(prepared, ctx),
         )
         reply = future.result()
     except CancelledError:
@@ -259,6 +260,18 @@ def _permission(
     if reply.answer is PermissionAnswer.ALLOW_ALWAYS:
         runner.allow_always(prepared.tool)
     return None
+
+
+def _preview(prepared: _Prepared, ctx: Any) -> str:
+    """The tool's own preview of the call (an edit's diff), when it offers one."""
+    preview = getattr(prepared.tool, "preview", None)
+    if preview is None:
+        return ""
+    try:
+        return str(preview(prepared.args, ctx))
+    except Exception:  # a preview is a courtesy; the question is still asked without it
+        log.debug("preview of %s failed", prepared.call.name, exc_info=True)
+        return ""
 
 
 def _execute(runner: ToolRunner, prepared: _Prepared, ctx: Any) -> ToolResult:
