@@ -150,9 +150,15 @@ def _dispatch(
     settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
     stdin_is_tty = _isatty(stdin)
     if not args.print and stdin_is_tty:
-        raise InputError(
-            "the interactive front-end is not part of this build yet; "
-            'run one prompt with `qshell -p "your prompt"`'
+        from qshell.ui.interactive import run_interactive
+
+        return run_interactive(
+            args,
+            settings,
+            open_session=_factory(settings, root, environ),
+            environ=environ,
+            stdin=stdin,
+            stdout=stdout,
         )
     prompt = " ".join(args.prompt).strip()
     piped = "" if stdin_is_tty else _read_stdin(stdin, wait_for_first=bool(prompt))
@@ -165,8 +171,22 @@ def _dispatch(
     from qshell.ui.print_mode import run_print
 
     return run_print(
-        args, settings, prompt, root=root, environ=environ, stdout=stdout, stderr=stderr
+        args,
+        settings,
+        prompt,
+        open_session=_factory(settings, root, environ),
+        stdout=stdout,
+        stderr=stderr,
     )
+
+
+def _factory(settings: Any, root: Path, environ: Mapping[str, str]) -> Any:
+    """The session factory front-ends use: cli is the composition root."""
+    from functools import partial
+
+    from qshell.compose import open_session
+
+    return partial(open_session, settings, root=root, environ=environ)
 
 
 def _isatty(stream: TextIO) -> bool:

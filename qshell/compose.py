@@ -9,13 +9,12 @@ never construct providers or tools themselves. No threads, no terminal I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
 from qshell.agent.prompt import build_system_prompt
-from qshell.agent.session import Session, new_session_id
+from qshell.agent.session import Session, SessionRequest, new_session_id
 from qshell.config import ProviderConfig, ProviderName, Settings, resolve_provider
 from qshell.dirs import Dirs
 from qshell.llm.base import Provider
@@ -43,21 +42,12 @@ def build_provider(config: ProviderConfig, settings: Settings) -> Provider:
     return OpenAIProvider(config.base_url, config.api_key, timeouts=timeouts, retry=retry)
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRequest:
-    """Which session to open: a new one, the latest (`continue_latest`), or `resume_id`."""
-
-    continue_latest: bool = False
-    resume_id: str | None = None
-    append_system_prompt: str = ""
-
-
 def open_session(
     settings: Settings,
+    request: SessionRequest,
     *,
     root: Path,
     environ: Mapping[str, str],
-    request: SessionRequest,
     provider: Provider | None = None,
 ) -> Session:
     """A new or resumed session for `root`, with its transcript open for appending."""
@@ -74,6 +64,7 @@ def open_session(
         shell_timeout_s=settings.shell_timeout_s,
     )
     history = []
+    last_prompt_tokens = 0
     if request.continue_latest or request.resume_id:
         loaded = transcripts.load(transcripts.find(directory, request.resume_id))
         session_id, system_prompt, history = (
@@ -81,6 +72,7 @@ def open_session(
             loaded.system_prompt,
             loaded.messages,
         )
+        last_prompt_tokens = loaded.last_prompt_tokens
         transcript = transcripts.Transcript(directory / f"{session_id}.jsonl")
     else:
         session_id = new_session_id()
@@ -102,4 +94,7 @@ def open_session(
         session_id=session_id,
         transcript=transcript,
         history=history,
+        context_window=settings.context_window,
+        compact_threshold=settings.compact_threshold,
+        last_prompt_tokens=last_prompt_tokens,
     )

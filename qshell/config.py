@@ -74,6 +74,8 @@ class Settings(_Section):
     max_tokens: int = Field(8192, ge=1)
     max_retries: int = Field(3, ge=0, le=10)
     shell_timeout_s: float = Field(120.0, gt=0)
+    context_window: int = Field(128_000, ge=1000)  # tokens the model accepts in one request
+    compact_threshold: float = Field(0.85, gt=0, lt=1)  # fraction of it that triggers compaction
     secret_patterns: list[str] = Field(default_factory=list)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)

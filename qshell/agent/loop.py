@@ -4,7 +4,9 @@
 model response; its tool calls run as a batch (consecutive calls of concurrency-safe
 kinds in parallel, the rest in order, results always in call order) and the results go
 back in the next round. It ends when the model answers without tools (`TurnFinished`),
-when `maxTurns` rounds have run, on a provider error, or on cancel (`TurnFailed`). Normal
+when `maxTurns` rounds have run, on a provider error, or on cancel (`TurnFailed`). Near the
+context window the history is compacted first (`HistoryCompacted`), and a first round
+rejected as too long is retried once after compacting (agent/compaction.py). Normal
 turns, `--print` and speculation all use it and differ only in the ToolRunner and the
 consumer of the events. Invariant: whenever the generator returns, every tool call in
 the history has exactly one result and no partial assistant message was kept. It runs
@@ -22,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from qshell.agent import compaction
 from qshell.agent.events import (
     Event,
     FailureKind,
@@ -38,7 +41,7 @@ from qshell.agent.events import (
 from qshell.agent.policy import ToolRunner, Verdict
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
-from qshell.errors import Cancelled, QshellError
+from qshell.errors import Cancelled, ContextTooLong, QshellError
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
@@ -63,10 +66,18 @@ def run_turn(
     session: Session, prompt: str | None, runner: ToolRunner, cancel: CancelToken
 ) -> Iterator[Event]:
     """Run one user turn; `prompt=None` continues from the current history."""
-    if prompt is not None:
-        session.append(Message.user(prompt))
     rounds = 0
     start_usage = session.usage
+    retried = False
+    if prompt is not None:
+        try:
+            compacted = compaction.compact_before_turn(session, prompt, cancel)
+        except (Cancelled, QshellError) as exc:
+            yield _error(session, exc, start_usage, rounds)
+            return
+        if compacted is not None:
+            yield compacted
+        session.append(Message.user(prompt))
     while rounds < session.max_turns:
         if cancel.cancelled:
             yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
@@ -81,6 +92,17 @@ def run_turn(
         except Cancelled:
             yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
             return
+        except ContextTooLong as exc:
+            if rounds or retried or prompt is None or not compaction.can_retry_compacted(session):
+                yield _error(session, exc, start_usage, rounds)
+                return
+            retried = True
+            try:
+                yield compaction.compact_for_retry(session, cancel)
+            except (Cancelled, QshellError) as again:
+                yield _error(session, again, start_usage, rounds)
+                return
+            continue
         except QshellError as exc:
             yield _failed(session, FailureKind.of(exc), str(exc), start_usage, rounds)
             return
@@ -140,6 +162,13 @@ def _failed(
 ) -> TurnFailed:
     session.note("turn_failed", kind=str(kind), message=message)
     return TurnFailed(kind=kind, message=message, usage=_since(session.usage, start), rounds=rounds)
+
+
+def _error(session: Session, exc: Exception, start: Usage, rounds: int) -> TurnFailed:
+    """The TurnFailed for a provider error or a cancel raised outside a model round."""
+    if isinstance(exc, Cancelled):
+        return _failed(session, FailureKind.CANCELLED, "cancelled", start, rounds)
+    return _failed(session, FailureKind.of(exc), str(exc), start, rounds)
 
 
 def _prepare(session: Session, call: ToolCall) -> _Prepared:

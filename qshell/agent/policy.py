@@ -5,8 +5,9 @@ DENY with a reason. The read-scope rules (reads outside the project root or of
 secret-looking paths need approval) are written here and only here; the speculation gate
 will build on this function. `MainToolRunner` is the ToolRunner of normal turns and
 `--print`: it applies `decide()`, turns ASK into DENY when nobody can be asked, and
-remembers "always allow" answers for the session. Pure decisions; the runner's memory
-is guarded by a lock.
+remembers "always allow" answers for the session; before an edit-kind call runs it hands
+each path the call writes to the session's Checkpoints (for /undo). Pure decisions; the
+runner's memory is guarded by a lock.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from qshell.agent.checkpoints import Checkpoints
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
@@ -92,11 +94,18 @@ class ToolRunner(Protocol):
 
 
 class MainToolRunner:
-    """The runner of normal turns and print mode, driven by the session's approval mode."""
+    """The runner of normal turns and print mode, driven by the session's approval mode.
 
-    def __init__(self, mode: ApprovalMode, *, interactive: bool) -> None:
+    `mode` may be set at any time (the /approval-mode command does); the next decision uses
+    it. With `checkpoints`, every edit/delete/move call saves the files it writes first.
+    """
+
+    def __init__(
+        self, mode: ApprovalMode, *, interactive: bool, checkpoints: Checkpoints | None = None
+    ) -> None:
         self.mode = mode
         self.interactive = interactive
+        self.checkpoints = checkpoints
         self._always: set[str] = set()
         self._lock = threading.Lock()
 
@@ -116,4 +125,8 @@ class MainToolRunner:
             self._always.add(tool.name)
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        if self.checkpoints is not None and tool.kind in EDIT_KINDS:
+            for access in tool.accesses(args, ctx):
+                if access.write:
+                    self.checkpoints.save(access.path)
         return tool.run(args, ctx)

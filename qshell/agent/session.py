@@ -10,7 +10,8 @@ the loop.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.agent.transcript import Transcript
@@ -18,6 +19,22 @@ from qshell.config import ApprovalMode
 from qshell.llm.base import Provider
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
 from qshell.tools.base import Tool, ToolContext, tool_spec
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRequest:
+    """Which session to open: a new one, the latest (`continue_latest`), or `resume_id`."""
+
+    continue_latest: bool = False
+    resume_id: str | None = None
+    append_system_prompt: str = ""
+
+
+SessionFactory = Callable[[SessionRequest], "Session"]
+
+
+DEFAULT_CONTEXT_WINDOW_TOKENS = 128_000
+DEFAULT_COMPACT_THRESHOLD = 0.85  # fraction of the context window
 
 
 def new_session_id() -> str:
@@ -62,6 +79,9 @@ class Session:
         session_id: str | None = None,
         transcript: Transcript | None = None,
         history: Sequence[Message] = (),
+        context_window: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
+        compact_threshold: float = DEFAULT_COMPACT_THRESHOLD,
+        last_prompt_tokens: int = 0,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -78,6 +98,10 @@ class Session:
         self.history: list[Message] = list(history)
         self.usage = Usage()
         self.rounds = 0
+        self.context_window = context_window
+        self.compact_threshold = compact_threshold
+        # Tokens the last round used (prompt + completion): the next request's size, roughly.
+        self.last_prompt_tokens = last_prompt_tokens
 
     @property
     def project_root(self) -> Path:
@@ -92,6 +116,7 @@ class Session:
     def record_round(self, usage: Usage) -> None:
         self.usage = self.usage + usage
         self.rounds += 1
+        self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
         if self.transcript is not None:
             self.transcript.write({"type": "usage", "usage": usage.model_dump()})
 
@@ -99,6 +124,14 @@ class Session:
         """A non-message transcript record, e.g. a failed turn."""
         if self.transcript is not None:
             self.transcript.write({"type": record_type, **fields})
+
+    def restart_history(self, messages: Sequence[Message], **record: object) -> None:
+        """Replace the whole history (compaction); the transcript records a `compacted`
+        note with `record` and then the new messages, so a resume starts from them."""
+        self.note("compacted", **record)
+        self.history.clear()
+        for message in messages:
+            self.append(message)
 
     def request(self) -> ChatRequest:
         return ChatRequest(

@@ -3,7 +3,9 @@
 Files live at `<state>/projects/<cwd-slug>/<session-id>.jsonl` (directories 0700, files
 0600). The first record is a header with the system prompt the model saw; each later
 record is one complete message (never a half-written one) or a note such as a failed
-turn. Reading a transcript back gives exactly the history the model saw. One writer per
+turn or a usage count. A `compacted` note means the history restarts there (the messages
+after it replace all earlier ones). Reading a transcript back gives exactly the history
+the model saw. One writer per
 file; appends are line-buffered and flushed, so a crash leaves whole lines only.
 """
 
@@ -41,6 +43,7 @@ class LoadedTranscript:
     session_id: str
     system_prompt: str
     messages: list[Message]
+    last_prompt_tokens: int = 0  # size of the last round (prompt + completion), for compaction
 
 
 class Transcript:
@@ -83,20 +86,36 @@ def load(path: Path) -> LoadedTranscript:
     session_id = path.stem
     system_prompt = ""
     messages: list[Message] = []
+    last_tokens = 0
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if record.get("type") == "session":
+            if not isinstance(record, dict):
+                continue
+            kind = record.get("type")
+            if kind == "session":
                 system_prompt = record.get("system_prompt", "")
-            elif record.get("type") == "message":
+            elif kind == "compacted":
+                messages.clear()
+                last_tokens = _int(record.get("estimated_tokens"))
+            elif kind == "usage" and isinstance(record.get("usage"), dict):
+                usage = record["usage"]
+                last_tokens = _int(usage.get("prompt_tokens")) + _int(
+                    usage.get("completion_tokens")
+                )
+            elif kind == "message":
                 try:
                     messages.append(_MESSAGES.validate_python(record["message"]))
                 except (ValidationError, KeyError):
                     continue
-    return LoadedTranscript(session_id, system_prompt, messages)
+    return LoadedTranscript(session_id, system_prompt, messages, last_tokens)
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def find(directory: Path, session_id: str | None) -> Path:

@@ -1,0 +1,154 @@
+"""Compaction: replace a long history with a model-written summary so the work can go on.
+
+`compact()` sends one extra round built from the session's normal request (same model,
+system prompt, tools and message prefix, so the provider's prompt cache still applies)
+plus a request for a thorough summary, then restarts the history as [summary, short
+acknowledgement] and records that in the transcript. `needs_compaction()` decides when a
+turn should compact first, and the two `*_turn` helpers are the hooks `run_turn` calls.
+It must not change the history unless the summary round succeeded: provider errors and
+`Cancelled` propagate with the history untouched, and tool calls in the summary reply are
+ignored. Like the Session it works on, it runs in the thread running the turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from qshell.agent.events import HistoryCompacted
+from qshell.agent.session import Session
+from qshell.cancel import CancelToken
+from qshell.errors import QshellError, StreamBroken
+from qshell.llm.base import StreamDone
+from qshell.llm.messages import Message, TextBlock
+
+CHARS_PER_TOKEN = 4  # rough size estimate: characters per token, for text not yet sent
+MIN_MESSAGES_TO_COMPACT = 4  # messages the history needs before automatic compaction
+MIN_MESSAGES_TO_RETRY = 2  # earlier messages a too-long turn needs to compact and retry
+SUMMARY_HEADER = "<summary of the earlier conversation>"
+ACKNOWLEDGEMENT = "Understood. I have the summary of our earlier work and will continue from it."
+NEAR_LIMIT_REASON = "the conversation was close to the model's context window"
+EXCEEDED_REASON = "the model's context window was exceeded"
+SUMMARY_REQUEST = (
+    "Stop here for a moment. This conversation is about to be replaced by a summary that you "
+    "write now, and the work will carry on from that summary alone, so leave nothing out "
+    "that is needed to continue. Do not call any tools; answer with the summary only, in "
+    "plain prose and lists, under these headings:\n"
+    "1. Goals: what the user asked for, with every constraint and preference they stated.\n"
+    "2. Decisions: what was decided or agreed and why, and approaches tried and dropped.\n"
+    "3. Files: each file read, created, changed or deleted, its current state, and the "
+    "changes made to it.\n"
+    "4. Problems: errors met and how they were fixed, and anything still unresolved.\n"
+    "5. Next steps: what was in progress just now and what remains to be done, in order.\n"
+    "Use exact names (files, functions, commands, error messages) wherever they matter."
+)
+
+
+class CompactionError(QshellError):
+    """The summary round answered without a usable summary; the history was kept."""
+
+
+def needs_compaction(session: Session, incoming_text: str) -> bool:
+    """True when the next request would pass the compaction threshold.
+
+    The size is estimated as the last round's tokens (prompt + completion, from the
+    provider's usage) plus the incoming text at about CHARS_PER_TOKEN characters a token.
+    Short histories are never compacted.
+    """
+    if len(session.history) < MIN_MESSAGES_TO_COMPACT:
+        return False
+    estimate = session.last_prompt_tokens + len(incoming_text) / CHARS_PER_TOKEN
+    return estimate > session.context_window * session.compact_threshold
+
+
+def compact(
+    session: Session, cancel: CancelToken, *, reason: str, instructions: str = ""
+) -> HistoryCompacted:
+    """Summarise the whole history and restart it from the summary (see the module doc)."""
+    return _compact(session, cancel, reason, instructions, list(session.history), [])
+
+
+def compact_before_turn(
+    session: Session, prompt: str, cancel: CancelToken
+) -> HistoryCompacted | None:
+    """Compact before `prompt` is appended when the history is near the context window."""
+    if not needs_compaction(session, prompt):
+        return None
+    return compact(session, cancel, reason=NEAR_LIMIT_REASON)
+
+
+def can_retry_compacted(session: Session) -> bool:
+    """True when a turn whose first round was too long may compact and retry: the history
+    ends with the turn's prompt and has enough messages before it to summarise."""
+    history = session.history
+    return (
+        len(history) - 1 >= MIN_MESSAGES_TO_RETRY
+        and history[-1].role == "user"
+        and not history[-1].tool_results
+    )
+
+
+def compact_for_retry(session: Session, cancel: CancelToken) -> HistoryCompacted:
+    """Summarise everything before the turn's prompt, then put the prompt back after it."""
+    prompt = session.history[-1]
+    return _compact(session, cancel, EXCEEDED_REASON, "", session.history[:-1], [prompt])
+
+
+def _compact(
+    session: Session,
+    cancel: CancelToken,
+    reason: str,
+    instructions: str,
+    earlier: list[Message],
+    tail: list[Message],
+) -> HistoryCompacted:
+    before = len(session.history)
+    request = session.request().model_copy(
+        update={"messages": _with_summary_request(earlier, instructions)}
+    )
+    done: StreamDone | None = None
+    for chunk in session.provider.stream(request, cancel):
+        if isinstance(chunk, StreamDone):
+            done = chunk
+    if done is None:
+        raise StreamBroken("the model stream ended before the summary was complete")
+    session.record_round(done.usage)
+    summary = done.message.text.strip()
+    if not summary:
+        raise CompactionError(
+            "the model answered the summary request without any text; the history was kept"
+        )
+    messages = [
+        Message.user(f"{SUMMARY_HEADER}\n\n{summary}"),
+        Message.assistant(ACKNOWLEDGEMENT),
+        *tail,
+    ]
+    estimate = _estimate_tokens(session, messages)
+    session.restart_history(
+        messages, reason=reason, messages_before=before, estimated_tokens=estimate
+    )
+    session.last_prompt_tokens = estimate
+    return HistoryCompacted(reason=reason, messages_before=before, messages_after=len(messages))
+
+
+def _with_summary_request(earlier: list[Message], instructions: str) -> list[Message]:
+    """The history plus the summary request; joined to a trailing user message, if any,
+    so that two user messages never follow each other."""
+    text = SUMMARY_REQUEST
+    if instructions.strip():
+        text += "\n\nThe user adds these instructions for the summary:\n" + instructions.strip()
+    if earlier and earlier[-1].role == "user":
+        last = earlier[-1]
+        joined = Message(role="user", content=[*last.content, TextBlock(text=text)])
+        return [*earlier[:-1], joined]
+    return [*earlier, Message.user(text)]
+
+
+def _estimate_tokens(session: Session, messages: Sequence[Message]) -> int:
+    """A rough size of the next request (system prompt, tools, messages) in tokens."""
+    chars = len(session.system_prompt)
+    chars += sum(
+        len(json.dumps(spec.parameters)) + len(spec.description) for spec in session.tool_specs
+    )
+    chars += sum(len(message.model_dump_json()) for message in messages)
+    return int(chars / CHARS_PER_TOKEN)

@@ -1,0 +1,200 @@
+"""Conversation: the controller an interactive front-end drives.
+
+It owns the current session, the main ToolRunner (interactive, with checkpoints for
+`/undo`), the per-turn CancelToken and the notes to pass to the model with the next prompt.
+Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
+`set_model()`, `set_approval_mode()`, `clear()`, `resume()` — and render the events the
+generators yield; they never touch the provider or the tools. A turn's generator must be
+consumed in one thread (the front-end's worker); `cancel()` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from qshell.agent.attachments import Expanded, expand_mentions
+from qshell.agent.checkpoints import Checkpoints, UndoReport
+from qshell.agent.compaction import compact
+from qshell.agent.events import Event, FailureKind, TurnFailed
+from qshell.agent.loop import run_turn
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session, SessionFactory, SessionRequest
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode
+from qshell.errors import Cancelled, QshellError
+
+MANUAL_COMPACT_REASON = "requested with /compact"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One earlier session of this project, for `/resume`."""
+
+    session_id: str
+    modified: datetime
+    first_prompt: str
+    current: bool
+
+
+class Conversation:
+    """The interactive session's state and verbs."""
+
+    def __init__(
+        self, open_session: SessionFactory, request: SessionRequest, *, fast_model: str = ""
+    ) -> None:
+        self._open = open_session
+        self.session = open_session(request)
+        self.checkpoints = Checkpoints(self.session.project_root)
+        self.runner = MainToolRunner(
+            self.session.approval_mode, interactive=True, checkpoints=self.checkpoints
+        )
+        self.fast_model = fast_model
+        self._cancel = CancelToken()
+        self._notes: list[str] = []
+        self.last_expansion: Expanded | None = None
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def turn(self, text: str) -> Iterator[Event]:
+        """Run one user turn: @mentions attached, pending notes prepended, files checkpointed.
+
+        The cancel token is created here, eagerly, so a `cancel()` that arrives before the
+        returned generator first runs is not lost.
+        """
+        cancel = self._cancel = CancelToken()
+        expanded = expand_mentions(text, self.session.tool_context.paths)
+        self.last_expansion = expanded
+        prompt = expanded.text
+        if self._notes:
+            prompt = "\n".join(self._notes) + "\n\n" + prompt
+            self._notes.clear()
+        return self._turn(prompt, cancel)
+
+    def _turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+        self.checkpoints.begin_turn()
+        try:
+            yield from run_turn(self.session, prompt, self.runner, cancel)
+        finally:
+            self.checkpoints.end_turn()
+
+    def compact(self, instructions: str = "") -> Iterator[Event]:
+        """Replace the history with a summary, as a stream of events like a turn."""
+        cancel = self._cancel = CancelToken()
+        return self._compact(instructions, cancel)
+
+    def _compact(self, instructions: str, cancel: CancelToken) -> Iterator[Event]:
+        if not self.session.history:
+            yield TurnFailed(FailureKind.INPUT, "there is nothing to compact yet")
+            return
+        try:
+            yield compact(
+                self.session, cancel, reason=MANUAL_COMPACT_REASON, instructions=instructions
+            )
+        except Cancelled:
+            yield TurnFailed(FailureKind.CANCELLED, "cancelled")
+        except QshellError as exc:
+            yield TurnFailed(FailureKind.of(exc), str(exc))
+
+    def cancel(self) -> None:
+        """Cancel the running turn or compaction (any thread)."""
+        self._cancel.cancel()
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        return self._cancel
+
+    # -- settings of this session ----------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        return self.session.model
+
+    def set_model(self, name: str) -> None:
+        self.session.model = name
+
+    def set_fast_model(self, name: str) -> None:
+        self.fast_model = name
+
+    @property
+    def approval_mode(self) -> ApprovalMode:
+        return self.runner.mode
+
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        self.runner.mode = mode
+        self.session.approval_mode = mode
+
+    # -- history -------------------------------------------------------------------------------
+
+    def undo(self) -> UndoReport:
+        """Restore the files the last changing turn edited, and tell the model next time."""
+        report = self.checkpoints.undo_last()
+        changed = report.restored + report.deleted
+        if changed:
+            self._notes.append(
+                "[The user undid your file changes from an earlier turn; these files are back "
+                f"to their previous state: {', '.join(changed)}]"
+            )
+        return report
+
+    def clear(self) -> str:
+        """Start a new, empty session (the old one stays resumable); returns the old id."""
+        old = self.session
+        self._switch(self._open(SessionRequest()))
+        return old.id
+
+    def resume(self, session_id: str) -> None:
+        """Switch to an earlier session of this project (InputError when unknown)."""
+        self._switch(self._open(SessionRequest(resume_id=session_id)))
+
+    def _switch(self, session: Session) -> None:
+        model, mode = self.session.model, self.runner.mode
+        self.session.close()
+        self.session = session
+        self.session.model = model
+        self.set_approval_mode(mode)
+        self.checkpoints = Checkpoints(self.session.project_root)
+        self.runner.checkpoints = self.checkpoints
+        self._notes.clear()
+
+    def sessions(self) -> list[SessionSummary]:
+        """This project's sessions, newest first."""
+        transcript = self.session.transcript
+        if transcript is None:
+            return []
+        summaries = []
+        for path in transcript.path.parent.glob("*.jsonl"):
+            summaries.append(
+                SessionSummary(
+                    session_id=path.stem,
+                    modified=datetime.fromtimestamp(path.stat().st_mtime),
+                    first_prompt=_first_prompt(path),
+                    current=path.stem == self.session.id,
+                )
+            )
+        return sorted(summaries, key=lambda s: s.modified, reverse=True)
+
+    def close(self) -> str:
+        """Close the session; returns its id for the "resume with" hint."""
+        self.session.close()
+        return self.session.id
+
+
+def _first_prompt(path: Path) -> str:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                record = json.loads(line)
+                if record.get("type") != "message":
+                    continue
+                message = record["message"]
+                if message.get("role") == "user":
+                    for block in message.get("content", []):
+                        if block.get("type") == "text":
+                            return " ".join(block["text"].split())[:80]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return ""

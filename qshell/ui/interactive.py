@@ -1,0 +1,61 @@
+"""Interactive start-up: choose the REPL or the plain line mode, then run it.
+
+The plain line mode is chosen for `--simple-prompt`, a dumb or unknown `TERM`, inside
+Emacs (`INSIDE_EMACS`), or when stdout is not a terminal; everything else gets the
+prompt_toolkit REPL, which is imported only then. Main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import TextIO
+
+from qshell.agent.conversation import Conversation
+from qshell.agent.session import SessionFactory, SessionRequest
+from qshell.config import Settings
+from qshell.dirs import Dirs, ensure_private_dir
+
+DUMB_TERMS = {"", "dumb", "unknown"}
+
+
+def wants_plain(args: argparse.Namespace, environ: Mapping[str, str], stdout: TextIO) -> bool:
+    if args.simple_prompt or environ.get("INSIDE_EMACS"):
+        return True
+    if environ.get("TERM", "").lower() in DUMB_TERMS:
+        return True
+    try:
+        return not stdout.isatty()
+    except (AttributeError, ValueError):
+        return True
+
+
+def run_interactive(
+    args: argparse.Namespace,
+    settings: Settings,
+    *,
+    open_session: SessionFactory,
+    environ: Mapping[str, str],
+    stdin: TextIO,
+    stdout: TextIO,
+) -> int:
+    conversation = Conversation(
+        open_session,
+        SessionRequest(
+            continue_latest=args.continue_latest,
+            resume_id=args.resume,
+            append_system_prompt=args.append_system_prompt,
+        ),
+        fast_model=settings.fast_model,
+    )
+    if wants_plain(args, environ, stdout):
+        from qshell.ui.simple import SimpleFrontEnd
+
+        return SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout).run()
+    from qshell.ui.repl import Repl
+
+    state = ensure_private_dir(Dirs.from_environ(environ).state)
+    repl = Repl(
+        conversation, history_path=state / "history", environ=environ, stdin=stdin, stdout=stdout
+    )
+    return repl.run()

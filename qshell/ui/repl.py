@@ -1,0 +1,185 @@
+"""The full-screen-free prompt_toolkit REPL for real terminals.
+
+The main thread runs the prompt (persistent history, Alt-Enter for a newline, Ctrl-X
+Ctrl-E for $EDITOR, Tab completion of slash commands and @paths, a bottom toolbar with
+model, approval mode and token use); each turn runs in a worker through the shared
+driver while the rich renderer prints above. While a turn runs the terminal is quiet
+(terminal.py): keys typed then are kept and appear in the next input line, and they are
+set aside while a permission question is open so they can never answer it. Ctrl-C cancels
+a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. Main thread only.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.formatted_text import HTML
+from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
+
+from qshell import __version__
+from qshell.agent.attachments import complete_mention
+from qshell.agent.conversation import Conversation
+from qshell.agent.events import PermissionAnswer, PermissionReply, PermissionRequested
+from qshell.ui.driver import drive
+from qshell.ui.questions import exit_text, parse_answer, question_text
+from qshell.ui.render_rich import RichRenderer
+from qshell.ui.slash import COMMANDS, Next, is_slash, run_slash
+from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
+
+PROMPT = "> "
+
+
+class QshellCompleter(Completer):
+    """Slash commands and their first argument; `@path` mentions (gitignore-aware)."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self.conversation = conversation
+
+    def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
+        before = document.text_before_cursor
+        if before.startswith("/") and "\n" not in before:
+            name, space, arg = before.partition(" ")
+            if not space:
+                for command in COMMANDS.values():
+                    if command.name.startswith(name):
+                        yield Completion(command.name, -len(name), display_meta=command.help)
+                return
+            command = COMMANDS.get(name)
+            if command is not None and " " not in arg:
+                for choice in command.arguments:
+                    if choice.startswith(arg):
+                        yield Completion(choice, -len(arg))
+                return
+        word = before.split()[-1] if before.split() and not before[-1].isspace() else ""
+        if word.startswith("@"):
+            paths = self.conversation.session.tool_context.paths
+            for candidate in complete_mention(word[1:], paths):
+                yield Completion(candidate, -(len(word) - 1))
+
+
+def _key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class Repl:
+    """The interactive loop on a real terminal."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        history_path: Path | None,
+        environ: Mapping[str, str],
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+    ) -> None:
+        self.conversation = conversation
+        self.stdin = stdin or sys.stdin
+        self.stdout = stdout or sys.stdout
+        self.fd = self.stdin.fileno()
+        console = Console(
+            file=self.stdout, force_terminal=True, no_color="NO_COLOR" in environ, highlight=False
+        )
+        self.renderer = RichRenderer(console=console)
+        self.console = console
+        history = FileHistory(str(history_path)) if history_path else InMemoryHistory()
+        self.session: PromptSession[str] = PromptSession(
+            history=history,
+            completer=QshellCompleter(conversation),
+            complete_while_typing=False,
+            key_bindings=_key_bindings(),
+            enable_open_in_editor=True,
+            bottom_toolbar=self._toolbar,
+            tempfile_suffix=".md",
+        )
+        self.questions: PromptSession[str] = PromptSession()
+        self.typeahead = ""
+
+    def _toolbar(self) -> HTML:
+        c = self.conversation
+        usage = c.session.usage
+        cached = "?" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
+        return HTML(
+            f" <b>{_xml(c.model)}</b> · {c.approval_mode} · tokens {usage.prompt_tokens:,} in "
+            f"({cached} cached) · {usage.completion_tokens:,} out · /help "
+        )
+
+    def ask(self, request: PermissionRequested) -> PermissionReply:
+        self.typeahead += typeahead_text(take_typeahead(self.fd))
+        while True:
+            try:
+                answer = parse_answer(self.questions.prompt(question_text(request)))
+            except EOFError:
+                return PermissionReply(PermissionAnswer.DENY, "no answer")
+            if answer is not None:
+                return answer
+            self.console.print("please answer y, a or n (optionally followed by a reason)")
+
+    def _prompt(self) -> str:
+        default, self.typeahead = self.typeahead, ""
+        with patch_stdout(raw=True):
+            return self.session.prompt(PROMPT, default=default)
+
+    def _drive(self, events: Any) -> None:
+        with quiet_input(self.fd):
+            drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+
+    def run(self) -> int:
+        c = self.conversation
+        self.console.print(
+            f"[bold]qshell[/bold] {__version__} · {c.model} · {c.approval_mode} mode · "
+            "/help for commands, Ctrl-D to exit",
+            highlight=False,
+        )
+        interrupted = False
+        while True:
+            try:
+                line = self._prompt()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                if interrupted:
+                    break
+                interrupted = True
+                self.console.print("[dim](press Ctrl-C again or Ctrl-D to exit)[/dim]")
+                continue
+            interrupted = False
+            if not line.strip():
+                continue
+            if is_slash(line):
+                result = run_slash(line, c)
+                if result.next is Next.EXIT:
+                    break
+                if result.events is not None:
+                    self._drive(result.events)
+                for text in result.lines:
+                    if result.error:
+                        self.renderer.error(text)
+                    else:
+                        self.renderer.notice(text)
+                continue
+            events = c.turn(line)
+            for problem in c.last_expansion.problems if c.last_expansion else []:
+                self.renderer.notice(problem)
+            self._drive(events)
+        self.console.print(exit_text(c.close()), highlight=False)
+        return 0
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
