@@ -4,12 +4,14 @@
 creates a new file (or fills an empty one). The file's encoding is kept (UTF-8, with its
 byte-order mark if it had one) and so are CRLF line endings when `new_string` uses LF. It
 refuses paths that resolve outside the root and never writes there; a failed match never
-writes at all. Stateless: one instance serves concurrent calls from any thread.
+writes at all. `preview` works the change out the same way and returns the diff without
+writing. Stateless: one instance serves concurrent calls from any thread.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -53,6 +55,27 @@ class EditTool:
         return [Access(ctx.paths.resolve(args.path), write=True)]
 
     def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return plan
+        encoder = plan.encoder
+        data = encoder.encode(plan.new) if encoder is not None else plan.new.encode("utf-8")
+        try:
+            plan.path.parent.mkdir(parents=True, exist_ok=True)
+            plan.path.write_bytes(data)
+        except OSError as exc:
+            return files.os_error(exc, plan.shown)
+        return plan.result()
+
+    def preview(self, args: EditArgs, ctx: ToolContext) -> str:
+        """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return " ".join(plan.display.split())
+        return plan.result().display
+
+    def _plan(self, args: EditArgs, ctx: ToolContext) -> _Plan | ToolResult:
+        """What the edit would write, or the failure `run` reports; reads but never writes."""
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
         refusal = files.refuse_outside_root(path, ctx)
@@ -69,7 +92,7 @@ class EditTool:
                 if args.old_string:
                     hint = "To create a new file, pass an empty old_string."
                     return files.not_found(path, ctx.paths, hint=hint)
-                return _write(path, ctx, shown, old="", new=args.new_string, encoder=None, count=0)
+                return _Plan(path, shown, old="", new=args.new_string, encoder=None, count=0)
             decoded = files.decode_text(path.read_bytes())
         except OSError as exc:
             return files.os_error(exc, shown)
@@ -85,7 +108,7 @@ class EditTool:
                     f"old_string is empty but {shown} already has content; give the exact text "
                     "to replace, or use write_file to replace the whole file",
                 )
-            return _write(path, ctx, shown, old="", new=args.new_string, encoder=decoded, count=0)
+            return _Plan(path, shown, old="", new=args.new_string, encoder=decoded, count=0)
         hit = _find(text, args.old_string, args.new_string)
         if hit is None:
             return ToolResult.fail(ErrorType.NO_MATCH, _no_match_message(text, args.old_string))
@@ -98,32 +121,29 @@ class EditTool:
             )
         replaced = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
         done = count if args.replace_all else 1
-        return _write(path, ctx, shown, old=text, new=replaced, encoder=decoded, count=done)
+        return _Plan(path, shown, old=text, new=replaced, encoder=decoded, count=done)
 
 
-def _write(
-    path: Path,
-    ctx: ToolContext,
-    shown: str,
-    *,
-    old: str,
-    new: str,
-    encoder: files.TextFile | None,
-    count: int,
-) -> ToolResult:
-    data = encoder.encode(new) if encoder is not None else new.encode("utf-8")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    except OSError as exc:
-        return files.os_error(exc, shown)
-    diff = unified_diff(old, new, shown)
-    if encoder is None:
-        summary = f"Created {shown} ({diff.summary} lines)."
-    else:
-        plural = "occurrence" if count == 1 else "occurrences"
-        summary = f"Edited {shown}: replaced {count} {plural} ({diff.summary} lines)."
-    return ToolResult(llm_content=f"{summary}\n\n{diff.text}", display=diff.text or summary)
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """An edit worked out but not written: the file's text before and after."""
+
+    path: Path
+    shown: str
+    old: str
+    new: str
+    encoder: files.TextFile | None  # None: a new file, written as plain UTF-8
+    count: int
+
+    def result(self) -> ToolResult:
+        """What `run` reports once the new text is written (and `preview` shows before)."""
+        diff = unified_diff(self.old, self.new, self.shown)
+        if self.encoder is None:
+            summary = f"Created {self.shown} ({diff.summary} lines)."
+        else:
+            plural = "occurrence" if self.count == 1 else "occurrences"
+            summary = f"Edited {self.shown}: replaced {self.count} {plural} ({diff.summary} lines)."
+        return ToolResult(llm_content=f"{summary}\n\n{diff.text}", display=diff.text or summary)
 
 
 def _uses_crlf(text: str) -> bool:

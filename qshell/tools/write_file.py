@@ -3,12 +3,14 @@
 It writes the given content as UTF-8 exactly as provided (no newline translation),
 creating missing parent directories, and returns a unified diff of old → new. It refuses
 any path that resolves outside the project root (symlinks and `..` included) and never
-writes there. Approval is the policy layer's job via `accesses()`. Stateless: one instance
-serves concurrent calls from any thread.
+writes there. `preview` works out the same diff without writing. Approval is the policy
+layer's job via `accesses()`. Stateless: one instance serves concurrent calls from any
+thread.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,6 +42,25 @@ class WriteFileTool:
         return [Access(ctx.paths.resolve(args.path), write=True)]
 
     def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return plan
+        try:
+            plan.path.parent.mkdir(parents=True, exist_ok=True)
+            plan.path.write_bytes(plan.new.encode("utf-8"))
+        except OSError as exc:
+            return files.os_error(exc, plan.shown)
+        return plan.result()
+
+    def preview(self, args: WriteFileArgs, ctx: ToolContext) -> str:
+        """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return " ".join(plan.display.split())
+        return plan.result().display
+
+    def _plan(self, args: WriteFileArgs, ctx: ToolContext) -> _Plan | ToolResult:
+        """What the write would change, or the failure `run` reports; reads but never writes."""
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
         refusal = files.refuse_outside_root(path, ctx)
@@ -50,18 +71,30 @@ class WriteFileTool:
                 return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
             existed = path.exists()
             old = _old_text(path) if existed else ""
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(args.content.encode("utf-8"))
         except OSError as exc:
             return files.os_error(exc, shown)
-        diff = unified_diff(old, args.content, shown)
-        lines = count_lines(args.content)
-        if not existed:
-            summary = f"Created {shown} ({lines} lines)."
-        elif old == args.content:
-            summary = f"Wrote {shown}: content unchanged."
+        return _Plan(path, shown, existed=existed, old=old, new=args.content)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A write worked out but not done: the file's text before and after."""
+
+    path: Path
+    shown: str
+    existed: bool
+    old: str
+    new: str
+
+    def result(self) -> ToolResult:
+        """What `run` reports once the content is written (and `preview` shows before)."""
+        diff = unified_diff(self.old, self.new, self.shown)
+        if not self.existed:
+            summary = f"Created {self.shown} ({count_lines(self.new)} lines)."
+        elif self.old == self.new:
+            summary = f"Wrote {self.shown}: content unchanged."
         else:
-            summary = f"Updated {shown} ({diff.summary} lines)."
+            summary = f"Updated {self.shown} ({diff.summary} lines)."
         llm = summary if not diff.text else f"{summary}\n\n{diff.text}"
         return ToolResult(llm_content=llm, display=diff.text or summary)
 

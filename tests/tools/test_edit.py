@@ -169,3 +169,67 @@ def test_edit_accesses_is_a_write(root: Path, ctx: ToolContext) -> None:
     (access,) = TOOL.accesses(EditArgs(path="m.py", old_string="a", new_string="b"), ctx)
     assert access.path == root / "m.py"
     assert access.write is True
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under the root with its bytes (None for directories)."""
+    return {
+        str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes())
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("files", "args"),
+    [
+        (
+            {"m.py": "def f():\n    return 1\n"},
+            EditArgs(path="m.py", old_string="1", new_string="2"),
+        ),
+        (
+            {"m.py": "x = 1\ny = 0\nx = 1\n"},
+            EditArgs(path="m.py", old_string="x = 1", new_string="x = 2", replace_all=True),
+        ),
+        ({"w.txt": "a\r\nb\r\n"}, EditArgs(path="w.txt", old_string="a\nb", new_string="c\nd")),
+        ({}, EditArgs(path="new/dir/f.txt", old_string="", new_string="hello\n")),
+        ({"empty.txt": ""}, EditArgs(path="empty.txt", old_string="", new_string="filled\n")),
+    ],
+    ids=["unique", "replace_all", "crlf", "new_file", "empty_file"],
+)
+def test_edit_preview_is_the_diff_run_then_reports_and_writes_nothing(
+    root: Path, ctx: ToolContext, files: dict[str, str], args: EditArgs
+) -> None:
+    for rel, content in files.items():
+        (root / rel).write_bytes(content.encode())
+    before = snapshot(root)
+    preview = TOOL.preview(args, ctx)
+    assert snapshot(root) == before
+    assert preview.startswith(("--- a/", "--- /dev/null"))
+    result = TOOL.run(args, ctx)
+    assert result.error is None
+    assert preview == result.display
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "expected"),
+    [
+        ("a\n", EditArgs(path="m.py", old_string="zzz", new_string="y"), "was not found"),
+        ("x\nx\n", EditArgs(path="m.py", old_string="x", new_string="y"), "occurs 2 times"),
+        ("a\n", EditArgs(path="m.py", old_string="a", new_string="a"), "identical"),
+        ("a\n", EditArgs(path="gone.py", old_string="a", new_string="b"), "does not exist"),
+        ("a\n", EditArgs(path="../out.py", old_string="", new_string="b"), "outside the project"),
+    ],
+    ids=["no_match", "ambiguous", "no_change", "missing", "outside_root"],
+)
+def test_edit_preview_of_a_failing_call_is_one_line_naming_the_problem(
+    root: Path, ctx: ToolContext, content: str, args: EditArgs, expected: str
+) -> None:
+    (root / "m.py").write_text(content)
+    before = snapshot(root)
+    preview = TOOL.preview(args, ctx)
+    assert expected in preview
+    assert "\n" not in preview
+    assert snapshot(root) == before
+    assert not (root.parent / "out.py").exists()
+    result = TOOL.run(args, ctx)
+    assert result.error is not None and " ".join(result.error.message.split()) == preview

@@ -98,3 +98,57 @@ def test_write_file_accesses_is_a_write_of_the_resolved_path(root: Path, ctx: To
     (access,) = TOOL.accesses(WriteFileArgs(path="x/../y.txt", content=""), ctx)
     assert access.path == root / "y.txt"
     assert access.write is True
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under the root with its bytes (None for directories)."""
+    return {
+        str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes())
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    ("existing", "args"),
+    [
+        (None, WriteFileArgs(path="pkg/sub/new.py", content="print('hi')\n")),
+        ("one\ntwo\nthree\n", WriteFileArgs(path="pkg/sub/new.py", content="one\n2\nthree\n")),
+        ("same\n", WriteFileArgs(path="pkg/sub/new.py", content="same\n")),
+        (None, WriteFileArgs(path="pkg/sub/new.py", content="")),
+    ],
+    ids=["create", "overwrite", "unchanged", "create_empty"],
+)
+def test_write_file_preview_is_what_run_then_reports_and_writes_nothing(
+    root: Path, ctx: ToolContext, existing: str | None, args: WriteFileArgs
+) -> None:
+    if existing is not None:
+        (root / "pkg/sub").mkdir(parents=True)
+        (root / "pkg/sub/new.py").write_text(existing)
+    before = snapshot(root)
+    preview = TOOL.preview(args, ctx)
+    assert snapshot(root) == before
+    result = TOOL.run(args, ctx)
+    assert result.error is None
+    assert preview == result.display
+
+
+def test_write_file_preview_of_a_new_file_is_a_diff_from_dev_null(
+    root: Path, ctx: ToolContext
+) -> None:
+    preview = TOOL.preview(WriteFileArgs(path="n.txt", content="a\nb\n"), ctx)
+    assert preview == "--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [("../escaped.txt", "outside the project root"), ("adir", "adir is a directory")],
+)
+def test_write_file_preview_of_a_failing_call_is_one_line_naming_the_problem(
+    root: Path, tmp_path: Path, ctx: ToolContext, path: str, expected: str
+) -> None:
+    (root / "adir").mkdir()
+    preview = TOOL.preview(WriteFileArgs(path=path, content="x"), ctx)
+    assert expected in preview and "\n" not in preview
+    assert not (tmp_path / "escaped.txt").exists()
+    result = TOOL.run(WriteFileArgs(path=path, content="x"), ctx)
+    assert result.error is not None and result.error.message == preview

@@ -1,0 +1,217 @@
+"""The Renderer protocol and what both terminal renderers show, decided once.
+
+A renderer turns loop events into terminal output for an interactive front-end:
+render_plain.py writes plain lines with no escape codes (TERM=dumb, Emacs, pipes) and
+render_rich.py styles them with rich. This module owns *what* is shown: the one-argument
+summary of a tool call, the excerpt of its result, the diff cap, the usage line, and
+`clean()`, which strips control characters from model and tool text so a model can never
+inject terminal escape sequences. *How* it looks stays in each renderer. It never reads
+input or asks a question. Renderers are not thread-safe: each is used from one thread,
+the front-end's main thread; workers hand events over to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from qshell.agent.events import (
+    Event,
+    HistoryCompacted,
+    PermissionRequested,
+    ToolFinished,
+    ToolStarted,
+)
+from qshell.llm.messages import Usage
+
+SUMMARY_CHARS = 80
+MIN_SUMMARY_CHARS = 12
+EXCERPT_LINES = 3
+DIFF_LINES = 40
+PREVIEW_LINES = 120
+SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
+# C0 controls but tab and newline, DEL and C1 (0x9b is a one-byte CSI on some terminals)
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class Renderer(Protocol):
+    """Renders one front-end's turn output. Used from one thread only.
+
+    For a PermissionRequested call either `event()` or `permission()`, not both; then
+    ask the question the front-end's own way and resolve the request's future.
+    """
+
+    def event(self, event: Event) -> None:
+        """Render one loop event; a PermissionRequested renders as `permission()` does."""
+
+    def permission(self, request: PermissionRequested) -> None:
+        """Show what a permission question is about (call, reason, preview), not the question."""
+
+    def notice(self, text: str) -> None:
+        """Show a dim informational line."""
+
+    def error(self, text: str) -> None:
+        """Show an error line, styled apart from everything else."""
+
+    def waiting(self, elapsed_s: float) -> None:
+        """The turn has been waiting `elapsed_s` seconds; called about ten times a second."""
+
+    def end_turn(self) -> None:
+        """The turn is over: flush buffered text and clear any spinner."""
+
+
+def clean(text: str) -> str:
+    """`text` without control characters other than newline and tab (CRLF becomes LF)."""
+    return _CONTROL_RE.sub("", text.replace("\r\n", "\n"))
+
+
+def one_line(text: str) -> str:
+    """`text` cleaned, with every run of whitespace (newlines included) made one space."""
+    return " ".join(clean(text).split())
+
+
+def truncate(text: str, limit: int, ellipsis: str) -> str:
+    """`text` cut to at most `limit` characters, ending in `ellipsis` when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(ellipsis), 0)] + ellipsis
+
+
+def summarize_args(
+    args: Mapping[str, object], *, ellipsis: str = "…", limit: int = SUMMARY_CHARS
+) -> str:
+    """The most telling argument of a call (command, pattern, url, query, path) on one line."""
+    value = next((args[key] for key in SUMMARY_KEYS if isinstance(args.get(key), str)), None)
+    if value is None:
+        value = next((v for v in args.values() if isinstance(v, str)), "")
+    return truncate(one_line(str(value)), limit, ellipsis)
+
+
+def call_label(
+    name: str, args: Mapping[str, object], *, ellipsis: str = "…", width: int = 1000
+) -> str:
+    """`name(summary)`, the title of a tool call, fitting `width` after a 2-column marker."""
+    name = one_line(name)
+    limit = max(min(SUMMARY_CHARS, width - len(name) - 4), MIN_SUMMARY_CHARS)
+    return f"{name}({summarize_args(args, ellipsis=ellipsis, limit=limit)})"
+
+
+def is_diff(text: str) -> bool:
+    """True when `text` is a unified diff (starts with `--- ` and `+++ ` header lines)."""
+    lines = text.split("\n", 2)
+    return len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ ")
+
+
+def excerpt(text: str, max_lines: int) -> tuple[list[str], int]:
+    """Up to `max_lines` lines of `text` (cleaned, blank ends trimmed) and how many were cut."""
+    lines = [line.rstrip() for line in clean(text).split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines[:max_lines], max(len(lines) - max_lines, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What to show under a finished tool call: a status, a few lines, maybe a diff."""
+
+    ok: bool
+    lines: list[str]  # the first goes after "ok: " / "error: "
+    more: int  # lines of the excerpt left out
+    diff: list[str] = field(default_factory=list)
+    diff_more: int = 0
+
+
+def outcome(event: ToolFinished) -> Outcome:
+    """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES."""
+    result = event.result
+    if result.error is not None:
+        lines, more = excerpt(result.error.message, EXCERPT_LINES)
+        return Outcome(False, lines, more)
+    if is_diff(result.display):
+        head = [] if is_diff(result.llm_content) else excerpt(result.llm_content, 1)[0]
+        diff, diff_more = excerpt(result.display, DIFF_LINES)
+        return Outcome(True, head, 0, diff, diff_more)
+    lines, more = excerpt(result.display or result.llm_content, EXCERPT_LINES)
+    return Outcome(True, lines, more)
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionView:
+    """The context of a permission question: the call, why it is asked, what it would do."""
+
+    label: str
+    reason: str
+    preview: list[str]
+    preview_is_diff: bool
+    more: int
+
+
+def permission_view(
+    request: PermissionRequested, *, ellipsis: str = "…", width: int = 1000
+) -> PermissionView:
+    """The tool's preview (an edit's diff, capped), else the whole shell command, else nothing."""
+    command = request.args.get("command")
+    if request.preview.strip() or not isinstance(command, str):
+        lines, more = excerpt(request.preview, PREVIEW_LINES)
+    else:  # a command is shown whole: a cut could hide what the user agrees to run
+        lines, more = excerpt(command, len(command) + 1)
+        lines = [("$ " if i == 0 else "  ") + line for i, line in enumerate(lines)]
+    return PermissionView(
+        label=call_label(request.name, request.args, ellipsis=ellipsis, width=width),
+        reason=one_line(request.reason),
+        preview=lines,
+        preview_is_diff=is_diff(request.preview),
+        more=more,
+    )
+
+
+def usage_line(usage: Usage, rounds: int, *, sep: str) -> str:
+    """`tokens: 1,234 in (cached 1,000) · 56 out · 2 rounds`, with `sep` between parts."""
+    cached = "unknown" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
+    plural = "round" if rounds == 1 else "rounds"
+    return (
+        f"tokens: {usage.prompt_tokens:,} in (cached {cached}){sep}"
+        f"{usage.completion_tokens:,} out{sep}{rounds} {plural}"
+    )
+
+
+def compaction_line(event: HistoryCompacted, *, arrow: str) -> str:
+    """`history compacted (reason): 40 → 3 messages`."""
+    return (
+        f"history compacted ({one_line(event.reason)}): "
+        f"{event.messages_before} {arrow} {event.messages_after} messages"
+    )
+
+
+class ToolCalls:
+    """The calls in flight: their labels, and whose header is the last line printed.
+
+    Parallel calls start together and finish later, so a status line may not sit under
+    its own header; `needs_header` says when to print the header again first.
+    """
+
+    def __init__(self, *, ellipsis: str) -> None:
+        self._ellipsis = ellipsis
+        self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
+        self.header_shown: str | None = None  # call_id of the header just printed, if any
+
+    def start(self, event: ToolStarted, *, width: int) -> str:
+        label = call_label(event.name, event.args, ellipsis=self._ellipsis, width=width)
+        self._labels[event.call_id] = (event.name, label)
+        return label
+
+    def finish(self, event: ToolFinished) -> tuple[bool, str]:
+        """(needs_header, label) for a finished call; forgets the call."""
+        _, label = self._labels.pop(event.call_id, (event.name, f"{one_line(event.name)}()"))
+        return self.header_shown != event.call_id, label
+
+    def waiting_label(self) -> str:
+        """`running <tool>` while a call is in flight, else `thinking`."""
+        if not self._labels:
+            return "thinking"
+        name, _ = next(reversed(self._labels.values()))
+        return f"running {one_line(name)}"

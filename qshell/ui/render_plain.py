@@ -1,0 +1,160 @@
+"""The plain renderer: turn output as plain lines for TERM=dumb, Emacs M-x shell and pipes.
+
+It writes the model's text as it streams, exactly as sent minus control characters, and
+everything else as whole lines with ASCII markers (`*` for a tool call, `->` for its
+status). It never writes an escape code or a carriage return, never animates: while a
+turn waits it prints at most one `... still thinking (10s)` line every ten seconds. It
+does not ask the permission question; the front-end reads the answer its own way. Not
+thread-safe: the front-end's main thread owns it.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from qshell.agent.events import (
+    Event,
+    FailureKind,
+    HistoryCompacted,
+    PermissionRequested,
+    RoundFinished,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.ui.render import (
+    ToolCalls,
+    clean,
+    compaction_line,
+    one_line,
+    outcome,
+    permission_view,
+    truncate,
+    usage_line,
+)
+
+STILL_WORKING_EVERY_S = 10.0
+ELLIPSIS = "..."
+STATUS_INDENT = "     "  # under the text after "  -> "
+PREVIEW_INDENT = "    "
+
+
+class PlainRenderer:
+    """Writes a turn as plain text lines to `file`; lines are cut at `width` characters."""
+
+    def __init__(self, file: TextIO, *, width: int = 100) -> None:
+        if width < 20:
+            raise ValueError(f"width must be at least 20, not {width!r}")
+        self.file = file
+        self.width = width
+        self._tools = ToolCalls(ellipsis=ELLIPSIS)
+        self._tail = ""  # the last two characters written this turn
+        self._in_text = False  # the last thing written was model text
+        self._next_notice_s = STILL_WORKING_EVERY_S
+        self._last_wait_s = 0.0
+
+    def event(self, event: Event) -> None:
+        self._next_notice_s = STILL_WORKING_EVERY_S
+        match event:
+            case TextDelta(text=text):
+                self._text(clean(text))
+            case ToolStarted():
+                label = self._tools.start(event, width=self.width)
+                self._line(f"* {label}")
+                self._tools.header_shown = event.call_id
+            case ToolFinished():
+                self._finished(event)
+            case PermissionRequested():
+                self.permission(event)
+            case HistoryCompacted():
+                self.notice(compaction_line(event, arrow="->"))
+            case RoundFinished():
+                pass
+            case TurnFinished(usage=usage, rounds=rounds):
+                self.notice(usage_line(usage, rounds, sep=", "))
+            case TurnFailed(kind=FailureKind.CANCELLED):
+                self.notice("cancelled")
+            case TurnFailed(message=message):
+                self.error(message)
+            case _:
+                pass
+
+    def permission(self, request: PermissionRequested) -> None:
+        view = permission_view(request, ellipsis=ELLIPSIS, width=self.width)
+        self._line(f"? {view.label}")
+        if view.reason:
+            self._line(f"  reason: {view.reason}")
+        for line in view.preview:
+            self._line(PREVIEW_INDENT + line, cut=False)
+        if view.more:
+            self._line(f"{PREVIEW_INDENT}{ELLIPSIS} {view.more} more lines")
+
+    def notice(self, text: str) -> None:
+        self._line(one_line(text))
+
+    def error(self, text: str) -> None:
+        self._line(f"error: {one_line(text)}")
+
+    def waiting(self, elapsed_s: float) -> None:
+        if elapsed_s < self._last_wait_s:
+            self._next_notice_s = STILL_WORKING_EVERY_S
+        self._last_wait_s = elapsed_s
+        if elapsed_s < self._next_notice_s:
+            return
+        self._line(f"... still {self._tools.waiting_label()} ({int(elapsed_s)}s)")
+        self._next_notice_s = (elapsed_s // STILL_WORKING_EVERY_S + 1) * STILL_WORKING_EVERY_S
+
+    def end_turn(self) -> None:
+        if self._tail and not self._tail.endswith("\n"):
+            self._write("\n")
+        self.file.flush()
+        self._in_text = False
+        self._tail = ""
+        self._last_wait_s = 0.0
+
+    def _finished(self, event: ToolFinished) -> None:
+        needs_header, label = self._tools.finish(event)
+        if needs_header:
+            self._line(f"* {label}")
+        shown = outcome(event)
+        status = "ok" if shown.ok else "error"
+        first, *rest = shown.lines or [""]
+        self._line(f"  -> {status}: {first}" if first else f"  -> {status}")
+        for line in rest:
+            self._line(STATUS_INDENT + line)
+        if shown.more:
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.more} more lines")
+        for line in shown.diff:
+            self._line(STATUS_INDENT + line)
+        if shown.diff_more:
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.diff_more} more lines")
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        if not self._in_text:
+            self._gap()
+            self._in_text = True
+        self._write(text)
+
+    def _line(self, text: str, *, cut: bool = True) -> None:
+        """One whole line of renderer output after any model text, cut to the width if `cut`."""
+        if self._in_text:
+            self._gap()
+            self._in_text = False
+        self._tools.header_shown = None
+        self._write((truncate(text, self.width, ELLIPSIS) if cut else text) + "\n")
+
+    def _gap(self) -> None:
+        """End the current line and leave a blank one between model text and the rest."""
+        if not self._tail.endswith("\n") and self._tail:
+            self._write("\n")
+        if self._tail and self._tail != "\n\n":
+            self._write("\n")
+
+    def _write(self, text: str) -> None:
+        self.file.write(text)
+        self.file.flush()
+        self._tail = (self._tail + text)[-2:]

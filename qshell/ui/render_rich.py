@@ -1,0 +1,247 @@
+"""The rich renderer: turn output for a real terminal, with Markdown, colours and a spinner.
+
+Model text is buffered and printed one finished Markdown block at a time (a block is done
+once the next one has begun, so a fenced code block or a list is never split); the rest
+is flushed when the round ends, a tool starts or the turn ends. Tool calls show as a
+compact group with coloured diffs for edits. Model and tool text is cleaned of control
+characters and never parsed as rich markup, so it cannot inject escape sequences or
+styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
+It does not ask the permission question. Not thread-safe: the front-end's main thread
+owns it, and `waiting()` must be called from that thread too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TextIO
+
+from markdown_it import MarkdownIt
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.control import Control, ControlType
+from rich.markdown import Markdown
+from rich.text import Text
+
+from qshell.agent.events import (
+    Event,
+    FailureKind,
+    HistoryCompacted,
+    PermissionRequested,
+    RoundFinished,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.ui.render import (
+    ToolCalls,
+    clean,
+    compaction_line,
+    one_line,
+    outcome,
+    permission_view,
+    usage_line,
+)
+
+SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+SPINNER_FRAMES_PER_S = 10
+CODE_THEME = "ansi_dark"
+INDENT = "    "
+# rich's own Markdown parser, but with raw HTML off: HTML blocks would otherwise vanish
+_PARSER = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+# events that end a run of model text: pending text is printed before them
+_TEXT_ENDS = (
+    ToolStarted,
+    ToolFinished,
+    PermissionRequested,
+    HistoryCompacted,
+    RoundFinished,
+    TurnFinished,
+    TurnFailed,
+)
+_CLEAR_LINE = Control((ControlType.CARRIAGE_RETURN,), (ControlType.ERASE_IN_LINE, 2))
+
+
+class _ModelMarkdown(Markdown):
+    """Markdown from the model: raw HTML shown as text, links shown with their URL."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup, code_theme=CODE_THEME, hyperlinks=False)
+        self.parsed = _PARSER.parse(markup)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The rendering without leading blank lines (a list starts with one of its own)."""
+        started = False
+        for segment in super().__rich_console__(console, options):
+            started = started or segment.text != "\n"
+            if started:
+                yield segment
+
+
+def finished_blocks(text: str) -> int:
+    """Length of the start of `text` made of finished top-level Markdown blocks."""
+    end = text.rfind("\n") + 1
+    tokens = _PARSER.parse(text[:end]) if end else []
+    starts = [t.map[0] for t in tokens if t.level == 0 and t.nesting >= 0 and t.map]
+    if len(starts) < 2:
+        return 0
+    lines = text[:end].split("\n")
+    return sum(len(line) + 1 for line in lines[: starts[-1]])
+
+
+class RichRenderer:
+    """Writes a turn through a rich Console: the given one, or one built for `file`."""
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        file: TextIO | None = None,
+        width: int | None = None,
+        environ: Mapping[str, str] | None = None,
+        force_terminal: bool | None = None,
+    ) -> None:
+        if console is None:
+            console = Console(
+                file=file,  # None: rich writes to whatever sys.stdout is then
+                width=width,
+                force_terminal=force_terminal,
+                highlight=False,
+                emoji=False,
+                _environ=dict(os.environ if environ is None else environ),
+            )
+        self.console = console
+        self._tools = ToolCalls(ellipsis="…")
+        self._pending = ""  # model text not printed yet
+        self._in_text = False  # the last thing printed was model text
+        self._started = False  # anything printed this turn
+        self._spinning = False
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, _TEXT_ENDS):
+            self._flush_text(len(self._pending))
+        match event:
+            case TextDelta(text=text):
+                self._clear_spinner()
+                self._pending += clean(text)
+                if "\n" in text:
+                    self._flush_text(finished_blocks(self._pending))
+            case ToolStarted():
+                label = self._tools.start(event, width=self.console.width)
+                self._print(self._header(label))
+                self._tools.header_shown = event.call_id
+            case ToolFinished():
+                self._finished(event)
+            case PermissionRequested():
+                self.permission(event)
+            case HistoryCompacted():
+                self.notice(compaction_line(event, arrow="→"))
+            case TurnFinished(usage=usage, rounds=rounds):
+                self.notice(usage_line(usage, rounds, sep=" · "))
+            case TurnFailed(kind=FailureKind.CANCELLED):
+                self.notice("cancelled")
+            case TurnFailed(message=message):
+                self.error(message)
+            case _:
+                pass
+
+    def permission(self, request: PermissionRequested) -> None:
+        self._flush_text(len(self._pending))
+        view = permission_view(request, width=self.console.width)
+        self._print(Text.assemble(("? ", "bold yellow"), (view.label, "bold")))
+        if view.reason:
+            self._print(Text(f"  {view.reason}", style="dim"))
+        for line in view.preview:
+            style = _diff_style(line) if view.preview_is_diff else ""
+            self._print(Text(INDENT + line, style=style), wrap=True)
+        if view.more:
+            self._print(Text(f"{INDENT}… {view.more} more lines", style="dim"))
+
+    def notice(self, text: str) -> None:
+        self._print(Text(one_line(text), style="dim"))
+
+    def error(self, text: str) -> None:
+        self._print(Text(f"error: {one_line(text)}", style="bold red"))
+
+    def waiting(self, elapsed_s: float) -> None:
+        if not self.console.is_terminal or self.console.is_dumb_terminal:
+            return
+        frame = SPINNER_FRAMES[int(elapsed_s * SPINNER_FRAMES_PER_S) % len(SPINNER_FRAMES)]
+        line = Text.assemble(
+            (frame, "cyan"), f" {self._tools.waiting_label()} {elapsed_s:.1f}s", style="dim"
+        )
+        self.console.control(_CLEAR_LINE)
+        self.console.print(line, end="", no_wrap=True, overflow="crop")
+        self._spinning = True
+
+    def end_turn(self) -> None:
+        self._flush_text(len(self._pending))
+        self._clear_spinner()
+        self._in_text = self._started = False
+
+    def _finished(self, event: ToolFinished) -> None:
+        needs_header, label = self._tools.finish(event)
+        if needs_header:
+            self._print(self._header(label))
+        shown = outcome(event)
+        status = Text("  ⎿ ")
+        status.append("ok" if shown.ok else "error", style="green" if shown.ok else "bold red")
+        first, *rest = shown.lines or [""]
+        if first:
+            status.append(f": {first}")
+        self._print(status)
+        for line in rest:
+            self._print(Text(INDENT + line))
+        if shown.more:
+            self._print(Text(f"{INDENT}… {shown.more} more lines", style="dim"))
+        for line in shown.diff:
+            self._print(Text(INDENT + line, style=_diff_style(line)))
+        if shown.diff_more:
+            self._print(Text(f"{INDENT}… {shown.diff_more} more lines", style="dim"))
+
+    @staticmethod
+    def _header(label: str) -> Text:
+        return Text.assemble(("● ", "bold cyan"), (label, "bold"))
+
+    def _flush_text(self, length: int) -> None:
+        """Print the first `length` characters of pending model text as Markdown."""
+        markup, self._pending = self._pending[:length], self._pending[length:]
+        if not markup.strip():
+            return  # blank lines between blocks: the gap below stands in for them
+        self._clear_spinner()
+        if self._started:
+            self.console.line()
+        self.console.print(_ModelMarkdown(markup.strip("\n")))
+        self._in_text = self._started = True
+        self._tools.header_shown = None
+
+    def _print(self, renderable: RenderableType, *, wrap: bool = False) -> None:
+        """One line of renderer output; pending model text stays pending (it may be mid-fence)."""
+        self._clear_spinner()
+        if self._in_text:
+            self.console.line()
+            self._in_text = False
+        if wrap:
+            self.console.print(renderable)
+        else:
+            self.console.print(renderable, no_wrap=True, overflow="ellipsis")
+        self._started = True
+        self._tools.header_shown = None
+
+    def _clear_spinner(self) -> None:
+        if self._spinning:
+            self.console.control(_CLEAR_LINE)
+            self._spinning = False
+
+
+def _diff_style(line: str) -> str:
+    if line.startswith(("+++ ", "--- ")):
+        return "bold"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    if line.startswith("@@"):
+        return "cyan"
+    return ""

@@ -1,0 +1,60 @@
+"""The helpers both renderers share: argument summaries, excerpts, usage and cleaning."""
+
+from __future__ import annotations
+
+from qshell.agent.events import HistoryCompacted, ToolFinished
+from qshell.llm.messages import Usage
+from qshell.tools.base import ErrorType, ToolResult
+from qshell.ui.render import (
+    call_label,
+    clean,
+    compaction_line,
+    outcome,
+    summarize_args,
+    usage_line,
+)
+from tests.ui.turns import DIFF
+
+
+def test_the_summary_is_the_most_telling_argument() -> None:
+    assert summarize_args({"path": "src", "pattern": "needle"}) == "needle"
+    assert summarize_args({"path": "a.py", "offset": 3}) == "a.py"
+    assert summarize_args({"url": "https://x.org", "path": "p"}) == "https://x.org"
+    assert summarize_args({"other": "value"}) == "value"
+    assert summarize_args({"limit": 3}) == ""
+
+
+def test_the_summary_is_one_line_and_cut_with_an_ellipsis() -> None:
+    assert summarize_args({"command": "make\n  test"}) == "make test"
+    assert summarize_args({"command": "x" * 100}) == "x" * 79 + "…"
+    assert call_label("shell", {"command": "x" * 100}, ellipsis="...", width=30) == (
+        "shell(" + "x" * 18 + "...)"
+    )
+
+
+def test_clean_keeps_newlines_and_tabs_and_drops_every_other_control_character() -> None:
+    assert clean("a\r\nb\tc\x1b[1m\x07\x00\x7f\x9b\u0085d\n") == "a\nb\tc[1md\n"
+
+
+def test_the_usage_line_says_unknown_when_the_server_did_not_report_cached_tokens() -> None:
+    usage = Usage(prompt_tokens=1234, completion_tokens=5)
+    assert usage_line(usage, 1, sep=" · ") == "tokens: 1,234 in (cached unknown) · 5 out · 1 round"
+
+
+def test_the_compaction_line_names_the_reason_and_the_counts() -> None:
+    assert compaction_line(HistoryCompacted("manual", 12, 2), arrow="→") == (
+        "history compacted (manual): 12 → 2 messages"
+    )
+
+
+def test_an_edit_outcome_keeps_the_summary_line_and_the_diff() -> None:
+    result = ToolResult(llm_content="Edited m.py (+1 -1 lines).\n\n" + DIFF, display=DIFF)
+    shown = outcome(ToolFinished("c", "edit", result))
+    assert shown.ok and shown.lines == ["Edited m.py (+1 -1 lines)."]
+    assert shown.diff == DIFF.rstrip("\n").split("\n") and shown.diff_more == 0
+
+
+def test_a_failed_outcome_shows_the_error_message_not_the_output() -> None:
+    result = ToolResult.fail(ErrorType.NONZERO_EXIT, "exit status 2")
+    shown = outcome(ToolFinished("c", "shell", result))
+    assert not shown.ok and shown.lines == ["exit status 2"] and shown.diff == []
