@@ -155,9 +155,10 @@ class Conversation:
         self.session.close()
         self.session = session
         self.session.model = model
-        self.set_approval_mode(mode)
+        self.session.approval_mode = mode
         self.checkpoints = Checkpoints(self.session.project_root)
-        self.runner.checkpoints = self.checkpoints
+        # a new session starts with no "always allow" answers and no undo history
+        self.runner = MainToolRunner(mode, interactive=True, checkpoints=self.checkpoints)
         self._notes.clear()
 
     def sessions(self) -> list[SessionSummary]:

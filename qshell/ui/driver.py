@@ -32,6 +32,7 @@ from qshell.ui.signals import sigint_cancels, sigint_raises
 log = logging.getLogger(__name__)
 
 TICK_S = 0.1
+WORKER_JOIN_S = 10.0
 _DONE = object()
 
 Ask = Callable[[PermissionRequested], PermissionReply]
@@ -88,4 +89,8 @@ def drive(
             last = TurnFailed(FailureKind.CANCELLED, "cancelled")
         finally:
             renderer.end_turn()
+    # a cancelled turn stops promptly; waiting for it keeps two turns from ever overlapping
+    worker.join(WORKER_JOIN_S)
+    if worker.is_alive():
+        log.warning("the cancelled turn is still finishing in the background")
     return last

@@ -8,13 +8,14 @@ prompt_toolkit REPL, which is imported only then. Main thread.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 from typing import TextIO
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.session import SessionFactory, SessionRequest
 from qshell.config import Settings
-from qshell.dirs import Dirs, ensure_private_dir
+from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 
 DUMB_TERMS = {"", "dumb", "unknown"}
 
@@ -54,8 +55,8 @@ def run_interactive(
         return SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout).run()
     from qshell.ui.repl import Repl
 
-    state = ensure_private_dir(Dirs.from_environ(environ).state)
-    repl = Repl(
-        conversation, history_path=state / "history", environ=environ, stdin=stdin, stdout=stdout
-    )
+    history = ensure_private_dir(Dirs.from_environ(environ).state) / "history"
+    os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE))
+    os.chmod(history, PRIVATE_FILE_MODE)
+    repl = Repl(conversation, history_path=history, environ=environ, stdin=stdin, stdout=stdout)
     return repl.run()

@@ -36,6 +36,10 @@ from qshell.ui.slash import COMMANDS, Next, is_slash, run_slash
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
 
 PROMPT = "> "
+KEYS_HELP = (
+    "Keys: Alt-Enter (or Esc Enter) inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
+    "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits"
+)
 
 
 class QshellCompleter(Completer):
@@ -162,7 +166,7 @@ class Repl:
             if not line.strip():
                 continue
             if is_slash(line):
-                result = run_slash(line, c)
+                result = run_slash(line, c, keys_help=KEYS_HELP)
                 if result.next is Next.EXIT:
                     break
                 if result.events is not None:

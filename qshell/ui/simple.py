@@ -19,6 +19,7 @@ from qshell.ui.render_plain import PlainRenderer
 from qshell.ui.slash import Next, is_slash, run_slash
 
 PROMPT = "> "
+KEYS_HELP = "Permission questions take a line: y, a, or n followed by an optional reason"
 
 
 class SimpleFrontEnd:
@@ -76,7 +77,7 @@ class SimpleFrontEnd:
             if not line.strip():
                 continue
             if is_slash(line):
-                result = run_slash(line, c)
+                result = run_slash(line, c, keys_help=KEYS_HELP)
                 if result.next is Next.EXIT:
                     break
                 if result.events is not None:

@@ -9,6 +9,7 @@ in the front-end's main thread.
 
 from __future__ import annotations
 
+import difflib
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,10 +46,7 @@ class Command:
 def _help(conversation: Conversation, rest: str) -> SlashResult:
     lines = ["Commands:"]
     lines += [f"  {c.usage:<28} {c.help}" for c in COMMANDS.values()]
-    lines += [
-        "Input: @path attaches a file · Alt-Enter (or Esc Enter) inserts a newline · "
-        "Ctrl-X Ctrl-E opens $EDITOR · Ctrl-C cancels a turn · Ctrl-D exits"
-    ]
+    lines += ["Input: @path attaches a file · Ctrl-C cancels a turn · Ctrl-D exits"]
     return SlashResult(lines=lines)
 
 
@@ -178,8 +176,11 @@ ALIASES = {"/quit": "/exit", "/q": "/exit", "/?": "/help"}
 
 
 def is_slash(line: str) -> bool:
-    """A slash command is a line starting with `/` followed by a letter (not a path)."""
+    """A slash command is a line starting with `/` followed by a letter (not a path), or
+    an alias such as `/?`."""
     stripped = line.strip()
+    if stripped and stripped.split()[0] in ALIASES:
+        return True
     return (
         len(stripped) > 1
         and stripped[0] == "/"
@@ -188,12 +189,16 @@ def is_slash(line: str) -> bool:
     )
 
 
-def run_slash(line: str, conversation: Conversation) -> SlashResult:
-    name, _, rest = line.strip().partition(" ")
+def run_slash(line: str, conversation: Conversation, *, keys_help: str = "") -> SlashResult:
+    """Perform one slash command; `keys_help` is the front-end's own key line for /help."""
+    name, *rest = line.strip().split(maxsplit=1)
     name = ALIASES.get(name, name)
     command = COMMANDS.get(name)
     if command is None:
-        close = [c for c in COMMANDS if c.startswith(name[:3])]
-        hint = f" Did you mean {close[0]}?" if close else ""
+        close = difflib.get_close_matches(name, [*COMMANDS, *ALIASES], n=1, cutoff=0.6)
+        hint = f" Did you mean {ALIASES.get(close[0], close[0])}?" if close else ""
         return _error(f"unknown command {name}.{hint} Type /help for the list.")
-    return command.run(conversation, rest)
+    result = command.run(conversation, rest[0] if rest else "")
+    if command.name == "/help" and keys_help:
+        result.lines.append(keys_help)
+    return result

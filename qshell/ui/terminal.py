@@ -77,9 +77,11 @@ def typeahead_text(raw: bytes) -> str:
         if char in "\x7f\x08":
             if out:
                 out.pop()
+        elif char == "\r" and text[index + 1 : index + 2] == "\n":
+            pass  # CR LF is one line break; the LF adds it
         elif char in "\r\n":
             out.append("\n")
-        elif char == "\t" or char >= " ":
+        elif char == "\t" or (char >= " " and char != "\x7f" and not "\x80" <= char <= "\x9f"):
             out.append(char)
         index += 1
     return "".join(out).strip("\n")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 import pexpect
@@ -19,7 +21,7 @@ def spawn_qshell(
     *args: str,
     term: str = "xterm-256color",
     extra_env: dict[str, str] | None = None,
-) -> pexpect.spawn:
+) -> Term:
     env = {**os.environ, "TERM": term, "PROMPT_TOOLKIT_NO_CPR": "1", "QSHELL_MAX_RETRIES": "0"}
     env.pop("INSIDE_EMACS", None)
     env.pop("NO_COLOR", None)
@@ -40,11 +42,99 @@ def spawn_qshell(
         timeout=TIMEOUT_S,
         dimensions=(40, 160),
     )
-    return child
+    return Term(child)
 
 
-def finish(child: pexpect.spawn) -> int:
-    """Wait for the process to exit; returns its exit status."""
-    child.expect(pexpect.EOF)
-    child.close()
-    return child.exitstatus if child.exitstatus is not None else -(child.signalstatus or 0)
+PROMPT_ACTIVE = "\x1b[?2004h"  # prompt_toolkit turns bracketed paste on for a prompt
+PROMPT_CLOSED = "\x1b[?2004l"  # ... and off when the prompt returns
+_CURSOR_FORWARD = re.compile(r"\x1b\[(\d*)C")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b."
+)
+
+
+def screen_text(raw: str) -> str:
+    """What a reader sees of terminal output, roughly: escapes dropped, moves as spaces."""
+    text = _CURSOR_FORWARD.sub(lambda m: " " * int(m.group(1) or 1), raw)
+    text = _ESCAPES.sub("", text)
+    return text.replace("\r", "").replace("\x08", "")
+
+
+class Term:
+    """Matches patterns against the escape-free text of everything the child printed."""
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self.raw = ""
+        self.pos = 0
+        self.raw_pos = 0
+
+    def wait_prompt(self, timeout_s: float = TIMEOUT_S) -> None:
+        """Wait until a prompt is active: prompt_toolkit turns bracketed paste on for it."""
+        self._wait_raw(PROMPT_ACTIVE, timeout_s)
+
+    def submit(self, text: str, timeout_s: float = TIMEOUT_S) -> None:
+        """Type `text` and Enter at the active prompt, and wait until that prompt has closed."""
+        self.child.send(text + "\r")
+        self._wait_raw(PROMPT_CLOSED, timeout_s)
+
+    def _wait_raw(self, marker: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while (found := self.raw.find(marker, self.raw_pos)) < 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(
+                    f"{marker!r} did not appear; screen tail:\n{self.text[-1500:]}"
+                )
+            try:
+                self.raw += self.child.read_nonblocking(size=65536, timeout=min(remaining, 0.5))
+            except pexpect.TIMEOUT:
+                continue
+        self.raw_pos = found + len(marker)
+        self.pos = len(screen_text(self.raw[: self.raw_pos]))
+
+    @property
+    def text(self) -> str:
+        return screen_text(self.raw)
+
+    def expect(self, *patterns: str, timeout_s: float = TIMEOUT_S) -> int:
+        """Wait until one of `patterns` (regexes) appears after the last match; its index."""
+        compiled = [re.compile(p) for p in patterns]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = self.text
+            found = [
+                (m.start(), i, m) for i, c in enumerate(compiled) if (m := c.search(text, self.pos))
+            ]
+            if found:
+                _, index, match = min(found)
+                self.pos = match.end()
+                return index
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"none of {patterns} appeared; screen tail:\n{text[-1500:]}")
+            try:
+                self.raw += self.child.read_nonblocking(size=65536, timeout=min(remaining, 0.5))
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                text = self.text
+                if any(c.search(text, self.pos) for c in compiled):
+                    continue
+                raise AssertionError(
+                    f"qshell exited before {patterns}; screen tail:\n{text[-1500:]}"
+                ) from None
+
+    def send(self, text: str) -> None:
+        self.child.send(text)
+
+    def finish(self) -> int:
+        """Read to the end and return the exit status."""
+        while True:
+            try:
+                self.raw += self.child.read_nonblocking(size=65536, timeout=TIMEOUT_S)
+            except pexpect.EOF:
+                break
+        self.child.close()
+        status = self.child.exitstatus
+        return status if status is not None else -(self.child.signalstatus or 0)

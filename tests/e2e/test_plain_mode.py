@@ -1,0 +1,68 @@
+"""The plain line mode in a pseudo-terminal, as Emacs `M-x shell` runs it: no escape codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.pty import spawn_qshell
+from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+
+EDIT = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("term", "extra", "args"),
+    [
+        ("dumb", {"INSIDE_EMACS": "29.1,comint"}, ()),
+        ("dumb", {}, ()),
+        ("xterm-256color", {"INSIDE_EMACS": "29.1,comint"}, ()),
+        ("xterm-256color", {}, ("--simple-prompt",)),
+    ],
+)
+def test_plain_mode_writes_no_escape_byte_across_a_tool_call_and_a_question(
+    llm_server, project, term, extra, args
+):
+    llm_server.add_rule(has_tool_result(), Reply.text("All **done**: hello became howdy."))
+    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    child = spawn_qshell(llm_server, project, *args, term=term, extra_env=extra)
+    child.expect("for commands, Ctrl-D to exit")
+    child.expect(r"\n> ")
+    child.send("change the greeting\r")
+    child.expect(r"Allow edit\?")
+    child.send("y\r")
+    child.expect("hello became howdy")
+    child.expect(r"\n> ")
+    child.send("/stats\r")
+    child.expect("model rounds: 2")
+    child.send("\x04")
+    child.expect("resume it with")
+    assert child.finish() == 0
+    assert "\x1b" not in child.raw
+    assert (project / "hello.txt").read_text() == "howdy world\n"
+
+
+def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
+    llm_server.add_rule(has_tool_result(), Reply.text("ok, left alone"))
+    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    child = spawn_qshell(llm_server, project, term="dumb")
+    child.expect(r"\n> ")
+    child.send("change it\r")
+    child.expect(r"Allow edit\?")
+    child.send("maybe\r")
+    child.expect("please answer y, a or n")
+    child.send("n not today\r")
+    child.expect("ok, left alone")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "not today" in llm_server.requests[1].last_tool_results[0].content
+    assert "\x1b" not in child.raw
