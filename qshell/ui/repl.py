@@ -12,7 +12,7 @@ a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. Main thread only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,11 +28,12 @@ from rich.console import Console
 from qshell import __version__
 from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import PermissionAnswer, PermissionReply, PermissionRequested
+from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.questions import exit_text, parse_answer, question_text
+from qshell.ui.line_loop import run_loop
+from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
-from qshell.ui.slash import COMMANDS, Next, is_slash, run_slash
+from qshell.ui.slash import COMMANDS
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
 
 PROMPT = "> "
@@ -113,6 +114,7 @@ class Repl:
         )
         self.questions: PromptSession[str] = PromptSession()
         self.typeahead = ""
+        self.keys_help = KEYS_HELP
 
     def _toolbar(self) -> HTML:
         c = self.conversation
@@ -134,12 +136,15 @@ class Repl:
                 return answer
             self.console.print("please answer y, a or n (optionally followed by a reason)")
 
-    def _prompt(self) -> str:
+    def read_line(self) -> str:
         default, self.typeahead = self.typeahead, ""
         with patch_stdout(raw=True):
             return self.session.prompt(PROMPT, default=default)
 
-    def _drive(self, events: Any) -> None:
+    def say(self, text: str) -> None:
+        self.renderer.notice(text)
+
+    def drive(self, events: Iterator[Event]) -> None:
         with quiet_input(self.fd):
             drive(events, self.renderer, self.ask, self.conversation.cancel_token)
 
@@ -150,39 +155,7 @@ class Repl:
             "/help for commands, Ctrl-D to exit",
             highlight=False,
         )
-        interrupted = False
-        while True:
-            try:
-                line = self._prompt()
-            except EOFError:
-                break
-            except KeyboardInterrupt:
-                if interrupted:
-                    break
-                interrupted = True
-                self.console.print("[dim](press Ctrl-C again or Ctrl-D to exit)[/dim]")
-                continue
-            interrupted = False
-            if not line.strip():
-                continue
-            if is_slash(line):
-                result = run_slash(line, c, keys_help=KEYS_HELP)
-                if result.next is Next.EXIT:
-                    break
-                if result.events is not None:
-                    self._drive(result.events)
-                for text in result.lines:
-                    if result.error:
-                        self.renderer.error(text)
-                    else:
-                        self.renderer.notice(text)
-                continue
-            events = c.turn(line)
-            for problem in c.last_expansion.problems if c.last_expansion else []:
-                self.renderer.notice(problem)
-            self._drive(events)
-        self.console.print(exit_text(c.close()), highlight=False)
-        return 0
+        return run_loop(self, c)
 
 
 def _xml(text: str) -> str:

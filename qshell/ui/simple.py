@@ -8,15 +8,16 @@ questions answered with a line, and the slash commands are the shared ones. Main
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TextIO
 
 from qshell import __version__
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import PermissionAnswer, PermissionReply, PermissionRequested
+from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.questions import exit_text, parse_answer, question_text
+from qshell.ui.line_loop import run_loop
+from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
-from qshell.ui.slash import Next, is_slash, run_slash
 
 PROMPT = "> "
 KEYS_HELP = "Permission questions take a line: y, a, or n followed by an optional reason"
@@ -30,6 +31,7 @@ class SimpleFrontEnd:
         self.stdin = stdin
         self.stdout = stdout
         self.renderer = PlainRenderer(stdout)
+        self.keys_help = KEYS_HELP
 
     def _read(self, prompt: str) -> str:
         """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt."""
@@ -40,7 +42,17 @@ class SimpleFrontEnd:
             raise EOFError
         return line.rstrip("\n")
 
-    def _say(self, text: str) -> None:
+    def read_line(self) -> str:
+        try:
+            return self._read(PROMPT)
+        except (EOFError, KeyboardInterrupt):
+            self.say("")  # end the prompt's line before whatever is printed next
+            raise
+
+    def drive(self, events: Iterator[Event]) -> None:
+        drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+
+    def say(self, text: str) -> None:
         self.stdout.write(text + "\n")
         self.stdout.flush()
 
@@ -52,42 +64,12 @@ class SimpleFrontEnd:
                 return PermissionReply(PermissionAnswer.DENY, "no answer (end of input)")
             if answer is not None:
                 return answer
-            self._say("please answer y, a or n (optionally followed by a reason)")
+            self.say("please answer y, a or n (optionally followed by a reason)")
 
     def run(self) -> int:
         c = self.conversation
-        self._say(
+        self.say(
             f"qshell {__version__} · model {c.model} · {c.approval_mode} mode · "
             "/help for commands, Ctrl-D to exit"
         )
-        interrupted = False
-        while True:
-            try:
-                line = self._read(PROMPT)
-            except EOFError:
-                self._say("")
-                break
-            except KeyboardInterrupt:
-                if interrupted:
-                    break
-                interrupted = True
-                self._say("\n(press Ctrl-C again or Ctrl-D to exit)")
-                continue
-            interrupted = False
-            if not line.strip():
-                continue
-            if is_slash(line):
-                result = run_slash(line, c, keys_help=KEYS_HELP)
-                if result.next is Next.EXIT:
-                    break
-                if result.events is not None:
-                    drive(result.events, self.renderer, self.ask, c.cancel_token)
-                for text in result.lines:
-                    (self.renderer.error if result.error else self._say)(text)
-                continue
-            expanded_events = c.turn(line)
-            for problem in c.last_expansion.problems if c.last_expansion else []:
-                self.renderer.notice(problem)
-            drive(expanded_events, self.renderer, self.ask, c.cancel_token)
-        self._say(exit_text(c.close()))
-        return 0
+        return run_loop(self, c)

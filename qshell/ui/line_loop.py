@@ -1,0 +1,67 @@
+"""The read-eval-print loop both interactive front-ends share.
+
+`run_loop(front, conversation)` reads a line, runs a slash command or a turn, and repeats
+until `/exit`, Ctrl-D, or Ctrl-C twice on an empty line; then it closes the session and
+prints how to resume it. A front-end supplies only how to read a line, drive a turn's
+events, and print a line (`LineFrontEnd`). Main thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from qshell.agent.conversation import Conversation
+from qshell.agent.events import Event
+from qshell.ui.questions import exit_text
+from qshell.ui.render import Renderer
+from qshell.ui.slash import Next, is_slash, run_slash
+
+EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
+
+
+class LineFrontEnd(Protocol):
+    renderer: Renderer
+    keys_help: str
+
+    def read_line(self) -> str:
+        """The next input line; EOFError at the end, KeyboardInterrupt on Ctrl-C."""
+
+    def drive(self, events: Iterator[Event]) -> None:
+        """Render a turn's (or a command's) events until they end."""
+
+    def say(self, text: str) -> None:
+        """Print one plain line."""
+
+
+def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
+    interrupted = False
+    while True:
+        try:
+            line = front.read_line()
+        except EOFError:
+            break
+        except KeyboardInterrupt:
+            if interrupted:
+                break
+            interrupted = True
+            front.renderer.notice(EXIT_HINT)
+            continue
+        interrupted = False
+        if not line.strip():
+            continue
+        if is_slash(line):
+            result = run_slash(line, conversation, keys_help=front.keys_help)
+            if result.next is Next.EXIT:
+                break
+            if result.events is not None:
+                front.drive(result.events)
+            for text in result.lines:
+                (front.renderer.error if result.error else front.say)(text)
+            continue
+        events = conversation.turn(line)
+        for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
+            front.renderer.notice(problem)
+        front.drive(events)
+    front.say(exit_text(conversation.close()))
+    return 0
