@@ -43,6 +43,7 @@ from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, QshellError
 from qshell.llm.base import StreamDone, StreamText
+from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
 
@@ -84,7 +85,8 @@ def run_turn(
             return
         try:
             done: StreamDone | None = None
-            for chunk in session.provider.stream(session.request(), cancel):
+            request = session.request()
+            for chunk in session.provider.stream(request, cancel):
                 if isinstance(chunk, StreamText):
                     yield TextDelta(chunk.text)
                 else:
@@ -119,6 +121,7 @@ def run_turn(
         session.record_round(done.usage)
         if done.message.content:
             session.append(done.message)
+            session.cache_safe = CacheSafeParams.capture(request, done.message)
         yield RoundFinished(round=rounds, usage=done.usage)
         calls = done.message.tool_calls
         if not calls:

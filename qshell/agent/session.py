@@ -17,6 +17,7 @@ from pathlib import Path
 from qshell.agent.transcript import Transcript
 from qshell.config import ApprovalMode
 from qshell.llm.base import Provider
+from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
 from qshell.tools.base import Tool, ToolContext, tool_spec
 
@@ -97,6 +98,8 @@ class Session:
         self.transcript = transcript
         self.history: list[Message] = list(history)
         self.usage = Usage()
+        # the last successful round's request and reply, for cache-safe forks (llm/fork.py)
+        self.cache_safe: CacheSafeParams | None = None
         self.rounds = 0
         self.context_window = context_window
         self.compact_threshold = compact_threshold
@@ -129,6 +132,7 @@ class Session:
         """Replace the whole history (compaction); the transcript records a `compacted`
         note with `record` and then the new messages, so a resume starts from them."""
         self.note("compacted", **record)
+        self.cache_safe = None  # the cached prefix is gone with the old history
         self.history.clear()
         for message in messages:
             self.append(message)
