@@ -56,6 +56,11 @@ class _Section(BaseModel):
 
 class SuggestionSettings(_Section):
     enabled: bool = True
+    cache_cold_tokens: int = Field(10_000, ge=0)
+
+
+class TelemetrySettings(_Section):
+    log_text: bool = False
 
 
 class TimeoutSettings(_Section):
@@ -79,6 +84,7 @@ class Settings(_Section):
     secret_patterns: list[str] = Field(default_factory=list)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
 
 def _describe(error: ValidationError, key_style: str) -> str:

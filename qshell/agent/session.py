@@ -100,6 +100,7 @@ class Session:
         self.usage = Usage()
         # the last successful round's request and reply, for cache-safe forks (llm/fork.py)
         self.cache_safe: CacheSafeParams | None = None
+        self.last_usage: Usage | None = None  # the last round's usage
         self.rounds = 0
         self.context_window = context_window
         self.compact_threshold = compact_threshold
@@ -118,6 +119,7 @@ class Session:
 
     def record_round(self, usage: Usage) -> None:
         self.usage = self.usage + usage
+        self.last_usage = usage
         self.rounds += 1
         self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
         if self.transcript is not None:

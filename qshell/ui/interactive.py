@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.session import SessionFactory, SessionRequest
 from qshell.config import Settings
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
+from qshell.ui.line_loop import FollowupFactory
 
 DUMB_TERMS = {"", "dumb", "unknown"}
 
@@ -29,6 +30,21 @@ def wants_plain(args: argparse.Namespace, environ: Mapping[str, str], stdout: Te
         return not stdout.isatty()
     except (AttributeError, ValueError):
         return True
+
+
+def _followup_factory(
+    conversation: Conversation, settings: Settings, environ: Mapping[str, str]
+) -> FollowupFactory:
+    """Next-prompt suggestions for this conversation, logging outcomes to local telemetry."""
+    from qshell.followup.engine import Followup
+    from qshell.telemetry import Telemetry
+
+    telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
+
+    def build(on_change: Callable[[str | None], None]) -> Followup:
+        return Followup(conversation, settings, environ, on_change=on_change, telemetry=telemetry)
+
+    return build
 
 
 def run_interactive(
@@ -49,14 +65,22 @@ def run_interactive(
         ),
         fast_model=settings.fast_model,
     )
+    followup = _followup_factory(conversation, settings, environ)
     if wants_plain(args, environ, stdout):
         from qshell.ui.simple import SimpleFrontEnd
 
-        return SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout).run()
+        return SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout, followup=followup).run()
     from qshell.ui.repl import Repl
 
     history = ensure_private_dir(Dirs.from_environ(environ).state) / "history"
     os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE))
     os.chmod(history, PRIVATE_FILE_MODE)
-    repl = Repl(conversation, history_path=history, environ=environ, stdin=stdin, stdout=stdout)
+    repl = Repl(
+        conversation,
+        history_path=history,
+        environ=environ,
+        stdin=stdin,
+        stdout=stdout,
+        followup=followup,
+    )
     return repl.run()

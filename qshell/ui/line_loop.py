@@ -8,8 +8,8 @@ events, and print a line (`LineFrontEnd`). Main thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event
@@ -17,7 +17,12 @@ from qshell.ui.questions import exit_text
 from qshell.ui.render import Renderer
 from qshell.ui.slash import Next, is_slash, run_slash
 
+if TYPE_CHECKING:
+    from qshell.followup.engine import Followup
+
 EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
+# builds a front-end's suggestion engine around its `on_change(text | None)` callback
+FollowupFactory = Callable[[Callable[[str | None], None]], "Followup"]
 
 
 class LineFrontEnd(Protocol):
@@ -27,8 +32,14 @@ class LineFrontEnd(Protocol):
     def read_line(self) -> str:
         """The next input line; EOFError at the end, KeyboardInterrupt on Ctrl-C."""
 
-    def drive(self, events: Iterator[Event]) -> None:
-        """Render a turn's (or a command's) events until they end."""
+    def drive(self, events: Iterator[Event]) -> Event | None:
+        """Render a turn's (or a command's) events until they end; returns the last one."""
+
+    def submitted(self, line: str) -> None:
+        """The user submitted `line` (before it runs)."""
+
+    def turn_ended(self, last: Event | None) -> None:
+        """A model turn ended with `last` (TurnFinished or TurnFailed, None if abandoned)."""
 
     def say(self, text: str) -> None:
         """Print one plain line."""
@@ -50,6 +61,7 @@ def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
         interrupted = False
         if not line.strip():
             continue
+        front.submitted(line)
         if is_slash(line):
             result = run_slash(line, conversation, keys_help=front.keys_help)
             if result.next is Next.EXIT:
@@ -62,6 +74,6 @@ def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
         events = conversation.turn(line)
         for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
             front.renderer.notice(problem)
-        front.drive(events)
+        front.turn_ended(front.drive(events))
     front.say(exit_text(conversation.close()))
     return 0

@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.auto_suggest import Suggestion
+from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
@@ -30,7 +33,7 @@ from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import run_loop
+from qshell.ui.line_loop import FollowupFactory, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
@@ -71,12 +74,28 @@ class QshellCompleter(Completer):
                 yield Completion(candidate, -(len(word) - 1))
 
 
-def _key_bindings() -> KeyBindings:
+def _key_bindings(repl: Repl) -> KeyBindings:
     bindings = KeyBindings()
 
     @bindings.add("escape", "enter")
     def _newline(event: Any) -> None:
         event.current_buffer.insert_text("\n")
+
+    ghost = Condition(repl.ghost_visible)
+
+    @bindings.add("tab", filter=ghost)
+    @bindings.add("right", filter=ghost)
+    @bindings.add("c-e", filter=ghost)
+    @bindings.add("c-f", filter=ghost)
+    @bindings.add("enter", filter=ghost)  # Enter fills, never submits unseen text
+    def _fill(event: Any) -> None:
+        key = event.key_sequence[0].key
+        method = {"c-i": "tab", "c-m": "enter"}.get(getattr(key, "value", key), "right")
+        repl.fill_suggestion(event.current_buffer, method)
+
+    @bindings.add("escape", filter=ghost)
+    def _dismiss(event: Any) -> None:
+        repl.dismiss_suggestion(event.current_buffer)
 
     return bindings
 
@@ -92,6 +111,7 @@ class Repl:
         environ: Mapping[str, str],
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
+        followup: FollowupFactory | None = None,
     ) -> None:
         self.conversation = conversation
         self.stdin = stdin or sys.stdin
@@ -107,14 +127,65 @@ class Repl:
             history=history,
             completer=QshellCompleter(conversation),
             complete_while_typing=False,
-            key_bindings=_key_bindings(),
+            key_bindings=_key_bindings(self),
             enable_open_in_editor=True,
             bottom_toolbar=self._toolbar,
+            rprompt=self._rprompt,
             tempfile_suffix=".md",
         )
         self.questions: PromptSession[str] = PromptSession()
         self.typeahead = ""
         self.keys_help = KEYS_HELP
+        self.followup = followup(self.on_suggestion) if followup else None
+        if self.followup is not None:
+            buffer = self.session.default_buffer
+            buffer.on_text_changed += lambda buf: (
+                self.followup and self.followup.user_typed(buf.text)
+            )
+
+    # -- next-prompt suggestion (ghost text) --------------------------------------------
+
+    def ghost_visible(self) -> bool:
+        buffer = self.session.default_buffer
+        return bool(self.followup and buffer.text == "" and buffer.suggestion)
+
+    def on_suggestion(self, text: str | None) -> None:
+        """Called from a background thread: hop to the prompt's event loop to show it."""
+        app = self.session.app
+        loop = app.loop if app.is_running else None
+        if loop is not None:
+            loop.call_soon_threadsafe(self._apply_suggestion, text)
+
+    def _apply_suggestion(self, text: str | None) -> None:
+        buffer = self.session.default_buffer
+        buffer.suggestion = Suggestion(text) if text and buffer.text == "" else None
+        self.session.app.invalidate()
+
+    def _seed_suggestion(self) -> None:
+        if self.followup is not None and self.followup.visible_text:
+            self._apply_suggestion(self.followup.visible_text)
+
+    def fill_suggestion(self, buffer: Buffer, method: str) -> None:
+        text = self.followup.fill(method) if self.followup else None
+        buffer.suggestion = None
+        if text:
+            buffer.insert_text(text)
+
+    def dismiss_suggestion(self, buffer: Buffer) -> None:
+        if self.followup is not None:
+            self.followup.dismiss()
+        buffer.suggestion = None
+
+    def _rprompt(self) -> str:
+        return "⇥ Tab fills · Esc dismisses" if self.ghost_visible() else ""
+
+    def submitted(self, line: str) -> None:
+        if self.followup is not None:
+            self.followup.submitted(line)
+
+    def turn_ended(self, last: Event | None) -> None:
+        if self.followup is not None:
+            self.followup.turn_ended(last)
 
     def _toolbar(self) -> HTML:
         c = self.conversation
@@ -139,14 +210,14 @@ class Repl:
     def read_line(self) -> str:
         default, self.typeahead = self.typeahead, ""
         with patch_stdout(raw=True):
-            return self.session.prompt(PROMPT, default=default)
+            return self.session.prompt(PROMPT, default=default, pre_run=self._seed_suggestion)
 
     def say(self, text: str) -> None:
         self.renderer.notice(text)
 
-    def drive(self, events: Iterator[Event]) -> None:
+    def drive(self, events: Iterator[Event]) -> Event | None:
         with quiet_input(self.fd):
-            drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+            return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
 
     def run(self) -> int:
         c = self.conversation
@@ -155,7 +226,11 @@ class Repl:
             "/help for commands, Ctrl-D to exit",
             highlight=False,
         )
-        return run_loop(self, c)
+        try:
+            return run_loop(self, c)
+        finally:
+            if self.followup is not None:
+                self.followup.close()
 
 
 def _xml(text: str) -> str:

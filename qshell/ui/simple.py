@@ -3,11 +3,14 @@
 It reads lines with plain reads of stdin and writes plain text: it never constructs a
 prompt_toolkit session and never writes an escape sequence. Turns run through the same
 driver as the REPL (a worker thread, Ctrl-C cancels), permission questions are plain
-questions answered with a line, and the slash commands are the shared ones. Main thread.
+questions answered with a line, and the slash commands are the shared ones. A next-prompt
+suggestion is printed as one plain hint line; a line of just `.` uses it. Main thread, except
+the suggestion hint, which a background thread prints while the prompt waits.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -15,23 +18,44 @@ from qshell import __version__
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import run_loop
+from qshell.ui.line_loop import FollowupFactory, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
 
 PROMPT = "> "
-KEYS_HELP = "Permission questions take a line: y, a, or n followed by an optional reason"
+KEYS_HELP = (
+    "A line of just . uses the suggestion shown · permission questions take a line: "
+    "y, a, or n followed by an optional reason"
+)
+USE_SUGGESTION = "."
 
 
 class SimpleFrontEnd:
     """A read-eval-print loop over plain text streams."""
 
-    def __init__(self, conversation: Conversation, *, stdin: TextIO, stdout: TextIO) -> None:
+    def __init__(
+        self,
+        conversation: Conversation,
+        *,
+        stdin: TextIO,
+        stdout: TextIO,
+        followup: FollowupFactory | None = None,
+    ) -> None:
         self.conversation = conversation
         self.stdin = stdin
         self.stdout = stdout
         self.renderer = PlainRenderer(stdout)
         self.keys_help = KEYS_HELP
+        self._write_lock = threading.Lock()
+        self.followup = followup(self._show_suggestion) if followup else None
+
+    def _show_suggestion(self, text: str | None) -> None:
+        """Print a new suggestion as a hint line and prompt again (background thread)."""
+        if not text:
+            return
+        with self._write_lock:
+            self.stdout.write(f"\n(suggestion: {text} — enter . to use it)\n{PROMPT}")
+            self.stdout.flush()
 
     def _read(self, prompt: str) -> str:
         """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt."""
@@ -44,17 +68,32 @@ class SimpleFrontEnd:
 
     def read_line(self) -> str:
         try:
-            return self._read(PROMPT)
+            line = self._read(PROMPT)
         except (EOFError, KeyboardInterrupt):
             self.say("")  # end the prompt's line before whatever is printed next
             raise
+        if line.strip() == USE_SUGGESTION and self.followup is not None:
+            text = self.followup.fill("dot")
+            if text:
+                self.say(f"{PROMPT}{text}")
+                return text
+        return line
 
-    def drive(self, events: Iterator[Event]) -> None:
-        drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+    def drive(self, events: Iterator[Event]) -> Event | None:
+        return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+
+    def submitted(self, line: str) -> None:
+        if self.followup is not None:
+            self.followup.submitted(line)
+
+    def turn_ended(self, last: Event | None) -> None:
+        if self.followup is not None:
+            self.followup.turn_ended(last)
 
     def say(self, text: str) -> None:
-        self.stdout.write(text + "\n")
-        self.stdout.flush()
+        with self._write_lock:
+            self.stdout.write(text + "\n")
+            self.stdout.flush()
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
         while True:
@@ -72,4 +111,8 @@ class SimpleFrontEnd:
             f"qshell {__version__} · model {c.model} · {c.approval_mode} mode · "
             "/help for commands, Ctrl-D to exit"
         )
-        return run_loop(self, c)
+        try:
+            return run_loop(self, c)
+        finally:
+            if self.followup is not None:
+                self.followup.close()

@@ -22,7 +22,14 @@ def spawn_qshell(
     term: str = "xterm-256color",
     extra_env: dict[str, str] | None = None,
 ) -> Term:
-    env = {**os.environ, "TERM": term, "PROMPT_TOOLKIT_NO_CPR": "1", "QSHELL_MAX_RETRIES": "0"}
+    # suggestions are off unless a test turns them on, so requests stay predictable
+    env = {
+        **os.environ,
+        "TERM": term,
+        "PROMPT_TOOLKIT_NO_CPR": "1",
+        "QSHELL_MAX_RETRIES": "0",
+        "QSHELL_SUGGESTIONS": "0",
+    }
     env.pop("INSIDE_EMACS", None)
     env.pop("NO_COLOR", None)
     if server is not None:

@@ -66,3 +66,27 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     assert child.finish() == 0
     assert "not today" in llm_server.requests[1].last_tool_results[0].content
     assert "\x1b" not in child.raw
+
+
+def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project):
+    from qshell.followup.suggestion import SUGGESTION_MARKER
+    from tests.fakes.llm_server import last_user_text_contains
+
+    llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text("run the tests"))
+    llm_server.add_rule(last_user_text_contains("run the tests"), Reply.text("all green"))
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    read = ToolCallSpec("read_file", {"path": "hello.txt"})
+    llm_server.add_rule(always(), Reply.tool_calls([read]))
+    env = {"INSIDE_EMACS": "29.1,comint", "QSHELL_SUGGESTIONS": "1"}
+    child = spawn_qshell(llm_server, project, term="dumb", extra_env=env)
+    child.expect(r"\n> ")
+    child.send("read hello.txt\r")
+    child.expect("it says hello")
+    child.expect(r"\(suggestion: run the tests — enter \. to use it\)")
+    child.send(".\r")
+    child.expect("all green")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "\x1b" not in child.raw
+    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    assert mains[-1].last_user_text == "run the tests"

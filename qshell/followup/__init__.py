@@ -1,0 +1,1 @@
+"""Follow-up work after a main turn: next-prompt suggestions (and, later, speculation)."""

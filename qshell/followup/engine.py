@@ -1,0 +1,126 @@
+"""Followup: next-prompt suggestions wired to one interactive Conversation.
+
+It decides after each turn whether a suggestion may be generated (the guards), generates it
+in a small background pool from the session's cache-safe parameters (so the request
+shares the main request's cached prefix), and hands display timing and outcomes to the
+framework-agnostic SuggestionController. Front-ends call its verbs — `turn_ended`,
+`user_typed`, `fill`, `dismiss`, `submitted`, `close` — and show what `on_change` tells
+them. It never touches the terminal; `on_change` runs on a background thread, so a
+front-end must hop to its UI thread before touching widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+from qshell.agent.conversation import Conversation
+from qshell.agent.events import Event, FailureKind, TurnFailed
+from qshell.cancel import CancelToken
+from qshell.config import Settings
+from qshell.followup.state import Scheduler, SuggestionController, ThreadingScheduler
+from qshell.followup.suggestion import (
+    GuardInputs,
+    SuggestionResult,
+    count_assistant_turns,
+    generate_suggestion,
+    guard_reason,
+    suggestions_enabled,
+)
+from qshell.llm.fork import CacheSafeParams
+from qshell.telemetry import Telemetry
+
+BACKGROUND_WORKERS = 2
+
+
+class Followup:
+    """Suggestions for one interactive conversation."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        settings: Settings,
+        environ: Mapping[str, str],
+        *,
+        on_change: Callable[[str | None], None],
+        telemetry: Telemetry,
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self.conversation = conversation
+        self.enabled = suggestions_enabled(
+            settings.suggestions.enabled, environ, conversation.session.provider.name
+        )
+        self.cache_cold_tokens = settings.suggestions.cache_cold_tokens
+        self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
+        self._params: CacheSafeParams | None = None
+        self._previous_prompt = ""
+        self.controller = SuggestionController(
+            generate=self._generate,
+            submit_task=self._pool.submit,
+            scheduler=scheduler or ThreadingScheduler(),
+            on_change=on_change,
+            telemetry=telemetry,
+            log_text=settings.telemetry.log_text,
+        )
+
+    def _generate(self, cancel: CancelToken) -> SuggestionResult:
+        params = self._params
+        if params is None:
+            return SuggestionResult(None, "no_cache_safe_params", None)
+        return generate_suggestion(
+            self.conversation.session.provider,
+            params,
+            cancel,
+            model=self.conversation.fast_model or None,
+            previous_prompt=self._previous_prompt,
+        )
+
+    def turn_ended(self, last: Event | None, *, permission_pending: bool = False) -> None:
+        """A main turn ended with `last` (its TurnFinished or TurnFailed): maybe suggest."""
+        session = self.conversation.session
+        failed = isinstance(last, TurnFailed)
+        reason = guard_reason(
+            GuardInputs(
+                enabled=self.enabled,
+                interactive=True,
+                assistant_turns=count_assistant_turns(session.history),
+                last_turn_failed=failed and last.kind is not FailureKind.CANCELLED,
+                approval_mode=self.conversation.approval_mode,
+                permission_pending=permission_pending,
+                last_usage=session.last_usage,
+                cache_cold_tokens=self.cache_cold_tokens,
+                aborted=last is None or (failed and last.kind is FailureKind.CANCELLED),
+            )
+        )
+        self._params = session.cache_safe
+        self.controller.turn_finished(reason)
+
+    def user_typed(self, buffer_text: str) -> None:
+        self.controller.user_typed(buffer_text)
+
+    def fill(self, method: str) -> str | None:
+        return self.controller.fill(method)
+
+    def dismiss(self) -> None:
+        self.controller.dismiss()
+
+    @property
+    def visible_text(self) -> str | None:
+        return self.controller.visible_text
+
+    def submitted(self, text: str) -> str | None:
+        """The user submitted `text`; notes in the transcript which suggestion was showing."""
+        self._previous_prompt = text
+        shown = self.controller.submitted(text)
+        if shown is not None:
+            self.conversation.session.note(
+                "suggestion", shown=shown, accepted=shown.strip() == text.strip()
+            )
+        return shown
+
+    def cancel(self) -> None:
+        self.controller.cancel()
+
+    def close(self) -> None:
+        self.controller.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)

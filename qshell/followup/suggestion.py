@@ -1,0 +1,297 @@
+"""Next-prompt suggestions: the prediction prompt, the quality filter and one generation.
+
+After a completed main turn, `generate_suggestion` sends one cache-safe fork of the last
+main request (`CacheSafeParams.fork`: the same model unless a fast model is given, system
+prompt, tools, sampling parameters and every message, then the reply and the prediction
+prompt as a new user message), reads only the reply's text and keeps it only if
+`filter_reason` and the never-offer rules accept it. It must not change the fork in any
+other way (no tool removal, no history cut, no other max_tokens), must not raise for
+provider failures (a suggestion fails open, reason `error`), and must not touch the session
+or the terminal. The guards live in `qshell.followup.guards` and are re-exported here. Thread
+rule: stateless; call it from a background thread; the CancelToken reaches the HTTP request.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from qshell.cancel import CancelToken
+from qshell.errors import Cancelled, QshellError
+from qshell.followup.guards import (
+    GuardInputs,
+    count_assistant_turns,
+    guard_reason,
+    suggestions_enabled,
+)
+from qshell.llm.base import Provider, StreamDone, StreamEvent
+from qshell.llm.fork import CacheSafeParams
+from qshell.llm.messages import Usage
+
+__all__ = [
+    "SUGGESTION_MARKER",
+    "SUGGESTION_PROMPT",
+    "GuardInputs",
+    "SuggestionResult",
+    "count_assistant_turns",
+    "extract_suggestion",
+    "filter_reason",
+    "generate_suggestion",
+    "guard_reason",
+    "suggestions_enabled",
+]
+
+log = logging.getLogger(__name__)
+
+SUGGESTION_MARKER = "[qshell: predict the user's next message]"
+
+# Kept short on purpose: these characters are the only part of a suggestion request that
+# the provider's prompt cache cannot serve (bench/suggestion_prefix.py measures the share).
+SUGGESTION_PROMPT = f"""{SUGGESTION_MARKER}
+Do not answer as the assistant now. Write the exact words the user will most likely type
+next: what they would send, not what you would advise ("that is just what I was about to
+type"). If your last reply told them what to send, that is it. Prefer concrete steps: "run
+the tests", "try it out", "commit this", "yes", or the option they would pick. Never praise,
+thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the next step is
+unclear or something failed, reply with nothing; else only 2 to 12 words, in their style."""
+
+MIN_WORDS = 2
+MAX_WORDS = 12
+MIN_CJK_CHARS = 2
+MAX_CJK_CHARS = 30
+MAX_CHARS = 100  # a suggestion of this many characters or more is rejected
+MAX_REPLY_CHARS = 1_000  # visible reply characters after which reading stops (too_long)
+
+SINGLE_WORDS_ALLOWED = frozenset(
+    {"yes", "yeah", "yep", "yup", "sure", "ok", "okay"}
+    | {"push", "commit", "deploy", "stop", "continue", "check", "no"}
+)
+NEVER_OFFERED = frozenset({"/exit", "/quit", "exit", "quit"})  # one keystroke from quitting
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_META_SILENCE = re.compile(r"\bsilence is\b|\bstay(?:s|ing)? silent\b|^\W*silence\W*$")
+_META_PREFIXES = ("nothing to suggest", "no suggestion", "nothing to predict", "no prediction")
+_WRAPPED = re.compile(r"^\(.*\)$|^\[.*\]$", re.DOTALL)
+_ERROR_PREFIXES = (
+    "api error:",
+    "prompt is too long",
+    "request timed out",
+    "invalid api key",
+    "image was too large",
+)
+_LABEL = re.compile(r"^\w+:\s")
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
+_FORMATTING = re.compile(r"[\n\r*]")
+_EVALUATIVE = re.compile(
+    r"\b(?:thanks|thank you|looks good|sounds good|that works|that worked|that's all|nice"
+    r"|great|perfect|makes sense|awesome|excellent)\b"
+)
+_AI_VOICE = re.compile(
+    r"^(?:let me|i'll|i will|i've|i'm|i can|i would|i think|i notice|here's|here is|here are"
+    r"|that's|this is|this will|you can|you should|you could|sure,|of course|certainly)(?!\w)",
+    re.IGNORECASE,
+)
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+_QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "「": "」"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """One candidate seen the ways the rules need it."""
+
+    raw: str
+    lower: str
+    words: int
+    cjk: bool
+
+    @classmethod
+    def of(cls, text: str) -> _Text:
+        raw = text.strip()
+        return cls(raw, raw.lower(), len(raw.split()), bool(_CJK.search(raw)))
+
+    @property
+    def visible_chars(self) -> int:
+        return len("".join(self.raw.split()))
+
+
+def _meta_text(t: _Text) -> bool:
+    return (
+        t.lower in ("nothing found", "nothing found.")
+        or t.lower.startswith(_META_PREFIXES)
+        or bool(_META_SILENCE.search(t.lower))
+    )
+
+
+def _too_few(t: _Text) -> bool:
+    if t.cjk:
+        return t.visible_chars < MIN_CJK_CHARS
+    if t.words >= MIN_WORDS or t.raw.startswith("/"):  # a slash command alone is fine
+        return False
+    return t.lower.rstrip(".!") not in SINGLE_WORDS_ALLOWED
+
+
+def _too_many(t: _Text) -> bool:
+    if t.cjk:
+        return t.visible_chars > MAX_CJK_CHARS
+    return t.words > MAX_WORDS
+
+
+# The filter, in evaluation order: the first rule that matches names the rejection.
+FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
+    ("empty", lambda t: not t.raw),
+    ("done", lambda t: t.lower.rstrip(".!") == "done"),
+    ("meta_text", _meta_text),
+    ("meta_wrapped", lambda t: bool(_WRAPPED.match(t.raw))),
+    ("error_message", lambda t: t.lower.startswith(_ERROR_PREFIXES)),
+    ("prefixed_label", lambda t: bool(_LABEL.match(t.raw))),
+    ("too_few_words", _too_few),
+    ("too_many_words", _too_many),
+    ("too_long", lambda t: len(t.raw) >= MAX_CHARS),
+    ("multiple_sentences", lambda t: bool(_SENTENCE_BREAK.search(t.raw))),
+    ("has_formatting", lambda t: bool(_FORMATTING.search(t.raw))),
+    ("evaluative", lambda t: bool(_EVALUATIVE.search(t.lower))),
+    ("ai_voice", lambda t: bool(_AI_VOICE.match(t.raw))),
+)
+
+
+def filter_reason(text: str) -> str | None:
+    """None when `text` is worth offering, else the name of the first rule it breaks."""
+    candidate = _Text.of(text)
+    for reason, rejects in FILTER_RULES:
+        if rejects(candidate):
+            return reason
+    return None
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    while len(text) >= 2 and _QUOTE_PAIRS.get(text[0]) == text[-1]:
+        text = text[1:-1].strip()
+    return text
+
+
+def extract_suggestion(reply_text: str) -> str:
+    """The suggestion inside a reply: reasoning blocks and code fences dropped, the
+    `suggestion` field of a JSON object if the reply is one, surrounding quotes removed."""
+    text = _THINK_BLOCK.sub("", reply_text).strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            field = value.get("suggestion")
+            text = field if isinstance(field, str) else ""
+    return _unquote(text)
+
+
+def _visible_length(text: str) -> int:
+    """Reply characters outside reasoning blocks (an unclosed block hides the rest)."""
+    visible = _THINK_BLOCK.sub("", text)
+    opened = visible.lower().find("<think>")
+    if opened >= 0:
+        visible = visible[:opened]
+    return len(visible.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class SuggestionResult:
+    """One generation's outcome. `text` is set only when the suggestion may be shown;
+    otherwise `reason` names why not. `usage` is the fork request's (None if it did not
+    finish); `candidate` is the extracted text before any rejection, for debug logs."""
+
+    text: str | None
+    reason: str | None
+    usage: Usage | None
+    candidate: str | None = None
+
+
+def _rejected(reason: str, usage: Usage | None, candidate: str | None) -> SuggestionResult:
+    return SuggestionResult(None, reason, usage, candidate)
+
+
+def _read(events: Iterator[StreamEvent]) -> tuple[StreamDone | None, bool]:
+    """Consume a fork's stream: its StreamDone, and whether reading stopped because the
+    visible text grew past MAX_REPLY_CHARS (the stream is then closed early)."""
+    parts: list[str] = []
+    length = 0
+    done: StreamDone | None = None
+    try:
+        for event in events:  # read to the end after StreamDone so the connection is reused
+            if isinstance(event, StreamDone):
+                done = event
+                continue
+            parts.append(event.text)
+            length += len(event.text)
+            if length > MAX_REPLY_CHARS and _visible_length("".join(parts)) > MAX_REPLY_CHARS:
+                return None, True
+        return done, False
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+
+
+def generate_suggestion(
+    provider: Provider,
+    params: CacheSafeParams,
+    cancel: CancelToken,
+    *,
+    model: str | None = None,
+    previous_prompt: str = "",
+) -> SuggestionResult:
+    """Predict the user's next prompt with one cache-safe fork of the last main request.
+
+    `model` (the fast model) replaces the request's model when set. Reasons: `aborted`
+    (cancelled, before or during the request), `pending_tool_calls` (the captured reply
+    still waits for tool results, so no valid fork exists), `error` (the provider failed),
+    `too_long` (the reply ran on and was cut), `empty`, `exit_word`, any `filter_reason`,
+    `same_as_previous` (equal to the user's previous prompt, ignoring case and spacing).
+    """
+    if cancel.cancelled:
+        return _rejected("aborted", None, None)
+    if params.reply.tool_calls:
+        return _rejected("pending_tool_calls", None, None)
+    request = params.fork(SUGGESTION_PROMPT, model=model or None)
+    try:
+        done, overflowed = _read(iter(provider.stream(request, cancel)))
+    except Cancelled:
+        return _rejected("aborted", None, None)
+    except QshellError as exc:
+        log.debug("suggestion request failed: %s", exc)
+        return _rejected("error", None, None)
+    if cancel.cancelled:
+        return _rejected("aborted", None, None)
+    if overflowed:
+        return _rejected("too_long", None, None)
+    if done is None:
+        return _rejected("error", None, None)
+    text = extract_suggestion(done.message.text)  # tool calls in the reply are ignored
+    reason = _reason(text, previous_prompt)
+    if reason is not None:
+        return _rejected(reason, done.usage, text)
+    return SuggestionResult(text, None, done.usage, text)
+
+
+def _reason(text: str, previous_prompt: str) -> str | None:
+    if not text:
+        return "empty"
+    if _normalised(text).rstrip(".!") in NEVER_OFFERED:
+        return "exit_word"
+    reason = filter_reason(text)
+    if reason is not None:
+        return reason
+    if previous_prompt and _normalised(text) == _normalised(previous_prompt):
+        return "same_as_previous"
+    return None

@@ -1,0 +1,133 @@
+"""Local telemetry: append-only JSONL event files under the state directory.
+
+This module is the only writer of telemetry files, and it sends nothing anywhere: events
+stay in `<state>/telemetry/events.jsonl` (directories 0700, the file 0600) until the user
+reads them with `qshell stats` or deletes them. Callers decide what goes into an event;
+text the user typed belongs in one only when they turned on `telemetry.logText`.
+Recording must never disturb the session, so `record()` never raises: the first
+`OSError` disables the instance and is logged once at debug level. Thread-safe: one lock
+serialises writes, and each event is a single `write()` of one whole line, so a crash or
+a second qshell process appending to the same file leaves whole lines only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qshell.dirs import PRIVATE_FILE_MODE, ensure_private_dir
+
+log = logging.getLogger(__name__)
+
+TELEMETRY_DIRNAME = "telemetry"
+EVENTS_FILENAME = "events.jsonl"
+TIMESTAMP_DECIMALS = 3  # seconds since the epoch, rounded to milliseconds
+_RESERVED_KEYS = frozenset({"event", "timestamp"})
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+
+
+class Telemetry:
+    """Appends events to one private JSONL file; `Telemetry.disabled()` records nothing."""
+
+    def __init__(self, path: Path | None, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._broken = False
+
+    @classmethod
+    def disabled(cls) -> Telemetry:
+        """An instance whose `record()` does nothing (telemetry turned off, or tests)."""
+        return cls(None)
+
+    @classmethod
+    def for_state_dir(cls, state: Path, *, clock: Callable[[], float] = time.time) -> Telemetry:
+        """The events file of a state directory: `<state>/telemetry/events.jsonl`."""
+        return cls(state / TELEMETRY_DIRNAME / EVENTS_FILENAME, clock=clock)
+
+    @property
+    def enabled(self) -> bool:
+        """False for `disabled()` and after a write failed."""
+        return self.path is not None and not self._broken
+
+    def record(self, event: str, /, **fields: Any) -> None:
+        """Append `{"event": event, "timestamp": now, **fields}` as one line; never raises.
+
+        Values that JSON cannot encode are written as their `str()`; fields named `event`
+        or `timestamp` are dropped, since those two keys belong to every line.
+        """
+        path = self.path
+        if path is None or self._broken:
+            return
+        try:
+            record = {"event": event, "timestamp": round(self._clock(), TIMESTAMP_DECIMALS)}
+            record.update((k, v) for k, v in fields.items() if k not in _RESERVED_KEYS)
+            line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        except Exception:  # a bad clock or a circular value: skip this event only
+            log.debug("telemetry event %r could not be encoded", event, exc_info=True)
+            return
+        data = line.encode("utf-8")
+        with self._lock:
+            if self._broken:
+                return
+            try:
+                fd = self._open(path)
+                written = os.write(fd, data)
+                if written != len(data):  # a short write on a full disk: finish the line
+                    os.write(fd, data[written:])
+            except OSError:
+                self._broken = True
+                self._close_locked()
+                log.debug("telemetry disabled: cannot write %s", path, exc_info=True)
+
+    def close(self) -> None:
+        """Close the file; a later `record()` opens it again."""
+        with self._lock:
+            self._close_locked()
+
+    def _open(self, path: Path) -> int:
+        if self._fd is None:
+            ensure_private_dir(path.parent)
+            fd = os.open(path, _OPEN_FLAGS, PRIVATE_FILE_MODE)
+            try:
+                os.fchmod(fd, PRIVATE_FILE_MODE)  # a file made earlier with a looser mode
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
+        return self._fd
+
+    def _close_locked(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError:
+                log.debug("closing the telemetry file failed", exc_info=True)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """Every event in a telemetry file, oldest first; a missing file gives `[]`.
+
+    Lines that are not JSON objects (a torn last line after a crash) are skipped.
+    """
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events

@@ -1,0 +1,102 @@
+"""Next-prompt suggestions in the full REPL (pexpect) against the scripted server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.pty import Term, spawn_qshell
+from tests.fakes.llm_server import (
+    Reply,
+    Rule,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+    last_user_text_contains,
+)
+
+SUGGESTION = "run the tests"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root
+
+
+def start(server, project: Path) -> Term:
+    child = spawn_qshell(server, project, extra_env={"QSHELL_SUGGESTIONS": "1"})
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    return child
+
+
+def script_two_turns(server) -> Rule:
+    """Turn 1 reads a file (two assistant messages); each turn then gets a suggestion."""
+    suggestion = server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text(SUGGESTION))
+    server.add_rule(last_user_text_contains(SUGGESTION), Reply.text("all 12 tests pass"))
+    server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    server.add_rule(
+        last_user_text_contains("read"),
+        Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"})]),
+    )
+    server.add_rule(always(), Reply.text("fine"))
+    return suggestion
+
+
+def test_tab_fills_the_ghost_text_and_enter_submits_it(llm_server, project):
+    script_two_turns(llm_server)
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.expect(SUGGESTION)
+    child.send("\t")
+    child.submit("")
+    child.expect("all 12 tests pass")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    assert mains[-1].last_user_text == SUGGESTION
+
+
+def test_enter_on_an_empty_line_fills_but_does_not_submit(llm_server, project):
+    """If the first Enter submitted, the model would see two messages, not one."""
+    script_two_turns(llm_server)
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.expect(SUGGESTION)
+    child.send("\r")  # fills the line with the suggestion; must not submit it
+    child.submit(" please")
+    child.expect("all 12 tests pass")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    assert mains[-1].last_user_text == SUGGESTION + " please"
+
+
+def test_typing_dismisses_the_suggestion_and_cancels_its_request(llm_server, project):
+    suggestion_rule = script_two_turns(llm_server)
+    hold = llm_server.hold(suggestion_rule)
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    request = hold.wait_arrived(timeout=20)
+    child.send("x")
+    assert request.disconnected.wait(10)
+    child.send("\x15")
+    child.submit("something else")
+    child.expect("fine")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert SUGGESTION not in child.text.split("something else")[-1]

@@ -1,0 +1,138 @@
+"""Over real HTTP, for both wire formats: a suggestion request starts with exactly the last
+main request (model, tools, parameters, messages) followed by that request's reply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qshell.agent.events import TurnFinished
+from qshell.agent.loop import run_turn
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode
+from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
+from qshell.llm.anthropic import AnthropicProvider
+from qshell.llm.openai import OpenAIProvider
+from qshell.tools import default_tools
+from qshell.tools.base import ToolContext
+from qshell.tools.paths import PathResolver
+from tests.fakes.llm_server import (
+    Reply,
+    ScriptedLLMServer,
+    ToolCallSpec,
+    has_tool_result,
+    last_user_text_contains,
+)
+
+FINAL_ANSWER = "The bug was an off-by-one in a.py; it is fixed. Shall I run the tests?"
+
+
+def make_session(server: ScriptedLLMServer, protocol: str, root: Path) -> Session:
+    if protocol == "openai":
+        provider = OpenAIProvider(server.openai_base_url, server.api_key)
+    else:
+        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
+    return Session(
+        provider=provider,
+        model="m1",
+        system_prompt="You are a careful coding agent.",
+        tools=default_tools(),
+        tool_context=ToolContext(paths=PathResolver(root, home=root)),
+        max_tokens=4096,
+    )
+
+
+def script(server: ScriptedLLMServer) -> None:
+    server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text("run the tests"))
+    server.add_rule(last_user_text_contains("hello"), Reply.text("Hello! What shall we do?"))
+    server.add_rule(has_tool_result(), Reply.text(FINAL_ANSWER))
+    server.add_rule(
+        last_user_text_contains("fix the bug"),
+        Reply.tool_calls([ToolCallSpec("read_file", {"path": "a.py"}, id="call_1")], "Reading."),
+    )
+
+
+def drive(session: Session, prompt: str) -> None:
+    runner = MainToolRunner(ApprovalMode.YOLO, interactive=False)
+    events = list(run_turn(session, prompt, runner, CancelToken()))
+    assert isinstance(events[-1], TurnFinished), events[-1]
+
+
+def without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
+
+
+def expected_tail(protocol: str) -> list[dict[str, Any]]:
+    if protocol == "openai":
+        return [
+            {"role": "assistant", "content": FINAL_ANSWER},
+            {"role": "user", "content": SUGGESTION_PROMPT},
+        ]
+    return [
+        {"role": "assistant", "content": [{"type": "text", "text": FINAL_ANSWER}]},
+        {"role": "user", "content": [{"type": "text", "text": SUGGESTION_PROMPT}]},
+    ]
+
+
+def run_session_and_suggest(server, protocol, root, **kw) -> tuple[dict, dict]:
+    """Two main turns (the second with a tool round), then one suggestion: the bodies of
+    the last main request and of the suggestion request."""
+    script(server)
+    (root / "a.py").write_text("def f(xs):\n    return xs[len(xs)]\n")
+    session = make_session(server, protocol, root)
+    drive(session, "hello")
+    drive(session, "fix the bug in a.py")
+    result = generate_suggestion(session.provider, session.cache_safe, CancelToken(), **kw)
+    assert (result.text, result.reason) == ("run the tests", None)
+    requests = server.requests
+    assert len(requests) == 4
+    return requests[2].body, requests[3].body
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_the_suggestion_request_extends_the_last_main_request_unchanged(
+    llm_server, tmp_path, protocol
+):
+    main, fork = run_session_and_suggest(llm_server, protocol, tmp_path)
+    if protocol == "anthropic":  # the last-message breakpoint moves to the new last message
+        main, fork = without_cache_control(main), without_cache_control(fork)
+    assert {k: v for k, v in fork.items() if k != "messages"} == {
+        k: v for k, v in main.items() if k != "messages"
+    }
+    assert fork["tools"] and fork["model"] == "m1" and fork["max_tokens"] == 4096
+    count = len(main["messages"])
+    assert fork["messages"][:count] == main["messages"]
+    assert fork["messages"][count:] == expected_tail(protocol)
+
+
+def test_anthropic_keeps_system_and_tool_breakpoints_and_marks_only_the_new_last_block(
+    llm_server, tmp_path
+):
+    main, fork = run_session_and_suggest(llm_server, "anthropic", tmp_path)
+    assert fork["system"] == main["system"] and fork["tools"] == main["tools"]
+    marked = [
+        (i, j)
+        for i, message in enumerate(fork["messages"])
+        for j, block in enumerate(message["content"])
+        if "cache_control" in block
+    ]
+    last = len(fork["messages"]) - 1
+    assert marked == [(last, len(fork["messages"][last]["content"]) - 1)]
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_the_fast_model_changes_only_the_model_field(llm_server, tmp_path, protocol):
+    main, fork = run_session_and_suggest(llm_server, protocol, tmp_path, model="fast-1")
+    assert fork["model"] == "fast-1"
+    main, fork = without_cache_control(main), without_cache_control(fork)
+    rest = {k: v for k, v in fork.items() if k not in ("model", "messages")}
+    assert rest == {k: v for k, v in main.items() if k not in ("model", "messages")}
+    assert fork["messages"][: len(main["messages"])] == main["messages"]

@@ -1,0 +1,58 @@
+"""Over real HTTP: cancelling a suggestion closes its request, and server errors fail open."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from qshell.cancel import CancelToken
+from qshell.followup.suggestion import SUGGESTION_MARKER, SuggestionResult, generate_suggestion
+from qshell.llm.anthropic import AnthropicProvider
+from qshell.llm.fork import CacheSafeParams
+from qshell.llm.http import RetryPolicy
+from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.openai import OpenAIProvider
+from tests.fakes.llm_server import Fault, Reply, last_user_text_contains
+
+
+def provider_for(server, protocol: str):
+    retry = RetryPolicy(max_attempts=1)
+    if protocol == "openai":
+        return OpenAIProvider(server.openai_base_url, server.api_key, retry=retry)
+    return AnthropicProvider(server.anthropic_base_url, server.api_key, retry=retry)
+
+
+def params() -> CacheSafeParams:
+    request = ChatRequest(model="m1", system="sys", messages=[Message.user("fix the bug")])
+    return CacheSafeParams.capture(request, Message.assistant("Fixed. Want me to run the tests?"))
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+@pytest.mark.parametrize("after_first_chunk", [False, True])
+def test_cancelling_a_suggestion_closes_its_http_request(llm_server, protocol, after_first_chunk):
+    rule = llm_server.add_rule(
+        last_user_text_contains(SUGGESTION_MARKER), Reply.text("run the tests")
+    )
+    hold = llm_server.hold(rule, after_first_chunk=after_first_chunk)
+    cancel = CancelToken()
+    results: list[SuggestionResult] = []
+    provider = provider_for(llm_server, protocol)
+    worker = threading.Thread(
+        target=lambda: results.append(generate_suggestion(provider, params(), cancel))
+    )
+    worker.start()
+    request = hold.wait_arrived(timeout=10)
+    cancel.cancel()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert request.disconnected.wait(10)
+    assert (results[0].text, results[0].reason) == (None, "aborted")
+    hold.release()
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_server_error_gives_reason_error_without_raising(llm_server, protocol):
+    llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Fault.http(503))
+    result = generate_suggestion(provider_for(llm_server, protocol), params(), CancelToken())
+    assert result == SuggestionResult(None, "error", None)
