@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +51,24 @@ def collect_stats(directory: Path) -> ProjectStats:
     return stats
 
 
+def suggestion_outcomes(state: Path) -> Counter[str]:
+    """How often suggestions were shown, accepted, … — local telemetry of every project."""
+    from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
+
+    events = read_events(state / TELEMETRY_DIRNAME / EVENTS_FILENAME)
+    return Counter(str(e.get("outcome")) for e in events if e.get("event") == "suggestion")
+
+
+def suggestion_summary(counts: Counter[str]) -> str:
+    shown = counts["shown"]
+    rate = f" ({100 * counts['accepted'] / shown:.0f}% of shown)" if shown else ""
+    return (
+        f"suggestions (all projects): shown {shown}, accepted {counts['accepted']}{rate}, "
+        f"filled {counts['filled']}, ignored {counts['ignored']}, "
+        f"suppressed {counts['suppressed']}"
+    )
+
+
 def run_subcommand(
     name: str,
     rest: Sequence[str],
@@ -63,9 +82,11 @@ def run_subcommand(
     if name == "stats":
         from qshell.agent.transcript import transcripts_dir
 
-        stats = collect_stats(transcripts_dir(Dirs.from_environ(environ).state, root))
+        state = Dirs.from_environ(environ).state
+        stats = collect_stats(transcripts_dir(state, root))
+        outcomes = suggestion_outcomes(state)
         if args.json:
-            stdout.write(json.dumps(asdict(stats)) + "\n")
+            stdout.write(json.dumps({**asdict(stats), "suggestions": dict(outcomes)}) + "\n")
             return 0
         share = (
             f"{100 * stats.cached_tokens / stats.prompt_tokens:.1f}%"
@@ -79,6 +100,7 @@ def run_subcommand(
             f"{stats.rounds - stats.rounds_with_cache_info} rounds did not report caching)\n"
             f"completion tokens: {stats.completion_tokens}\n"
         )
+        stdout.write(suggestion_summary(outcomes) + "\n")
         return 0
     from qshell.plugins import describe, make_plugin_manager
 

@@ -72,7 +72,7 @@ class SimpleFrontEnd:
         except (EOFError, KeyboardInterrupt):
             self.say("")  # end the prompt's line before whatever is printed next
             raise
-        if line.strip() == USE_SUGGESTION and self.followup is not None:
+        if (line.strip() == USE_SUGGESTION or line == "\t") and self.followup is not None:
             text = self.followup.fill("dot")
             if text:
                 self.say(f"{PROMPT}{text}")

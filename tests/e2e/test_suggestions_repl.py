@@ -48,9 +48,12 @@ def script_two_turns(server) -> Rule:
     return suggestion
 
 
-def test_tab_fills_the_ghost_text_and_enter_submits_it(llm_server, project):
+def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(llm_server, project):
     script_two_turns(llm_server)
     child = start(llm_server, project)
+    child.submit("hello there")
+    child.expect("fine")
+    child.wait_prompt()
     child.submit("read hello.txt")
     child.expect("it says hello")
     child.wait_prompt()
