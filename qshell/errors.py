@@ -16,7 +16,9 @@ imports nothing heavy so that any layer may raise from it.
     │   └── StreamBroken        malformed or cut stream after it started          (exit 1)
     └── PluginError             a plugin raised; the gate turns it into a boundary
 
-    Cancelled                   control signal outside the tree                   (exit 130)
+    ControlSignal               outside the tree, so `except QshellError` never swallows them
+    ├── Cancelled               the user cancelled the running turn                (exit 130)
+    └── (followup.gate.Boundary) a speculation reached a call it may not make
 """
 
 from __future__ import annotations
@@ -105,7 +107,11 @@ class PluginError(QshellError):
     """A plugin raised; callers fail closed and report it once."""
 
 
-class Cancelled(Exception):
+class ControlSignal(Exception):
+    """Ends a turn on purpose; code that catches tool bugs must let these through."""
+
+
+class Cancelled(ControlSignal):
     """The user cancelled the running turn. Not a QshellError, so it is never swallowed."""
 
     exit_code = ExitCode.CANCELLED

@@ -41,7 +41,7 @@ from qshell.agent.events import (
 from qshell.agent.policy import ToolRunner, Verdict
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
-from qshell.errors import Cancelled, ContextTooLong, QshellError
+from qshell.errors import Cancelled, ContextTooLong, ControlSignal, QshellError
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
@@ -310,6 +310,8 @@ def _execute(runner: ToolRunner, prepared: _Prepared, ctx: Any) -> ToolResult:
     assert prepared.tool is not None
     try:
         return runner.execute(prepared.tool, prepared.args, ctx)
+    except ControlSignal:
+        raise  # a cancel or a speculation boundary ends the turn; it is not a tool failure
     except Exception as exc:  # a tool bug must not end the turn; the model reads it
         log.exception("tool %s crashed", prepared.call.name)
         return ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
