@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -63,14 +63,38 @@ class _Prepared:
     result: ToolResult | None  # set when the call must not run (invalid, unknown, denied)
 
 
+@dataclass(frozen=True, slots=True)
+class PendingCalls:
+    """A turn to resume mid-batch: the last assistant message's calls still unanswered.
+
+    `known` holds results already obtained elsewhere (an accepted speculation ran them);
+    those calls are not run again and produce no events.
+    """
+
+    calls: Sequence[ToolCall]
+    known: Mapping[str, ToolResult] = field(default_factory=dict)
+
+
 def run_turn(
-    session: Session, prompt: str | None, runner: ToolRunner, cancel: CancelToken
+    session: Session,
+    prompt: str | None,
+    runner: ToolRunner,
+    cancel: CancelToken,
+    *,
+    pending: PendingCalls | None = None,
 ) -> Iterator[Event]:
-    """Run one user turn; `prompt=None` continues from the current history."""
+    """Run one user turn; `prompt=None` continues from the current history, and `pending`
+    first answers the calls of a turn that stopped mid-batch."""
     rounds = 0
     start_usage = session.usage
     retried = False
-    if prompt is not None:
+    if pending is not None:
+        results = yield from _run_batch(session, pending.calls, runner, cancel, known=pending.known)
+        session.answer_all(results)
+        if cancel.cancelled:
+            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
+            return
+    elif prompt is not None:
         try:
             compacted = compaction.compact_before_turn(session, prompt, cancel)
         except (Cancelled, QshellError) as exc:
@@ -213,11 +237,17 @@ def _display_args(call: ToolCall) -> dict[str, object]:
 
 
 def _run_batch(
-    session: Session, calls: Sequence[ToolCall], runner: ToolRunner, cancel: CancelToken
+    session: Session,
+    calls: Sequence[ToolCall],
+    runner: ToolRunner,
+    cancel: CancelToken,
+    *,
+    known: Mapping[str, ToolResult] | None = None,
 ) -> Iterator[Event]:
-    """Run one round's calls; returns their results in call order (generator return)."""
+    """Run one round's calls; returns their results in call order (generator return).
+    Calls with a `known` result are not run again."""
     ctx = replace(session.tool_context, cancel=cancel)
-    results: dict[str, ToolResult] = {}
+    results: dict[str, ToolResult] = dict(known or {})
     parallel: list[_Prepared] = []
 
     def flush() -> Iterator[Event]:
@@ -228,6 +258,8 @@ def _run_batch(
     for call in calls:
         if cancel.cancelled:
             break
+        if call.id in results:
+            continue
         prepared = _prepare(session, call)
         if prepared.result is None and prepared.tool is not None:
             prepared.result = yield from _permission(prepared, runner, ctx, cancel)

@@ -250,3 +250,30 @@ def test_continuing_after_a_failed_turn_sends_a_valid_history(tmp_path):
     events = drive(session, "second", yolo())
     assert isinstance(events[-1], TurnFinished)
     assert [m.text for m in provider.requests[1].messages] == ["first", "second"]
+
+
+def test_a_turn_resumed_mid_batch_runs_only_the_calls_without_a_known_result(tmp_path):
+    from qshell.agent.loop import PendingCalls
+    from qshell.tools.base import ToolResult
+
+    first, second = RecordingTool("first", Kind.READ), RecordingTool("second", Kind.EDIT)
+    calls = [call("first", '{"text": "a"}', "c1"), call("second", '{"text": "b"}', "c2")]
+    session, provider = make_session(tmp_path, [Message.assistant("finished")], [first, second])
+    session.append(Message.user("go"))
+    session.append(Message.assistant("", calls))
+    pending = PendingCalls(calls, {"c1": ToolResult(llm_content="ran earlier")})
+    events = list(
+        run_turn(
+            session,
+            None,
+            MainToolRunner(ApprovalMode.YOLO, interactive=False),
+            CancelToken(),
+            pending=pending,
+        )
+    )
+    assert first.ran == [] and second.ran == ["b"]
+    assert [e.call_id for e in events if isinstance(e, ToolStarted)] == ["c2"]
+    results = session.history[2].tool_results
+    assert [r.content for r in results] == ["ran earlier", "second ran b"]
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "finished"
+    assert check_history(session.history) == [] and len(provider.requests) == 1
