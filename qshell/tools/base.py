@@ -4,8 +4,10 @@ A tool is a small object with a `name`, a `kind` (the seed-004 vocabulary), a
 `description`, a pydantic `Args` model (its JSON schema is what the model sees) and a
 `run(args, ctx)` that returns a `ToolResult`. Tools never raise for a failure the model
 can cause: they return a result whose `error` is filled. They resolve every path through
-`ctx.paths` (tools/paths.py), the one resolver. Tools hold no state and are thread-safe;
-the loop runs concurrency-safe kinds in parallel.
+`ctx.paths` (tools/paths.py), the one resolver. The file tools read, write, stat and list
+files only through `ctx.view` (tools/fileview.py): the real disk by default, a
+copy-on-write overlay when a speculation runs them (shell and web_fetch do not use it).
+Tools hold no state and are thread-safe; the loop runs concurrency-safe kinds in parallel.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel
 
 from qshell.cancel import CancelToken
 from qshell.llm.messages import ToolSpec
+from qshell.tools.fileview import REAL_VIEW, FileView
 from qshell.tools.paths import PathResolver
 
 
@@ -106,13 +109,14 @@ class Access:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Everything a tool may use: the resolver, the cancel token and limits."""
+    """Everything a tool may use: the resolver, the file view, the cancel token and limits."""
 
     paths: PathResolver
     cancel: CancelToken = field(default_factory=CancelToken)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     shell_timeout_s: float = 120.0
     max_output_chars: int = 30_000
+    view: FileView = field(default=REAL_VIEW)
 
     @property
     def root(self) -> Path:

@@ -5,7 +5,8 @@ creates a new file (or fills an empty one). The file's encoding is kept (UTF-8, 
 byte-order mark if it had one) and so are CRLF line endings when `new_string` uses LF. It
 refuses paths that resolve outside the root and never writes there; a failed match never
 writes at all. `preview` works the change out the same way and returns the diff without
-writing. Stateless: one instance serves concurrent calls from any thread.
+writing. Every read, existence check and write goes through `ctx.view`. Stateless: one
+instance serves concurrent calls from any thread.
 """
 
 from __future__ import annotations
@@ -61,8 +62,7 @@ class EditTool:
         encoder = plan.encoder
         data = encoder.encode(plan.new) if encoder is not None else plan.new.encode("utf-8")
         try:
-            plan.path.parent.mkdir(parents=True, exist_ok=True)
-            plan.path.write_bytes(data)
+            ctx.view.write_bytes(plan.path, data)
         except OSError as exc:
             return files.os_error(exc, plan.shown)
         return plan.result()
@@ -86,14 +86,14 @@ class EditTool:
                 ErrorType.NO_CHANGE, "old_string and new_string are identical; nothing to change"
             )
         try:
-            if path.is_dir():
+            if ctx.view.is_dir(path):
                 return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
-            if not path.exists():
+            if not ctx.view.exists(path):
                 if args.old_string:
                     hint = "To create a new file, pass an empty old_string."
-                    return files.not_found(path, ctx.paths, hint=hint)
+                    return files.not_found(path, ctx, hint=hint)
                 return _Plan(path, shown, old="", new=args.new_string, encoder=None, count=0)
-            decoded = files.decode_text(path.read_bytes())
+            decoded = files.decode_text(ctx.view.read_bytes(path))
         except OSError as exc:
             return files.os_error(exc, shown)
         if decoded is None:

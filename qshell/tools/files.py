@@ -1,20 +1,22 @@
 """File helpers shared by the file tools: binary sniffing, UTF-8 decoding, error mapping.
 
 It answers "is this binary?", decodes a file the way read_file and edit both need (UTF-8,
-byte-order mark remembered), suggests near names for a missing path, and turns an OSError
-into the matching ToolResult failure. It never writes and never decides policy. Pure
-functions over the filesystem: safe from any thread.
+byte-order mark remembered), opens a file for streaming, suggests near names for a missing
+path, and turns an OSError into the matching ToolResult failure. Whatever it reads, lists
+or stats goes through the tool's `ctx.view` (a FileView); it never writes and never decides
+policy. Pure functions: safe from any thread.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
+import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from qshell.tools.base import ErrorType, ToolContext, ToolResult
-from qshell.tools.paths import PathResolver
+from qshell.tools.fileview import FileView, RealView
 
 SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -62,20 +64,37 @@ def decode_text(data: bytes) -> TextFile | None:
     return TextFile(text, bom)
 
 
-def similar_names(path: Path) -> list[str]:
+def on_disk(view: FileView) -> bool:
+    """True when `view` is the real disk, so a tool may stream or hand paths to rg."""
+    return isinstance(view, RealView)
+
+
+def open_binary(view: FileView, path: Path) -> BinaryIO:
+    """`path` opened for binary reading as `view` shows it.
+
+    On the real disk the file is streamed; any other view is read whole through
+    `view.read_bytes`. Raises OSError as opening the file would.
+    """
+    if on_disk(view):
+        return path.open("rb")
+    return io.BytesIO(view.read_bytes(path))
+
+
+def similar_names(path: Path, view: FileView) -> list[str]:
     """Names in `path`'s parent directory that look like `path.name` (cheap, best effort)."""
     try:
-        with os.scandir(path.parent) as it:
-            names = [e.name for _, e in zip(range(MAX_SUGGESTION_SCAN_ENTRIES), it, strict=False)]
+        entries = view.scandir(path.parent)
     except OSError:
         return []
+    names = [entry.name for entry in entries[:MAX_SUGGESTION_SCAN_ENTRIES]]
     return difflib.get_close_matches(path.name, names, n=MAX_SUGGESTIONS, cutoff=0.6)
 
 
-def not_found(path: Path, paths: PathResolver, hint: str = "") -> ToolResult:
+def not_found(path: Path, ctx: ToolContext, hint: str = "") -> ToolResult:
     """A NOT_FOUND failure for `path`, naming near matches in its directory if any."""
+    paths = ctx.paths
     message = f"{paths.relative(path)} does not exist."
-    near = [paths.relative(path.parent / name) for name in similar_names(path)]
+    near = [paths.relative(path.parent / name) for name in similar_names(path, ctx.view)]
     if near:
         message += f" Did you mean: {', '.join(near)}?"
     if hint:
@@ -107,13 +126,14 @@ def refuse_outside_root(path: Path, ctx: ToolContext) -> ToolResult | None:
     )
 
 
-def require_dir(path: Path, paths: PathResolver) -> ToolResult | None:
-    """A NOT_FOUND / NOT_A_DIRECTORY failure unless `path` is a directory, else None."""
+def require_dir(path: Path, ctx: ToolContext) -> ToolResult | None:
+    """A NOT_FOUND / NOT_A_DIRECTORY failure unless `path` is a directory in `ctx.view`."""
+    paths = ctx.paths
     try:
-        if path.is_dir():
+        if ctx.view.is_dir(path):
             return None
-        if not path.exists():
-            return not_found(path, paths)
+        if not ctx.view.exists(path):
+            return not_found(path, ctx)
     except OSError as exc:
         return os_error(exc, paths.relative(path))
     return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{paths.relative(path)} is not a directory")

@@ -1,9 +1,10 @@
 """glob: list the files under a directory whose paths match a glob, newest first.
 
-It walks the tree with the shared gitignore-aware walker (tools/walk.py), skips `.git/`,
-ignored paths and secret-looking files, sorts matches by modification time (newest first)
-and caps the list. It only reads directory entries and file metadata, never contents, and
-never writes. Stateless: one instance serves concurrent calls from any thread.
+It walks the tree as `ctx.view` shows it, with the shared gitignore-aware walker
+(tools/walk.py), skips `.git/`, ignored paths and secret-looking files, sorts matches by
+modification time (newest first) and caps the list. It only reads directory entries and
+file metadata, never contents, and never writes. Stateless: one instance serves concurrent
+calls from any thread.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files
 from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
-from qshell.tools.walk import glob_matcher, walk_files
+from qshell.tools.walk import glob_matcher, walk_entries
 
 MAX_GLOB_RESULTS = 500
 CANCEL_CHECK_EVERY_FILES = 256
@@ -52,7 +53,7 @@ class GlobTool:
         if not args.pattern.strip():
             return ToolResult.fail(ErrorType.INVALID_ARGS, "pattern must not be empty")
         base = ctx.paths.resolve(args.path)
-        problem = files.require_dir(base, ctx.paths)
+        problem = files.require_dir(base, ctx)
         if problem is not None:
             return problem
         try:
@@ -60,15 +61,12 @@ class GlobTool:
         except ValueError as exc:
             return ToolResult.fail(ErrorType.INVALID_ARGS, str(exc))
         found: list[tuple[float, Path]] = []
-        for count, path in enumerate(walk_files(base, ctx.paths.root)):
+        for count, entry in enumerate(walk_entries(base, ctx.paths.root, view=ctx.view)):
             if count % CANCEL_CHECK_EVERY_FILES == 0 and ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "glob was cancelled")
-            if not matches(path.relative_to(base).as_posix()) or ctx.paths.is_secret(path):
-                continue
-            try:
-                found.append((path.stat().st_mtime, path))
-            except OSError:
-                continue
+            path = entry.path
+            if matches(path.relative_to(base).as_posix()) and not ctx.paths.is_secret(path):
+                found.append((entry.mtime, path))
         where = ctx.paths.relative(base)
         if not found:
             message = f"No files match {args.pattern!r} under {where}."

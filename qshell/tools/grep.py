@@ -1,12 +1,14 @@
 """grep: regex search over file contents, with ripgrep when present and Python otherwise.
 
-Both backends honour .gitignore (rg natively, Python through tools/walk.py), skip `.git/`,
-binary files and secret-looking files (rg through `--glob '!…'` rules built from
-the resolver's secret patterns, Python through `PathResolver.is_secret`), and print
-`relpath:line:text` capped at MAX_MATCHES. The caller's glob is applied in Python for both
-backends, since an including `--glob` would override .gitignore inside rg. It never writes
-and runs nothing but rg. Stateless apart from the backend chosen at construction: safe
-from any thread.
+ripgrep reads the real disk, so it only runs when `ctx.view` is the real view (RealView);
+for any other view (a speculation's overlay) the Python backend runs, and it reads, lists
+and stats everything through `ctx.view`. Both backends honour .gitignore (rg natively,
+Python through tools/walk.py), skip `.git/`, binary files and secret-looking files (rg
+through `--glob '!…'` rules built from the resolver's secret patterns, Python through
+`PathResolver.is_secret`), and print `relpath:line:text` capped at MAX_MATCHES. The
+caller's glob is applied in Python for both backends, since an including `--glob` would
+override .gitignore inside rg. It never writes and runs nothing but rg. Stateless apart
+from the backend chosen at construction: safe from any thread.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files
 from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
-from qshell.tools.walk import glob_matcher, walk_files
+from qshell.tools.walk import glob_matcher, walk_entries
 
 MAX_MATCHES = 200
 MAX_MATCH_LINE_CHARS = 500
@@ -83,7 +85,10 @@ class GrepTool:
     Args: ClassVar[type[BaseModel]] = GrepArgs
 
     def __init__(self, use_rg: bool | None = None) -> None:
-        """`use_rg`: True forces ripgrep, False forces Python, None uses rg if installed."""
+        """`use_rg`: True forces ripgrep, False forces Python, None uses rg if installed.
+
+        Whatever the choice, a context whose view is not the real disk searches in Python.
+        """
         self._use_rg = use_rg
 
     def accesses(self, args: GrepArgs, ctx: ToolContext) -> list[Access]:
@@ -100,12 +105,13 @@ class GrepTool:
             return ToolResult.fail(ErrorType.INVALID_ARGS, str(exc))
         base = ctx.paths.resolve(args.path)
         try:
-            if not base.exists():
-                return files.not_found(base, ctx.paths)
+            if not ctx.view.exists(base):
+                return files.not_found(base, ctx)
         except OSError as exc:
             return files.os_error(exc, ctx.paths.relative(base))
-        rg = find_rg() if self._use_rg is not False else None
-        if self._use_rg and rg is None:
+        on_disk = files.on_disk(ctx.view)
+        rg = find_rg() if self._use_rg is not False and on_disk else None
+        if self._use_rg and on_disk and rg is None:
             return ToolResult.fail(ErrorType.IO, "ripgrep (rg) is not installed")
         found = _search_rg(rg, args.pattern, matches, base, ctx) if rg is not None else None
         if found is None:
@@ -146,7 +152,7 @@ def _search_rg(
     """Search with ripgrep; None when rg cannot start or rejects the regex (the caller
     then falls back to Python)."""
     found = _Found()
-    tree_wide = base.is_dir()
+    tree_wide = ctx.view.is_dir(base)
     with tempfile.TemporaryFile() as errors:
         try:
             proc = subprocess.Popen(
@@ -204,13 +210,20 @@ def _wanted(path: Path, base: Path, matches: PathFilter | None, ctx: ToolContext
     return not ctx.paths.is_secret(path)
 
 
-def _candidates(base: Path, matches: PathFilter | None, ctx: ToolContext) -> Iterable[Path]:
-    if base.is_file():
-        yield base
+def _candidates(
+    base: Path, matches: PathFilter | None, ctx: ToolContext
+) -> Iterable[tuple[Path, int]]:
+    """(path, size) of each file to search, as `ctx.view` shows the tree."""
+    if ctx.view.is_file(base):
+        try:
+            size = ctx.view.stat(base).st_size
+        except OSError:
+            return
+        yield base, size
         return
-    for path in walk_files(base, ctx.paths.root):
-        if _wanted(path, base, matches, ctx):
-            yield path
+    for entry in walk_entries(base, ctx.paths.root, view=ctx.view):
+        if _wanted(entry.path, base, matches, ctx):
+            yield entry.path, entry.size
 
 
 def _search_python(
@@ -218,16 +231,16 @@ def _search_python(
 ) -> _Found:
     found = _Found()
     deadline = time.monotonic() + GREP_TIMEOUT_S
-    for path in _candidates(base, matches, ctx):
+    for path, size in _candidates(base, matches, ctx):
         if ctx.cancel.cancelled:
             break
         if time.monotonic() > deadline:
             found.stopped = f"search stopped after {GREP_TIMEOUT_S:.0f} s"
             break
+        if size > MAX_PY_FILE_BYTES:
+            continue
         try:
-            if path.stat().st_size > MAX_PY_FILE_BYTES:
-                continue
-            data = path.read_bytes()
+            data = ctx.view.read_bytes(path)
         except OSError:
             continue
         if b"\0" in data[: files.SNIFF_BYTES]:

@@ -1,9 +1,10 @@
 """ls: list one directory's entries, directories marked with a trailing `/`.
 
-It uses the shared gitignore-aware walker (tools/walk.py) so ignored entries and `.git`
-are left out, sorts by name and caps the listing. Secret-looking names are listed (only
-their contents are sensitive). It never reads file contents and never writes. Stateless:
-one instance serves concurrent calls from any thread.
+It lists the directory as `ctx.view` shows it, through the shared gitignore-aware walker
+(tools/walk.py) so ignored entries and `.git` are left out, sorts by name and caps the
+listing. Secret-looking names are listed (only their contents are sensitive). It never
+reads file contents and never writes. Stateless: one instance serves concurrent calls from
+any thread.
 """
 
 from __future__ import annotations
@@ -43,11 +44,11 @@ class LsTool:
     def run(self, args: LsArgs, ctx: ToolContext) -> ToolResult:
         base = ctx.paths.resolve(args.path)
         where = ctx.paths.relative(base)
-        problem = files.require_dir(base, ctx.paths)
+        problem = files.require_dir(base, ctx)
         if problem is not None:
             return problem
         try:
-            entries = list_dir(base, ctx.paths.root)
+            entries = list_dir(base, ctx.paths.root, view=ctx.view)
         except OSError as exc:
             return files.os_error(exc, where)
         if not entries:

@@ -1,10 +1,11 @@
 """read_file: show a text file to the model as numbered lines, one page at a time.
 
-It streams the file (never loading more than one page plus a counting buffer), numbers lines
-`cat -n` style from 1, truncates very long lines and tells the model which offset to read
-next. It refuses binary files, directories and special files, and never writes. Reads
-outside the root are allowed here; approval is the policy layer's job via `accesses()`.
-Stateless: one instance serves concurrent calls from any thread.
+It reads and stats the file through `ctx.view`. On the real disk it streams the file (never
+loading more than one page plus a counting buffer); any other view hands over the whole
+content. It numbers lines `cat -n` style from 1, truncates very long lines and tells the
+model which offset to read next. It refuses binary files, directories and special files,
+and never writes. Reads outside the root are allowed here; approval is the policy layer's
+job via `accesses()`. Stateless: one instance serves concurrent calls from any thread.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ class ReadFileTool:
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
         try:
-            info = path.stat()
+            info = ctx.view.stat(path)
         except FileNotFoundError:
-            return files.not_found(path, ctx.paths)
+            return files.not_found(path, ctx)
         except OSError as exc:
             return files.os_error(exc, shown)
         if stat.S_ISDIR(info.st_mode):
@@ -83,7 +84,7 @@ class ReadFileTool:
         offset = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT_LINES
         try:
-            with path.open("rb") as fh:
+            with files.open_binary(ctx.view, path) as fh:
                 if files.looks_binary(fh.read(files.SNIFF_BYTES)):
                     return ToolResult.fail(
                         ErrorType.BINARY_FILE, f"{shown} is a binary file (or not UTF-8 text)"

@@ -2,21 +2,27 @@
 
 It decides which files a tree-wide tool may see: `.git/` is always skipped, `.gitignore`
 files at the project root and in every subdirectory apply to the paths below them (the
-deepest rule that matches wins, as in git), and ignored directories are pruned. It only
-reads the filesystem; it never follows directory symlinks and never decides secret or
-approval questions (callers ask the PathResolver). Pure functions and immutable values:
-safe to use from any thread.
+deepest rule that matches wins, as in git), and ignored directories are pruned. Every
+listing, stat and `.gitignore` read goes through the FileView it is given (the tool's
+`ctx.view`; the real disk by default), so a speculation's overlay sees its own files. The
+one question asked of the disk directly is whether a directory entry is a symlink (a view
+has no lstat, and overlays only add regular files), since directory symlinks are never
+followed. It never writes and never decides secret or approval questions (callers ask the
+PathResolver). Pure functions and immutable values: safe to use from any thread.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat as stat_module
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
+
+from qshell.tools.fileview import REAL_VIEW, Entry, FileView
 
 GIT_DIR_NAME = ".git"
 GITIGNORE_NAME = ".gitignore"
@@ -54,25 +60,27 @@ class IgnoreRules:
                 return decision
         return False
 
-    def descend(self, directory: Path) -> IgnoreRules:
-        """The rules inside `directory`: these plus its own .gitignore, if it has one."""
-        own = _load_gitignore(directory)
+    def descend(self, directory: Path, *, view: FileView = REAL_VIEW) -> IgnoreRules:
+        """The rules inside `directory`: these plus its own .gitignore (read through
+        `view`), if it has one."""
+        own = _load_gitignore(directory, view)
         return self if own is None else IgnoreRules((*self.files, own))
 
 
-def _load_gitignore(directory: Path) -> _IgnoreFile | None:
+def _load_gitignore(directory: Path, view: FileView) -> _IgnoreFile | None:
     path = directory / GITIGNORE_NAME
     try:
-        if not path.is_file() or path.stat().st_size > MAX_GITIGNORE_BYTES:
+        info = view.stat(path)
+        if not stat_module.S_ISREG(info.st_mode) or info.st_size > MAX_GITIGNORE_BYTES:
             return None
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = view.read_bytes(path).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return None
     return _IgnoreFile(directory, pathspec.GitIgnoreSpec.from_lines(lines))
 
 
-def rules_for(directory: Path, root: Path) -> IgnoreRules:
-    """The ignore rules in effect inside `directory`.
+def rules_for(directory: Path, root: Path, *, view: FileView = REAL_VIEW) -> IgnoreRules:
+    """The ignore rules in effect inside `directory`, as `view` shows the tree.
 
     When `directory` lies inside `root`, the .gitignore files of `root` and every directory
     between them count too; otherwise only `directory`'s own file does.
@@ -83,7 +91,7 @@ def rules_for(directory: Path, root: Path) -> IgnoreRules:
         chain = [directory]
     rules = IgnoreRules()
     for step in chain:
-        rules = rules.descend(step)
+        rules = rules.descend(step, view=view)
     return rules
 
 
@@ -93,47 +101,50 @@ def _prefixes(rel: Path) -> Iterator[Path]:
         yield Path(*parts[:i])
 
 
-def list_dir(directory: Path, root: Path) -> list[tuple[str, bool]]:
+def list_dir(directory: Path, root: Path, *, view: FileView = REAL_VIEW) -> list[tuple[str, bool]]:
     """(name, is_dir) for each entry of `directory` that is not ignored, sorted by name.
 
     Symlinks to directories count as directories. Raises OSError if it cannot be listed.
     """
-    rules = rules_for(directory, root)
-    with os.scandir(directory) as it:
-        entries = [(e.name, _is_dir(e)) for e in it]
+    rules = rules_for(directory, root, view=view)
+    entries = [(e.name, e.is_dir) for e in view.scandir(directory)]
     kept = [(n, d) for n, d in entries if not rules.is_ignored(directory / n, is_dir=d)]
     return sorted(kept)
 
 
-def walk_files(start: Path, root: Path) -> Iterator[Path]:
-    """Every non-ignored regular file under `start`, depth first, in name order.
+def walk_entries(start: Path, root: Path, *, view: FileView = REAL_VIEW) -> Iterator[Entry]:
+    """The Entry (size and mtime included) of every non-ignored regular file under `start`,
+    depth first, in name order.
 
     Unreadable directories are skipped silently. Directory symlinks are not followed.
     """
-    stack: list[tuple[Path, IgnoreRules]] = [(start, rules_for(start, root))]
+    stack: list[tuple[Path, IgnoreRules]] = [(start, rules_for(start, root, view=view))]
     while stack:
         directory, rules = stack.pop()
         try:
-            with os.scandir(directory) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            entries = sorted(view.scandir(directory), key=lambda e: e.name)
         except OSError:
             continue
         subdirs: list[tuple[Path, IgnoreRules]] = []
         for entry in entries:
-            path = Path(entry.path)
-            if entry.is_dir(follow_symlinks=False):
-                if not rules.is_ignored(path, is_dir=True):
-                    subdirs.append((path, rules.descend(path)))
-            elif entry.is_file() and not rules.is_ignored(path, is_dir=False):
-                yield path
+            if entry.is_dir:
+                path = entry.path
+                if not _is_symlink(path) and not rules.is_ignored(path, is_dir=True):
+                    subdirs.append((path, rules.descend(path, view=view)))
+            elif entry.is_file and not rules.is_ignored(entry.path, is_dir=False):
+                yield entry
         stack.extend(reversed(subdirs))
 
 
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
+def walk_files(start: Path, root: Path, *, view: FileView = REAL_VIEW) -> Iterator[Path]:
+    """The path of every non-ignored regular file under `start` (see `walk_entries`)."""
+    for entry in walk_entries(start, root, view=view):
+        yield entry.path
+
+
+def _is_symlink(path: Path) -> bool:
+    """True when `path` is a symlink on disk (views add no symlinks of their own)."""
+    return os.path.islink(path)
 
 
 def expand_braces(pattern: str) -> list[str]:

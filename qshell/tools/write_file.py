@@ -1,7 +1,8 @@
 """write_file: create or overwrite a file inside the project root and report the diff.
 
 It writes the given content as UTF-8 exactly as provided (no newline translation),
-creating missing parent directories, and returns a unified diff of old → new. It refuses
+creating missing parent directories, and returns a unified diff of old → new. Every read,
+existence check and write goes through `ctx.view`. It refuses
 any path that resolves outside the project root (symlinks and `..` included) and never
 writes there. `preview` works out the same diff without writing. Approval is the policy
 layer's job via `accesses()`. Stateless: one instance serves concurrent calls from any
@@ -46,8 +47,7 @@ class WriteFileTool:
         if isinstance(plan, ToolResult):
             return plan
         try:
-            plan.path.parent.mkdir(parents=True, exist_ok=True)
-            plan.path.write_bytes(plan.new.encode("utf-8"))
+            ctx.view.write_bytes(plan.path, plan.new.encode("utf-8"))
         except OSError as exc:
             return files.os_error(exc, plan.shown)
         return plan.result()
@@ -67,10 +67,10 @@ class WriteFileTool:
         if refusal is not None:
             return refusal
         try:
-            if path.is_dir():
+            if ctx.view.is_dir(path):
                 return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
-            existed = path.exists()
-            old = _old_text(path) if existed else ""
+            existed = ctx.view.exists(path)
+            old = _old_text(ctx.view.read_bytes(path)) if existed else ""
         except OSError as exc:
             return files.os_error(exc, shown)
         return _Plan(path, shown, existed=existed, old=old, new=args.content)
@@ -99,7 +99,7 @@ class _Plan:
         return ToolResult(llm_content=llm, display=diff.text or summary)
 
 
-def _old_text(path: Path) -> str:
+def _old_text(data: bytes) -> str:
     """The current text for the diff; a placeholder line when it is not UTF-8 text."""
-    decoded = files.decode_text(path.read_bytes())
+    decoded = files.decode_text(data)
     return decoded.text if decoded is not None else "(binary content)\n"
