@@ -59,6 +59,14 @@ class SuggestionSettings(_Section):
     cache_cold_tokens: int = Field(10_000, ge=0)
 
 
+class SpeculationSettings(_Section):
+    enabled: bool = True
+    max_rounds: int = Field(20, ge=1)
+    max_messages: int = Field(100, ge=2)
+    wall_clock_s: float = Field(120.0, gt=0)
+    output_tokens: int = Field(8_000, ge=1)
+
+
 class TelemetrySettings(_Section):
     log_text: bool = False
 
@@ -84,6 +92,7 @@ class Settings(_Section):
     secret_patterns: list[str] = Field(default_factory=list)
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
+    speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
 

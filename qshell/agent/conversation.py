@@ -11,7 +11,7 @@ consumed in one thread (the front-end's worker); `cancel()` may be called from a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +28,8 @@ from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, QshellError
 
 MANUAL_COMPACT_REASON = "requested with /compact"
+# a turn prepared ahead: (main runner, cancel token, checkpoint-these-files) -> its events
+PreparedTurn = Callable[[MainToolRunner, CancelToken, Callable[[list[str]], None]], Iterator[Event]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,24 @@ class Conversation:
         self.checkpoints.begin_turn()
         try:
             yield from run_turn(self.session, prompt, self.runner, cancel)
+        finally:
+            self.checkpoints.end_turn()
+
+    def run_prepared(self, prepared: PreparedTurn) -> Iterator[Event]:
+        """A turn whose work was prepared ahead (an accepted speculation): `prepared` gets the
+        main runner, this turn's cancel token and a callback to checkpoint files before they
+        are written, so `/undo` covers them like any edit."""
+        cancel = self._cancel = CancelToken()
+        self.last_expansion = None
+        return self._prepared(prepared, cancel)
+
+    def _prepared(self, prepared: PreparedTurn, cancel: CancelToken) -> Iterator[Event]:
+        root = self.session.project_root
+        self.checkpoints.begin_turn()
+        try:
+            yield from prepared(
+                self.runner, cancel, lambda files: [self.checkpoints.save(root / f) for f in files]
+            )
         finally:
             self.checkpoints.end_turn()
 

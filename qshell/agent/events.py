@@ -126,6 +126,22 @@ class HistoryCompacted:
 
 
 @dataclass(frozen=True, slots=True)
+class Notice:
+    """A one-line remark for the user that is not model output (e.g. why a shortcut was not taken)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculationAccepted:
+    """The submitted prompt had already been run speculatively; its work was applied."""
+
+    saved_s: float  # seed 000: min(accepted_at, completed_at) - started_at
+    files: tuple[str, ...]  # files the speculation changed, now written to the project
+    completed: bool  # False: it stopped at a boundary or was still running; the turn goes on
+
+
+@dataclass(frozen=True, slots=True)
 class RoundFinished:
     round: int
     usage: Usage
@@ -152,6 +168,8 @@ Event = (
     | ToolFinished
     | PermissionRequested
     | HistoryCompacted
+    | Notice
+    | SpeculationAccepted
     | RoundFinished
     | TurnFinished
     | TurnFailed

@@ -11,13 +11,15 @@ front-end must hop to its UI thread before touching widgets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.cancel import CancelToken
 from qshell.config import Settings
+from qshell.followup.speculation import Speculation
+from qshell.followup.speculator import Speculator
 from qshell.followup.state import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.suggestion import (
     GuardInputs,
@@ -54,16 +56,30 @@ class Followup:
         self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
         self._params: CacheSafeParams | None = None
         self._previous_prompt = ""
+        self._accepted: Speculation | None = None
+        self._show = on_change
+        self.speculator = Speculator(
+            conversation, settings, environ, submit_task=self._pool.submit, telemetry=telemetry
+        )
         self.controller = SuggestionController(
             generate=self._generate,
             submit_task=self._pool.submit,
             scheduler=scheduler or ThreadingScheduler(),
-            on_change=on_change,
+            on_change=self._changed,
             telemetry=telemetry,
             log_text=settings.telemetry.log_text,
         )
 
+    def _changed(self, text: str | None) -> None:
+        """A suggestion appeared (start speculating it) or went away; tell the front-end."""
+        if text:
+            self.speculator.start(text)
+        self._show(text)
+
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
+        pipelined = self.speculator.pipelined(self._previous_prompt)
+        if pipelined is not None:
+            return pipelined
         params = self._params
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
@@ -97,6 +113,7 @@ class Followup:
 
     def user_typed(self, buffer_text: str) -> None:
         self.controller.user_typed(buffer_text)
+        self.speculator.user_typed(buffer_text)
 
     def fill(self, method: str) -> str | None:
         return self.controller.fill(method)
@@ -112,15 +129,25 @@ class Followup:
         """The user submitted `text`; notes in the transcript which suggestion was showing."""
         self._previous_prompt = text
         shown = self.controller.submitted(text)
+        self._accepted = self.speculator.take(text)
         if shown is not None:
             self.conversation.session.note(
                 "suggestion", shown=shown, accepted=shown.strip() == text.strip()
             )
         return shown
 
+    def prepared(self) -> Iterator[Event] | None:
+        """The real turn for the prompt just submitted, when it was already speculated."""
+        spec, self._accepted = self._accepted, None
+        if spec is None:
+            return None
+        return self.conversation.run_prepared(self.speculator.prepared_turn(spec))
+
     def cancel(self) -> None:
         self.controller.cancel()
+        self.speculator.cancel()
 
     def close(self) -> None:
         self.controller.cancel()
+        self.speculator.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)

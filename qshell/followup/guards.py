@@ -88,20 +88,27 @@ def guard_reason(inputs: GuardInputs) -> str | None:
     return None
 
 
-def suggestions_enabled(setting: bool, environ: Mapping[str, str], provider_name: str) -> bool:
-    """The effective switch: `QSHELL_SUGGESTIONS` (0/1/false/true…) wins over everything;
-    otherwise off for the embedded `local` provider and `setting` for every other one.
+def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off environment variable (1/0, true/false, yes/no, on/off); None when unset.
     An unrecognised value raises ConfigError naming the variable."""
-    raw = environ.get(ENV_SWITCH, "").strip().lower()
+    raw = environ.get(name, "").strip().lower()
     if raw in ENV_ON:
         return True
     if raw in ENV_OFF:
         return False
     if raw:
         raise ConfigError(
-            f"{ENV_SWITCH} must be 1 or 0 (or true/false, yes/no, on/off), "
-            f"not {environ[ENV_SWITCH]!r}"
+            f"{name} must be 1 or 0 (or true/false, yes/no, on/off), not {environ[name]!r}"
         )
+    return None
+
+
+def suggestions_enabled(setting: bool, environ: Mapping[str, str], provider_name: str) -> bool:
+    """The effective switch: `QSHELL_SUGGESTIONS` (0/1/false/true…) wins over everything;
+    otherwise off for the embedded `local` provider and `setting` for every other one."""
+    switch = env_switch(environ, ENV_SWITCH)
+    if switch is not None:
+        return switch
     if provider_name == EMBEDDED_PROVIDER:
         return False
     return setting

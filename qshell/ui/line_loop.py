@@ -41,6 +41,9 @@ class LineFrontEnd(Protocol):
     def turn_ended(self, last: Event | None) -> None:
         """A model turn ended with `last` (TurnFinished or TurnFailed, None if abandoned)."""
 
+    def prepared(self) -> Iterator[Event] | None:
+        """The turn for the line just submitted when it was prepared ahead (speculation)."""
+
     def say(self, text: str) -> None:
         """Print one plain line."""
 
@@ -71,7 +74,7 @@ def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
             for text in result.lines:
                 (front.renderer.error if result.error else front.say)(text)
             continue
-        events = conversation.turn(line)
+        events = front.prepared() or conversation.turn(line)
         for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
             front.renderer.notice(problem)
         front.turn_ended(front.drive(events))

@@ -21,6 +21,7 @@ from qshell.agent.events import (
     Event,
     HistoryCompacted,
     PermissionRequested,
+    SpeculationAccepted,
     ToolFinished,
     ToolStarted,
 )
@@ -215,3 +216,14 @@ class ToolCalls:
             return "thinking"
         name, _ = next(reversed(self._labels.values()))
         return f"running {one_line(name)}"
+
+
+def speculation_line(event: SpeculationAccepted) -> str:
+    """`⚡ 3.2 s saved`, with what was applied and whether the turn goes on live."""
+    files = (
+        f" · applied {len(event.files)} file{'s' if len(event.files) != 1 else ''}"
+        if event.files
+        else ""
+    )
+    more = "" if event.completed else " · continuing from where it stopped"
+    return f"⚡ {event.saved_s:.1f} s saved{files}{more}"

@@ -16,8 +16,10 @@ from qshell.agent.events import (
     Event,
     FailureKind,
     HistoryCompacted,
+    Notice,
     PermissionRequested,
     RoundFinished,
+    SpeculationAccepted,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -31,6 +33,7 @@ from qshell.ui.render import (
     one_line,
     outcome,
     permission_view,
+    speculation_line,
     truncate,
     usage_line,
 )
@@ -70,6 +73,10 @@ class PlainRenderer:
                 self.permission(event)
             case HistoryCompacted():
                 self.notice(compaction_line(event, arrow="->"))
+            case Notice(text=text):
+                self.notice(text)
+            case SpeculationAccepted():
+                self.notice(speculation_line(event))
             case RoundFinished():
                 pass
             case TurnFinished(usage=usage, rounds=rounds):

@@ -26,8 +26,10 @@ from qshell.agent.events import (
     Event,
     FailureKind,
     HistoryCompacted,
+    Notice,
     PermissionRequested,
     RoundFinished,
+    SpeculationAccepted,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -41,6 +43,7 @@ from qshell.ui.render import (
     one_line,
     outcome,
     permission_view,
+    speculation_line,
     usage_line,
 )
 
@@ -137,6 +140,10 @@ class RichRenderer:
                 self.permission(event)
             case HistoryCompacted():
                 self.notice(compaction_line(event, arrow="→"))
+            case Notice(text=text):
+                self.notice(text)
+            case SpeculationAccepted():
+                self.notice(speculation_line(event))
             case TurnFinished(usage=usage, rounds=rounds):
                 self.notice(usage_line(usage, rounds, sep=" · "))
             case TurnFailed(kind=FailureKind.CANCELLED):

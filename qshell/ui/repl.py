@@ -187,6 +187,9 @@ class Repl:
         if self.followup is not None:
             self.followup.turn_ended(last)
 
+    def prepared(self) -> Iterator[Event] | None:
+        return self.followup.prepared() if self.followup is not None else None
+
     def _toolbar(self) -> HTML:
         c = self.conversation
         usage = c.session.usage

@@ -90,6 +90,9 @@ class SimpleFrontEnd:
         if self.followup is not None:
             self.followup.turn_ended(last)
 
+    def prepared(self) -> Iterator[Event] | None:
+        return self.followup.prepared() if self.followup is not None else None
+
     def say(self, text: str) -> None:
         with self._write_lock:
             self.stdout.write(text + "\n")

@@ -57,7 +57,7 @@ def rig(tmp_path):
     followup = Followup(
         setup.conversation,
         settings,
-        {},
+        {"QSHELL_SPECULATION": "0"},  # speculation has its own tests
         on_change=shown,
         telemetry=telemetry,
         scheduler=scheduler,

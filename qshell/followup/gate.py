@@ -1,0 +1,119 @@
+"""The speculation tool gate: what a speculative turn may do before the user has agreed.
+
+`SpeculativeRunner` is the ToolRunner a speculation passes to the one agent loop. Built on
+the main policy's read-scope rules (`ctx.paths.read_concern`, the same ones `policy.decide`
+uses), it answers seed 000's table: read and search tools run against the overlay view;
+`edit`/`write_file` run redirected into the overlay, but only in `auto-edit`/`yolo` mode,
+else an `edit` boundary; `shell` runs only when `shell_safety` proves the command read-only,
+its paths stay inside the root and away from secrets, and the overlay holds no writes (the
+shell sees the real tree), with a sanitised environment and a short timeout — else a `bash`
+boundary; `web_fetch` and anything else is a `denied_tool` boundary. A boundary is raised
+as `Boundary`, a control signal that ends the speculative turn; it is never a QshellError.
+Unlike the main runner it never asks. Thread-safe: decisions are pure, the overlay locks.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from qshell.agent.policy import ALLOW, Decision
+from qshell.config import ApprovalMode
+from qshell.errors import ControlSignal
+from qshell.followup import shell_safety
+from qshell.followup.overlay import Overlay, OverlayEscape
+from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
+
+READ_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
+EDIT_KINDS = frozenset({Kind.EDIT})
+REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
+
+
+class BoundaryType(enum.StrEnum):
+    EDIT = "edit"
+    BASH = "bash"
+    READ_SCOPE = "read_scope"
+    DENIED_TOOL = "denied_tool"
+
+
+@dataclass
+class Boundary(ControlSignal):
+    """The speculation reached a call it may not make on the user's behalf."""
+
+    type: BoundaryType
+    tool: str
+    detail: str
+    at: float = field(default_factory=time.monotonic)
+
+    def __str__(self) -> str:
+        return f"{self.type} boundary at {self.tool}: {self.detail}"
+
+
+class SpeculativeRunner:
+    """The ToolRunner of a speculative turn: allow through the overlay, or raise Boundary."""
+
+    def __init__(self, overlay: Overlay, mode: ApprovalMode) -> None:
+        self.overlay = overlay
+        self.mode = mode
+
+    def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
+        accesses = tool.accesses(args, ctx)
+        if tool.kind in READ_KINDS:
+            for access in accesses:
+                concern = ctx.paths.read_concern(access.path)
+                if concern:
+                    raise Boundary(BoundaryType.READ_SCOPE, tool.name, concern)
+            return ALLOW
+        if tool.kind in EDIT_KINDS:
+            if self.mode not in REDIRECT_MODES:
+                raise Boundary(BoundaryType.EDIT, tool.name, _describe(tool, args))
+            for access in accesses:
+                if not ctx.paths.is_inside_root(access.path):
+                    raise Boundary(
+                        BoundaryType.EDIT, tool.name, f"{access.path} is outside the root"
+                    )
+            return ALLOW
+        if tool.kind is Kind.EXECUTE:
+            return self._shell(tool, args, ctx)
+        raise Boundary(
+            BoundaryType.DENIED_TOOL, tool.name, f"{tool.kind} tools never run speculatively"
+        )
+
+    def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
+        command = str(getattr(args, "command", ""))
+        verdict = shell_safety.check(command)
+        if not verdict.read_only:
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({verdict.reason})")
+        for raw in verdict.paths:
+            concern = ctx.paths.read_concern(ctx.paths.resolve(raw))
+            if concern:
+                raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
+        if self.overlay.has_writes:
+            raise Boundary(
+                BoundaryType.BASH, tool.name, f"{command} (the shell would not see pending edits)"
+            )
+        return ALLOW
+
+    def allow_always(self, tool: Tool) -> None:
+        """Speculation never asks, so there is nothing to remember."""
+
+    def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        if tool.kind is Kind.EXECUTE:
+            ctx = replace(
+                ctx,
+                environ=shell_safety.sanitized_env(ctx.environ),
+                shell_timeout_s=min(ctx.shell_timeout_s, shell_safety.SHELL_TIMEOUT_S),
+            )
+        else:
+            ctx = replace(ctx, view=self.overlay.view)
+        try:
+            return tool.run(args, ctx)
+        except OverlayEscape as exc:
+            raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
+
+
+def _describe(tool: Tool, args: Any) -> str:
+    path = getattr(args, "path", None)
+    return f"would change {path}" if path else "would change files"

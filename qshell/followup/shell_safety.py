@@ -1,0 +1,872 @@
+"""Shell read-only proof: decide whether a bash command line can only read, before running it.
+
+Speculation may run a shell command only when `check` proves it read-only: the command is parsed
+with tree-sitter-bash and every node is walked; only known statement kinds, words and redirections
+(`/dev/null` or input) are accepted, every substitution is proven recursively, and each simple
+command must pass its per-command rule in `shell_rules` (allowlist; unknown commands, flags, git
+subcommands and sed/awk constructs are rejected). Parse errors, unknown node types, text the
+parser skipped and anything computed at run time where it could change the command are rejected;
+`Verdict.reason` names the first one. `paths` lists the literal path arguments so the gate can
+apply the read-scope rules (outside the root, secret files); `dynamic_paths` holds the source text
+of path arguments known only at run time (globs, `$VAR`, substitutions, xargs input). It never
+runs the command. A proven command is meant to be run with `sanitized_env` (no pager, git
+hardening, no TTY, stdin closed, `SHELL_TIMEOUT_S`). Residual risks the text cannot see: git
+drivers the user configured (`diff.external`, textconv, filters) still run; `diff.external` is
+not overridden because an empty override makes every `git diff` fail. Thread rule: one parser per
+thread (`threading.local`); everything else is pure, so `check` is safe from any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NoReturn
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+from qshell.followup.shell_rules import TRUSTED_DIRS, Unproven, Word, check_test, judge
+
+MAX_COMMAND_BYTES = 8192
+MAX_DEPTH = 60  # nested statements and words
+SHELL_TIMEOUT_S = 10.0
+
+_LANGUAGE = Language(tree_sitter_bash.language())
+_LOCAL = threading.local()
+
+# characters bash and tree-sitter may split differently, or that hide text from a reader
+_BAD_CHARS = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x85\xa0\u1680\u2000-\u200f\u2028-\u202f\u205f\u3000\ufeff]"
+    "|\r(?!\n)|\\\\\r"
+)
+_STATEMENT_SEPARATORS = frozenset((";", "\n"))
+_WRITE_OPS = frozenset((">", ">>", "&>", "&>>", ">|"))
+_NETWORK_DEVICES = ("/dev/tcp/", "/dev/udp/", "/dev/tcp", "/dev/udp")
+_REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
+_EXPANSION_OPS = frozenset(
+    ("${", "}", "#", "##", "%", "%%", "-", ":-", "+", ":+", "/", "//", "/#", "/%", ",", ",,",
+     "^", "^^")
+)
+_EXPANSION_REJECTS = {
+    "=": "${x=…} assigns a variable",
+    ":=": "${x:=…} assigns a variable",
+    "?": "${x?…} is not checked",
+    ":?": "${x:?…} is not checked",
+    "@": "${x@…} transformations can run code",
+    "!": "${!x} indirection is not checked",
+    ":": "${x:offset} evaluates variables as arithmetic code",
+}
+_ARITH_NODES = frozenset(
+    ("number", "binary_expression", "unary_expression", "parenthesized_expression",
+     "ternary_expression")
+)
+_ARITH_ASSIGN = frozenset(
+    ("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "++", "--")
+)
+_TEST_ARITH = frozenset(("-eq", "-ne", "-lt", "-le", "-gt", "-ge"))
+_TEST_FILE_OPS = frozenset(
+    ("-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-u", "-w", "-x",
+     "-G", "-L", "-N", "-O", "-S")
+)
+_WORD_NODES = frozenset(
+    ("word", "number", "string", "raw_string", "ansi_c_string", "concatenation",
+     "simple_expansion", "expansion", "command_substitution", "process_substitution",
+     "arithmetic_expansion", "brace_expression")
+)
+_SIMPLE_EXPANSION = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-]")
+_HEREDOC_DELIMITER = re.compile(r"[A-Za-z0-9_.\-'\"\\]+")
+_EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_({\[@*#?$!\-]")
+_ANSI_ESCAPES = {
+    "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+    "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
+}
+_ANSI_NUMERIC = re.compile(r"[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}")
+
+# piece kinds of a word under construction
+_LIT, _GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB, _BRACE_OPEN, _BRACE_CLOSE = range(7)
+_RUN_TIME = frozenset((_GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB))
+
+_DROPPED_ENV = frozenset(
+    ("LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY", "BASH_ENV", "ENV", "CDPATH", "GLOBIGNORE",
+     "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "RIPGREP_CONFIG_PATH",
+     "GREP_OPTIONS", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "NODE_OPTIONS", "TAPE",
+     "TAR_OPTIONS", "GZIP", "BZIP", "BZIP2", "XZ_OPT", "XZ_DEFAULTS", "POSIXLY_CORRECT",
+     "AWKPATH", "AWKLIBPATH", "LOCPATH", "NLSPATH", "MAGIC", "SSH_ASKPASS", "EDITOR", "VISUAL",
+     "TERMINFO", "PYTHONPATH", "PYTHONSTARTUP")
+)
+_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_")
+# `env`, `printenv` and `echo $X` would hand these to the model
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+GIT_HARDENING: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.untrackedCache", "false"),
+    ("log.showSignature", "false"),
+    ("safe.bareRepository", "explicit"),
+    ("protocol.allow", "never"),
+    ("credential.helper", ""),
+)
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a command line is proven read-only, and what it reads if so."""
+
+    read_only: bool
+    reason: str  # "read-only", or the first thing not proven
+    commands: tuple[str, ...] = ()  # commands seen, in order ("git log", "head", …)
+    paths: tuple[str, ...] = ()  # literal path arguments (after quote removal, `~` kept)
+    dynamic_paths: tuple[str, ...] = ()  # source text of paths known only at run time
+
+
+@dataclass(slots=True)
+class _Scope:
+    """Shell state a statement runs in: a subshell may cd; relative paths follow the cd."""
+
+    subshell: bool = False
+    cwd: str | None = None
+    cd_done: bool = False
+
+    def child(self) -> _Scope:
+        return _Scope(True, self.cwd, self.cd_done)
+
+
+def _parser() -> Parser:
+    parser = getattr(_LOCAL, "parser", None)
+    if parser is None:
+        parser = _LOCAL.parser = Parser(_LANGUAGE)
+    return parser
+
+
+def _fail(reason: str) -> NoReturn:
+    raise Unproven(reason)
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "surrogateescape")
+
+
+def _decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
+    """Quote removal of an unquoted word; specials become their own pieces."""
+    if not any(c in text for c in "\\*?[{}$`"):
+        out.append((_LIT, text))
+        return
+    buf: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\":
+            if i + 1 < n:
+                if text[i + 1] != "\n":
+                    buf.append(text[i + 1])
+                i += 2
+                continue
+            buf.append(char)
+        elif char in "*?[{}":
+            if buf:
+                out.append((_LIT, "".join(buf)))
+                buf = []
+            kind = _GLOB if char in "*?[" else _BRACE_OPEN if char == "{" else _BRACE_CLOSE
+            out.append((kind, char))
+        elif char == "`" or (char == "$" and _EXPANDS_AFTER_DOLLAR.match(text, i + 1)):
+            _fail("an expansion the parser did not see")
+        else:
+            buf.append(char)
+        i += 1
+    if buf:
+        out.append((_LIT, "".join(buf)))
+
+
+def _decode_double(text: str, buf: list[str], heredoc: bool = False) -> bool:
+    """Quote removal inside "…" (or an unquoted heredoc body); an unescaped `$` becomes NUL
+    (checked later against what follows). Returns whether a line continuation was removed."""
+    escapable = "$`\\\n" if heredoc else '$`"\\\n'
+    joined = False
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\" and i + 1 < n and text[i + 1] in escapable:
+            if text[i + 1] == "\n":
+                joined = True
+            else:
+                buf.append(text[i + 1])
+            i += 2
+            continue
+        if char == "`":
+            _fail("an expansion the parser did not see")
+        buf.append("\0" if char == "$" else char)
+        i += 1
+    return joined
+
+
+def _check_dollars(decoded: str, joined: bool) -> str:
+    """Reject a literal `$` that bash would expand (tree-sitter saw text, bash sees `$(`)."""
+    if "\0" not in decoded:
+        return decoded
+    if joined:
+        _fail("a line continuation inside quotes next to '$'")
+    for match in re.finditer("\0", decoded):
+        if _EXPANDS_AFTER_DOLLAR.match(decoded, match.end()):
+            _fail("an expansion the parser did not see")
+    return decoded.replace("\0", "$")
+
+
+def _decode_ansi(text: str) -> str:
+    body, out, i = text[2:-1], [], 0
+    while i < len(body):
+        char = body[i]
+        if char != "\\" or i + 1 >= len(body):
+            out.append(char)
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if nxt in _ANSI_ESCAPES:
+            out.append(_ANSI_ESCAPES[nxt])
+            i += 2
+            continue
+        match = _ANSI_NUMERIC.match(body, i + 1)
+        if not match:
+            _fail(f"ANSI-C escape \\{nxt} is not checked")
+        digits = match.group()
+        value = int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16)
+        if value == 0:
+            _fail("NUL in an ANSI-C string truncates the word")
+        out.append(chr(value))
+        i = match.end()
+    return "".join(out)
+
+
+def _assemble(pieces: list[tuple[int, str]], raw: str) -> Word:
+    kinds = [kind for kind, _ in pieces]
+    text = "".join(piece for _, piece in pieces)
+    if _BRACE_OPEN in kinds:
+        _mark_brace(pieces, kinds)
+    dynamic = [i for i, kind in enumerate(kinds) if kind in _RUN_TIME]
+    if not dynamic:
+        return Word(text, raw, True, text.startswith("-"), False, text)
+    first = dynamic[0]
+    prefix = "".join(piece for _, piece in pieces[:first])
+    unquoted = _DYN_UNQUOTED in kinds
+    splits = unquoted or _GLOB in kinds
+    flaggable = unquoted or prefix.startswith("-") or (not prefix and kinds[first] != _PROCSUB)
+    return Word(text, raw, False, flaggable, splits, prefix)
+
+
+def _mark_brace(pieces: list[tuple[int, str]], kinds: list[int]) -> None:
+    """Bash expands `{a,b}` and `{1..3}` (unquoted `,` or `..` inside); `{}` and `{x}` stay."""
+    opened = -1
+    for i, kind in enumerate(kinds):
+        if kind == _BRACE_OPEN and opened < 0:
+            opened = i
+        elif kind == _BRACE_CLOSE and opened >= 0:
+            inner = "".join(p for k, p in pieces[opened + 1 : i] if k == _LIT)
+            if "," in inner or ".." in inner or any(k in _RUN_TIME for k in kinds[opened:i]):
+                kinds[opened] = _GLOB
+                return
+            opened = -1
+
+
+class _Walker:
+    """One proof: walks the tree, collects commands and paths, raises Unproven on a gap."""
+
+    def __init__(self, source: bytes) -> None:
+        self.source = source
+        self.commands: list[str] = []
+        self.paths: list[str] = []
+        self.dynamic: list[str] = []
+        self.depth = 0
+        self.heredocs = 0
+
+    # ------------------------------------------------------------ statements
+
+    def statement(self, node: Node, scope: _Scope, piped: bool = False) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            _fail("too deeply nested")
+        kind = node.type
+        if kind == "command":
+            self.command(node, scope, [], piped)
+        elif kind == "program":
+            self.sequence(node, scope, _STATEMENT_SEPARATORS)
+        elif kind == "list":
+            self.sequence(node, scope, frozenset(("&&", "||")))
+        elif kind == "pipeline":
+            self.pipeline(node, scope)
+        elif kind == "redirected_statement":
+            self.redirected(node, scope, piped)
+        elif kind == "subshell":
+            self.sequence(node, scope.child(), frozenset(("(", ")", ";")))
+        elif kind == "compound_statement":
+            if node.child_count and node.children[0].type == "((":
+                _fail("arithmetic command (( … ))")
+            self.sequence(node, scope, frozenset(("{", "}", ";")))
+        elif kind == "negated_command":
+            self.sequence(node, scope, frozenset(("!",)))
+        elif kind in ("if_statement", "elif_clause", "else_clause"):
+            self.sequence(node, scope, frozenset(("if", "then", "fi", "elif", "else", ";")))
+        elif kind == "test_command":
+            self.test(node, scope)
+        elif kind != "comment":
+            _fail(_construct_reason(node))
+        self.depth -= 1
+
+    def sequence(self, node: Node, scope: _Scope, tokens: frozenset[str]) -> None:
+        for child in node.children:
+            if child.is_named:
+                self.statement(child, scope)
+            elif child.type not in tokens:
+                _fail(_token_reason(child.type))
+
+    def pipeline(self, node: Node, scope: _Scope) -> None:
+        parts = [child for child in node.children if child.is_named]
+        for child in node.children:
+            if not child.is_named and child.type not in ("|", "|&"):
+                _fail(_token_reason(child.type))
+        for i, child in enumerate(parts):
+            self.statement(child, scope, piped=i < len(parts) - 1)
+
+    def redirected(self, node: Node, scope: _Scope, piped: bool) -> None:
+        body: Node | None = None
+        extra: list[Word] = []
+        for child in node.children:
+            if child.type in _REDIRECTS:
+                self.redirect(child, scope, extra)
+            elif child.is_named:
+                if body is not None:
+                    _fail("unusual redirection")
+                body = child
+            else:
+                _fail(_token_reason(child.type))
+        if body is None:
+            if extra:
+                _fail("unusual redirection")
+            return
+        if body.type == "command":
+            self.depth += 1
+            self.command(body, scope, extra, piped)
+            self.depth -= 1
+        elif extra:
+            _fail("unusual redirection")
+        else:
+            self.statement(body, scope, piped)
+
+    # ------------------------------------------------------------ simple commands
+
+    def command(self, node: Node, scope: _Scope, extra: list[Word], piped: bool) -> None:
+        name_node: Node | None = None
+        args: list[Word] = []
+        for child in node.children:
+            kind = child.type
+            if kind == "command_name":
+                name_node = child
+            elif kind in _REDIRECTS:
+                self.redirect(child, scope, args)
+            elif kind == "variable_assignment":
+                name = _text(child).partition("=")[0]
+                _fail(f"environment prefix '{name}=' on a command")
+            elif child.is_named:
+                args.append(self.word(child, scope))
+            else:
+                _fail(_token_reason(kind))
+        args.extend(extra)
+        if name_node is None:
+            if args:
+                _fail("unusual redirection")
+            return
+        if b"$'" in (name_node.text or b""):
+            _fail("ANSI-C quoted command name")
+        parts = name_node.named_children
+        if len(parts) != 1:
+            _fail("unusual command name")
+        name_word = self.word(parts[0], scope)
+        if not name_word.literal:
+            _fail("command name computed at run time")
+        name = name_word.text
+        if "/" in name:
+            directory, name = posixpath.split(posixpath.normpath(name))
+            if directory not in TRUSTED_DIRS:
+                _fail(f"command path '{name_word.text}' is outside the system directories")
+        if not name:
+            _fail("empty command name")
+        if name == "cd":
+            self.cd(args, scope)
+            return
+        if name == "yes" and not piped:
+            _fail("never ends: yes")
+        if name == "git" and scope.cd_done:
+            _fail("git after cd (another directory's git config can run programs)")
+        judged = judge(name, args)
+        self.commands.append(judged.label)
+        for path in judged.paths:
+            self.path(path, scope)
+        for path in judged.dynamic:
+            self.path(path, scope, dynamic=True)
+
+    def cd(self, args: list[Word], scope: _Scope) -> None:
+        if not scope.subshell:
+            _fail("cd outside a subshell")
+        targets = [w for w in args if not (w.literal and w.text in ("-L", "-P", "--"))]
+        if len(targets) > 1:
+            _fail("cd with several operands")
+        target = targets[0] if targets else Word("~", "~", True, False, False, "~")
+        if not target.literal:
+            _fail("cd to a directory computed at run time")
+        if target.text.startswith("-"):
+            _fail(f"cd {target.text} is not checked")
+        self.path(target.text, scope)
+        new = target.text
+        if scope.cwd and not new.startswith(("/", "~")):
+            new = posixpath.join(scope.cwd, new)
+        scope.cwd = new
+        scope.cd_done = True
+        self.commands.append("cd")
+
+    def path(self, path: str, scope: _Scope, dynamic: bool = False) -> None:
+        out = self.dynamic if dynamic else self.paths
+        out.append(path)
+        if scope.cwd and not path.startswith(("/", "~")):
+            out.append(posixpath.join(scope.cwd, path))
+
+    # ------------------------------------------------------------ redirections
+
+    def redirect(self, node: Node, scope: _Scope, args: list[Word] | None) -> None:
+        """Only input, /dev/null and fd duplication; extra target words are command arguments
+        (`grep x 2>/dev/null file`), appended to `args` (rejected where there is no command)."""
+        kind = node.type
+        if kind == "heredoc_redirect":
+            self.heredoc(node, scope)
+            return
+        if kind == "herestring_redirect":
+            for child in node.children:
+                if child.is_named:
+                    self.word(child, scope)
+                elif child.type != "<<<":
+                    _fail(_token_reason(child.type))
+            return
+        operator = ""
+        targets: list[Node] = []
+        for child in node.children:
+            if child.type == "file_descriptor":
+                continue
+            if child.is_named:
+                targets.append(child)
+            else:
+                operator = child.type
+        if operator in ("<&-", ">&-") and not targets:
+            return
+        if not targets:
+            _fail("unusual redirection")
+        if len(targets) > 1:
+            if args is None:
+                _fail("unusual redirection")
+            args.extend(self.word(extra, scope) for extra in targets[1:])
+        target = targets[0]
+        if operator == "<" and target.type == "process_substitution":
+            self.word(target, scope)
+            return
+        word = self.word(target, scope)
+        if operator == "<":
+            if not word.literal:
+                _fail("input redirection from a path computed at run time")
+            if posixpath.normpath(word.text).startswith(_NETWORK_DEVICES) or word.text.startswith(
+                _NETWORK_DEVICES
+            ):
+                _fail("redirection opens a network connection")
+            self.path(word.text, scope)
+        elif operator in (">&", "<&") and word.literal and word.text in ("0", "1", "2", "-"):
+            return
+        elif operator in _WRITE_OPS or operator == ">&":
+            if not (word.literal and word.text == "/dev/null"):
+                _fail("redirection to a file")
+        else:
+            _fail(f"redirection '{operator}' is not checked")
+
+    def heredoc(self, node: Node, scope: _Scope) -> None:
+        self.heredocs += 1
+        if self.heredocs > 1:
+            _fail("more than one heredoc")
+        start = body = end = None
+        dash = False
+        for child in node.children:
+            kind = child.type
+            if kind == "heredoc_start":
+                start = child
+            elif kind == "heredoc_body":
+                body = child
+            elif kind == "heredoc_end":
+                end = child
+            elif kind in _REDIRECTS:
+                self.redirect(child, scope, None)
+            elif child.is_named:
+                self.statement(child, scope)
+            elif kind == "<<-":
+                dash = True
+            elif kind not in ("<<", "&&", "||", "|", "|&", ";"):
+                _fail(_token_reason(kind))
+        if start is None or end is None:
+            _fail("unterminated heredoc")
+        opener = _text(start)
+        if not _HEREDOC_DELIMITER.fullmatch(opener):
+            _fail("unusual heredoc delimiter")
+        delimiter = opener.replace("'", "").replace('"', "").replace("\\", "")
+        if _text(end) != delimiter:
+            _fail("heredoc delimiter mismatch")
+        text = _text(body) if body is not None else ""
+        for line in text.split("\n"):
+            if (line.lstrip("\t") if dash else line) == delimiter:
+                _fail("heredoc body holds its own delimiter")
+        if body is None or opener != delimiter:
+            return  # a quoted delimiter keeps the body literal
+        if not body.named_children:
+            buf: list[str] = []
+            _check_dollars("".join(buf), _decode_double(text, buf, heredoc=True))
+            return
+        self.double_quoted(body, scope, [], heredoc=True)
+
+    # ------------------------------------------------------------ words
+
+    def word(self, node: Node, scope: _Scope) -> Word:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            _fail("too deeply nested")
+        pieces: list[tuple[int, str]] = []
+        self.pieces(node, scope, pieces, quoted=False)
+        self.depth -= 1
+        return _assemble(pieces, _text(node))
+
+    def pieces(self, node: Node, scope: _Scope, out: list[tuple[int, str]], quoted: bool) -> None:
+        kind = node.type
+        dyn = _DYN_QUOTED if quoted else _DYN_UNQUOTED
+        if kind == "word":
+            _decode_unquoted(_text(node), out)
+        elif kind == "number":
+            out.append((_LIT, _text(node)))
+        elif kind == "raw_string":
+            out.append((_LIT, _text(node)[1:-1]))
+        elif kind == "ansi_c_string":
+            out.append((_LIT, _decode_ansi(_text(node))))
+        elif kind == "string":
+            self.double_quoted(node, scope, out)
+        elif kind == "concatenation":
+            children = node.children
+            for i, child in enumerate(children):
+                if child.is_named:
+                    self.pieces(child, scope, out, quoted)
+                elif child.type == "$" and i == len(children) - 1:
+                    out.append((_LIT, "$"))
+                else:
+                    _fail(_token_reason(child.type))
+        elif kind == "simple_expansion":
+            if not _SIMPLE_EXPANSION.fullmatch(_text(node)):
+                _fail("unusual $ expansion")
+            out.append((dyn, _text(node)))
+        elif kind == "expansion":
+            self.expansion(node, scope)
+            out.append((dyn, _text(node)))
+        elif kind == "command_substitution":
+            self.substitution(node, scope)
+            out.append((dyn, _text(node)))
+        elif kind == "process_substitution":
+            if node.child_count and node.children[0].type != "<(":
+                _fail("output process substitution >( … )")
+            self.substitution(node, scope)
+            out.append((_PROCSUB, _text(node)))
+        elif kind == "arithmetic_expansion":
+            self.arithmetic(node)
+            out.append((dyn, _text(node)))
+        elif kind == "brace_expression":
+            out.append((_GLOB, _text(node)))
+        else:
+            _fail(f"unsupported word '{kind}'")
+
+    def double_quoted(
+        self, node: Node, scope: _Scope, out: list[tuple[int, str]], heredoc: bool = False
+    ) -> None:
+        """Check a "…" string or an unquoted heredoc body; append its pieces to `out`."""
+        buf: list[str] = []
+        dynamic: list[str] = []
+        joined = False
+        for child in node.children:
+            kind = child.type
+            if kind in ("string_content", "heredoc_content"):
+                joined |= _decode_double(_text(child), buf, heredoc)
+            elif kind in ("simple_expansion", "expansion", "command_substitution",
+                          "arithmetic_expansion"):
+                self.pieces(child, scope, [], quoted=True)
+                buf.append("\x01")
+                dynamic.append(_text(child))
+            elif kind == "$":
+                buf.append("\0")
+            elif kind != '"':
+                _fail(f"unsupported '{kind}' in a string")
+        literals = _check_dollars("".join(buf), joined).split("\x01")
+        for literal, raw in zip(literals, [*dynamic, ""], strict=True):
+            if literal:
+                out.append((_LIT, literal))
+            if raw:
+                out.append((_DYN_QUOTED, raw))
+
+    def expansion(self, node: Node, scope: _Scope) -> None:
+        for child in node.children:
+            kind = child.type
+            if not child.is_named:
+                if kind in _EXPANSION_REJECTS:
+                    _fail(_EXPANSION_REJECTS[kind])
+                if kind not in _EXPANSION_OPS:
+                    _fail(f"${{…{kind}…}} is not checked")
+            elif kind in ("variable_name", "special_variable_name"):
+                if not _VARIABLE_NAME.fullmatch(_text(child)):
+                    _fail("unusual ${…} expansion")
+            elif kind == "subscript":
+                index = child.child_by_field_name("index")
+                if index is None or not (index.type == "number" or _text(index) in ("@", "*")):
+                    _fail("array index evaluated as arithmetic code")
+            elif kind == "regex":
+                _plain_pattern(child)
+            else:
+                self.pieces(child, scope, [], quoted=True)
+
+    def arithmetic(self, node: Node) -> None:
+        """Numbers and operators only: bash evaluates a variable's value as arithmetic code."""
+        stack = list(node.children)
+        named: list[str] = []
+        while stack:
+            child = stack.pop()
+            if child.type in _ARITH_ASSIGN:
+                _fail("arithmetic assignment")
+            if child.is_named:
+                named.append(child.type)
+                stack.extend(child.children)
+        for kind in named:
+            if kind == "variable_name":
+                _fail("arithmetic on a variable evaluates its value as code")
+            if kind not in _ARITH_NODES:
+                _fail(f"arithmetic '{kind}' is not checked")
+
+    def substitution(self, node: Node, scope: _Scope) -> None:
+        inner = scope.child()
+        for child in node.children:
+            if child.type in _REDIRECTS:
+                self.redirect(child, inner, None)
+            elif child.is_named:
+                self.statement(child, inner)
+            elif child.type not in ("$(", "`", "<(", ")", ";"):
+                _fail(_token_reason(child.type))
+
+    # ------------------------------------------------------------ [ … ] and [[ … ]]
+
+    def test(self, node: Node, scope: _Scope) -> None:
+        children = node.children
+        if not children or children[0].type not in ("[", "[["):
+            _fail("unusual test command")
+        if children[0].type == "[":
+            words: list[Word] = []
+            for child in children[1:-1]:
+                self.flatten_test(child, scope, words)
+            judged = check_test("test", words)
+            for path in judged.paths:
+                self.path(path, scope)
+        else:
+            for child in children[1:-1]:
+                self.double_test(child, scope)
+        self.commands.append(children[0].type)
+
+    def flatten_test(self, node: Node, scope: _Scope, out: list[Word]) -> None:
+        kind = node.type
+        if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
+            for child in node.children:
+                self.flatten_test(child, scope, out)
+        elif kind == "test_operator" or not node.is_named:
+            text = _text(node)
+            out.append(Word(text, text, True, text.startswith("-"), False, text))
+        elif kind in ("extglob_pattern", "regex"):
+            pieces: list[tuple[int, str]] = []
+            _decode_unquoted(_text(node), pieces)
+            out.append(_assemble(pieces, _text(node)))
+        elif kind in _WORD_NODES:
+            out.append(self.word(node, scope))
+        else:
+            _fail(f"unsupported '{kind}' in [ … ]")
+
+    def double_test(self, node: Node, scope: _Scope) -> None:
+        kind = node.type
+        if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
+            children = node.children
+            operators = [_text(c) for c in children if c.type == "test_operator" or (
+                not c.is_named and c.type not in ("(", ")"))]
+            for op in operators:
+                if op in ("-v", "-R"):
+                    _fail(f"[[ {op} ]] evaluates an array index as code")
+            operands = [c for c in children if c.is_named and c.type != "test_operator"]
+            if any(op in _TEST_ARITH for op in operators):
+                for operand in operands:
+                    if not (operand.type == "number" or _text(operand).isdigit()):
+                        _fail("[[ arithmetic ]] evaluates variables as code")
+            for operand in operands:
+                self.double_test(operand, scope)
+            if kind == "unary_expression" and operators and operators[0] in _TEST_FILE_OPS:
+                for operand in operands:
+                    word = self.word(operand, scope) if operand.type in _WORD_NODES else None
+                    if word is not None:
+                        self.path(word.text, scope, dynamic=not word.literal)
+        elif kind in ("regex", "extglob_pattern"):
+            _plain_pattern(node)
+        elif kind in _WORD_NODES:
+            self.word(node, scope)
+        else:
+            _fail(f"unsupported '{kind}' in [[ … ]]")
+
+
+def _plain_pattern(node: Node) -> None:
+    text = _text(node)
+    if "`" in text or "$(" in text or "${" in text:
+        _fail("substitution inside a pattern is not checked")
+
+
+def _construct_reason(node: Node) -> str:
+    kind = node.type
+    if kind in ("variable_assignment", "variable_assignments"):
+        return "variable assignment changes the shell"
+    if kind in ("declaration_command", "unset_command"):
+        first = node.children[0].type if node.child_count else kind
+        return f"'{first}' changes the shell"
+    if kind == "function_definition":
+        return "function definition"
+    if kind in ("for_statement", "c_style_for_statement", "while_statement"):
+        return f"loop ({kind.removesuffix('_statement').replace('_', '-')})"
+    if kind == "case_statement":
+        return "case statement"
+    if kind == "ERROR":
+        return "parse error"
+    return f"unsupported construct '{kind}'"
+
+
+def _token_reason(token: str) -> str:
+    if token == "&":
+        return "background job '&'"
+    return f"unexpected '{token}'"
+
+
+def _leaves(root: Node) -> list[Node]:
+    out: list[Node] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0 or node.type in ("raw_string", "heredoc_start", "comment"):
+            out.append(node)
+        else:
+            stack.extend(reversed(node.children))
+    out.sort(key=lambda n: n.start_byte)
+    return out
+
+
+def _check_gaps(source: bytes, root: Node) -> None:
+    """Bytes between tokens must be blanks, or line continuations next to blanks: bash joins
+    `-\\<newline>o` into one word where tree-sitter sees two."""
+    position = 0
+    for leaf in (*_leaves(root), None):
+        start = leaf.start_byte if leaf is not None else len(source)
+        if start > position:
+            gap = source[position:start]
+            stripped = gap.replace(b"\\\n", b"")
+            if stripped.strip(b" \t\r\n"):
+                _fail("text the parser skipped")
+            if not stripped and position and leaf is not None:
+                _fail("a line continuation joins two words")
+        if leaf is not None:
+            position = max(position, leaf.end_byte)
+
+
+def _proof(command: str) -> Verdict:
+    if not command.strip():
+        return Verdict(False, "empty command")
+    source = command.encode("utf-8", "surrogatepass")
+    if len(source) > MAX_COMMAND_BYTES:
+        return Verdict(False, "command too long")
+    bad = _BAD_CHARS.search(command)
+    if bad:
+        return Verdict(False, f"control or unusual whitespace character {bad.group()!r}")
+    tree = _parser().parse(source)
+    root = tree.root_node
+    if root.has_error:
+        return Verdict(False, "parse error")
+    walker = _Walker(source)
+    try:
+        if b"\\" in source:
+            _check_gaps(source, root)
+        walker.statement(root, _Scope())
+    except Unproven as exc:
+        return Verdict(False, exc.reason, tuple(walker.commands))
+    return Verdict(
+        True,
+        "read-only",
+        tuple(walker.commands),
+        tuple(dict.fromkeys(walker.paths)),
+        tuple(dict.fromkeys(walker.dynamic)),
+    )
+
+
+def check(command: str) -> Verdict:
+    """Prove `command` read-only or say why not. Never raises."""
+    try:
+        return _proof(command)
+    except RecursionError:
+        return Verdict(False, "too deeply nested")
+    except Exception:
+        return Verdict(False, "internal error")
+
+
+def is_read_only(command: str) -> bool:
+    return check(command).read_only
+
+
+def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[str, str]:
+    """The environment to run a proven command in: no pager, git hardened, nothing that makes a
+    read-only command load code (`LD_*`, `BASH_ENV`, exported functions, tool option variables),
+    and a PATH without relative entries or entries inside `root`. Run it with stdin closed,
+    no TTY and `SHELL_TIMEOUT_S`."""
+    env = {
+        key: value
+        for key, value in base.items()
+        if key not in _DROPPED_ENV
+        and not key.startswith(_DROPPED_PREFIXES)
+        and not _SECRET_NAME.search(key)
+    }
+    root_real = os.path.realpath(root) if root else None
+    entries = []
+    for entry in base.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        if root_real and (real == root_real or real.startswith(root_real + os.sep)):
+            continue
+        entries.append(entry)
+    env["PATH"] = os.pathsep.join(entries) or DEFAULT_PATH
+    env.update(
+        PAGER="cat",
+        GIT_PAGER="cat",
+        MANPAGER="cat",
+        SYSTEMD_PAGER="cat",
+        LESSSECURE="1",
+        TERM="dumb",
+        NO_COLOR="1",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_COUNT=str(len(GIT_HARDENING)),
+        # also as -c style parameters: git passes these on to submodule processes
+        GIT_CONFIG_PARAMETERS=" ".join(f"'{key}={value}'" for key, value in GIT_HARDENING),
+    )
+    for i, (key, value) in enumerate(GIT_HARDENING):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env

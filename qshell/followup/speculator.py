@@ -1,0 +1,181 @@
+"""Speculator: starts, aborts, hands over and pipelines speculations for one conversation.
+
+When a suggestion is shown, `start(text)` creates a private overlay and runs the suggestion
+as a Speculation in the background pool (never for a slash command, never when the overlay
+directory is unsafe — then speculation is off, with one warning). Typing away from the
+suggestion or submitting other text aborts it; submitting the same text hands it to
+`prepared_turn`, which the Conversation runs as the real turn. When a speculation
+completes, the next suggestion is generated from the augmented context at once
+(pipelining), so accepting keeps flowing. Each outcome is one local `speculation`
+telemetry event. Verbs are called from the front-end's thread; runs happen in the pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+
+from qshell.agent.conversation import Conversation, PreparedTurn
+from qshell.agent.events import Event, SpeculationAccepted, ToolFinished
+from qshell.agent.policy import MainToolRunner
+from qshell.cancel import CancelToken
+from qshell.config import Settings
+from qshell.followup import speculation as spec_module
+from qshell.followup.guards import env_switch
+from qshell.followup.overlay import Overlay, OverlayUnavailable
+from qshell.followup.speculation import Limits, Speculation, Status
+from qshell.followup.suggestion import SuggestionResult, generate_suggestion
+from qshell.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+ENV_SWITCH = "QSHELL_SPECULATION"
+
+
+class Speculator:
+    """The speculation side of next-prompt suggestions."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        settings: Settings,
+        environ: Mapping[str, str],
+        *,
+        submit_task: Callable[[Callable[[], None]], object],
+        telemetry: Telemetry,
+    ) -> None:
+        self.conversation = conversation
+        switch = env_switch(environ, ENV_SWITCH)
+        self.enabled = settings.speculation.enabled if switch is None else switch
+        self.limits = Limits(
+            max_rounds=settings.speculation.max_rounds,
+            max_messages=settings.speculation.max_messages,
+            wall_clock_s=settings.speculation.wall_clock_s,
+            output_tokens=settings.speculation.output_tokens,
+        )
+        self._submit = submit_task
+        self._telemetry = telemetry
+        self._lock = threading.Lock()
+        self._current: Speculation | None = None
+        self._pipelined: dict[str, SuggestionResult] = {}
+        self._warned = False
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def start(self, suggestion: str) -> None:
+        """A suggestion is showing: speculate it, unless already doing so."""
+        with self._lock:
+            current = self._current
+            if current is not None and current.prompt == suggestion:
+                return
+        if current is not None:
+            self._abort(current, "replaced")
+        session = self.conversation.session
+        if not self.enabled or suggestion.startswith("/") or session.cache_safe is None:
+            return
+        try:
+            overlay = Overlay.create(session.project_root, session.tool_context.paths)
+        except OverlayUnavailable as exc:
+            if not self._warned:
+                log.warning("speculation is off: %s", exc)
+                self._warned = True
+            self.enabled = False
+            return
+        fast = self.conversation.fast_model or None
+        spec = Speculation(session, suggestion, overlay, model=fast, limits=self.limits)
+        spec.on_done = self._finished
+        with self._lock:
+            self._current = spec
+        self._submit(spec.run)
+
+    def user_typed(self, buffer_text: str) -> None:
+        """Typing away from the suggestion aborts its speculation."""
+        with self._lock:
+            current = self._current
+        if current is not None and buffer_text and not current.prompt.startswith(buffer_text):
+            self._abort(current, "typed")
+
+    def take(self, submitted: str) -> Speculation | None:
+        """The user submitted `submitted`: the matching speculation, else abort any."""
+        with self._lock:
+            current, self._current = self._current, None
+        if current is None:
+            return None
+        if current.prompt.strip() == submitted.strip():
+            return current
+        self._abort(current, "different_prompt")
+        return None
+
+    def prepared_turn(self, spec: Speculation) -> PreparedTurn:
+        """The Conversation-side turn for an accepted speculation (see Conversation.run_prepared)."""
+
+        def run(
+            runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
+        ) -> Iterator[Event]:
+            accepted = None
+            try:
+                for event in spec_module.accept(
+                    spec, self.conversation.session, runner, cancel, on_apply=checkpoint
+                ):
+                    if isinstance(event, SpeculationAccepted):
+                        accepted = event
+                    yield event
+            finally:
+                self._record(spec, "accepted" if accepted else "conflict_or_unusable", accepted)
+
+        return run
+
+    def pipelined(self, prompt: str) -> SuggestionResult | None:
+        """The suggestion generated ahead for the context after `prompt`, if any."""
+        with self._lock:
+            return self._pipelined.pop(prompt, None)
+
+    def cancel(self) -> None:
+        with self._lock:
+            current, self._current = self._current, None
+        if current is not None:
+            self._abort(current, "cancelled")
+
+    # -- background -------------------------------------------------------------------------
+
+    def _finished(self, spec: Speculation) -> None:
+        """Pipelining: a completed speculation's next suggestion is generated right away."""
+        if spec.status is not Status.COMPLETED or spec.fork.cache_safe is None:
+            return
+        result = generate_suggestion(
+            spec.fork.provider,
+            spec.fork.cache_safe,
+            CancelToken(),
+            model=self.conversation.fast_model or None,
+            previous_prompt=spec.prompt,
+        )
+        if result.text:
+            with self._lock:
+                self._pipelined = {spec.prompt: result}
+
+    def _abort(self, spec: Speculation, why: str) -> None:
+        spec.abort()
+        self._record(spec, "aborted", None, reason=why)
+
+    def _record(
+        self,
+        spec: Speculation,
+        outcome: str,
+        accepted: SpeculationAccepted | None,
+        reason: str = "",
+    ) -> None:
+        boundary = spec.boundary
+        self._telemetry.record(
+            "speculation",
+            outcome=outcome if spec.status is not Status.FAILED else "error",
+            reason=reason or None,
+            status=str(spec.status),
+            boundary_type=str(boundary.type) if boundary else None,
+            boundary_tool=boundary.tool if boundary else None,
+            rounds=spec.fork.rounds,
+            tools_executed=sum(isinstance(e, ToolFinished) for e in spec.events),
+            duration_ms=int(1000 * ((spec.completed_at or spec.clock()) - spec.started_at)),
+            saved_ms=int(1000 * accepted.saved_s) if accepted else None,
+            pipelined=spec.prompt in self._pipelined,
+        )

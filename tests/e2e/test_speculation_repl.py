@@ -1,0 +1,142 @@
+"""Speculative execution in the full REPL (pexpect) against the scripted server."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.pty import Term, spawn_qshell
+from tests.fakes.llm_server import (
+    Reply,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+    last_user_text_contains,
+)
+
+READ = ToolCallSpec("read_file", {"path": "hello.txt"})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root
+
+
+def start(server, project: Path, *args: str) -> Term:
+    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
+    child = spawn_qshell(server, project, *args, extra_env=env)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    return child
+
+
+def suggests(server, text: str, *, after: str | None = None):
+    """A suggestion rule; `after` narrows it to requests whose context contains that text."""
+
+    def match(request) -> bool:
+        if SUGGESTION_MARKER not in request.last_user_text:
+            return False
+        return after is None or after in request.all_text
+
+    return server.add_rule(match, Reply.text(text))
+
+
+def first_turn(child: Term) -> None:
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+
+
+def mains_for(server, prompt: str) -> list:
+    """Requests that end with `prompt` itself as the newest message (not a later round)."""
+    return [
+        r for r in server.requests if r.body["messages"][-1] == {"role": "user", "content": prompt}
+    ]
+
+
+def speculated(server, prompt: str, timeout_s: float = 20.0):
+    """Wait until the server has fully answered the speculative request for `prompt`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = mains_for(server, prompt)
+        if found and found[0].completed.wait(0.1):
+            return found[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no speculative request for {prompt!r}")
+
+
+def test_accepting_a_completed_speculation_shows_the_answer_without_a_new_request(
+    llm_server, project
+):
+    suggests(llm_server, "commit this", after="all 12 tests pass")
+    suggests(llm_server, "run the tests")
+    answer = llm_server.add_rule(
+        last_user_text_contains("run the tests"), Reply.text("all 12 tests pass")
+    )
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    llm_server.add_rule(always(), Reply.tool_calls([READ]))
+    child = start(llm_server, project)
+    first_turn(child)
+    child.expect("run the tests")
+    speculated(llm_server, "run the tests")
+    assert answer.hits == 1
+    child.send("\t")
+    child.submit("")
+    child.expect("all 12 tests pass")
+    child.expect("saved")
+    child.wait_prompt()
+    child.expect("commit this")  # the pipelined suggestion, shown right after the accept
+    child.send("\x04")
+    assert child.finish() == 0
+    assert len(mains_for(llm_server, "run the tests")) == 1
+
+
+def test_accepting_a_speculation_stopped_at_a_boundary_continues_with_a_permission_prompt(
+    llm_server, project
+):
+    edit = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
+    suggests(llm_server, "fix the greeting")
+    llm_server.add_rule(has_tool_result("Edited"), Reply.text("greeting fixed"))
+    llm_server.add_rule(last_user_text_contains("fix the greeting"), Reply.tool_calls([edit]))
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    llm_server.add_rule(always(), Reply.tool_calls([READ]))
+    child = start(llm_server, project)
+    first_turn(child)
+    child.expect("fix the greeting")
+    speculated(llm_server, "fix the greeting")
+    child.send("\t")
+    child.submit("")
+    child.expect("Allow edit")
+    child.submit("y")
+    child.expect("greeting fixed")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert (project / "hello.txt").read_text() == "howdy world\n"
+    assert len(mains_for(llm_server, "fix the greeting")) == 1
+
+
+def test_typing_something_else_aborts_the_speculation_and_removes_its_overlay(llm_server, project):
+    suggests(llm_server, "run the tests")
+    slow = llm_server.add_rule(last_user_text_contains("run the tests"), Reply.text("never"))
+    hold = llm_server.hold(slow)
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    llm_server.add_rule(always(), Reply.tool_calls([READ]))
+    child = start(llm_server, project)
+    first_turn(child)
+    request = hold.wait_arrived(timeout=20)
+    base = Path(tempfile.gettempdir()) / f"qshell-speculation-{os.getuid()}" / str(child.child.pid)
+    assert base.is_dir() and any(base.iterdir())
+    child.send("x")
+    assert request.disconnected.wait(10)
+    child.send("\x15\x04")  # clear the line, then Ctrl-D
+    assert child.finish() == 0
+    assert not base.exists() or not any(base.iterdir())

@@ -1,0 +1,130 @@
+"""Speculation on a fork behind the gate: completion, boundaries, accept, conflicts, abort."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished, TurnFinished
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import check_history
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode
+from qshell.followup.gate import BoundaryType
+from qshell.followup.overlay import Overlay
+from qshell.followup.speculation import Speculation, Status, accept
+from qshell.llm.messages import Message
+from tests.agent.scripted import call
+from tests.agent.test_conversation import consume, make_conversation
+
+
+def edit_call(id_: str = "e1") -> Message:
+    args = json.dumps({"path": "a.txt", "old_string": "one", "new_string": "two"})
+    return Message.assistant("", [call("edit", args, id_)])
+
+
+def read_call(id_: str = "r1") -> Message:
+    return Message.assistant("", [call("read_file", json.dumps({"path": "a.txt"}), id_)])
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    setup = make_conversation(tmp_path)
+    (setup.root / "a.txt").write_text("one\n")
+    setup.script(read_call("r0"), Message.assistant("read it"))
+    consume(setup.conversation.turn("look at a.txt"))
+    return setup
+
+
+def speculate(setup, prompt: str, *steps: Message) -> Speculation:
+    setup.script(*steps)
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    spec = Speculation(session, prompt, overlay)
+    spec.run()
+    return spec
+
+
+def run_accept(setup, spec, mode=ApprovalMode.YOLO):
+    runner = MainToolRunner(mode, interactive=False)
+    return list(accept(spec, setup.conversation.session, runner, CancelToken()))
+
+
+def test_a_completed_speculation_in_auto_edit_is_accepted_without_a_new_request(setup):
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
+    assert spec.status is Status.COMPLETED
+    assert (setup.root / "a.txt").read_text() == "one\n"  # untouched until accept
+    requests = len(setup.provider.requests)
+    events = run_accept(setup, spec)
+    assert len(setup.provider.requests) == requests
+    assert (setup.root / "a.txt").read_text() == "two\n"
+    accepted = next(e for e in events if isinstance(e, SpeculationAccepted))
+    assert accepted.completed and accepted.files == ("a.txt",) and accepted.saved_s >= 0
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "changed"
+    history = setup.conversation.session.history
+    assert [m.text for m in history[-4:] if m.role == "user" and m.text] == ["change it"]
+    assert check_history(history) == []
+    assert setup.conversation.session.cache_safe is spec.fork.cache_safe
+
+
+def test_an_edit_in_default_mode_is_a_boundary_and_accept_continues_live(setup):
+    spec = speculate(setup, "change it", read_call("r1"), edit_call())
+    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
+    setup.script(Message.assistant("done live"))
+    events = run_accept(setup, spec)
+    runs = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.call_id for e in runs] == ["r1", "e1"]  # r1 replayed, e1 run once, live
+    assert (setup.root / "a.txt").read_text() == "two\n"
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "done live"
+    assert check_history(setup.conversation.session.history) == []
+
+
+def test_a_file_changed_since_it_was_copied_is_a_conflict_and_the_prompt_runs_normally(setup):
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
+    (setup.root / "a.txt").write_text("the user's own edit\n")
+    setup.script(Message.assistant("ran normally"))
+    events = run_accept(setup, spec)
+    assert any(isinstance(e, Notice) and "not used" in e.text for e in events)
+    assert (setup.root / "a.txt").read_text() == "the user's own edit\n"
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran normally"
+
+
+def test_abort_discards_the_overlay_and_leaves_the_tree(setup):
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
+    directory = spec.overlay.directory
+    spec.abort()
+    assert not Path(directory).exists()
+    assert (setup.root / "a.txt").read_text() == "one\n"
+
+
+def test_a_shell_command_that_writes_is_a_bash_boundary(setup):
+    shell = Message.assistant("", [call("shell", json.dumps({"command": "rm a.txt"}), "s1")])
+    spec = speculate(setup, "clean up", shell)
+    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
+    assert (setup.root / "a.txt").exists()
+
+
+def test_a_read_only_shell_command_runs_speculatively(setup):
+    shell = Message.assistant("", [call("shell", json.dumps({"command": "cat a.txt"}), "s1")])
+    spec = speculate(setup, "show it", shell, Message.assistant("shown"))
+    assert spec.status is Status.COMPLETED
+    finished = [e for e in spec.events if isinstance(e, ToolFinished)]
+    assert "one" in finished[0].result.llm_content
+
+
+def test_web_fetch_and_reads_outside_the_root_are_boundaries(setup):
+    fetch = Message.assistant(
+        "", [call("web_fetch", json.dumps({"url": "http://127.0.0.1:9/"}), "w")]
+    )
+    spec = speculate(setup, "fetch", fetch)
+    assert spec.boundary.type is BoundaryType.DENIED_TOOL
+    outside = Message.assistant("", [call("read_file", json.dumps({"path": "../x"}), "o")])
+    spec = speculate(setup, "peek", outside)
+    assert spec.boundary.type is BoundaryType.READ_SCOPE
