@@ -21,7 +21,7 @@ from qshell.agent.checkpoints import Checkpoints, UndoReport
 from qshell.agent.compaction import compact
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
+from qshell.agent.policy import MainToolRunner, ShellConcern
 from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -46,18 +46,27 @@ class Conversation:
     """The interactive session's state and verbs."""
 
     def __init__(
-        self, open_session: SessionFactory, request: SessionRequest, *, fast_model: str = ""
+        self,
+        open_session: SessionFactory,
+        request: SessionRequest,
+        *,
+        fast_model: str = "",
+        shell_concern: ShellConcern | None = None,
     ) -> None:
+        self._shell_concern = shell_concern
         self._open = open_session
         self.session = open_session(request)
         self.checkpoints = Checkpoints(self.session.project_root)
-        self.runner = MainToolRunner(
-            self.session.approval_mode, interactive=True, checkpoints=self.checkpoints
-        )
+        self.runner = self._new_runner(self.session.approval_mode)
         self.fast_model = fast_model
         self._cancel = CancelToken()
         self._notes: list[str] = []
         self.last_expansion: Expanded | None = None
+
+    def _new_runner(self, mode: ApprovalMode) -> MainToolRunner:
+        return MainToolRunner(
+            mode, interactive=True, checkpoints=self.checkpoints, shell_concern=self._shell_concern
+        )
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -178,7 +187,7 @@ class Conversation:
         self.session.approval_mode = mode
         self.checkpoints = Checkpoints(self.session.project_root)
         # a new session starts with no "always allow" answers and no undo history
-        self.runner = MainToolRunner(mode, interactive=True, checkpoints=self.checkpoints)
+        self.runner = self._new_runner(mode)
         self._notes.clear()
 
     def sessions(self) -> list[SessionSummary]:

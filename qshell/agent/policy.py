@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from qshell.agent.checkpoints import Checkpoints
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
 FREE_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
+# proves a shell command read-only and in scope: None, or why not (followup.gate.shell_concern)
+ShellConcern = Callable[[str, PathResolver], str | None]
 NON_INTERACTIVE_HINT = (
     "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
     "(edits) or -y/--yolo (everything)"
@@ -101,11 +104,17 @@ class MainToolRunner:
     """
 
     def __init__(
-        self, mode: ApprovalMode, *, interactive: bool, checkpoints: Checkpoints | None = None
+        self,
+        mode: ApprovalMode,
+        *,
+        interactive: bool,
+        checkpoints: Checkpoints | None = None,
+        shell_concern: ShellConcern | None = None,
     ) -> None:
         self.mode = mode
         self.interactive = interactive
         self.checkpoints = checkpoints
+        self.shell_concern = shell_concern
         self._always: set[str] = set()
         self._lock = threading.Lock()
 
@@ -116,9 +125,21 @@ class MainToolRunner:
         with self._lock:
             if tool.name in self._always:
                 return ALLOW
+        if self._proven_read_only(tool, args, ctx):
+            return ALLOW
         if not self.interactive:
             return Decision(Verdict.DENY, f"{decision.reason}; {NON_INTERACTIVE_HINT}")
         return decision
+
+    def _proven_read_only(self, tool: Tool, args: Any, ctx: ToolContext) -> bool:
+        """Shell commands proven read-only within the root run without asking (default and
+        auto-edit modes), as Claude Code does; everything else still asks."""
+        if tool.kind is not Kind.EXECUTE or self.shell_concern is None:
+            return False
+        if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT):
+            return False
+        command = getattr(args, "command", None)
+        return isinstance(command, str) and self.shell_concern(command, ctx.paths) is None
 
     def allow_always(self, tool: Tool) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from qshell.errors import ControlSignal
 from qshell.followup import shell_safety
 from qshell.followup.overlay import Overlay, OverlayEscape
 from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
 READ_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
 EDIT_KINDS = frozenset({Kind.EDIT})
@@ -83,13 +84,9 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
-        verdict = shell_safety.check(command)
-        if not verdict.read_only:
-            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({verdict.reason})")
-        for raw in verdict.paths:
-            concern = ctx.paths.read_concern(ctx.paths.resolve(raw))
-            if concern:
-                raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
+        concern = shell_concern(command, ctx.paths)
+        if concern is not None:
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
         if self.overlay.has_writes:
             raise Boundary(
                 BoundaryType.BASH, tool.name, f"{command} (the shell would not see pending edits)"
@@ -112,6 +109,22 @@ class SpeculativeRunner:
             return tool.run(args, ctx)
         except OverlayEscape as exc:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
+
+
+def shell_concern(command: str, paths: PathResolver) -> str | None:
+    """None when `command` is proven read-only and reads only inside the project root, away
+    from secret files (the main policy's read-scope rules); otherwise the reason it is not."""
+    verdict = shell_safety.check(command)
+    if not verdict.read_only:
+        return verdict.reason
+    for raw in verdict.paths:
+        concern = paths.read_concern(paths.resolve(raw))
+        if concern:
+            return concern
+    for raw in verdict.dynamic_paths:
+        if raw.startswith(("/", "~")) or "$" in raw or "`" in raw or ".." in raw:
+            return f"{raw} is only known when the command runs"
+    return None
 
 
 def _describe(tool: Tool, args: Any) -> str:

@@ -16,6 +16,7 @@ from qshell.agent.conversation import Conversation
 from qshell.agent.session import SessionFactory, SessionRequest
 from qshell.config import Settings
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
+from qshell.followup.gate import shell_concern
 from qshell.ui.line_loop import FollowupFactory
 
 DUMB_TERMS = {"", "dumb", "unknown"}
@@ -64,6 +65,7 @@ def run_interactive(
             append_system_prompt=args.append_system_prompt,
         ),
         fast_model=settings.fast_model,
+        shell_concern=shell_concern,
     )
     followup = _followup_factory(conversation, settings, environ)
     if wants_plain(args, environ, stdout):

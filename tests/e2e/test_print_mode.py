@@ -199,3 +199,21 @@ def test_writing_outside_the_root_is_refused_even_in_yolo(llm_server, project):
     run = run_qshell("-p", "-y", "escape", cwd=project, env=provider_env(llm_server, "openai"))
     assert run.code == 0 and not (project.parent / "escape.txt").exists()
     assert llm_server.requests[1].last_tool_results[0].content.startswith("Error")
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"),
+    [("cat hello.txt", True), ("rm hello.txt", False), ("cat ../outside.txt", False)],
+)
+def test_commands_proven_read_only_in_the_root_run_without_asking(
+    llm_server, project, command, runs
+):
+    (project.parent / "outside.txt").write_text("outside\n")
+    shell = ToolCallSpec("shell", {"command": command}, id="s1")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([shell]))
+    run = run_qshell("-p", "look", cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0 and (project / "hello.txt").exists()
+    result = llm_server.requests[1].last_tool_results[0].content
+    assert ("exit code 0" in result or "hello from the project" in result) is runs
+    assert ("not allowed" in result) is not runs
