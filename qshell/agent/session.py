@@ -101,6 +101,8 @@ class Session:
         # the last successful round's request and reply, for cache-safe forks (llm/fork.py)
         self.cache_safe: CacheSafeParams | None = None
         self.last_usage: Usage | None = None  # the last round's usage
+        self.speculations_accepted = 0
+        self.time_saved_s = 0.0  # by accepted speculations (followup/speculation.py)
         self.rounds = 0
         self.context_window = context_window
         self.compact_threshold = compact_threshold

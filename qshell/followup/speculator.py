@@ -120,6 +120,9 @@ class Speculator:
                 ):
                     if isinstance(event, SpeculationAccepted):
                         accepted = event
+                        session = self.conversation.session
+                        session.speculations_accepted += 1
+                        session.time_saved_s += event.saved_s
                     yield event
             finally:
                 self._record(spec, "accepted" if accepted else "conflict_or_unusable", accepted)

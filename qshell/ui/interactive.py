@@ -8,6 +8,7 @@ prompt_toolkit REPL, which is imported only then. Main thread.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from collections.abc import Callable, Mapping
 from typing import TextIO
@@ -18,6 +19,8 @@ from qshell.config import Settings
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.followup.gate import shell_concern
 from qshell.ui.line_loop import FollowupFactory
+
+log = logging.getLogger(__name__)
 
 DUMB_TERMS = {"", "dumb", "unknown"}
 
@@ -48,6 +51,20 @@ def _followup_factory(
     return build
 
 
+def _sweep_stale_overlays() -> None:
+    """Remove speculation overlays that dead qshell processes left behind (after recovering
+    any apply they were in the middle of)."""
+    from qshell.followup.overlay import OverlayUnavailable, sweep_stale
+
+    try:
+        removed = sweep_stale()
+    except (OverlayUnavailable, OSError) as exc:
+        log.debug("no stale-overlay sweep: %s", exc)
+        return
+    if removed:
+        log.debug("removed %d stale speculation overlays", removed)
+
+
 def run_interactive(
     args: argparse.Namespace,
     settings: Settings,
@@ -67,6 +84,7 @@ def run_interactive(
         fast_model=settings.fast_model,
         shell_concern=shell_concern,
     )
+    _sweep_stale_overlays()
     followup = _followup_factory(conversation, settings, environ)
     if wants_plain(args, environ, stdout):
         from qshell.ui.simple import SimpleFrontEnd

@@ -112,6 +112,8 @@ def _stats(conversation: Conversation, rest: str) -> SlashResult:
             f"prompt tokens: {usage.prompt_tokens:,} · cached: {cached}{share}",
             f"completion tokens: {usage.completion_tokens:,}",
             f"messages in history: {len(session.history)}",
+            f"speculations accepted: {session.speculations_accepted} · "
+            f"time saved: {session.time_saved_s:.1f} s",
         ]
     )
 

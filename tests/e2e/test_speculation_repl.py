@@ -94,6 +94,9 @@ def test_accepting_a_completed_speculation_shows_the_answer_without_a_new_reques
     child.expect("saved")
     child.wait_prompt()
     child.expect("commit this")  # the pipelined suggestion, shown right after the accept
+    child.submit("/stats")
+    child.expect(r"speculations accepted: 1 · time saved: \d+\.\d s")
+    child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
     assert len(mains_for(llm_server, "run the tests")) == 1

@@ -141,6 +141,7 @@ def test_stats_of_a_new_session(setup):
         "prompt tokens: 0 · cached: unknown",
         "completion tokens: 0",
         "messages in history: 0",
+        "speculations accepted: 0 · time saved: 0.0 s",
     ]
 
 
@@ -153,6 +154,7 @@ def test_stats_after_a_turn_counts_tokens_and_the_cached_share(setup):
         "prompt tokens: 10 · cached: 4 (40%)",
         "completion tokens: 2",
         "messages in history: 2",
+        "speculations accepted: 0 · time saved: 0.0 s",
     ]
 
 
