@@ -15,7 +15,6 @@ pool); the overlay's lock serialises applies.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
@@ -28,6 +27,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qshell.followup.dirfd import (
+    BLOCKED,
+    ESCAPED,
+    READ_FLAGS,
+    PathRefused,
+    hash_at,
+    lstat_at,
+    open_chain,
+    open_dir,
+    split_rel,
+)
+
 JOURNAL_NAME = "journal.json"
 JOURNAL_VERSION = 1
 STAGE_PREFIX = ".qshell-stage-"
@@ -35,29 +46,16 @@ BACKUP_PREFIX = ".qshell-backup-"
 PHASE_STAGING = "staging"
 PHASE_RENAMING = "renaming"
 PHASE_COMMITTED = "committed"
-READ_CHUNK_BYTES = 1 << 20
 STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create and fsync waits
 NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p creates directories
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
 
 CHANGED = "changed since it was copied"
 DELETED = "was deleted since it was copied"
 APPEARED = "appeared since the overlay created it"
-ESCAPED = "is now a symlink or outside the root"
-BLOCKED = "a parent is no longer a directory"
 BAD_COPY = "its overlay copy is missing or a symlink"
-
-
-class PathRefused(Exception):
-    """A path goes through a symlink or a non-directory, or is not a plain relative path."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,82 +127,6 @@ class _Journal:
     pid: int = field(default_factory=os.getpid)
 
 
-def split_rel(rel: str) -> list[str]:
-    """The components of a root-relative path; PathRefused for anything but a plain one."""
-    parts = rel.split("/")
-    if not rel or any(p in ("", ".", "..") for p in parts):
-        raise PathRefused(ESCAPED)
-    return parts
-
-
-@contextlib.contextmanager
-def open_dir(path: Path) -> Iterator[int]:
-    """A descriptor for a directory that is not itself a symlink (else PathRefused)."""
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise PathRefused(ESCAPED) from exc
-        raise
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def open_chain(base: int, parts: Sequence[str], *, create_mode: int | None = None) -> Iterator[int]:
-    """`base/parts…` opened one component at a time, never through a symlink.
-
-    Missing directories are made with `create_mode` when given, else FileNotFoundError.
-    """
-    fd = os.dup(base)
-    try:
-        for name in parts:
-            try:
-                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if create_mode is None:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, create_mode, dir_fd=fd)
-                nxt = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise PathRefused(ESCAPED if exc.errno == errno.ELOOP else BLOCKED) from exc
-                raise
-            os.close(fd)
-            fd = nxt
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def hash_at(dir_fd: int, name: str) -> tuple[str, os.stat_result] | None:
-    """sha256 and stat of the regular file `name` under `dir_fd`; None if there is none."""
-    try:
-        fd = os.open(name, _READ_FLAGS | os.O_NONBLOCK, dir_fd=dir_fd)  # a FIFO must not block
-    except OSError:  # absent, a symlink (ELOOP), unreadable: no content we can vouch for
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat_module.S_ISREG(info.st_mode):
-            return None
-        digest = hashlib.sha256()
-        while chunk := os.read(fd, READ_CHUNK_BYTES):
-            digest.update(chunk)
-        return digest.hexdigest(), info
-    finally:
-        os.close(fd)
-
-
-def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-
-
 def _signature(info: os.stat_result) -> list[int]:
     return [info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns]
 
@@ -212,12 +134,12 @@ def _signature(info: os.stat_result) -> list[int]:
 def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result | None]:
     """(missing ancestors, lstat of the leaf or None); PathRefused for a symlink on the way."""
     for depth in range(1, len(parts)):
-        info = _lstat_at(base, "/".join(parts[:depth]))
+        info = lstat_at(base, "/".join(parts[:depth]))
         if info is None:
             return ["/".join(parts[:i]) for i in range(depth, len(parts))], None
         if not stat_module.S_ISDIR(info.st_mode):
             raise PathRefused(ESCAPED if stat_module.S_ISLNK(info.st_mode) else BLOCKED)
-    leaf = _lstat_at(base, "/".join(parts))
+    leaf = lstat_at(base, "/".join(parts))
     if leaf is not None and stat_module.S_ISLNK(leaf.st_mode):
         raise PathRefused(ESCAPED)
     return [], leaf
@@ -347,7 +269,7 @@ def _stage(root_fd: int, upper_fd: int, step: _Step) -> None:
     """Copy the overlay file next to its destination, with its mode, durably."""
     parts = split_rel(step.rel)
     with open_chain(upper_fd, parts[:-1]) as up, open_chain(root_fd, parts[:-1]) as parent:
-        with open(os.open(parts[-1], _READ_FLAGS, dir_fd=up), "rb") as source:
+        with open(os.open(parts[-1], READ_FLAGS, dir_fd=up), "rb") as source:
             data = source.read()
         with open(os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent), "wb") as out:
             out.write(data)
@@ -362,7 +284,7 @@ def _swap(root_fd: int, step: _Step) -> None:
     """Put the staged file in place of its destination, keeping the original as a backup."""
     parts = split_rel(step.rel)
     with open_chain(root_fd, parts[:-1]) as parent:
-        name, info = parts[-1], _lstat_at(parent, parts[-1])
+        name, info = parts[-1], lstat_at(parent, parts[-1])
         if (None if info is None else _signature(info)) != step.signature:
             reason = APPEARED if step.signature is None else CHANGED
             raise ApplyConflict([Conflict(step.rel, reason)])
@@ -434,10 +356,10 @@ def _roll_back(root: Path, state: _Journal) -> tuple[str, ...]:
 def _roll_back_file(parent: int, step: _Step, phase: str) -> bool:
     """Restore one destination; False when it changed after the crash and was left alone."""
     name = step.rel.rpartition("/")[2]
-    staged = _lstat_at(parent, step.staged)
-    has_backup = step.backup is not None and _lstat_at(parent, step.backup) is not None
+    staged = lstat_at(parent, step.staged)
+    has_backup = step.backup is not None and lstat_at(parent, step.backup) is not None
     if staged is not None:  # not renamed yet
-        dest = _lstat_at(parent, name)
+        dest = lstat_at(parent, name)
         if step.backup is None and dest is not None and dest.st_ino == staged.st_ino:
             os.unlink(name, dir_fd=parent)  # linked in, staged name not yet removed
         os.unlink(step.staged, dir_fd=parent)
