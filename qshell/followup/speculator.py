@@ -93,8 +93,10 @@ class Speculator:
         """Typing away from the suggestion aborts its speculation."""
         with self._lock:
             current = self._current
-        if current is not None and buffer_text and not current.prompt.startswith(buffer_text):
-            self._abort(current, "typed")
+            if current is None or not buffer_text or current.prompt.startswith(buffer_text):
+                return
+            self._current = None  # aborted: the suggestion shown again speculates afresh
+        self._abort(current, "typed")
 
     def take(self, submitted: str) -> Speculation | None:
         """The user submitted `submitted`: the matching speculation, else abort any."""
