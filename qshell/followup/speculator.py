@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 
 from qshell.agent.conversation import Conversation, PreparedTurn
-from qshell.agent.events import Event, SpeculationAccepted, ToolFinished
+from qshell.agent.events import Event, Notice, SpeculationAccepted, ToolFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import Settings
@@ -116,18 +116,22 @@ class Speculator:
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
             accepted = None
+            outcome = "error"  # unusable (failed) unless the events say otherwise
             try:
                 for event in spec_module.accept(
                     spec, self.conversation.session, runner, cancel, on_apply=checkpoint
                 ):
+                    if isinstance(event, Notice) and accepted is None:
+                        outcome = "conflict"
                     if isinstance(event, SpeculationAccepted):
+                        outcome = "accepted"
                         accepted = event
                         session = self.conversation.session
                         session.speculations_accepted += 1
                         session.time_saved_s += event.saved_s
                     yield event
             finally:
-                self._record(spec, "accepted" if accepted else "conflict_or_unusable", accepted)
+                self._record(spec, outcome, accepted)
 
         return run
 
