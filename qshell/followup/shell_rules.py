@@ -76,6 +76,7 @@ class Spec:
     deny: Mapping[str, str] = field(default_factory=dict)  # "-o" / "--output" -> reason
     path_values: frozenset[str] = frozenset()  # flags whose value is a path
     pattern_flags: frozenset[str] = frozenset()  # flags that supply the pattern
+    indirect: frozenset[str] = frozenset()  # flags making it read files named inside a file
     operands: str = PATHS
     max_operands: int | None = None  # more operands would be written to
     digits: bool = False  # -NUM is an option (head -20)
@@ -95,8 +96,8 @@ class Parsed:
     operands: list[Word]
 
 
-def _fs(*names: str) -> frozenset[str]:
-    return frozenset(names)
+def _fs(names: str) -> frozenset[str]:
+    return frozenset(names.split())
 
 
 def _value(name: str, spec: Spec, args: Sequence[Word], i: int, flag: str) -> Word:
@@ -118,11 +119,8 @@ def _long(name: str, spec: Spec, text: str, args: Sequence[Word], i: int, out: P
         for denied, reason in spec.deny.items():
             if denied.startswith("--") and denied[2:].startswith(opt):
                 raise Unproven(f"{reason} ({key} abbreviates {denied})")
-        if spec.long is not None:
-            matches = [o for o in (*spec.long, *spec.long_values) if opt and o.startswith(opt)]
-            if len(matches) != 1:
-                raise Unproven(f"unknown option {key} for {name}")
-            opt = matches[0]
+        if spec.long is not None:  # exact names only: an abbreviation is not proven
+            raise Unproven(f"unknown option {key} for {name}")
     if opt in spec.long_values and not eq:
         out.flags.append(("--" + opt, _value(name, spec, args, i, key)))
         return i + 1
@@ -196,7 +194,22 @@ def _collect(words: Sequence[Word], paths: list[str], dynamic: list[str]) -> Non
             paths.append(word.text)
 
 
-def judge_spec(name: str, spec: Spec, args: Sequence[Word], label: str = "") -> Judged:
+STDIN_NAMES = "$(</dev/stdin)"  # run-time paths: the file names arriving on stdin
+
+
+def named_inside(path: str) -> str:
+    """Run-time paths: the file names written inside `path`, as shell source text."""
+    return f"$(<{path})"
+
+
+def _names(key: str, names: frozenset[str]) -> bool:
+    """`key` is one of `names`, or a GNU abbreviation of one of its long options."""
+    return key in names or (
+        key.startswith("--") and len(key) > 3 and any(n.startswith(key) for n in names)
+    )
+
+
+def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
     parsed = parse(name, spec, args)
     operands = parsed.operands
     if spec.max_operands is not None:
@@ -208,13 +221,19 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word], label: str = "") -> 
                 raise Unproven(f"{name}: {word.raw!r} may expand to several operands")
     paths: list[str] = []
     dynamic: list[str] = []
-    values = [v for k, v in parsed.flags if k in spec.path_values and v is not None]
+    values = [v for k, v in parsed.flags if v is not None and _names(k, spec.path_values)]
     _collect(values, paths, dynamic)
-    if spec.operands == PATTERN and not any(k in spec.pattern_flags for k, _ in parsed.flags):
+    for key, value in parsed.flags:
+        if _names(key, spec.indirect):  # the files it reads are named inside another file
+            lists = [value] if value is not None else parsed.operands
+            dynamic.extend(named_inside(w.raw if w.literal else "…") for w in lists)
+            if not lists:
+                dynamic.append(STDIN_NAMES)
+    if spec.operands == PATTERN and not any(_names(k, spec.pattern_flags) for k, _ in parsed.flags):
         operands = operands[1:]
     if spec.operands != NONE:
         _collect(operands, paths, dynamic)
-    return Judged(label or name, tuple(paths), tuple(dynamic))
+    return Judged(name, tuple(paths), tuple(dynamic))
 
 
 Rule = Callable[[str, Sequence[Word]], Judged]
@@ -228,11 +247,16 @@ def _spec_rule(spec: Spec) -> Rule:
 
 OPEN = Spec()
 OPEN_NO_PATHS = Spec(operands=NONE)
+CHECKSUM = Spec(indirect=_fs("-c --check"))
 
 SPECS: dict[str, Spec] = {
     "cat": OPEN,
     "head": Spec(short_values="nc", digits=True),
-    "wc": Spec(long_values=_fs("files0-from"), path_values=_fs("--files0-from")),
+    "wc": Spec(
+        long_values=_fs("files0-from"),
+        path_values=_fs("--files0-from"),
+        indirect=_fs("--files0-from"),
+    ),
     "nl": Spec(short_values="bdfhilnsvw"),
     "rev": OPEN,
     "tac": Spec(short_values="s"),
@@ -250,8 +274,8 @@ SPECS: dict[str, Spec] = {
     "diff": Spec(
         short_values="CUDFILxXSW",
         digits=True,
-        long_values=_fs("exclude-from", "from-file", "to-file"),
-        path_values=_fs("-X", "--exclude-from", "--from-file", "--to-file"),
+        long_values=_fs("exclude-from from-file to-file"),
+        path_values=_fs("-X --exclude-from --from-file --to-file"),
     ),
     "od": Spec(short_values="AjNSt"),
     "hexdump": Spec(short_values="efns", path_values=_fs("-f")),
@@ -260,30 +284,32 @@ SPECS: dict[str, Spec] = {
     "xxd": Spec(short_values="cglos", max_operands=1),
     "ls": Spec(
         short_values="IwT",
-        long_values=_fs("ignore", "hide", "width", "tabsize", "format", "sort", "time"),
+        long_values=_fs("ignore hide width tabsize format sort time"),
     ),
     "du": Spec(
         short_values="BdtX",
-        long_values=_fs("max-depth", "block-size", "threshold", "exclude-from", "files0-from"),
-        path_values=_fs("-X", "--exclude-from", "--files0-from"),
+        long_values=_fs("max-depth block-size threshold exclude-from files0-from"),
+        path_values=_fs("-X --exclude-from --files0-from"),
+        indirect=_fs("--files0-from"),
     ),
     "df": Spec(short_values="Btx"),
-    "stat": Spec(short_values="c", long_values=_fs("format", "printf")),
+    "stat": Spec(short_values="c", long_values=_fs("format printf")),
     "file": Spec(
         short_values="mfeFP",
         deny={"-C": "file -C writes a compiled magic file", "--compile": "file -C writes a file"},
-        path_values=_fs("-m", "-f", "--magic-file", "--files-from"),
+        path_values=_fs("-m -f --magic-file --files-from"),
+        indirect=_fs("-f --files-from"),
     ),
-    "md5sum": OPEN,
-    "sha1sum": OPEN,
-    "sha224sum": OPEN,
-    "sha256sum": OPEN,
-    "sha384sum": OPEN,
-    "sha512sum": OPEN,
-    "b2sum": OPEN,
-    "cksum": OPEN,
+    "md5sum": CHECKSUM,
+    "sha1sum": CHECKSUM,
+    "sha224sum": CHECKSUM,
+    "sha256sum": CHECKSUM,
+    "sha384sum": CHECKSUM,
+    "sha512sum": CHECKSUM,
+    "b2sum": CHECKSUM,
+    "cksum": CHECKSUM,
     "sum": OPEN,
-    "shasum": Spec(short_values="a"),
+    "shasum": Spec(short_values="a", indirect=_fs("-c --check")),
     "base64": Spec(
         short_values="w",
         deny={"-o": "base64 -o writes a file", "--output": "base64 --output writes a file"},
@@ -293,24 +319,24 @@ SPECS: dict[str, Spec] = {
     "grep": Spec(
         short_values="efmABCdD",
         long_values=_fs(
-            "regexp", "file", "max-count", "after-context", "before-context", "context",
-            "devices", "directories", "binary-files", "include", "exclude", "exclude-from",
-            "exclude-dir", "label", "group-separator",
+            "regexp file max-count after-context before-context context devices "
+            "directories binary-files include exclude exclude-from exclude-dir label "
+            "group-separator"
         ),
-        path_values=_fs("-f", "--file", "--exclude-from"),
-        pattern_flags=_fs("-e", "-f", "--regexp", "--file"),
+        path_values=_fs("-f --file --exclude-from"),
+        pattern_flags=_fs("-e -f --regexp --file"),
         operands=PATTERN,
     ),
     "jq": Spec(
         short_values="fL",
-        long_values=_fs("arg", "argjson", "slurpfile", "rawfile", "indent", "from-file"),
-        path_values=_fs("-f", "--from-file", "--slurpfile", "--rawfile", "-L"),
-        pattern_flags=_fs("-f", "--from-file"),
+        long_values=_fs("arg argjson slurpfile rawfile indent from-file"),
+        path_values=_fs("-f --from-file --slurpfile --rawfile -L"),
+        pattern_flags=_fs("-f --from-file"),
         operands=PATTERN,
     ),
     "realpath": Spec(
-        long_values=_fs("relative-to", "relative-base"),
-        path_values=_fs("--relative-to", "--relative-base"),
+        long_values=_fs("relative-to relative-base"),
+        path_values=_fs("--relative-to --relative-base"),
     ),
     "readlink": OPEN,
     "basename": Spec(short_values="s", operands=NONE),
@@ -357,50 +383,64 @@ SPECS: dict[str, Spec] = {
     "ss": Spec(
         short="tuwxlnpaes46mioHOr0SM",
         short_values="fAF",
-        long=_fs("tcp", "udp", "raw", "unix", "listening", "numeric", "processes", "all",
-                 "extended", "summary", "memory", "info", "options", "resolve", "no-header",
-                 "oneline", "ipv4", "ipv6", "help", "version"),
-        long_values=_fs("family", "query", "filter"),
-        deny={"-K": "ss -K kills sockets", "--kill": "ss --kill kills sockets",
-              "-D": "ss -D writes a file", "--diag": "ss --diag writes a file",
-              "-E": "never ends: ss -E", "--events": "never ends: ss --events"},
+        long=_fs(
+            "tcp udp raw unix listening numeric processes all extended summary "
+            "memory info options resolve no-header oneline ipv4 ipv6 help version"
+        ),
+        long_values=_fs("family query filter"),
+        deny={
+            "-K": "ss -K kills sockets",
+            "--kill": "ss --kill kills sockets",
+            "-D": "ss -D writes a file",
+            "--diag": "ss --diag writes a file",
+            "-E": "never ends: ss -E",
+            "--events": "never ends: ss --events",
+        },
         operands=NONE,
     ),
     "netstat": Spec(
         short="tulnparisexWgov46",
-        long=_fs("tcp", "udp", "listening", "numeric", "programs", "all", "route",
-                 "interfaces", "statistics", "extended", "wide", "groups", "timers", "verbose"),
+        long=_fs(
+            "tcp udp listening numeric programs all route interfaces statistics "
+            "extended wide groups timers verbose"
+        ),
         deny={"-c": "never ends: netstat -c", "--continuous": "never ends: netstat -c"},
         operands=NONE,
     ),
-    "printenv": Spec(short="0", long=_fs("null", "help", "version"), operands=NONE),
+    "printenv": Spec(short="0", long=_fs("null help version"), operands=NONE),
     "pgrep": Spec(
         short="acfilnovwx",
         short_values="dgGPstuU",
-        long=_fs("list-name", "list-full", "count", "full", "newest", "oldest", "exact",
-                 "ignore-case", "inverse", "lightweight"),
-        long_values=_fs("delimiter", "pgroup", "group", "parent", "session", "terminal",
-                        "euid", "uid"),
+        long=_fs(
+            "list-name list-full count full newest oldest exact ignore-case inverse lightweight"
+        ),
+        long_values=_fs("delimiter pgroup group parent session terminal euid uid"),
         operands=NONE,
     ),
-    "hostname": Spec(
-        short="aAdfiIsy",
-        long=_fs("alias", "all-fqdns", "domain", "fqdn", "long", "ip-address",
-                 "all-ip-addresses", "short", "nis", "yp", "help", "version"),
+    "hostname": Spec(  # -f, -i, -A, -d and -y ask DNS or NIS: network
+        short="sI",
+        long=_fs("short all-ip-addresses help version"),
         max_operands=0,
     ),
-    "mount": Spec(short="lv", short_values="t", long=_fs("show-labels", "verbose"),
-                  long_values=_fs("types"), max_operands=0),
+    "mount": Spec(
+        short="lv",
+        short_values="t",
+        long=_fs("show-labels verbose"),
+        long_values=_fs("types"),
+        max_operands=0,
+    ),
     "sort": Spec(
         short="bdfgiMhnRrVcCmsuz",
         short_values="kSt",
-        long=_fs("ignore-leading-blanks", "dictionary-order", "ignore-case",
-                 "general-numeric-sort", "ignore-nonprinting", "month-sort",
-                 "human-numeric-sort", "numeric-sort", "random-sort", "reverse", "version-sort",
-                 "check", "merge", "stable", "unique", "zero-terminated", "debug", "help",
-                 "version"),
-        long_values=_fs("key", "field-separator", "buffer-size", "parallel", "files0-from",
-                        "random-source", "sort", "batch-size"),
+        long=_fs(
+            "ignore-leading-blanks dictionary-order ignore-case general-numeric-sort "
+            "ignore-nonprinting month-sort human-numeric-sort numeric-sort "
+            "random-sort reverse version-sort check merge stable unique "
+            "zero-terminated debug help version"
+        ),
+        long_values=_fs(
+            "key field-separator buffer-size parallel files0-from random-source sort batch-size"
+        ),
         deny={
             "-o": "sort -o writes a file",
             "--output": "sort --output writes a file",
@@ -408,21 +448,23 @@ SPECS: dict[str, Spec] = {
             "-T": "sort -T writes temporary files",
             "--temporary-directory": "sort -T writes temporary files",
         },
-        path_values=_fs("--files0-from", "--random-source"),
+        path_values=_fs("--files0-from --random-source"),
+        indirect=_fs("--files0-from"),
     ),
     "uniq": Spec(
         short="cdDuiz",
         short_values="fsw",
-        long=_fs("count", "repeated", "all-repeated", "unique", "ignore-case",
-                 "zero-terminated", "group", "help", "version"),
-        long_values=_fs("skip-fields", "skip-chars", "check-chars"),
+        long=_fs(
+            "count repeated all-repeated unique ignore-case zero-terminated group help version"
+        ),
+        long_values=_fs("skip-fields skip-chars check-chars"),
         max_operands=1,
     ),
     "tail": Spec(
         short="qvz",
         short_values="nc",
-        long=_fs("quiet", "silent", "verbose", "zero-terminated", "help", "version"),
-        long_values=_fs("lines", "bytes"),
+        long=_fs("quiet silent verbose zero-terminated help version"),
+        long_values=_fs("lines bytes"),
         deny={
             "-f": "never ends: tail -f",
             "-F": "never ends: tail -F",
@@ -436,46 +478,45 @@ SPECS: dict[str, Spec] = {
     ),
     "tree": Spec(
         short_values="LPIHT",
-        long_values=_fs("charset", "filelimit", "timefmt", "sort"),
+        long_values=_fs("charset filelimit timefmt sort"),
         deny={"-o": "tree -o writes a file", "-R": "tree -R writes 00Tree.html files"},
     ),
     "shuf": Spec(
         short_values="in",
         deny={"-o": "shuf -o writes a file", "--output": "shuf --output writes a file"},
-        long_values=_fs("random-source", "head-count", "input-range"),
+        long_values=_fs("random-source head-count input-range"),
         path_values=_fs("--random-source"),
     ),
     "iconv": Spec(
         short="csl",
         short_values="ft",
-        long=_fs("list", "silent"),
-        long_values=_fs("from-code", "to-code"),
+        long=_fs("list silent"),
+        long_values=_fs("from-code to-code"),
         deny={"-o": "iconv -o writes a file", "--output": "iconv --output writes a file"},
     ),
     "rg": Spec(
         short="nNiSswxvlcoFHIpLaUPqb0.u",
         short_values="efgtTABCmdrjEM",
         long=_fs(
-            "line-number", "no-line-number", "ignore-case", "smart-case", "case-sensitive",
-            "word-regexp", "line-regexp", "invert-match", "files-with-matches",
-            "files-without-match", "count", "count-matches", "only-matching", "fixed-strings",
-            "with-filename", "no-filename", "heading", "no-heading", "pretty", "color",
-            "colors", "follow", "hidden", "no-ignore", "no-ignore-vcs", "no-ignore-dot",
-            "no-ignore-global", "no-ignore-parent", "no-ignore-exclude", "no-ignore-files",
-            "unrestricted", "files", "json", "vimgrep", "column", "byte-offset", "trim",
-            "multiline", "multiline-dotall", "pcre2", "engine", "stats", "quiet", "text",
-            "binary", "null", "null-data", "path-separator", "max-columns",
-            "max-columns-preview", "passthru", "glob-case-insensitive", "no-messages",
-            "no-config", "mmap", "no-mmap", "one-file-system", "field-match-separator",
-            "field-context-separator", "context-separator", "no-context-separator",
-            "line-buffered", "block-buffered", "debug", "trace", "crlf", "encoding",
-            "max-filesize", "include-zero", "no-unicode", "auto-hybrid-regex", "type-list",
-            "sort", "sortr", "type-add", "type-clear", "help", "version",
+            "line-number no-line-number ignore-case smart-case case-sensitive "
+            "word-regexp line-regexp invert-match files-with-matches "
+            "files-without-match count count-matches only-matching fixed-strings "
+            "with-filename no-filename heading no-heading pretty follow hidden "
+            "no-ignore no-ignore-vcs no-ignore-dot no-ignore-global no-ignore-parent "
+            "no-ignore-exclude no-ignore-files unrestricted files json vimgrep "
+            "column byte-offset trim multiline multiline-dotall pcre2 stats quiet "
+            "text binary null null-data max-columns-preview passthru "
+            "glob-case-insensitive no-messages no-config mmap no-mmap "
+            "one-file-system no-context-separator line-buffered block-buffered debug "
+            "trace crlf include-zero no-unicode auto-hybrid-regex type-list help "
+            "version"
         ),
         long_values=_fs(
-            "regexp", "file", "glob", "iglob", "type", "type-not", "after-context",
-            "before-context", "context", "max-count", "max-depth", "replace", "threads",
-            "ignore-file",
+            "regexp file glob iglob type type-not after-context before-context "
+            "context max-count max-depth replace threads ignore-file color colors "
+            "context-separator encoding engine field-context-separator "
+            "field-match-separator max-columns max-filesize path-separator sort "
+            "sortr type-add type-clear"
         ),
         deny={
             "--pre": "rg --pre runs a program on every file",
@@ -484,23 +525,23 @@ SPECS: dict[str, Spec] = {
             "--search-zip": "rg --search-zip runs decompression programs",
             "--hostname-bin": "rg --hostname-bin runs a program",
         },
-        path_values=_fs("-f", "--file", "--ignore-file"),
-        pattern_flags=_fs("-e", "-f", "--regexp", "--file", "--files", "--type-list"),
+        path_values=_fs("-f --file --ignore-file"),
+        pattern_flags=_fs("-e -f --regexp --file --files --type-list"),
         operands=PATTERN,
     ),
     "fd": Spec(
         short="HIusiFgaLp0lq1",
         short_values="dEteSocj",
         long=_fs(
-            "hidden", "no-ignore", "unrestricted", "case-sensitive", "ignore-case", "glob",
-            "regex", "fixed-strings", "absolute-path", "list-details", "follow", "full-path",
-            "print0", "prune", "strip-cwd-prefix", "one-file-system", "no-ignore-vcs",
-            "no-ignore-parent", "quiet", "show-errors", "hyperlink", "help", "version",
+            "hidden no-ignore unrestricted case-sensitive ignore-case glob regex "
+            "fixed-strings absolute-path list-details follow full-path print0 prune "
+            "strip-cwd-prefix one-file-system no-ignore-vcs no-ignore-parent quiet "
+            "show-errors hyperlink help version"
         ),
         long_values=_fs(
-            "max-depth", "min-depth", "exact-depth", "exclude", "type", "extension", "size",
-            "changed-within", "changed-before", "owner", "color", "threads", "max-results",
-            "base-directory", "path-separator", "search-path", "ignore-file", "format", "and",
+            "max-depth min-depth exact-depth exclude type extension size "
+            "changed-within changed-before owner color threads max-results "
+            "base-directory path-separator search-path ignore-file format and"
         ),
         deny={
             "-x": "fd -x runs a command",
@@ -508,7 +549,7 @@ SPECS: dict[str, Spec] = {
             "-X": "fd -X runs a command",
             "--exec-batch": "fd --exec-batch runs a command",
         },
-        path_values=_fs("--base-directory", "--search-path", "--ignore-file"),
+        path_values=_fs("--base-directory --search-path --ignore-file"),
         operands=PATTERN,
     ),
 }
@@ -519,8 +560,8 @@ SPECS["fdfind"] = SPECS["fd"]
 # ---------------------------------------------------------------- git
 
 GIT_GLOBAL_FLAGS = _fs(
-    "--no-pager", "-P", "--no-replace-objects", "--literal-pathspecs", "--glob-pathspecs",
-    "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks", "--no-advice",
+    "--no-pager -P --no-replace-objects --literal-pathspecs --glob-pathspecs "
+    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice"
 )
 GIT_GLOBAL_DENY = {
     "-c": "git -c sets configuration, which can run programs",
@@ -537,16 +578,16 @@ GIT_GLOBAL_DENY = {
     "-h": "git -h is not checked",
 }
 GIT_NETWORK = _fs(
-    "fetch", "pull", "push", "clone", "ls-remote", "send-email", "fetch-pack", "send-pack",
-    "request-pull", "remote-ext", "http-fetch",
+    "fetch pull push clone ls-remote send-email fetch-pack send-pack "
+    "request-pull remote-ext http-fetch"
 )
 GIT_WRITES = _fs(
-    "add", "am", "apply", "archive", "bisect", "checkout", "cherry-pick", "clean", "commit",
-    "gc", "init", "merge", "mv", "notes", "prune", "rebase", "reset", "restore", "revert", "rm",
-    "submodule", "switch", "update-ref", "update-index", "format-patch", "filter-branch",
-    "replace", "repack", "maintenance", "sparse-checkout", "hash-object", "read-tree",
-    "write-tree", "commit-tree", "mktag", "mktree", "pack-refs", "symbolic-ref",
-    "fast-import", "bundle", "credential", "lfs", "citool", "gui", "mergetool", "difftool",
+    "add am apply archive bisect checkout cherry-pick clean commit gc init "
+    "merge mv prune rebase reset restore revert rm switch "
+    "update-ref update-index format-patch filter-branch replace repack "
+    "maintenance sparse-checkout hash-object read-tree write-tree "
+    "commit-tree mktag mktree pack-refs symbolic-ref fast-import bundle "
+    "credential lfs citool gui mergetool difftool"
 )
 GIT_DENY_LONG = {
     "output": "git --output writes a file",
@@ -560,11 +601,11 @@ GIT_DENY_LONG = {
     "upload-pack": "git --upload-pack runs a program",
 }
 GIT_LOG_LIKE = _fs(
-    "log", "show", "diff", "whatchanged", "diff-tree", "diff-files", "diff-index", "range-diff",
-    "shortlog", "blame", "annotate", "cherry", "rev-list", "show-branch", "name-rev",
-    "merge-base", "describe", "status", "ls-files", "ls-tree", "cat-file", "rev-parse",
-    "count-objects", "check-ignore", "check-attr", "for-each-ref", "show-ref", "var",
-    "version", "grep", "check-ref-format",
+    "log show diff whatchanged diff-tree diff-files diff-index range-diff "
+    "shortlog blame annotate cherry rev-list show-branch name-rev merge-base "
+    "describe status ls-files ls-tree cat-file rev-parse count-objects "
+    "check-ignore check-attr for-each-ref show-ref var version grep "
+    "check-ref-format"
 )
 
 
@@ -626,8 +667,14 @@ def _git_listing(sub: str, rest: Sequence[Word], flags: str, longs: frozenset[st
             opt, eq, _ = text[2:].partition("=")
             if opt not in longs:
                 raise Unproven(f"git {sub} {text} changes {sub}es")
-            list_mode |= opt in ("list", "contains", "no-contains", "merged", "no-merged",
-                                 "points-at")
+            list_mode |= opt in (
+                "list",
+                "contains",
+                "no-contains",
+                "merged",
+                "no-merged",
+                "points-at",
+            )
             pending = not eq and opt in ("sort", "format", "points-at")
         elif text.startswith("-") and len(text) > 1:
             if sub == "tag" and re.fullmatch(r"-n\d*", text):
@@ -643,21 +690,21 @@ def _git_listing(sub: str, rest: Sequence[Word], flags: str, longs: frozenset[st
 
 
 BRANCH_LONGS = _fs(
-    "all", "remotes", "list", "verbose", "ignore-case", "show-current", "no-color", "no-column",
-    "omit-empty", "no-abbrev", "contains", "no-contains", "merged", "no-merged", "points-at",
-    "sort", "format", "color", "column", "abbrev",
+    "all remotes list verbose ignore-case show-current no-color no-column "
+    "omit-empty no-abbrev contains no-contains merged no-merged points-at "
+    "sort format color column abbrev"
 )
 TAG_LONGS = _fs(
-    "list", "contains", "no-contains", "merged", "no-merged", "points-at", "sort", "format",
-    "column", "no-column", "color", "ignore-case", "omit-empty",
+    "list contains no-contains merged no-merged points-at sort format column "
+    "no-column color ignore-case omit-empty"
 )
-CONFIG_READS = _fs("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l")
+CONFIG_READS = _fs("--get --get-all --get-regexp --get-urlmatch --list -l")
 CONFIG_FLAGS = _fs(
-    "--local", "--global", "--system", "--worktree", "--show-origin", "--show-scope",
-    "--name-only", "-z", "--null", "--bool", "--int", "--bool-or-int", "--path",
-    "--expiry-date", "--includes", "--no-includes", "--all", "--regexp", "--fixed-value",
+    "--local --global --system --worktree --show-origin --show-scope "
+    "--name-only -z --null --bool --int --bool-or-int --path --expiry-date "
+    "--includes --no-includes --all --regexp --fixed-value"
 )
-CONFIG_VALUES = _fs("--type", "--default", "--file", "-f", "--blob", "--url", "--value")
+CONFIG_VALUES = _fs("--type --default --file -f --blob --url --value")
 
 
 def _git_config(rest: Sequence[Word]) -> list[str]:
@@ -712,8 +759,10 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
         _git_paths(_git_options(sub, rest), paths, dynamic)
     elif sub == "worktree":
         texts = [w.text if w.literal else "$" for w in rest]
-        if not texts or texts[0] != "list" or any(
-            t not in ("--porcelain", "-v", "--verbose", "-z") for t in texts[1:]
+        if (
+            not texts
+            or texts[0] != "list"
+            or any(t not in ("--porcelain", "-v", "--verbose", "-z") for t in texts[1:])
         ):
             raise Unproven("git worktree changes worktrees (only 'list' is read-only)")
     elif sub == "branch":
@@ -723,13 +772,21 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
     elif sub == "remote":
         texts = [w.text if w.literal else "$" for w in rest]
         if texts and not all(t in ("-v", "--verbose") for t in texts):
-            url = texts[0] == "get-url" and all(
-                t in ("--push", "--all") or not t.startswith(("-", "$")) for t in texts[1:]
+            names = [t for t in texts[1:] if t not in ("--push", "--all", "-n")]
+            local = all(not t.startswith(("-", "$")) for t in names) and (
+                texts[0] == "get-url"  # show asks the remote unless -n or no name is given
+                or (texts[0] == "show" and ("-n" in texts or not names))
             )
-            if not url:
+            if not local:
                 raise Unproven(f"git remote {texts[0]} changes remotes or uses the network")
     elif sub == "config":
         paths += _git_config(rest)
+    elif sub in ("submodule", "notes"):
+        verbs = ("status",) if sub == "submodule" else ("list", "show")
+        verb = rest[0].text if rest and rest[0].literal else None
+        if rest and verb not in verbs:
+            raise Unproven(f"git {sub} {rest[0].raw} writes or runs commands")
+        _git_paths(_git_options(sub, rest[1:]), paths, dynamic)
     elif sub in GIT_NETWORK:
         raise Unproven(f"git subcommand '{sub}' uses the network")
     elif sub == "help":
@@ -780,21 +837,22 @@ FIND_DENY = {
     "-fprintf": "find -fprintf writes a file",
 }
 FIND_NULLARY = _fs(
-    "-depth", "-d", "-mount", "-xdev", "-noleaf", "-ignore_readdir_race",
-    "-noignore_readdir_race", "-daystart", "-follow", "-warn", "-nowarn", "-empty",
-    "-executable", "-readable", "-writable", "-false", "-true", "-nogroup", "-nouser", "-print",
-    "-print0", "-prune", "-quit", "-ls", "-not", "-a", "-and", "-o", "-or", "!", "(", ")", ",",
+    "-depth -d -mount -xdev -noleaf -ignore_readdir_race "
+    "-noignore_readdir_race -daystart -follow -warn -nowarn -empty "
+    "-executable -readable -writable -false -true -nogroup -nouser -print "
+    "-print0 -prune -quit -ls -not -a -and -o -or ! ( ) ,"
 )
 FIND_UNARY = _fs(
-    "-maxdepth", "-mindepth", "-amin", "-anewer", "-atime", "-cmin", "-cnewer", "-ctime",
-    "-fstype", "-gid", "-group", "-ilname", "-iname", "-inum", "-ipath", "-iregex",
-    "-iwholename", "-links", "-lname", "-mmin", "-mtime", "-name", "-newer", "-path", "-perm",
-    "-regex", "-samefile", "-size", "-type", "-uid", "-used", "-user", "-wholename", "-xtype",
-    "-context", "-regextype", "-printf", "-files0-from",
+    "-maxdepth -mindepth -amin -anewer -atime -cmin -cnewer -ctime -fstype "
+    "-gid -group -ilname -iname -inum -ipath -iregex -iwholename -links "
+    "-lname -mmin -mtime -name -newer -path -perm -regex -samefile -size "
+    "-type -uid -used -user -wholename -xtype -context -regextype -printf "
+    "-files0-from"
 )
-FIND_PATH_VALUES = _fs("-anewer", "-cnewer", "-newer", "-samefile", "-files0-from")
+FIND_PATH_VALUES = _fs("-anewer -cnewer -newer -samefile -files0-from")
 FIND_NEWER_XY = re.compile(r"-newer[aBcm][aBcmt]")
-FIND_SIGNED = re.compile(r"-\d")
+FIND_SIGNED = re.compile(r"-\d")  # -mtime -7, -size -10k
+FIND_SYMBOLIC_MODE = re.compile(r"-[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXstugo]*)*")
 
 
 def _find(name: str, args: Sequence[Word]) -> Judged:
@@ -830,10 +888,13 @@ def _find(name: str, args: Sequence[Word]) -> Judged:
         if i + 1 >= len(args) or not args[i + 1].literal:
             raise Unproven(f"find {text} needs a literal value")
         value = args[i + 1].text
-        if value.startswith("-") and not FIND_SIGNED.match(value):
+        mode = text == "-perm" and FIND_SYMBOLIC_MODE.fullmatch(value)
+        if value.startswith("-") and not FIND_SIGNED.match(value) and not mode:
             raise Unproven(f"find {text} {value}: the value looks like an option")
         if text in FIND_PATH_VALUES or (FIND_NEWER_XY.fullmatch(text) and text[-1] != "t"):
             paths.append(value)
+        if text == "-files0-from":
+            dynamic.append(named_inside(value))
         i += 2
     return Judged("find", tuple(paths), tuple(dynamic))
 
@@ -843,10 +904,11 @@ def _find(name: str, args: Sequence[Word]) -> Judged:
 SED_SPEC = Spec(
     short="nErszub",
     short_values="el",
-    long=_fs("quiet", "silent", "regexp-extended", "separate", "null-data", "zero-terminated",
-             "unbuffered", "posix", "debug", "sandbox", "binary", "follow-symlinks", "help",
-             "version"),
-    long_values=_fs("expression", "line-length"),
+    long=_fs(
+        "quiet silent regexp-extended separate null-data zero-terminated "
+        "unbuffered posix debug sandbox binary follow-symlinks help version"
+    ),
+    long_values=_fs("expression line-length"),
     deny={
         "-i": "sed -i edits files",
         "--in-place": "sed -i edits files",
@@ -1040,10 +1102,11 @@ def _sed(name: str, args: Sequence[Word]) -> Judged:
 AWK_SPEC = Spec(
     short="bcNPrsSMOtV",
     short_values="Fv",
-    long=_fs("posix", "traditional", "sandbox", "characters-as-bytes", "use-lc-numeric",
-             "re-interval", "no-optimize", "optimize", "bignum", "help", "version",
-             "copyright"),
-    long_values=_fs("field-separator", "assign"),
+    long=_fs(
+        "posix traditional sandbox characters-as-bytes use-lc-numeric "
+        "re-interval no-optimize optimize bignum help version copyright"
+    ),
+    long_values=_fs("field-separator assign"),
     deny={
         "-f": "awk -f runs a program file that is not shown",
         "--file": "awk -f runs a program file that is not shown",
@@ -1066,7 +1129,8 @@ AWK_SPEC = Spec(
         "--source": "awk --source programs are not checked",
     },
 )
-AWK_WORDS = re.compile(r"\b(system|getline|close|ARGV|ARGC)\b")
+# awk lexes `$5system(…)` as `$5` then `system(…)`: only a letter or `_` can glue on in front
+AWK_WORDS = re.compile(r"(?<![A-Za-z_])(system|getline|close|ARGV|ARGC)(?![A-Za-z0-9_])")
 AWK_WORD_REASONS = {
     "system": "awk system() runs a command",
     "getline": "awk getline reads other files or commands",
@@ -1075,8 +1139,25 @@ AWK_WORD_REASONS = {
     "ARGC": "awk ARGC changes which files are read",
 }
 AWK_TWO = frozenset(
-    ("||", "&&", ">=", "<=", "==", "!=", "++", "--", "+=", "-=", "*=", "/=", "%=", "^=", ">>",
-     "|&", "**")
+    (
+        "||",
+        "&&",
+        ">=",
+        "<=",
+        "==",
+        "!=",
+        "++",
+        "--",
+        "+=",
+        "-=",
+        "*=",
+        "/=",
+        "%=",
+        "^=",
+        ">>",
+        "|&",
+        "**",
+    )
 )
 AWK_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -1105,15 +1186,26 @@ def _awk_regex_end(prog: str, i: int) -> int:
     raise Unproven("awk: unterminated regular expression")
 
 
+AWK_CONDITION_WORDS = _fs("if while for switch")  # `if (…) /re/`: a statement follows
+AWK_OPERAND_BEFORE = _fs("print printf in return case do else")  # a regex may follow these
+
+
 def awk_program_reason(prog: str) -> str | None:
-    """Why the awk program is not proven read-only, or None: no commands, pipes, writes."""
+    """Why the awk program is not proven read-only, or None: no commands, pipes or writes.
+
+    A small tokenizer: strings and regexes are skipped, `print … >`/`>>` at the print's own
+    parenthesis depth is a redirection, any `|` runs a command. awk tells a regex from a
+    division by grammar, so a `/` right after a condition's `)` starts a regex, and a comment
+    after a division on the same line is refused (a regex read as division could hide code)."""
     found = AWK_WORDS.search(prog)
     if found:
         return AWK_WORD_REASONS[found.group(1)]
     i, n = 0, len(prog)
-    operand = False  # the last token ends an operand (so '/' divides)
-    depth = 0
+    operand = False  # the last token ends an operand, so '/' divides
+    parens: list[bool] = []  # open ( and [: True for an if/while/for condition
+    condition_next = False
     printing = -1  # paren depth of the current print statement, -1 outside one
+    divided = False  # a '/' was read as division on this line
     try:
         while i < n:
             char = prog[i]
@@ -1121,6 +1213,8 @@ def awk_program_reason(prog: str) -> str | None:
                 i += 2 if char == "\\" else 1
                 continue
             if char == "#":
+                if divided:
+                    return "awk: a comment after a division is ambiguous"
                 end = prog.find("\n", i)
                 i = n if end < 0 else end
                 continue
@@ -1133,46 +1227,57 @@ def awk_program_reason(prog: str) -> str | None:
                 if i >= n:
                     return "awk: unterminated string"
                 i += 1
-                operand = True
+                operand, condition_next = True, False
                 continue
             if char == "/" and not operand:
                 i = _awk_regex_end(prog, i) + 1
-                operand = True
+                operand, condition_next = True, False
                 continue
-            if char.isalnum() or char in "_.":
+            if char.isdigit() or char == ".":
+                while i < n and (prog[i].isdigit() or prog[i] == "."):
+                    i += 1
+                operand, condition_next = True, False
+                continue
+            if char.isalpha() or char == "_":
                 j = i
-                while j < n and (prog[j].isalnum() or prog[j] in "_."):
+                while j < n and (prog[j].isalnum() or prog[j] == "_"):
                     j += 1
                 word = prog[i:j]
                 i = j
                 if word in ("print", "printf"):
-                    printing = depth
-                operand = word not in ("print", "printf", "in", "return", "case", "do", "else")
+                    printing = len(parens)
+                operand = word not in AWK_OPERAND_BEFORE
+                condition_next = word in AWK_CONDITION_WORDS
                 continue
             two = prog[i : i + 2]
             if two in AWK_TWO:
                 if two == "|&":
                     return "awk |& runs a coprocess"
-                if two == ">>" and printing == depth:
+                if two == ">>" and printing == len(parens):
                     return "awk print >> writes a file"
+                divided |= two == "/="
                 i += 2
-                operand = two in ("++", "--")
+                operand, condition_next = two in ("++", "--"), False
                 continue
             if char == "|":
                 return "awk | runs a command"
             if char == "@":
                 return "gawk @ directives load code"
-            if char == ">" and printing == depth:
+            if char == ">" and printing == len(parens):
                 return "awk print > writes a file"
+            operand = False
             if char in "([":
-                depth += 1
+                parens.append(condition_next and char == "(")
             elif char in ")]":
-                depth -= 1
-                if depth < 0:
+                if not parens:
                     return "awk: unbalanced parentheses"
+                operand = not parens.pop()  # after a condition a statement (maybe /re/) follows
             elif char in "{};\n":
                 printing = -1
-            operand = char in ")]"
+                divided = divided and char != "\n"
+            elif char == "/":
+                divided = True
+            condition_next = False
             i += 1
     except Unproven as exc:
         return exc.reason
@@ -1205,9 +1310,8 @@ def _awk(name: str, args: Sequence[Word]) -> Judged:
 XARGS_SPEC = Spec(
     short="0rtx",
     short_values="dnLsPEa",
-    long=_fs("null", "no-run-if-empty", "verbose", "exit", "help", "version"),
-    long_values=_fs("delimiter", "max-args", "max-lines", "max-chars", "max-procs", "eof",
-                    "arg-file"),
+    long=_fs("null no-run-if-empty verbose exit help version"),
+    long_values=_fs("delimiter max-args max-lines max-chars max-procs eof arg-file"),
     deny={
         "-I": "xargs -I substitutes input into the command",
         "-i": "xargs -i substitutes input into the command",
@@ -1218,7 +1322,7 @@ XARGS_SPEC = Spec(
         "--open-tty": "xargs --open-tty opens the terminal",
         "--process-slot-var": "xargs --process-slot-var is not checked",
     },
-    path_values=_fs("-a", "--arg-file"),
+    path_values=_fs("-a --arg-file"),
     operands=NONE,
     stop_at_operand=True,
 )
@@ -1228,7 +1332,7 @@ def _xargs(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, XARGS_SPEC, args)
     target = parsed.operands
     if not target:
-        return Judged("xargs echo", (), ("xargs",))
+        return Judged("xargs echo")
     head = target[0]
     command = head.text.rsplit("/", 1)[-1] if head.literal else ""
     if not head.literal or ("/" in head.text and head.text.rsplit("/", 1)[0] not in TRUSTED_DIRS):
@@ -1239,8 +1343,9 @@ def _xargs(name: str, args: Sequence[Word]) -> Judged:
             f"xargs runs '{command}', whose options are not all read-only (input becomes arguments)"
         )
     judged = judge_spec(command, spec, target[1:])
-    source = " ".join(w.raw for w in args)
-    return Judged(f"xargs {command}", judged.paths, (*judged.dynamic, f"xargs {source}"))
+    lists = [v.raw for k, v in parsed.flags if k in ("-a", "--arg-file") and v is not None]
+    inputs = tuple(named_inside(path) for path in lists) or (STDIN_NAMES,)
+    return Judged(f"xargs {command}", judged.paths, (*judged.dynamic, *inputs))
 
 
 def _printf(name: str, args: Sequence[Word]) -> Judged:
@@ -1251,8 +1356,9 @@ def _printf(name: str, args: Sequence[Word]) -> Judged:
         first = rest[0]
         if first.literal and first.text.startswith("-") and first.text != "-":
             raise Unproven(
-                "printf -v assigns a variable" if first.text.startswith("-v") else
-                f"unknown option {first.text} for printf"
+                "printf -v assigns a variable"
+                if first.text.startswith("-v")
+                else f"unknown option {first.text} for printf"
             )
         if first.flaggable and not first.literal:
             raise Unproven("printf format computed at run time could be an option")
@@ -1284,11 +1390,10 @@ DATE_SPEC = Spec(
     short="uR",
     short_values="dfr",
     short_optional="I",
-    long=_fs("utc", "universal", "rfc-email", "rfc-2822", "debug", "help", "version",
-             "iso-8601", "rfc-3339", "resolution"),
-    long_values=_fs("date", "file", "reference"),
+    long=_fs("utc universal rfc-email rfc-2822 debug help version iso-8601 rfc-3339 resolution"),
+    long_values=_fs("date file reference"),
     deny={"-s": "date -s sets the clock", "--set": "date --set sets the clock"},
-    path_values=_fs("-f", "--file", "-r", "--reference"),
+    path_values=_fs("-f --file -r --reference"),
     operands=NONE,
     max_operands=1,
 )
@@ -1302,14 +1407,8 @@ def _date(name: str, args: Sequence[Word]) -> Judged:
     return judged
 
 
-TEST_BINARY = _fs(
-    "=", "==", "!=", "<", ">", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-nt", "-ot", "-ef",
-    "-a", "-o",
-)
-TEST_FILE_OPS = _fs(
-    "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-u", "-w", "-x", "-G",
-    "-L", "-N", "-O", "-S",
-)
+TEST_BINARY = _fs("= == != < > -eq -ne -lt -le -gt -ge -nt -ot -ef -a -o")
+TEST_FILE_OPS = _fs("-b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
 
 
 def check_test(name: str, args: Sequence[Word]) -> Judged:
@@ -1331,8 +1430,11 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
         fixed = (
             count == 1
             or (count == 2 and 0 not in dynamic)
-            or (count == 3 and 1 not in dynamic and (words[1].text in TEST_BINARY or (
-                0 not in dynamic and words[0].text == "!")))
+            or (
+                count == 3
+                and 1 not in dynamic
+                and (words[1].text in TEST_BINARY or (0 not in dynamic and words[0].text == "!"))
+            )
         )
         if not fixed:
             raise Unproven("test with run-time words where an operator could be")
@@ -1345,13 +1447,11 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
 
 
 IP_OBJECTS = _fs(
-    "address", "addr", "a", "link", "l", "route", "r", "ro", "neighbour", "neighbor", "neigh",
-    "n", "rule", "ru", "maddress", "maddr",
+    "address addr a link l route r ro neighbour neighbor neigh n rule ru maddress maddr"
 )
 IP_OPTIONS = _fs(
-    "-4", "-6", "-br", "-brief", "-c", "-color", "-d", "-details", "-s", "-stats",
-    "-statistics", "-h", "-human", "-j", "-json", "-p", "-pretty", "-o", "-oneline", "-r",
-    "-resolve", "-a", "-all",
+    "-4 -6 -br -brief -c -color -d -details -s -stats -statistics -h -human "
+    "-j -json -p -pretty -o -oneline -r -resolve -a -all"
 )
 
 
@@ -1372,10 +1472,12 @@ def _ip(name: str, args: Sequence[Word]) -> Judged:
 
 COMPRESS_SPEC = Spec(
     short="cdklntqvN123456789",
-    long=_fs("stdout", "to-stdout", "decompress", "uncompress", "keep", "list", "test",
-             "quiet", "verbose", "name", "no-name", "help", "version"),
+    long=_fs(
+        "stdout to-stdout decompress uncompress keep list test quiet verbose "
+        "name no-name help version"
+    ),
 )
-COMPRESS_STREAMING = _fs("zcat", "bzcat", "xzcat")
+COMPRESS_STREAMING = _fs("zcat bzcat xzcat")
 
 
 def _compressor(name: str, args: Sequence[Word]) -> Judged:
@@ -1390,9 +1492,11 @@ def _compressor(name: str, args: Sequence[Word]) -> Judged:
 TAR_SPEC = Spec(
     short="tvzjJ",
     short_values="f",
-    long=_fs("list", "verbose", "gzip", "gunzip", "bzip2", "xz", "zstd", "force-local",
-             "numeric-owner", "no-wildcards", "wildcards", "help", "version"),
-    long_values=_fs("file", "exclude"),
+    long=_fs(
+        "list verbose gzip gunzip bzip2 xz zstd force-local numeric-owner "
+        "no-wildcards wildcards help version"
+    ),
+    long_values=_fs("file exclude"),
     operands=NONE,
 )
 
@@ -1414,7 +1518,7 @@ def _tar(name: str, args: Sequence[Word]) -> Judged:
     return Judged(name, tuple(a.text for a in archives))
 
 
-TRUSTED_DIRS = _fs("/bin", "/usr/bin", "/usr/local/bin", "/sbin", "/usr/sbin")
+TRUSTED_DIRS = _fs("/bin /usr/bin /usr/local/bin /sbin /usr/sbin")
 
 RULES: dict[str, Rule] = {name: _spec_rule(spec) for name, spec in SPECS.items()}
 RULES.update(
@@ -1449,31 +1553,25 @@ INTERPRETER = re.compile(
     r"|irb|swift|groovy|scala|erl|escript|elixir|iex|expect)[0-9.]*"
 )
 LAUNCHERS = _fs(
-    "sudo", "doas", "su", "nohup", "timeout", "nice", "ionice", "time", "watch", "setsid",
-    "flock", "chroot", "strace", "ltrace", "stdbuf", "taskset", "unbuffer", "parallel", "at",
-    "batch", "crontab", "systemd-run", "runuser", "firejail", "coproc", "script", "builtin",
-    "exec", "eval", "source", ".", "nsenter", "unshare", "chrt", "prlimit",
+    "sudo doas su nohup timeout nice ionice time watch setsid flock chroot "
+    "strace ltrace stdbuf taskset unbuffer parallel at batch crontab "
+    "systemd-run runuser firejail coproc script builtin exec eval source . "
+    "nsenter unshare chrt prlimit"
 )
 BUILTINS = _fs(
-    "cd", "pushd", "popd", "dirs", "alias", "unalias", "hash", "shopt", "set", "export",
-    "history", "trap", "ulimit", "umask", "read", "wait", "jobs", "fg", "bg", "disown", "exit",
-    "return", "shift", "let", "local", "declare", "typeset", "readonly", "unset", "enable",
-    "getopts", "mapfile", "readarray", "complete", "compgen", "bind", "fc", "suspend", "logout",
-    "kill",
+    "cd pushd popd dirs alias unalias hash shopt set export history trap "
+    "ulimit umask read wait jobs fg bg disown exit return shift let local "
+    "declare typeset readonly unset enable getopts mapfile readarray "
+    "complete compgen bind fc suspend logout kill"
 )
-INTERACTIVE = _fs(
-    "less", "more", "most", "man", "info", "vi", "vim", "nvim", "nano", "emacs", "view", "top",
-    "htop", "tmux", "screen",
-)
+INTERACTIVE = _fs("less more most man info vi vim nvim nano emacs view top htop tmux screen")
 PROJECT_TOOLS = _fs(
-    "make", "cmake", "ninja", "npm", "npx", "yarn", "pnpm", "cargo", "rustc", "go", "gcc", "cc",
-    "clang", "pip", "pip3", "pipx", "uv", "poetry", "pytest", "tox", "docker", "podman",
-    "kubectl", "helm", "terraform", "gh", "mvn", "gradle", "dotnet", "bundle", "gem", "composer",
-    "ldd", "sqlite3", "psql", "mysql", "aws", "gcloud", "az",
+    "make cmake ninja npm npx yarn pnpm cargo rustc go gcc cc clang pip pip3 "
+    "pipx uv poetry pytest tox docker podman kubectl helm terraform gh mvn "
+    "gradle dotnet bundle gem composer ldd sqlite3 psql mysql aws gcloud az"
 )
 NETWORK = _fs(
-    "curl", "wget", "ssh", "scp", "sftp", "rsync", "nc", "ncat", "netcat", "telnet", "ftp",
-    "ping", "dig", "nslookup", "host", "traceroute",
+    "curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping dig nslookup host traceroute"
 )
 
 

@@ -1,19 +1,21 @@
-"""Shell read-only proof: decide whether a bash command line can only read, before running it.
+"""Shell read-only proof: decide, before running it, whether a bash command line can only read.
 
-Speculation may run a shell command only when `check` proves it read-only: the command is parsed
-with tree-sitter-bash and every node is walked; only known statement kinds, words and redirections
-(`/dev/null` or input) are accepted, every substitution is proven recursively, and each simple
-command must pass its per-command rule in `shell_rules` (allowlist; unknown commands, flags, git
-subcommands and sed/awk constructs are rejected). Parse errors, unknown node types, text the
-parser skipped and anything computed at run time where it could change the command are rejected;
-`Verdict.reason` names the first one. `paths` lists the literal path arguments so the gate can
-apply the read-scope rules (outside the root, secret files); `dynamic_paths` holds the source text
-of path arguments known only at run time (globs, `$VAR`, substitutions, xargs input). It never
-runs the command. A proven command is meant to be run with `sanitized_env` (no pager, git
-hardening, no TTY, stdin closed, `SHELL_TIMEOUT_S`). Residual risks the text cannot see: git
-drivers the user configured (`diff.external`, textconv, filters) still run; `diff.external` is
-not overridden because an empty override makes every `git diff` fail. Thread rule: one parser per
-thread (`threading.local`); everything else is pure, so `check` is safe from any thread.
+Speculation may run a shell command only when `check` proves it read-only. The line is parsed
+with tree-sitter-bash and every node is walked: only known statements, words and redirections
+(input, or output to `/dev/null`) pass; substitutions pass only when every inner command is
+proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
+the corpus decides; each simple command must pass its allowlist rule in `shell_rules`. Parse
+errors, unknown node types, text the parser skipped or split differently from bash (line
+continuations, carriage returns, blanks inside a word) and anything computed at run time where
+it could change the command are refused; `Verdict.reason` names the first. `paths` and
+`dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
+never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
+through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S`. Left to that
+environment and not provable from the text: git drivers the user configured
+(`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
+configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
+dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
+so `check` is safe from any thread.
 """
 
 from __future__ import annotations
@@ -35,22 +37,23 @@ MAX_COMMAND_BYTES = 8192
 MAX_DEPTH = 60  # nested statements and words
 SHELL_TIMEOUT_S = 10.0
 
+
+def _set(names: str) -> frozenset[str]:
+    return frozenset(names.split())
+
+
 _LANGUAGE = Language(tree_sitter_bash.language())
 _LOCAL = threading.local()
 
 # characters bash and tree-sitter may split differently, or that hide text from a reader
 _BAD_CHARS = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x85\xa0\u1680\u2000-\u200f\u2028-\u202f\u205f\u3000\ufeff]"
-    "|\r(?!\n)|\\\\\r"
 )
 _STATEMENT_SEPARATORS = frozenset((";", "\n"))
-_WRITE_OPS = frozenset((">", ">>", "&>", "&>>", ">|"))
+_WRITE_OPS = _set("> >> &> &>> >|")
 _NETWORK_DEVICES = ("/dev/tcp/", "/dev/udp/", "/dev/tcp", "/dev/udp")
-_REDIRECTS = frozenset(("file_redirect", "heredoc_redirect", "herestring_redirect"))
-_EXPANSION_OPS = frozenset(
-    ("${", "}", "#", "##", "%", "%%", "-", ":-", "+", ":+", "/", "//", "/#", "/%", ",", ",,",
-     "^", "^^")
-)
+_REDIRECTS = _set("file_redirect heredoc_redirect herestring_redirect")
+_EXPANSION_OPS = _set("${ } # ## % %% - :- + :+ / // /# /% , ,, ^ ^^")
 _EXPANSION_REJECTS = {
     "=": "${x=…} assigns a variable",
     ":=": "${x:=…} assigns a variable",
@@ -58,48 +61,40 @@ _EXPANSION_REJECTS = {
     ":?": "${x:?…} is not checked",
     "@": "${x@…} transformations can run code",
     "!": "${!x} indirection is not checked",
-    ":": "${x:offset} evaluates variables as arithmetic code",
+    ":": "${x:offset} with a variable offset evaluates it as arithmetic code",
 }
-_ARITH_NODES = frozenset(
-    ("number", "binary_expression", "unary_expression", "parenthesized_expression",
-     "ternary_expression")
+_ARITH_NODES = _set(
+    "number binary_expression unary_expression parenthesized_expression ternary_expression"
 )
-_ARITH_ASSIGN = frozenset(
-    ("=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "++", "--")
-)
-_TEST_ARITH = frozenset(("-eq", "-ne", "-lt", "-le", "-gt", "-ge"))
-_TEST_FILE_OPS = frozenset(
-    ("-a", "-b", "-c", "-d", "-e", "-f", "-g", "-h", "-k", "-p", "-r", "-s", "-u", "-w", "-x",
-     "-G", "-L", "-N", "-O", "-S")
-)
-_WORD_NODES = frozenset(
-    ("word", "number", "string", "raw_string", "ansi_c_string", "concatenation",
-     "simple_expansion", "expansion", "command_substitution", "process_substitution",
-     "arithmetic_expansion", "brace_expression")
+_ARITH_ASSIGN = _set("= += -= *= /= %= <<= >>= &= ^= |= ++ --")
+_TEST_ARITH = _set("-eq -ne -lt -le -gt -ge")
+_TEST_FILE_OPS = _set("-a -b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
+_WORD_NODES = _set(
+    "word number string raw_string ansi_c_string concatenation "
+    "simple_expansion expansion command_substitution process_substitution "
+    "arithmetic_expansion brace_expression"
 )
 _SIMPLE_EXPANSION = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-]")
 _HEREDOC_DELIMITER = re.compile(r"[A-Za-z0-9_.\-'\"\\]+")
 _EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_({\[@*#?$!\-]")
-_ANSI_ESCAPES = {
-    "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-    "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?",
-}
+_RUNS_AFTER_DOLLAR = re.compile(rb"[({\[]")  # $( ${ $[ can run code; $name is only a value
+_RUNS_AFTER_DOLLAR_TEXT = re.compile(r"\$[({\[]")
+_ANSI_ESCAPES = dict(zip("abeEfnrtv\\'\"?", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?", strict=True))
 _ANSI_NUMERIC = re.compile(r"[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}")
 
 # piece kinds of a word under construction
 _LIT, _GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB, _BRACE_OPEN, _BRACE_CLOSE = range(7)
 _RUN_TIME = frozenset((_GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB))
 
-_DROPPED_ENV = frozenset(
-    ("LESS", "LESSOPEN", "LESSCLOSE", "LESSKEY", "BASH_ENV", "ENV", "CDPATH", "GLOBIGNORE",
-     "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "IFS", "RIPGREP_CONFIG_PATH",
-     "GREP_OPTIONS", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "NODE_OPTIONS", "TAPE",
-     "TAR_OPTIONS", "GZIP", "BZIP", "BZIP2", "XZ_OPT", "XZ_DEFAULTS", "POSIXLY_CORRECT",
-     "AWKPATH", "AWKLIBPATH", "LOCPATH", "NLSPATH", "MAGIC", "SSH_ASKPASS", "EDITOR", "VISUAL",
-     "TERMINFO", "PYTHONPATH", "PYTHONSTARTUP")
+_DROPPED_ENV = _set(
+    "LESS LESSOPEN LESSCLOSE LESSKEY BASH_ENV ENV CDPATH GLOBIGNORE "
+    "SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS RIPGREP_CONFIG_PATH "
+    "GREP_OPTIONS GCONV_PATH TAPE TAR_OPTIONS GZIP BZIP BZIP2 XZ_OPT "
+    "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
+    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD"
 )
-_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_")
+_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_", "PYTHON", "PERL", "NODE_", "RUBY")
 # `env`, `printenv` and `echo $X` would hand these to the model
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 GIT_HARDENING: tuple[tuple[str, str], ...] = (
@@ -124,7 +119,9 @@ class Verdict:
     reason: str  # "read-only", or the first thing not proven
     commands: tuple[str, ...] = ()  # commands seen, in order ("git log", "head", …)
     paths: tuple[str, ...] = ()  # literal path arguments (after quote removal, `~` kept)
-    dynamic_paths: tuple[str, ...] = ()  # source text of paths known only at run time
+    # shell source text of paths known only at run time: globs, `$VAR`, `$(…)`, and the files
+    # named inside another file (`$(<list)`) or on stdin (`$(</dev/stdin)`, from xargs)
+    dynamic_paths: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -156,9 +153,11 @@ def _text(node: Node) -> str:
 
 def _decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
     """Quote removal of an unquoted word; specials become their own pieces."""
-    if not any(c in text for c in "\\*?[{}$`"):
+    if not any(c in text for c in "\\*?[{}$` \t\n"):
         out.append((_LIT, text))
         return
+    if "\\\n" in text and ("$" in text or "`" in text):
+        _fail("a line continuation next to '$' (bash joins what the parser split)")
     buf: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -178,6 +177,8 @@ def _decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
             out.append((kind, char))
         elif char == "`" or (char == "$" and _EXPANDS_AFTER_DOLLAR.match(text, i + 1)):
             _fail("an expansion the parser did not see")
+        elif char in " \t\n":
+            _fail("unquoted blank inside one word (the parser and bash disagree)")
         else:
             buf.append(char)
         i += 1
@@ -185,10 +186,10 @@ def _decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
         out.append((_LIT, "".join(buf)))
 
 
-def _decode_double(text: str, buf: list[str], heredoc: bool = False) -> bool:
-    """Quote removal inside "…" (or an unquoted heredoc body); an unescaped `$` becomes NUL
-    (checked later against what follows). Returns whether a line continuation was removed."""
-    escapable = "$`\\\n" if heredoc else '$`"\\\n'
+def _decode_double(text: str, buf: list[str]) -> bool:
+    """Quote removal inside "…"; an unescaped `$` becomes NUL (checked later against what
+    follows). Returns whether a line continuation was removed."""
+    escapable = '$`"\\\n'
     joined = False
     i, n = 0, len(text)
     while i < n:
@@ -525,11 +526,10 @@ class _Walker:
                 _fail("heredoc body holds its own delimiter")
         if body is None or opener != delimiter:
             return  # a quoted delimiter keeps the body literal
-        if not body.named_children:
-            buf: list[str] = []
-            _check_dollars("".join(buf), _decode_double(text, buf, heredoc=True))
-            return
-        self.double_quoted(body, scope, [], heredoc=True)
+        _check_heredoc_body(body)
+        for child in body.named_children:
+            if child.type != "heredoc_content":
+                self.pieces(child, scope, [], quoted=True)
 
     # ------------------------------------------------------------ words
 
@@ -545,10 +545,8 @@ class _Walker:
     def pieces(self, node: Node, scope: _Scope, out: list[tuple[int, str]], quoted: bool) -> None:
         kind = node.type
         dyn = _DYN_QUOTED if quoted else _DYN_UNQUOTED
-        if kind == "word":
+        if kind == "word" or kind == "number":
             _decode_unquoted(_text(node), out)
-        elif kind == "number":
-            out.append((_LIT, _text(node)))
         elif kind == "raw_string":
             out.append((_LIT, _text(node)[1:-1]))
         elif kind == "ansi_c_string":
@@ -587,19 +585,21 @@ class _Walker:
         else:
             _fail(f"unsupported word '{kind}'")
 
-    def double_quoted(
-        self, node: Node, scope: _Scope, out: list[tuple[int, str]], heredoc: bool = False
-    ) -> None:
-        """Check a "…" string or an unquoted heredoc body; append its pieces to `out`."""
+    def double_quoted(self, node: Node, scope: _Scope, out: list[tuple[int, str]]) -> None:
+        """Check a "…" string; append its pieces to `out`."""
         buf: list[str] = []
         dynamic: list[str] = []
         joined = False
         for child in node.children:
             kind = child.type
-            if kind in ("string_content", "heredoc_content"):
-                joined |= _decode_double(_text(child), buf, heredoc)
-            elif kind in ("simple_expansion", "expansion", "command_substitution",
-                          "arithmetic_expansion"):
+            if kind == "string_content":
+                joined |= _decode_double(_text(child), buf)
+            elif kind in (
+                "simple_expansion",
+                "expansion",
+                "command_substitution",
+                "arithmetic_expansion",
+            ):
                 self.pieces(child, scope, [], quoted=True)
                 buf.append("\x01")
                 dynamic.append(_text(child))
@@ -615,7 +615,17 @@ class _Walker:
                 out.append((_DYN_QUOTED, raw))
 
     def expansion(self, node: Node, scope: _Scope) -> None:
-        for child in node.children:
+        children = node.children
+        colon = next((i for i, c in enumerate(children) if c.type == ":"), -1)
+        if colon >= 0:  # ${x:offset:length}: offset and length are arithmetic, numbers only
+            base = children[:colon]
+            names = [c for c in base if c.is_named]
+            if any(
+                c.type != "variable_name" or not _VARIABLE_NAME.fullmatch(_text(c)) for c in names
+            ) or any(c.is_named and c.type != "number" for c in children[colon:]):
+                _fail(_EXPANSION_REJECTS[":"])
+            return
+        for child in children:
             kind = child.type
             if not child.is_named:
                 if kind in _EXPANSION_REJECTS:
@@ -629,10 +639,18 @@ class _Walker:
                 index = child.child_by_field_name("index")
                 if index is None or not (index.type == "number" or _text(index) in ("@", "*")):
                     _fail("array index evaluated as arithmetic code")
-            elif kind == "regex":
-                _plain_pattern(child)
             else:
-                self.pieces(child, scope, [], quoted=True)
+                self.operand(child, scope)
+
+    def operand(self, node: Node, scope: _Scope) -> None:
+        """The word in `${x:-word}`: blanks are part of it; substitutions must be proven."""
+        if node.type in ("word", "regex"):
+            _plain_pattern(node)
+        elif node.type == "concatenation":
+            for child in node.named_children:
+                self.operand(child, scope)
+        else:
+            self.pieces(node, scope, [], quoted=True)
 
     def arithmetic(self, node: Node) -> None:
         """Numbers and operators only: bash evaluates a variable's value as arithmetic code."""
@@ -700,8 +718,11 @@ class _Walker:
         kind = node.type
         if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
             children = node.children
-            operators = [_text(c) for c in children if c.type == "test_operator" or (
-                not c.is_named and c.type not in ("(", ")"))]
+            operators = [
+                _text(c)
+                for c in children
+                if c.type == "test_operator" or (not c.is_named and c.type not in ("(", ")"))
+            ]
             for op in operators:
                 if op in ("-v", "-R"):
                     _fail(f"[[ {op} ]] evaluates an array index as code")
@@ -710,13 +731,13 @@ class _Walker:
                 for operand in operands:
                     if not (operand.type == "number" or _text(operand).isdigit()):
                         _fail("[[ arithmetic ]] evaluates variables as code")
+            file_test = kind == "unary_expression" and operators[0] in _TEST_FILE_OPS
             for operand in operands:
-                self.double_test(operand, scope)
-            if kind == "unary_expression" and operators and operators[0] in _TEST_FILE_OPS:
-                for operand in operands:
-                    word = self.word(operand, scope) if operand.type in _WORD_NODES else None
-                    if word is not None:
-                        self.path(word.text, scope, dynamic=not word.literal)
+                if file_test and operand.type in _WORD_NODES:
+                    word = self.word(operand, scope)
+                    self.path(word.raw if not word.literal else word.text, scope, not word.literal)
+                else:
+                    self.double_test(operand, scope)
         elif kind in ("regex", "extglob_pattern"):
             _plain_pattern(node)
         elif kind in _WORD_NODES:
@@ -725,10 +746,40 @@ class _Walker:
             _fail(f"unsupported '{kind}' in [[ … ]]")
 
 
+def _check_heredoc_body(body: Node) -> None:
+    """An unquoted heredoc body expands `$(…)`, `${…}`, `$[…]` and backquotes: each must start a
+    node the walker checks, and no line continuation may join `$` to what follows."""
+    text = body.text or b""
+    base = body.start_byte
+    spans = sorted(
+        (child.start_byte - base, child.end_byte - base)
+        for child in body.named_children
+        if child.type != "heredoc_content"
+    )
+    joined = False
+    i = 0
+    while i < len(text):
+        char = text[i : i + 1]
+        if spans and i >= spans[0][0]:
+            i = max(i, spans.pop(0)[1])
+            continue
+        if char == b"\\":
+            joined |= text[i + 1 : i + 2] == b"\n"
+            i += 2
+            continue
+        if char == b"`" or (char == b"$" and _RUNS_AFTER_DOLLAR.match(text, i + 1)):
+            _fail("an expansion the parser did not see")
+        i += 1
+    if joined and (b"$" in text or b"`" in text):
+        _fail("a line continuation in a heredoc next to '$'")
+
+
 def _plain_pattern(node: Node) -> None:
-    text = _text(node)
-    if "`" in text or "$(" in text or "${" in text:
-        _fail("substitution inside a pattern is not checked")
+    """Operand or pattern text the parser left unparsed (`${x-…}`, `[[ x == … ]]`): bash still
+    expands it, so no substitution may hide there, even across a line continuation."""
+    joined = _text(node).replace("\\\n", "")
+    if "`" in joined or _RUNS_AFTER_DOLLAR_TEXT.search(joined):
+        _fail("substitution inside an unparsed operand or pattern")
 
 
 def _construct_reason(node: Node) -> str:
@@ -755,12 +806,15 @@ def _token_reason(token: str) -> str:
     return f"unexpected '{token}'"
 
 
+_LEAF_NODES = _set("raw_string heredoc_start heredoc_body comment")
+
+
 def _leaves(root: Node) -> list[Node]:
     out: list[Node] = []
     stack = [root]
     while stack:
         node = stack.pop()
-        if node.child_count == 0 or node.type in ("raw_string", "heredoc_start", "comment"):
+        if node.child_count == 0 or node.type in _LEAF_NODES:
             out.append(node)
         else:
             stack.extend(reversed(node.children))
@@ -777,7 +831,9 @@ def _check_gaps(source: bytes, root: Node) -> None:
         if start > position:
             gap = source[position:start]
             stripped = gap.replace(b"\\\n", b"")
-            if stripped.strip(b" \t\r\n"):
+            if b"\r" in stripped:
+                _fail("carriage return outside quotes (bash keeps it in the word)")
+            if stripped.strip(b" \t\n"):
                 _fail("text the parser skipped")
             if not stripped and position and leaf is not None:
                 _fail("a line continuation joins two words")
@@ -800,8 +856,7 @@ def _proof(command: str) -> Verdict:
         return Verdict(False, "parse error")
     walker = _Walker(source)
     try:
-        if b"\\" in source:
-            _check_gaps(source, root)
+        _check_gaps(source, root)
         walker.statement(root, _Scope())
     except Unproven as exc:
         return Verdict(False, exc.reason, tuple(walker.commands))
