@@ -1,0 +1,122 @@
+"""Per-command rules of the shell read-only proof: which commands, flags and operands are read-only.
+
+`shell_safety` walks the bash syntax tree and hands every simple command here as a name plus its
+decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`) or raises
+`Unproven` naming the first thing it cannot prove. The tables (spec.py, plain.py, git.py,
+text.py, custom.py) are allowlists: a command, flag, git subcommand or sed/awk construct missing
+from them is unproven, so a gap costs a false rejection, never a write. Nothing here parses
+shell syntax, runs a program or touches the filesystem. Immutable tables and pure functions:
+safe from any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from qshell.followup.shell_rules.custom import (
+    COMPRESS_STREAMING,
+    _command,
+    _compressor,
+    _date,
+    _env,
+    _find,
+    _ip,
+    _printf,
+    _tar,
+    _xargs,
+    check_test,
+)
+from qshell.followup.shell_rules.git import _git
+from qshell.followup.shell_rules.plain import SPECS
+from qshell.followup.shell_rules.spec import (
+    TRUSTED_DIRS,
+    Judged,
+    Rule,
+    Unproven,
+    Word,
+    _fs,
+    _spec_rule,
+    literal_word,
+)
+from qshell.followup.shell_rules.text import _awk, _sed
+
+__all__ = ["TRUSTED_DIRS", "Judged", "Unproven", "Word", "check_test", "judge", "literal_word"]
+
+RULES: dict[str, Rule] = {name: _spec_rule(spec) for name, spec in SPECS.items()}
+RULES.update(
+    {
+        "git": _git,
+        "find": _find,
+        "sed": _sed,
+        "gsed": _sed,
+        "awk": _awk,
+        "gawk": _awk,
+        "mawk": _awk,
+        "nawk": _awk,
+        "xargs": _xargs,
+        "printf": _printf,
+        "env": _env,
+        "command": _command,
+        "date": _date,
+        "test": check_test,
+        "[": check_test,
+        "ip": _ip,
+        "tar": _tar,
+        **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), _compressor),
+        **dict.fromkeys(COMPRESS_STREAMING, _compressor),
+    }
+)
+
+# ---------------------------------------------------------------- reasons for unknown commands
+
+INTERPRETER = re.compile(
+    r"(sh|bash|zsh|dash|ksh|mksh|fish|csh|tcsh|busybox|python|pypy|perl|ruby|node|nodejs|deno"
+    r"|bun|php|lua|luajit|tclsh|wish|Rscript|R|julia|java|jshell|osascript|pwsh|powershell"
+    r"|irb|swift|groovy|scala|erl|escript|elixir|iex|expect)[0-9.]*"
+)
+LAUNCHERS = _fs(
+    "sudo doas su nohup timeout nice ionice time watch setsid flock chroot "
+    "strace ltrace stdbuf taskset unbuffer parallel at batch crontab "
+    "systemd-run runuser firejail coproc script builtin exec eval source . "
+    "nsenter unshare chrt prlimit"
+)
+BUILTINS = _fs(
+    "cd pushd popd dirs alias unalias hash shopt set export history trap "
+    "ulimit umask read wait jobs fg bg disown exit return shift let local "
+    "declare typeset readonly unset enable getopts mapfile readarray "
+    "complete compgen bind fc suspend logout kill"
+)
+INTERACTIVE = _fs("less more most man info vi vim nvim nano emacs view top htop tmux screen")
+PROJECT_TOOLS = _fs(
+    "make cmake ninja npm npx yarn pnpm cargo rustc go gcc cc clang pip pip3 "
+    "pipx uv poetry pytest tox docker podman kubectl helm terraform gh mvn "
+    "gradle dotnet bundle gem composer ldd sqlite3 psql mysql aws gcloud az"
+)
+NETWORK = _fs(
+    "curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping dig nslookup host traceroute"
+)
+
+
+def unknown_reason(name: str) -> str:
+    if INTERPRETER.fullmatch(name):
+        return f"interpreter '{name}' runs arbitrary code"
+    if name in LAUNCHERS:
+        return f"launcher '{name}' runs another command"
+    if name in BUILTINS:
+        return f"shell builtin '{name}' changes the shell"
+    if name in INTERACTIVE:
+        return f"'{name}' is interactive (pager or editor)"
+    if name in PROJECT_TOOLS:
+        return f"'{name}' runs project code or uses the network"
+    if name in NETWORK:
+        return f"'{name}' uses the network"
+    return f"unknown command '{name}'"
+
+
+def judge(name: str, args: Sequence[Word]) -> Judged:
+    """Judge one simple command (name already resolved, arguments decoded)."""
+    rule = RULES.get(name)
+    if rule is None:
+        raise Unproven(unknown_reason(name))
+    return rule(name, args)

@@ -1,0 +1,278 @@
+"""Git rules of the shell read-only proof: global options, read-only subcommands and their flags.
+
+Global options that run programs, change the repository or page (`-c`, `--git-dir`, `-p`, …) and
+every writing or network subcommand are unproven; listing forms of branch/tag/config/stash are
+allowed only with their listing flags. Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from qshell.followup.shell_rules.spec import Judged, Unproven, Word, _fs
+
+# ---------------------------------------------------------------- git
+
+GIT_GLOBAL_FLAGS = _fs(
+    "--no-pager -P --no-replace-objects --literal-pathspecs --glob-pathspecs "
+    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice"
+)
+GIT_GLOBAL_DENY = {
+    "-c": "git -c sets configuration, which can run programs",
+    "--config-env": "git --config-env sets configuration, which can run programs",
+    "--git-dir": "git --git-dir points at another repository",
+    "--work-tree": "git --work-tree points at another directory",
+    "--namespace": "git --namespace is not checked",
+    "--exec-path": "git --exec-path changes where git finds its programs",
+    "--super-prefix": "git --super-prefix is internal",
+    "-p": "git -p starts a pager",
+    "--paginate": "git --paginate starts a pager",
+    "--bare": "git --bare is not checked",
+    "--help": "git --help opens the manual",
+    "-h": "git -h is not checked",
+}
+GIT_NETWORK = _fs(
+    "fetch pull push clone ls-remote send-email fetch-pack send-pack "
+    "request-pull remote-ext http-fetch"
+)
+GIT_WRITES = _fs(
+    "add am apply archive bisect checkout cherry-pick clean commit gc init "
+    "merge mv prune rebase reset restore revert rm switch "
+    "update-ref update-index format-patch filter-branch replace repack "
+    "maintenance sparse-checkout hash-object read-tree write-tree "
+    "commit-tree mktag mktree pack-refs symbolic-ref fast-import bundle "
+    "credential lfs citool gui mergetool difftool"
+)
+GIT_DENY_LONG = {
+    "output": "git --output writes a file",
+    "ext-diff": "git --ext-diff runs an external diff program",
+    "textconv": "git --textconv runs conversion filters",
+    "show-signature": "git --show-signature runs gpg",
+    "open-files-in-pager": "git grep --open-files-in-pager runs a pager",
+    "filters": "git --filters runs filter programs",
+    "help": "git --help opens the manual",
+    "exec": "git --exec runs a command",
+    "upload-pack": "git --upload-pack runs a program",
+}
+GIT_LOG_LIKE = _fs(
+    "log show diff whatchanged diff-tree diff-files diff-index range-diff "
+    "shortlog blame annotate cherry rev-list show-branch name-rev merge-base "
+    "describe status ls-files ls-tree cat-file rev-parse count-objects "
+    "check-ignore check-attr for-each-ref show-ref var version grep "
+    "check-ref-format"
+)
+
+
+def _git_paths(operands: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
+    for word in operands:
+        if not word.literal:
+            dynamic.append(word.raw)
+            continue
+        paths.append(word.text)
+        _, colon, inner = word.text.partition(":")
+        if colon and inner:
+            paths.append(inner)  # <rev>:<path> reads that file's committed content
+
+
+def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[Word]:
+    """Generic check of a read-only git subcommand's arguments; returns its operands."""
+    operands: list[Word] = []
+    ended = False
+    for word in rest:
+        text = word.text
+        if not word.literal and not (word.fixed_option and not ended):
+            if word.flaggable and not ended:
+                raise Unproven(f"git {sub}: argument {word.raw!r} is computed at run time")
+            operands.append(word)
+            continue
+        if not word.literal:
+            text = word.fixed_option  # --name=$(…): judge the name, the value is data
+        if "%G" in word.text:
+            raise Unproven("git format %G runs gpg")
+        if ended or text == "-" or not text.startswith("-"):
+            operands.append(word)
+        elif text == "--":
+            ended = True
+        elif text.startswith("--"):
+            opt = text[2:].partition("=")[0]
+            for denied, reason in GIT_DENY_LONG.items():
+                if opt and denied.startswith(opt):
+                    raise Unproven(reason)
+        elif any(char in text[1:] for char in deny_short):
+            raise Unproven(f"git {sub} {text} runs a pager or writes")
+    return operands
+
+
+def _git_listing(sub: str, rest: Sequence[Word], flags: str, longs: frozenset[str]) -> None:
+    """git branch / tag: listing flags only; names allowed only in list mode."""
+    list_mode = sub == "tag" and not rest
+    names = False
+    pending = False
+    for word in rest:
+        if pending:
+            pending = False
+            continue
+        text = word.text
+        if not word.literal:
+            if word.flaggable:
+                raise Unproven(f"git {sub}: argument {word.raw!r} is computed at run time")
+            names = True
+        elif text.startswith("--"):
+            opt, eq, _ = text[2:].partition("=")
+            if opt not in longs:
+                raise Unproven(f"git {sub} {text} changes {sub}es")
+            list_mode |= opt in (
+                "list",
+                "contains",
+                "no-contains",
+                "merged",
+                "no-merged",
+                "points-at",
+            )
+            pending = not eq and opt in ("sort", "format", "points-at")
+        elif text.startswith("-") and len(text) > 1:
+            if sub == "tag" and re.fullmatch(r"-n\d*", text):
+                list_mode = True
+                continue
+            if any(char not in flags for char in text[1:]):
+                raise Unproven(f"git {sub} {text} changes {sub}es")
+            list_mode |= "l" in text
+        else:
+            names = True
+    if names and not list_mode:
+        raise Unproven(f"git {sub} NAME creates a {sub}")
+
+
+BRANCH_LONGS = _fs(
+    "all remotes list verbose ignore-case show-current no-color no-column "
+    "omit-empty no-abbrev contains no-contains merged no-merged points-at "
+    "sort format color column abbrev"
+)
+TAG_LONGS = _fs(
+    "list contains no-contains merged no-merged points-at sort format column "
+    "no-column color ignore-case omit-empty"
+)
+CONFIG_READS = _fs("--get --get-all --get-regexp --get-urlmatch --list -l")
+CONFIG_FLAGS = _fs(
+    "--local --global --system --worktree --show-origin --show-scope "
+    "--name-only -z --null --bool --int --bool-or-int --path --expiry-date "
+    "--includes --no-includes --all --regexp --fixed-value"
+)
+CONFIG_VALUES = _fs("--type --default --file -f --blob --url --value")
+
+
+def _git_config(rest: Sequence[Word]) -> list[str]:
+    reads = False
+    paths: list[str] = []
+    operands = 0
+    i = 0
+    while i < len(rest):
+        word = rest[i]
+        i += 1
+        if not word.literal:
+            raise Unproven(f"git config: argument {word.raw!r} is computed at run time")
+        opt, eq, value = word.text.partition("=")
+        if word.text in CONFIG_READS:
+            reads = True
+        elif opt in CONFIG_VALUES:
+            if not eq:
+                if i >= len(rest) or not rest[i].literal:
+                    raise Unproven(f"git config {opt} needs a literal value")
+                value = rest[i].text
+                i += 1
+            if opt in ("--file", "-f"):
+                paths.append(value)
+        elif word.text in CONFIG_FLAGS:
+            pass
+        elif word.text.startswith("-"):
+            raise Unproven(f"git config {word.text} is not a read")
+        else:
+            reads |= operands == 0 and word.text in ("get", "list")
+            operands += 1
+    single_key = operands == 1 and "." in rest[-1].text and not rest[-1].text.startswith("-")
+    if not reads and not single_key:
+        raise Unproven("git config without --get or --list sets values")
+    return paths
+
+
+def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
+    paths: list[str] = []
+    dynamic: list[str] = []
+    label = f"git {sub}"
+    if sub in GIT_LOG_LIKE:
+        _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), paths, dynamic)
+    elif sub in ("reflog", "stash"):
+        # both dispatch on their first argument only; anything else there may write
+        verbs = ("show", "exists") if sub == "reflog" else ("list", "show")
+        verb = rest[0].text if rest and rest[0].literal else None
+        if verb in verbs:
+            rest = rest[1:]
+        elif sub == "stash" or (rest and not (verb or "").startswith("-")):
+            shown = verb if verb is not None else (rest[0].raw if rest else "")
+            raise Unproven(f"git {sub} {shown}".rstrip() + " writes")
+        _git_paths(_git_options(sub, rest), paths, dynamic)
+    elif sub == "worktree":
+        texts = [w.text if w.literal else "$" for w in rest]
+        if (
+            not texts
+            or texts[0] != "list"
+            or any(t not in ("--porcelain", "-v", "--verbose", "-z") for t in texts[1:])
+        ):
+            raise Unproven("git worktree changes worktrees (only 'list' is read-only)")
+    elif sub == "branch":
+        _git_listing(sub, rest, "arlvi", BRANCH_LONGS)
+    elif sub == "tag":
+        _git_listing(sub, rest, "li", TAG_LONGS)
+    elif sub == "remote":
+        texts = [w.text if w.literal else "$" for w in rest]
+        if texts and not all(t in ("-v", "--verbose") for t in texts):
+            names = [t for t in texts[1:] if t not in ("--push", "--all", "-n")]
+            local = all(not t.startswith(("-", "$")) for t in names) and (
+                texts[0] == "get-url"  # show asks the remote unless -n or no name is given
+                or (texts[0] == "show" and ("-n" in texts or not names))
+            )
+            if not local:
+                raise Unproven(f"git remote {texts[0]} changes remotes or uses the network")
+    elif sub == "config":
+        paths += _git_config(rest)
+    elif sub in ("submodule", "notes"):
+        verbs = ("status",) if sub == "submodule" else ("list", "show")
+        verb = rest[0].text if rest and rest[0].literal else None
+        if rest and verb not in verbs:
+            raise Unproven(f"git {sub} {rest[0].raw} writes or runs commands")
+        _git_paths(_git_options(sub, rest[1:]), paths, dynamic)
+    elif sub in GIT_NETWORK:
+        raise Unproven(f"git subcommand '{sub}' uses the network")
+    elif sub == "help":
+        raise Unproven("git help opens the manual")
+    elif sub in GIT_WRITES:
+        raise Unproven(f"git subcommand '{sub}' writes")
+    else:
+        raise Unproven(f"unknown git subcommand '{sub}'")
+    return Judged(label, tuple(paths), tuple(dynamic))
+
+
+def _git(name: str, args: Sequence[Word]) -> Judged:
+    i = 0
+    while i < len(args) and args[i].literal and args[i].text.startswith("-"):
+        text = args[i].text
+        opt = text.partition("=")[0]
+        if text == "--version":
+            return Judged("git --version")
+        if opt in GIT_GLOBAL_DENY:
+            raise Unproven(GIT_GLOBAL_DENY[opt])
+        if text == "-C":
+            target = args[i + 1] if i + 1 < len(args) else None
+            if target is None or not target.literal or target.text not in (".", "./"):
+                raise Unproven("git -C runs in another directory, whose config can run programs")
+            i += 2
+            continue
+        if text not in GIT_GLOBAL_FLAGS:
+            raise Unproven(f"unknown git option {opt}")
+        i += 1
+    if i >= len(args):
+        raise Unproven("git without a subcommand")
+    if not args[i].literal:
+        raise Unproven("git subcommand computed at run time")
+    return _git_sub(args[i].text, args[i + 1 :])

@@ -1,0 +1,322 @@
+"""The table of plain read-only commands: each name with the `Spec` of its flags and operands.
+
+A command is here only when every flag not listed as writing or executing is harmless, so a
+missing flag is rejected, never allowed. Data only; any thread.
+"""
+
+from __future__ import annotations
+
+from qshell.followup.shell_rules.spec import NONE, PATTERN, Spec, _fs
+
+# ---------------------------------------------------------------- plain commands
+
+OPEN = Spec()
+OPEN_NO_PATHS = Spec(operands=NONE)
+CHECKSUM = Spec(indirect=_fs("-c --check"))
+
+SPECS: dict[str, Spec] = {
+    "cat": OPEN,
+    "head": Spec(short_values="nc", digits=True),
+    "wc": Spec(
+        long_values=_fs("files0-from"),
+        path_values=_fs("--files0-from"),
+        indirect=_fs("--files0-from"),
+    ),
+    "nl": Spec(short_values="bdfhilnsvw"),
+    "rev": OPEN,
+    "tac": Spec(short_values="s"),
+    "cut": Spec(short_values="bcdf"),
+    "paste": Spec(short_values="d"),
+    "column": Spec(short_values="cso"),
+    "fold": Spec(short_values="w"),
+    "fmt": Spec(short_values="wpg"),
+    "expand": Spec(short_values="t"),
+    "unexpand": Spec(short_values="t"),
+    "tr": OPEN_NO_PATHS,
+    "comm": OPEN,
+    "join": Spec(short_values="12aejotv"),
+    "cmp": Spec(short_values="in"),
+    "diff": Spec(
+        short_values="CUDFILxXSW",
+        digits=True,
+        long_values=_fs("exclude-from from-file to-file"),
+        path_values=_fs("-X --exclude-from --from-file --to-file"),
+    ),
+    "od": Spec(short_values="AjNSt"),
+    "hexdump": Spec(short_values="efns", path_values=_fs("-f")),
+    "hd": Spec(short_values="efns", path_values=_fs("-f")),
+    "strings": Spec(short_values="nteT"),
+    "xxd": Spec(short_values="cglos", max_operands=1),
+    "ls": Spec(
+        short_values="IwT",
+        long_values=_fs("ignore hide width tabsize format sort time"),
+    ),
+    "du": Spec(
+        short_values="BdtX",
+        long_values=_fs("max-depth block-size threshold exclude-from files0-from"),
+        path_values=_fs("-X --exclude-from --files0-from"),
+        indirect=_fs("--files0-from"),
+    ),
+    "df": Spec(short_values="Btx"),
+    "stat": Spec(short_values="c", long_values=_fs("format printf")),
+    "file": Spec(
+        short_values="mfeFP",
+        deny={"-C": "file -C writes a compiled magic file", "--compile": "file -C writes a file"},
+        path_values=_fs("-m -f --magic-file --files-from"),
+        indirect=_fs("-f --files-from"),
+    ),
+    "md5sum": CHECKSUM,
+    "sha1sum": CHECKSUM,
+    "sha224sum": CHECKSUM,
+    "sha256sum": CHECKSUM,
+    "sha384sum": CHECKSUM,
+    "sha512sum": CHECKSUM,
+    "b2sum": CHECKSUM,
+    "cksum": CHECKSUM,
+    "sum": OPEN,
+    "shasum": Spec(short_values="a", indirect=_fs("-c --check")),
+    "base64": Spec(
+        short_values="w",
+        deny={"-o": "base64 -o writes a file", "--output": "base64 --output writes a file"},
+        max_operands=1,
+    ),
+    "base32": Spec(short_values="w", max_operands=1),
+    "grep": Spec(
+        short_values="efmABCdD",
+        long_values=_fs(
+            "regexp file max-count after-context before-context context devices "
+            "directories binary-files include exclude exclude-from exclude-dir label "
+            "group-separator"
+        ),
+        path_values=_fs("-f --file --exclude-from"),
+        pattern_flags=_fs("-e -f --regexp --file"),
+        operands=PATTERN,
+    ),
+    "jq": Spec(
+        short_values="fL",
+        long_values=_fs("arg argjson slurpfile rawfile indent from-file"),
+        path_values=_fs("-f --from-file --slurpfile --rawfile -L"),
+        pattern_flags=_fs("-f --from-file"),
+        operands=PATTERN,
+    ),
+    "realpath": Spec(
+        long_values=_fs("relative-to relative-base"),
+        path_values=_fs("--relative-to --relative-base"),
+    ),
+    "readlink": OPEN,
+    "basename": Spec(short_values="s", operands=NONE),
+    "dirname": OPEN_NO_PATHS,
+    "echo": OPEN_NO_PATHS,
+    "true": OPEN_NO_PATHS,
+    "false": OPEN_NO_PATHS,
+    ":": OPEN_NO_PATHS,
+    "yes": OPEN_NO_PATHS,
+    "seq": Spec(short_values="fs", operands=NONE),
+    "expr": OPEN_NO_PATHS,
+    "numfmt": OPEN_NO_PATHS,
+    "which": OPEN_NO_PATHS,
+    "whereis": OPEN_NO_PATHS,
+    "type": Spec(short="afptP", long=frozenset(), operands=NONE),
+    "pwd": Spec(short="LP", long=frozenset(), max_operands=0),
+    "whoami": OPEN_NO_PATHS,
+    "id": OPEN_NO_PATHS,
+    "groups": OPEN_NO_PATHS,
+    "users": OPEN_NO_PATHS,
+    "who": OPEN_NO_PATHS,
+    "w": OPEN_NO_PATHS,
+    "logname": OPEN_NO_PATHS,
+    "uname": OPEN_NO_PATHS,
+    "arch": OPEN_NO_PATHS,
+    "nproc": OPEN_NO_PATHS,
+    "uptime": OPEN_NO_PATHS,
+    "free": Spec(
+        deny={"-s": "never ends: free -s", "--seconds": "never ends: free --seconds"},
+        operands=NONE,
+    ),
+    "lscpu": OPEN_NO_PATHS,
+    "lsblk": OPEN_NO_PATHS,
+    "findmnt": Spec(
+        deny={"-p": "never ends: findmnt --poll", "--poll": "never ends: findmnt --poll"},
+        operands=NONE,
+    ),
+    "locale": OPEN_NO_PATHS,
+    "getconf": OPEN_NO_PATHS,
+    "cal": OPEN_NO_PATHS,
+    "ps": OPEN_NO_PATHS,
+    "pidof": OPEN_NO_PATHS,
+    "lsb_release": OPEN_NO_PATHS,
+    "ss": Spec(
+        short="tuwxlnpaes46mioHOr0SM",
+        short_values="fAF",
+        long=_fs(
+            "tcp udp raw unix listening numeric processes all extended summary "
+            "memory info options resolve no-header oneline ipv4 ipv6 help version"
+        ),
+        long_values=_fs("family query filter"),
+        deny={
+            "-K": "ss -K kills sockets",
+            "--kill": "ss --kill kills sockets",
+            "-D": "ss -D writes a file",
+            "--diag": "ss --diag writes a file",
+            "-E": "never ends: ss -E",
+            "--events": "never ends: ss --events",
+        },
+        operands=NONE,
+    ),
+    "netstat": Spec(
+        short="tulnparisexWgov46",
+        long=_fs(
+            "tcp udp listening numeric programs all route interfaces statistics "
+            "extended wide groups timers verbose"
+        ),
+        deny={"-c": "never ends: netstat -c", "--continuous": "never ends: netstat -c"},
+        operands=NONE,
+    ),
+    "printenv": Spec(short="0", long=_fs("null help version"), operands=NONE),
+    "pgrep": Spec(
+        short="acfilnovwx",
+        short_values="dgGPstuU",
+        long=_fs(
+            "list-name list-full count full newest oldest exact ignore-case inverse lightweight"
+        ),
+        long_values=_fs("delimiter pgroup group parent session terminal euid uid"),
+        operands=NONE,
+    ),
+    "hostname": Spec(  # -f, -i, -A, -d and -y ask DNS or NIS: network
+        short="sI",
+        long=_fs("short all-ip-addresses help version"),
+        max_operands=0,
+    ),
+    "mount": Spec(
+        short="lv",
+        short_values="t",
+        long=_fs("show-labels verbose"),
+        long_values=_fs("types"),
+        max_operands=0,
+    ),
+    "sort": Spec(
+        short="bdfgiMhnRrVcCmsuz",
+        short_values="kSt",
+        long=_fs(
+            "ignore-leading-blanks dictionary-order ignore-case general-numeric-sort "
+            "ignore-nonprinting month-sort human-numeric-sort numeric-sort "
+            "random-sort reverse version-sort check merge stable unique "
+            "zero-terminated debug help version"
+        ),
+        long_values=_fs(
+            "key field-separator buffer-size parallel files0-from random-source sort batch-size"
+        ),
+        deny={
+            "-o": "sort -o writes a file",
+            "--output": "sort --output writes a file",
+            "--compress-program": "sort --compress-program runs a program",
+            "-T": "sort -T writes temporary files",
+            "--temporary-directory": "sort -T writes temporary files",
+        },
+        path_values=_fs("--files0-from --random-source"),
+        indirect=_fs("--files0-from"),
+    ),
+    "uniq": Spec(
+        short="cdDuiz",
+        short_values="fsw",
+        long=_fs(
+            "count repeated all-repeated unique ignore-case zero-terminated group help version"
+        ),
+        long_values=_fs("skip-fields skip-chars check-chars"),
+        max_operands=1,
+    ),
+    "tail": Spec(
+        short="qvz",
+        short_values="nc",
+        long=_fs("quiet silent verbose zero-terminated help version"),
+        long_values=_fs("lines bytes"),
+        deny={
+            "-f": "never ends: tail -f",
+            "-F": "never ends: tail -F",
+            "--follow": "never ends: tail --follow",
+            "--retry": "never ends: tail --retry",
+            "-s": "tail -s only applies to -f",
+            "--sleep-interval": "tail --sleep-interval only applies to -f",
+            "--pid": "tail --pid only applies to -f",
+        },
+        digits=True,
+    ),
+    "tree": Spec(
+        short_values="LPIHT",
+        long_values=_fs("charset filelimit timefmt sort"),
+        deny={"-o": "tree -o writes a file", "-R": "tree -R writes 00Tree.html files"},
+    ),
+    "shuf": Spec(
+        short_values="in",
+        deny={"-o": "shuf -o writes a file", "--output": "shuf --output writes a file"},
+        long_values=_fs("random-source head-count input-range"),
+        path_values=_fs("--random-source"),
+    ),
+    "iconv": Spec(
+        short="csl",
+        short_values="ft",
+        long=_fs("list silent"),
+        long_values=_fs("from-code to-code"),
+        deny={"-o": "iconv -o writes a file", "--output": "iconv --output writes a file"},
+    ),
+    "rg": Spec(
+        short="nNiSswxvlcoFHIpLaUPqb0.u",
+        short_values="efgtTABCmdrjEM",
+        long=_fs(
+            "line-number no-line-number ignore-case smart-case case-sensitive "
+            "word-regexp line-regexp invert-match files-with-matches "
+            "files-without-match count count-matches only-matching fixed-strings "
+            "with-filename no-filename heading no-heading pretty follow hidden "
+            "no-ignore no-ignore-vcs no-ignore-dot no-ignore-global no-ignore-parent "
+            "no-ignore-exclude no-ignore-files unrestricted files json vimgrep "
+            "column byte-offset trim multiline multiline-dotall pcre2 stats quiet "
+            "text binary null null-data max-columns-preview passthru "
+            "glob-case-insensitive no-messages no-config mmap no-mmap "
+            "one-file-system no-context-separator line-buffered block-buffered debug "
+            "trace crlf include-zero no-unicode auto-hybrid-regex type-list help "
+            "version"
+        ),
+        long_values=_fs(
+            "regexp file glob iglob type type-not after-context before-context "
+            "context max-count max-depth replace threads ignore-file color colors "
+            "context-separator encoding engine field-context-separator "
+            "field-match-separator max-columns max-filesize path-separator sort "
+            "sortr type-add type-clear"
+        ),
+        deny={
+            "--pre": "rg --pre runs a program on every file",
+            "--pre-glob": "rg --pre-glob goes with --pre (runs a program)",
+            "-z": "rg -z runs decompression programs",
+            "--search-zip": "rg --search-zip runs decompression programs",
+            "--hostname-bin": "rg --hostname-bin runs a program",
+        },
+        path_values=_fs("-f --file --ignore-file"),
+        pattern_flags=_fs("-e -f --regexp --file --files --type-list"),
+        operands=PATTERN,
+    ),
+    "fd": Spec(
+        short="HIusiFgaLp0lq1",
+        short_values="dEteSocj",
+        long=_fs(
+            "hidden no-ignore unrestricted case-sensitive ignore-case glob regex "
+            "fixed-strings absolute-path list-details follow full-path print0 prune "
+            "strip-cwd-prefix one-file-system no-ignore-vcs no-ignore-parent quiet "
+            "show-errors hyperlink help version"
+        ),
+        long_values=_fs(
+            "max-depth min-depth exact-depth exclude type extension size "
+            "changed-within changed-before owner color threads max-results "
+            "base-directory path-separator search-path ignore-file format and"
+        ),
+        deny={
+            "-x": "fd -x runs a command",
+            "--exec": "fd --exec runs a command",
+            "-X": "fd -X runs a command",
+            "--exec-batch": "fd --exec-batch runs a command",
+        },
+        path_values=_fs("--base-directory --search-path --ignore-file"),
+        operands=PATTERN,
+    ),
+}
+SPECS["egrep"] = SPECS["fgrep"] = SPECS["grep"]
+SPECS["fdfind"] = SPECS["fd"]

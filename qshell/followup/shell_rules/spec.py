@@ -1,0 +1,244 @@
+"""The vocabulary of the shell read-only rules: decoded words, flag specs and their parser.
+
+`Spec` describes a command's flags (harmless, taking a value, writing or executing) and what its
+operands are; `parse` splits arguments by it and `judge_spec` turns the result into a `Judged`
+(what the command reads) or raises `Unproven`. Pure functions and immutable values; any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+PATHS = "paths"  # every operand is a path
+NONE = "none"  # operands are names, text or numbers
+PATTERN = "pattern"  # the first operand is a pattern unless a pattern flag gave one
+
+
+class Unproven(Exception):
+    """Something is not proven read-only; `reason` says what (first one found)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """One shell word after quote removal, with what bash may still do to it at run time."""
+
+    text: str  # value after quote removal; run-time parts keep their source text
+    raw: str  # source text
+    literal: bool  # fully known before run time (no expansion, glob, brace or substitution)
+    flaggable: bool  # could be, or expand into, an option
+    splits: bool  # could expand into zero or several words
+    prefix: str = ""  # literal text before the first run-time part (all of `text` if literal)
+
+    @property
+    def fixed_option(self) -> str:
+        """`--name=` when the word is one option whose name is literal and only its value is
+        computed at run time (`--author="$(…)"`), else empty."""
+        if self.literal or self.splits:
+            return ""
+        match = LONG_OPTION_EQ.match(self.prefix)
+        return match.group() if match else ""
+
+
+LONG_OPTION_EQ = re.compile(r"--[A-Za-z0-9][A-Za-z0-9-]*=")
+
+
+def literal_word(text: str) -> Word:
+    return Word(text, text, True, text.startswith("-"), False, text)
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A command proven read-only: its label for the verdict and the paths it may read."""
+
+    label: str
+    paths: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()  # source text of path arguments known only at run time
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """Option grammar of one command (GNU style: options may follow operands)."""
+
+    short: str | None = None  # value-less short flags allowed; None: any
+    short_values: str = ""  # short flags taking a value (attached or next word)
+    short_optional: str = ""  # short flags whose value can only be attached (-I[FMT])
+    long: frozenset[str] | None = None  # long flags allowed (`--x` or `--x=v`); None: any
+    long_values: frozenset[str] = frozenset()  # long flags taking a value (`--x=v` or `--x v`)
+    deny: Mapping[str, str] = field(default_factory=dict)  # "-o" / "--output" -> reason
+    path_values: frozenset[str] = frozenset()  # flags whose value is a path
+    pattern_flags: frozenset[str] = frozenset()  # flags that supply the pattern
+    indirect: frozenset[str] = frozenset()  # flags making it read files named inside a file
+    operands: str = PATHS
+    max_operands: int | None = None  # more operands would be written to
+    digits: bool = False  # -NUM is an option (head -20)
+    stop_at_operand: bool = False  # options end at the first operand (xargs)
+
+    @property
+    def open(self) -> bool:
+        """Every flag is harmless: run-time arguments cannot turn the command into a writer."""
+        return (
+            self.short is None and self.long is None and not self.deny and self.max_operands is None
+        )
+
+
+@dataclass(slots=True)
+class Parsed:
+    flags: list[tuple[str, Word | None]]
+    operands: list[Word]
+
+
+def _fs(names: str) -> frozenset[str]:
+    return frozenset(names.split())
+
+
+def _value(name: str, spec: Spec, args: Sequence[Word], i: int, flag: str) -> Word:
+    if i >= len(args):
+        raise Unproven(f"{name} {flag} needs a value")
+    value = args[i]
+    if value.splits and value.flaggable and not spec.open:
+        raise Unproven(f"{name}: value {value.raw!r} is computed at run time and could add options")
+    return value
+
+
+def _long(name: str, spec: Spec, text: str, args: Sequence[Word], i: int, out: Parsed) -> int:
+    opt, eq, attached = text[2:].partition("=")
+    key = "--" + opt
+    if key in spec.deny:
+        raise Unproven(spec.deny[key])
+    known = opt in spec.long_values or (spec.long is not None and opt in spec.long)
+    if not known:
+        for denied, reason in spec.deny.items():
+            if denied.startswith("--") and denied[2:].startswith(opt):
+                raise Unproven(f"{reason} ({key} abbreviates {denied})")
+        if spec.long is not None:  # exact names only: an abbreviation is not proven
+            raise Unproven(f"unknown option {key} for {name}")
+    if opt in spec.long_values and not eq:
+        out.flags.append(("--" + opt, _value(name, spec, args, i, key)))
+        return i + 1
+    out.flags.append(("--" + opt, literal_word(attached) if eq else None))
+    return i
+
+
+def _short(name: str, spec: Spec, text: str, args: Sequence[Word], i: int, out: Parsed) -> int:
+    body = text[1:]
+    if spec.digits and body.isdigit():
+        out.flags.append((text, None))
+        return i
+    for j, char in enumerate(body):
+        key = "-" + char
+        if key in spec.deny:
+            raise Unproven(spec.deny[key])
+        rest = body[j + 1 :]
+        if char in spec.short_values:
+            if rest:
+                out.flags.append((key, literal_word(rest)))
+                return i
+            out.flags.append((key, _value(name, spec, args, i, key)))
+            return i + 1
+        if char in spec.short_optional:
+            out.flags.append((key, literal_word(rest) if rest else None))
+            return i
+        if spec.short is not None and char not in spec.short:
+            raise Unproven(f"unknown option {key} for {name}")
+        out.flags.append((key, None))
+    return i
+
+
+def parse(name: str, spec: Spec, args: Sequence[Word]) -> Parsed:
+    """Split `args` into flags and operands by `spec`, raising on anything not allowed."""
+    out = Parsed([], [])
+    i, ended, is_open = 0, False, spec.open
+    while i < len(args):
+        word = args[i]
+        i += 1
+        if ended or (spec.stop_at_operand and out.operands):
+            out.operands.append(word)
+            continue
+        if not word.literal:
+            if word.fixed_option and not is_open:
+                i = _long(name, spec, word.fixed_option, args, i, out)
+                out.flags[-1] = (out.flags[-1][0], word)
+                continue
+            if word.flaggable and not is_open:
+                raise Unproven(
+                    f"{name}: argument {word.raw!r} is computed at run time and could be an option"
+                )
+            out.operands.append(word)
+            continue
+        text = word.text
+        if text == "--":
+            ended = True
+        elif len(text) < 2 or text[0] != "-":
+            out.operands.append(word)
+        elif text.startswith("--"):
+            i = _long(name, spec, text, args, i, out)
+        else:
+            i = _short(name, spec, text, args, i, out)
+    return out
+
+
+def _collect(words: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
+    for word in words:
+        if not word.literal:
+            dynamic.append(word.raw)
+        elif word.text and word.text != "-":
+            paths.append(word.text)
+
+
+STDIN_NAMES = "$(</dev/stdin)"  # run-time paths: the file names arriving on stdin
+
+
+def named_inside(path: str) -> str:
+    """Run-time paths: the file names written inside `path`, as shell source text."""
+    return f"$(<{path})"
+
+
+def _names(key: str, names: frozenset[str]) -> bool:
+    """`key` is one of `names`, or a GNU abbreviation of one of its long options."""
+    return key in names or (
+        key.startswith("--") and len(key) > 3 and any(n.startswith(key) for n in names)
+    )
+
+
+def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
+    parsed = parse(name, spec, args)
+    operands = parsed.operands
+    if spec.max_operands is not None:
+        if len(operands) > spec.max_operands:
+            extra = operands[spec.max_operands].raw
+            raise Unproven(f"{name}: operand {extra!r} would be written to or changed")
+        for word in operands:
+            if word.splits:
+                raise Unproven(f"{name}: {word.raw!r} may expand to several operands")
+    paths: list[str] = []
+    dynamic: list[str] = []
+    values = [v for k, v in parsed.flags if v is not None and _names(k, spec.path_values)]
+    _collect(values, paths, dynamic)
+    for key, value in parsed.flags:
+        if _names(key, spec.indirect):  # the files it reads are named inside another file
+            lists = [value] if value is not None else parsed.operands
+            dynamic.extend(named_inside(w.raw if w.literal else "…") for w in lists)
+            if not lists:
+                dynamic.append(STDIN_NAMES)
+    if spec.operands == PATTERN and not any(_names(k, spec.pattern_flags) for k, _ in parsed.flags):
+        operands = operands[1:]
+    if spec.operands != NONE:
+        _collect(operands, paths, dynamic)
+    return Judged(name, tuple(paths), tuple(dynamic))
+
+
+Rule = Callable[[str, Sequence[Word]], Judged]
+
+
+def _spec_rule(spec: Spec) -> Rule:
+    return lambda name, args: judge_spec(name, spec, args)
+
+
+# command names qualified with these directories are the system's own
+TRUSTED_DIRS = _fs("/bin /usr/bin /usr/local/bin /sbin /usr/sbin")
