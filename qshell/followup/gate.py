@@ -100,7 +100,7 @@ class SpeculativeRunner:
         if tool.kind is Kind.EXECUTE:
             ctx = replace(
                 ctx,
-                environ=shell_safety.sanitized_env(ctx.environ),
+                environ=shell_safety.sanitized_env(ctx.environ, root=str(ctx.root)),
                 shell_timeout_s=min(ctx.shell_timeout_s, shell_safety.SHELL_TIMEOUT_S),
             )
         else:

@@ -20,17 +20,18 @@ so `check` is safe from any thread.
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NoReturn
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from qshell.followup.shell_env import DEFAULT_PATH as DEFAULT_PATH
+from qshell.followup.shell_env import GIT_HARDENING as GIT_HARDENING
+from qshell.followup.shell_env import sanitized_env as sanitized_env
 from qshell.followup.shell_rules import TRUSTED_DIRS, Unproven, Word, check_test, judge
 
 MAX_COMMAND_BYTES = 8192
@@ -86,29 +87,6 @@ _ANSI_NUMERIC = re.compile(r"[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-
 # piece kinds of a word under construction
 _LIT, _GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB, _BRACE_OPEN, _BRACE_CLOSE = range(7)
 _RUN_TIME = frozenset((_GLOB, _DYN_QUOTED, _DYN_UNQUOTED, _PROCSUB))
-
-_DROPPED_ENV = _set(
-    "LESS LESSOPEN LESSCLOSE LESSKEY BASH_ENV ENV CDPATH GLOBIGNORE "
-    "SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS RIPGREP_CONFIG_PATH "
-    "GREP_OPTIONS GCONV_PATH TAPE TAR_OPTIONS GZIP BZIP BZIP2 XZ_OPT "
-    "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
-    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD"
-)
-_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_", "PYTHON", "PERL", "NODE_", "RUBY")
-# `env`, `printenv` and `echo $X` would hand these to the model
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
-GIT_HARDENING: tuple[tuple[str, str], ...] = (
-    ("core.fsmonitor", "false"),
-    ("core.pager", "cat"),
-    ("core.hooksPath", "/dev/null"),
-    ("core.attributesFile", "/dev/null"),
-    ("core.untrackedCache", "false"),
-    ("log.showSignature", "false"),
-    ("safe.bareRepository", "explicit"),
-    ("protocol.allow", "never"),
-    ("credential.helper", ""),
-)
-DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 @dataclass(frozen=True, slots=True)
@@ -881,47 +859,3 @@ def check(command: str) -> Verdict:
 
 def is_read_only(command: str) -> bool:
     return check(command).read_only
-
-
-def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[str, str]:
-    """The environment to run a proven command in: no pager, git hardened, nothing that makes a
-    read-only command load code (`LD_*`, `BASH_ENV`, exported functions, tool option variables),
-    and a PATH without relative entries or entries inside `root`. Run it with stdin closed,
-    no TTY and `SHELL_TIMEOUT_S`."""
-    env = {
-        key: value
-        for key, value in base.items()
-        if key not in _DROPPED_ENV
-        and not key.startswith(_DROPPED_PREFIXES)
-        and not _SECRET_NAME.search(key)
-    }
-    root_real = os.path.realpath(root) if root else None
-    entries = []
-    for entry in base.get("PATH", "").split(os.pathsep):
-        if not entry or not os.path.isabs(entry):
-            continue
-        real = os.path.realpath(entry)
-        if root_real and (real == root_real or real.startswith(root_real + os.sep)):
-            continue
-        entries.append(entry)
-    env["PATH"] = os.pathsep.join(entries) or DEFAULT_PATH
-    env.update(
-        PAGER="cat",
-        GIT_PAGER="cat",
-        MANPAGER="cat",
-        SYSTEMD_PAGER="cat",
-        LESSSECURE="1",
-        TERM="dumb",
-        NO_COLOR="1",
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_ATTR_NOSYSTEM="1",
-        GIT_OPTIONAL_LOCKS="0",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_CONFIG_COUNT=str(len(GIT_HARDENING)),
-        # also as -c style parameters: git passes these on to submodule processes
-        GIT_CONFIG_PARAMETERS=" ".join(f"'{key}={value}'" for key, value in GIT_HARDENING),
-    )
-    for i, (key, value) in enumerate(GIT_HARDENING):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
-    return env

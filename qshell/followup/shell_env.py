@@ -1,0 +1,87 @@
+"""The environment a proven read-only shell command runs in.
+
+`sanitized_env` removes everything that would make a read-only command load or run code
+(`LD_*`, `BASH_ENV`, exported functions, tool option variables), page, prompt, or hand secrets
+to the model (`*KEY*`, `*TOKEN*`, …), drops relative and in-project PATH entries, and hardens
+git through `GIT_CONFIG_*` (no fsmonitor, hooks, pager, attributes file or network). It never
+runs anything. Pure; any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+
+def _set(names: str) -> frozenset[str]:
+    return frozenset(names.split())
+
+
+_DROPPED_ENV = _set(
+    "LESS LESSOPEN LESSCLOSE LESSKEY BASH_ENV ENV CDPATH GLOBIGNORE "
+    "SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS RIPGREP_CONFIG_PATH "
+    "GREP_OPTIONS GCONV_PATH TAPE TAR_OPTIONS GZIP BZIP BZIP2 XZ_OPT "
+    "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
+    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD"
+)
+_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_", "PYTHON", "PERL", "NODE_", "RUBY")
+
+# `env`, `printenv` and `echo $X` would hand these to the model
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+GIT_HARDENING: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),
+    ("core.pager", "cat"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.attributesFile", "/dev/null"),
+    ("core.untrackedCache", "false"),
+    ("log.showSignature", "false"),
+    ("safe.bareRepository", "explicit"),
+    ("protocol.allow", "never"),
+    ("credential.helper", ""),
+)
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[str, str]:
+    """The environment to run a proven command in: no pager, git hardened, nothing that makes a
+    read-only command load code (`LD_*`, `BASH_ENV`, exported functions, tool option variables),
+    and a PATH without relative entries or entries inside `root`. Run it with stdin closed,
+    no TTY and `SHELL_TIMEOUT_S`."""
+    env = {
+        key: value
+        for key, value in base.items()
+        if key not in _DROPPED_ENV
+        and not key.startswith(_DROPPED_PREFIXES)
+        and not _SECRET_NAME.search(key)
+    }
+    root_real = os.path.realpath(root) if root else None
+    entries = []
+    for entry in base.get("PATH", "").split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry)
+        if root_real and (real == root_real or real.startswith(root_real + os.sep)):
+            continue
+        entries.append(entry)
+    env["PATH"] = os.pathsep.join(entries) or DEFAULT_PATH
+    env.update(
+        PAGER="cat",
+        GIT_PAGER="cat",
+        MANPAGER="cat",
+        SYSTEMD_PAGER="cat",
+        LESSSECURE="1",
+        TERM="dumb",
+        NO_COLOR="1",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_ATTR_NOSYSTEM="1",
+        GIT_OPTIONAL_LOCKS="0",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_CONFIG_COUNT=str(len(GIT_HARDENING)),
+        # also as -c style parameters: git passes these on to submodule processes
+        GIT_CONFIG_PARAMETERS=" ".join(f"'{key}={value}'" for key, value in GIT_HARDENING),
+    )
+    for i, (key, value) in enumerate(GIT_HARDENING):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
