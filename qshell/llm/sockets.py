@@ -40,11 +40,9 @@ class IoGuard(Protocol):
 
     def enter_io(self, stream: httpcore.NetworkStream) -> bool:
         """A call on `stream` is about to block; False refuses it (the request was aborted)."""
-        raise NotImplementedError
 
     def exit_io(self, stream: httpcore.NetworkStream) -> None:
         """The call on `stream` returned."""
-        raise NotImplementedError
 
 
 _bound = threading.local()
