@@ -19,7 +19,6 @@ from typing import Any
 
 from httpx_sse import ServerSentEvent
 
-from qshell.cancel import CancelToken
 from qshell.errors import StreamBroken
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.errors_map import error_from_payload
@@ -54,27 +53,19 @@ class AnthropicProvider(SSEProvider):
 
     name = "anthropic"
 
+    path = "/v1/messages"
     key_env = "ANTHROPIC_API_KEY"
     model_env = "ANTHROPIC_MODEL"
     default_base_url = DEFAULT_BASE_URL
 
-    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-            "anthropic-version": ANTHROPIC_VERSION,
-        }
+    def _headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
+        return headers
 
-        return self._send(
-            request,
-            cancel,
-            path="/v1/messages",
-            headers=headers,
-            body=build_body(request),
-            parse=self._parse,
-        )
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        return build_body(request)
 
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str

@@ -19,7 +19,6 @@ from typing import Any
 
 from httpx_sse import ServerSentEvent
 
-from qshell.cancel import CancelToken
 from qshell.errors import StreamBroken
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.errors_map import error_from_payload
@@ -52,23 +51,16 @@ class OpenAIProvider(SSEProvider):
 
     name = "openai"
 
+    path = "/chat/completions"
     key_env = "OPENAI_API_KEY"
     model_env = "OPENAI_MODEL"
     default_base_url = ""
 
-    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
+    def _headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
-        return self._send(
-            request,
-            cancel,
-            path="/chat/completions",
-            headers=headers,
-            body=build_body(request),
-            parse=self._parse,
-        )
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        return build_body(request)
 
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str

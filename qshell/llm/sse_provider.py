@@ -11,7 +11,7 @@ never shows it. Thread-safe: concurrent streams share only the pooled client.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import httpx
@@ -24,13 +24,12 @@ from qshell.llm.errors_map import Endpoint
 from qshell.llm.http import Clock, HttpStreamer, RetryPolicy, SleepFn, StreamProgress, Timeouts
 from qshell.llm.messages import ChatRequest
 
-ParseEvents = Callable[[Iterator[ServerSentEvent], StreamProgress, str], Iterator[StreamEvent]]
-
 
 class SSEProvider:
     """Shared construction, streaming and JSON decoding for SSE chat providers."""
 
     name: ClassVar[str]
+    path: ClassVar[str]  # the endpoint under base_url
     key_env: ClassVar[str]
     model_env: ClassVar[str]
     default_base_url: ClassVar[str] = ""
@@ -73,23 +72,37 @@ class SSEProvider:
         """Close the shared HTTP client (a later `stream` opens a new one)."""
         self._http.close()
 
-    def _send(
-        self,
-        request: ChatRequest,
-        cancel: CancelToken,
-        *,
-        path: str,
-        headers: dict[str, str],
-        body: dict[str, Any],
-        parse: ParseEvents,
+    def _headers(self) -> dict[str, str]:
+        """This wire format's own headers (authentication, version); set by each provider."""
+        return {}
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body for `request`; each provider builds its own."""
+        return {}
+
+    def _parse(
+        self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str
     ) -> Iterator[StreamEvent]:
+        """Turn this wire format's events into StreamText and one StreamDone."""
+        return iter(())
+
+    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        """One round: POST the body to `path` and parse the SSE stream (see llm/base.py)."""
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        headers.update(self._headers())
+
         def bound(
             events: Iterator[ServerSentEvent], progress: StreamProgress
         ) -> Iterator[StreamEvent]:
-            return parse(events, progress, request.model)
+            return self._parse(events, progress, request.model)
 
         return self._http.stream(
-            path=path, headers=headers, body=body, model=request.model, cancel=cancel, parse=bound
+            path=self.path,
+            headers=headers,
+            body=self._body(request),
+            model=request.model,
+            cancel=cancel,
+            parse=bound,
         )
 
     def _decode(self, data: str, what: str) -> dict[str, Any]:
