@@ -148,7 +148,9 @@ def _dispatch(
     if args.max_turns is not None and args.max_turns < 1:
         raise InputError("--max-turns must be at least 1")
     settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
-    stdin_is_tty = _isatty(stdin)
+    from qshell.ui.terminal import is_tty
+
+    stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:
         from qshell.ui.interactive import run_interactive
 
@@ -187,13 +189,6 @@ def _factory(settings: Any, root: Path, environ: Mapping[str, str]) -> Any:
     from qshell.compose import open_session
 
     return partial(open_session, settings, root=root, environ=environ)
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def entry() -> None:

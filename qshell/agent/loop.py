@@ -15,7 +15,6 @@ in the caller's thread (tool batches use a small pool) and never touches the ter
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
@@ -364,9 +363,3 @@ def _run_parallel(
         for future, prepared in futures.items():
             results[prepared.call.id] = future.result()
             yield ToolFinished(prepared.call.id, prepared.call.name, results[prepared.call.id])
-
-
-def summarize_args(args: dict[str, object], limit: int = 80) -> str:
-    """A one-line summary of tool arguments for renderers."""
-    text = json.dumps(args, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -19,6 +19,7 @@ from qshell.config import ApprovalMode
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
+from qshell.tools import tools_by_name
 from qshell.tools.base import Tool, ToolContext, tool_spec
 
 
@@ -89,7 +90,7 @@ class Session:
         self.model = model
         self.system_prompt = system_prompt
         self.tools = list(tools)
-        self.tools_by_name = {t.name: t for t in self.tools}
+        self.tools_by_name = tools_by_name(self.tools)
         self.tool_specs: list[ToolSpec] = [tool_spec(t) for t in self.tools]
         self.tool_context = tool_context
         self.approval_mode = approval_mode

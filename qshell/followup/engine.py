@@ -143,10 +143,6 @@ class Followup:
             return None
         return self.conversation.run_prepared(self.speculator.prepared_turn(spec))
 
-    def cancel(self) -> None:
-        self.controller.cancel()
-        self.speculator.cancel()
-
     def close(self) -> None:
         self.controller.cancel()
         self.speculator.cancel()

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from qshell.agent.policy import ALLOW, Decision
+from qshell.agent.policy import ALLOW, FREE_KINDS, Decision
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.followup import shell_safety
@@ -27,8 +27,8 @@ from qshell.followup.overlay import Overlay, OverlayEscape
 from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
-READ_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
-EDIT_KINDS = frozenset({Kind.EDIT})
+# delete and move stay boundaries: the overlay records no whiteouts or renames
+REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
 
 
@@ -61,13 +61,13 @@ class SpeculativeRunner:
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         accesses = tool.accesses(args, ctx)
-        if tool.kind in READ_KINDS:
+        if tool.kind in FREE_KINDS:
             for access in accesses:
                 concern = ctx.paths.read_concern(access.path)
                 if concern:
                     raise Boundary(BoundaryType.READ_SCOPE, tool.name, concern)
             return ALLOW
-        if tool.kind in EDIT_KINDS:
+        if tool.kind in REDIRECT_KINDS:
             if self.mode not in REDIRECT_MODES:
                 raise Boundary(BoundaryType.EDIT, tool.name, _describe(tool, args))
             for access in accesses:

@@ -19,6 +19,7 @@ from qshell.config import Settings
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.followup.gate import shell_concern
 from qshell.ui.line_loop import FollowupFactory
+from qshell.ui.terminal import is_tty
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +31,7 @@ def wants_plain(args: argparse.Namespace, environ: Mapping[str, str], stdout: Te
         return True
     if environ.get("TERM", "").lower() in DUMB_TERMS:
         return True
-    try:
-        return not stdout.isatty()
-    except (AttributeError, ValueError):
-        return True
+    return not is_tty(stdout)
 
 
 def _followup_factory(

@@ -24,6 +24,14 @@ except ImportError:  # pragma: no cover - not POSIX
 MAX_TYPEAHEAD_BYTES = 64 * 1024
 
 
+def is_tty(stream: object) -> bool:
+    """Whether a stream is a terminal; False for anything that cannot say (closed, fake)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
 @contextmanager
 def quiet_input(fd: int) -> Iterator[None]:
     """No echo and no line buffering on `fd` while active; the old mode comes back after."""
