@@ -80,3 +80,24 @@ def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
         front.turn_ended(front.drive(events))
     front.say(exit_text(conversation.close()))
     return 0
+
+
+class FollowupHooks:
+    """The LineFrontEnd hooks that forward to an optional suggestion engine (`followup`)."""
+
+    followup: Followup | None = None
+
+    def submitted(self, line: str) -> None:
+        if self.followup is not None:
+            self.followup.submitted(line)
+
+    def turn_ended(self, last: Event | None) -> None:
+        if self.followup is not None:
+            self.followup.turn_ended(last)
+
+    def prepared(self) -> Iterator[Event] | None:
+        return self.followup.prepared() if self.followup is not None else None
+
+    def close_followup(self) -> None:
+        if self.followup is not None:
+            self.followup.close()

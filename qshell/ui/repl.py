@@ -33,7 +33,7 @@ from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupFactory, run_loop
+from qshell.ui.line_loop import FollowupFactory, FollowupHooks, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
@@ -100,7 +100,7 @@ def _key_bindings(repl: Repl) -> KeyBindings:
     return bindings
 
 
-class Repl:
+class Repl(FollowupHooks):
     """The interactive loop on a real terminal."""
 
     def __init__(
@@ -179,17 +179,6 @@ class Repl:
     def _rprompt(self) -> str:
         return "⇥ Tab fills · Esc dismisses" if self.ghost_visible() else ""
 
-    def submitted(self, line: str) -> None:
-        if self.followup is not None:
-            self.followup.submitted(line)
-
-    def turn_ended(self, last: Event | None) -> None:
-        if self.followup is not None:
-            self.followup.turn_ended(last)
-
-    def prepared(self) -> Iterator[Event] | None:
-        return self.followup.prepared() if self.followup is not None else None
-
     def _toolbar(self) -> HTML:
         c = self.conversation
         usage = c.session.usage
@@ -232,8 +221,7 @@ class Repl:
         try:
             return run_loop(self, c)
         finally:
-            if self.followup is not None:
-                self.followup.close()
+            self.close_followup()
 
 
 def _xml(text: str) -> str:

@@ -18,7 +18,7 @@ from qshell import __version__
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupFactory, run_loop
+from qshell.ui.line_loop import FollowupFactory, FollowupHooks, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
 
@@ -30,7 +30,7 @@ KEYS_HELP = (
 USE_SUGGESTION = "."
 
 
-class SimpleFrontEnd:
+class SimpleFrontEnd(FollowupHooks):
     """A read-eval-print loop over plain text streams."""
 
     def __init__(
@@ -82,17 +82,6 @@ class SimpleFrontEnd:
     def drive(self, events: Iterator[Event]) -> Event | None:
         return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
 
-    def submitted(self, line: str) -> None:
-        if self.followup is not None:
-            self.followup.submitted(line)
-
-    def turn_ended(self, last: Event | None) -> None:
-        if self.followup is not None:
-            self.followup.turn_ended(last)
-
-    def prepared(self) -> Iterator[Event] | None:
-        return self.followup.prepared() if self.followup is not None else None
-
     def say(self, text: str) -> None:
         with self._write_lock:
             self.stdout.write(text + "\n")
@@ -117,5 +106,4 @@ class SimpleFrontEnd:
         try:
             return run_loop(self, c)
         finally:
-            if self.followup is not None:
-                self.followup.close()
+            self.close_followup()
