@@ -148,6 +148,23 @@ def _dispatch(
     if args.max_turns is not None and args.max_turns < 1:
         raise InputError("--max-turns must be at least 1")
     settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
+    opener = _opener(settings, root, environ, stderr)
+    try:
+        return _run_front_end(args, settings, opener, stdin, stdout, stderr, environ)
+    finally:
+        opener.close()
+
+
+def _run_front_end(
+    args: argparse.Namespace,
+    settings: Any,
+    opener: Any,
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: dict[str, str],
+) -> int:
+    from qshell.errors import InputError
     from qshell.ui.terminal import is_tty
 
     stdin_is_tty = is_tty(stdin)
@@ -155,12 +172,7 @@ def _dispatch(
         from qshell.ui.interactive import run_interactive
 
         return run_interactive(
-            args,
-            settings,
-            open_session=_factory(settings, root, environ),
-            environ=environ,
-            stdin=stdin,
-            stdout=stdout,
+            args, settings, open_session=opener, environ=environ, stdin=stdin, stdout=stdout
         )
     prompt = " ".join(args.prompt).strip()
     piped = "" if stdin_is_tty else _read_stdin(stdin, wait_for_first=bool(prompt))
@@ -172,23 +184,19 @@ def _dispatch(
         raise InputError("the prompt is empty: pass it as an argument or on standard input")
     from qshell.ui.print_mode import run_print
 
-    return run_print(
-        args,
-        settings,
-        prompt,
-        open_session=_factory(settings, root, environ),
-        stdout=stdout,
-        stderr=stderr,
-    )
+    return run_print(args, settings, prompt, open_session=opener, stdout=stdout, stderr=stderr)
 
 
-def _factory(settings: Any, root: Path, environ: Mapping[str, str]) -> Any:
-    """The session factory front-ends use: cli is the composition root."""
-    from functools import partial
+def _opener(settings: Any, root: Path, environ: Mapping[str, str], stderr: TextIO) -> Any:
+    """The session factory front-ends use (cli is the composition root); progress notes
+    from building the provider (the local model starting) go to stderr."""
+    from qshell.compose import SessionOpener
 
-    from qshell.compose import open_session
+    def notify(line: str) -> None:
+        stderr.write(f"qshell: {line}\n")
+        stderr.flush()
 
-    return partial(open_session, settings, root=root, environ=environ)
+    return SessionOpener(settings, root=root, environ=environ, notify=notify)
 
 
 def entry() -> None:

@@ -1,15 +1,19 @@
 """Composition: build the provider, tools and session a front-end runs.
 
-This is where settings become objects: the provider for the resolved configuration,
-the tool context with its path resolver and limits, the system prompt (built once), and
-a new or resumed session with its transcript. Front-ends receive what this builds and
-never construct providers or tools themselves. No threads, no terminal I/O.
+This is where settings become objects: the provider for the resolved configuration
+(starting the embedded model's server for `local`), the tool context with its path
+resolver and limits, the system prompt (built once), and a new or resumed session with
+its transcript. `SessionOpener` is the factory front-ends receive: it builds the provider
+once and shares it between the sessions of one run (`/clear` must not start a second
+model server), and `close()` releases it. Front-ends never construct providers or tools
+themselves. No threads; terminal output only through the `notify` callback it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
@@ -22,9 +26,26 @@ from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 
+if TYPE_CHECKING:
+    from qshell.llm.http import Timeouts
 
-def build_provider(config: ProviderConfig, settings: Settings) -> Provider:
-    """The provider for `config`, with the timeouts and retries from settings."""
+
+Notify = Callable[[str], None]
+
+LOCAL_FIRST_TOKEN_S = 900.0
+"""The embedded model answers rounds with tools in one piece, after a prefill that runs at
+a few hundred tokens a second on a small machine: the first-token watchdog waits longer."""
+
+
+def build_provider(
+    config: ProviderConfig,
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] | None = None,
+    notify: Notify | None = None,
+) -> Provider:
+    """The provider for `config`, with the timeouts and retries from settings. For `local`
+    this starts the model server and reports progress through `notify`."""
     from qshell.llm.http import RetryPolicy, Timeouts
 
     timeouts = Timeouts(
@@ -33,6 +54,8 @@ def build_provider(config: ProviderConfig, settings: Settings) -> Provider:
         idle_s=settings.timeouts.idle_s,
     )
     retry = RetryPolicy(max_attempts=settings.max_retries + 1)
+    if config.name is ProviderName.LOCAL:
+        return _local_provider(settings, environ or {}, notify, timeouts)
     if config.name is ProviderName.ANTHROPIC:
         from qshell.llm.anthropic import AnthropicProvider
 
@@ -40,6 +63,82 @@ def build_provider(config: ProviderConfig, settings: Settings) -> Provider:
     from qshell.llm.openai import OpenAIProvider
 
     return OpenAIProvider(config.base_url, config.api_key, timeouts=timeouts, retry=retry)
+
+
+def _local_provider(
+    settings: Settings, environ: Mapping[str, str], notify: Notify | None, timeouts: Timeouts
+) -> Provider:
+    from qshell.llm.http import RetryPolicy, Timeouts
+    from qshell.llm.local import LocalModel, LocalProvider, LocalServer
+
+    dirs = Dirs.from_environ(environ)
+    local = settings.local
+    model = LocalModel.choose(
+        model_path=local.model_path,
+        cache_dir=dirs.cache,
+        n_ctx=local.context_size,
+        threads=local.threads,
+        convert=local.convert,
+        chat_format=local.chat_format,
+        start_timeout_s=local.start_timeout_s,
+    )
+    server = LocalServer(model, log_dir=dirs.state)
+    server.start(notify)
+    return LocalProvider(
+        server,
+        timeouts=Timeouts(
+            connect_s=timeouts.connect_s,
+            first_token_s=max(timeouts.first_token_s, LOCAL_FIRST_TOKEN_S),
+            idle_s=max(timeouts.idle_s, LOCAL_FIRST_TOKEN_S),
+        ),
+        retry=RetryPolicy(max_attempts=1),  # a local server that failed will fail again
+    )
+
+
+def provider_config(settings: Settings, environ: Mapping[str, str]) -> ProviderConfig:
+    """The resolved provider; the embedded model counts when its extra is installed."""
+    from qshell.llm.local import local_available
+
+    return resolve_provider(settings, environ, local_available=local_available)
+
+
+class SessionOpener:
+    """The session factory of one run: every session shares one provider, built on first
+    use (for `local`, one model server); `close()` releases it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        root: Path,
+        environ: Mapping[str, str],
+        notify: Notify | None = None,
+    ) -> None:
+        self.settings = settings
+        self.root = root
+        self.environ = environ
+        self._notify = notify
+        self.provider: Provider | None = None
+
+    def __call__(self, request: SessionRequest) -> Session:
+        config = provider_config(self.settings, self.environ)
+        if self.provider is None:
+            if config.chosen_by_default and self._notify is not None:
+                self._notify(
+                    f"no provider is configured, so using the small offline model {config.model}; "
+                    "for real work set OPENAI_API_KEY or ANTHROPIC_API_KEY"
+                )
+            self.provider = build_provider(
+                config, self.settings, environ=self.environ, notify=self._notify
+            )
+        return open_session(
+            self.settings, request, root=self.root, environ=self.environ, provider=self.provider
+        )
+
+    def close(self) -> None:
+        close = getattr(self.provider, "close", None)
+        if close is not None:
+            close()
 
 
 def open_session(
@@ -52,7 +151,8 @@ def open_session(
 ) -> Session:
     """A new or resumed session for `root`, with its transcript open for appending."""
     dirs = Dirs.from_environ(environ)
-    config = resolve_provider(settings, environ)
+    config = provider_config(settings, environ)
+    tiny = config.name is ProviderName.LOCAL and not settings.local.model_path
     directory = transcripts.transcripts_dir(dirs.state, root)
     context = ToolContext(
         paths=PathResolver(
@@ -76,25 +176,33 @@ def open_session(
         transcript = transcripts.Transcript(directory / f"{session_id}.jsonl")
     else:
         session_id = new_session_id()
-        system_prompt = build_system_prompt(root, extra=request.append_system_prompt)
+        system_prompt = build_system_prompt(root, extra=request.append_system_prompt, compact=tiny)
         transcript = transcripts.Transcript.create(
             directory,
             session_id,
             {"cwd": str(root), "version": __version__, "system_prompt": system_prompt},
         )
     return Session(
-        provider=provider or build_provider(config, settings),
+        provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
-        system_prompt=system_prompt or build_system_prompt(root),
+        system_prompt=system_prompt or build_system_prompt(root, compact=tiny),
         tools=default_tools(),
         tool_context=context,
         approval_mode=settings.approval_mode,
-        max_turns=settings.max_turns,
+        max_turns=min(settings.max_turns, settings.local.max_rounds)
+        if tiny
+        else settings.max_turns,
         max_tokens=settings.max_tokens,
         session_id=session_id,
         transcript=transcript,
         history=history,
-        context_window=settings.context_window,
         compact_threshold=settings.compact_threshold,
         last_prompt_tokens=last_prompt_tokens,
+        compact_tools=tiny,
+        final_round_without_tools=tiny,
+        context_window=(
+            settings.local.context_size
+            if config.name is ProviderName.LOCAL
+            else settings.context_window
+        ),
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_OPENAI_MODEL = "gpt-4.1"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
 class ApprovalMode(enum.StrEnum):
@@ -55,12 +56,12 @@ class _Section(BaseModel):
 
 
 class SuggestionSettings(_Section):
-    enabled: bool = True
+    enabled: bool | None = None  # None: on, except with the embedded `local` provider
     cache_cold_tokens: int = Field(10_000, ge=0)
 
 
 class SpeculationSettings(_Section):
-    enabled: bool = True
+    enabled: bool | None = None  # None: on, except with the embedded `local` provider
     max_rounds: int = Field(20, ge=1)
     max_messages: int = Field(100, ge=2)
     wall_clock_s: float = Field(120.0, gt=0)
@@ -75,6 +76,18 @@ class TimeoutSettings(_Section):
     connect_s: float = Field(10.0, gt=0)
     first_token_s: float = Field(120.0, gt=0)
     idle_s: float = Field(60.0, gt=0)
+
+
+class LocalSettings(_Section):
+    """The embedded llama.cpp model (`provider: local`, or the default with the extra)."""
+
+    model_path: str = ""  # a GGUF file; empty means the bundled SmolLM2-135M-Instruct
+    context_size: int = Field(8192, ge=512)
+    threads: int = Field(0, ge=0)  # 0: every core
+    convert: bool = True  # convert the bundled Q4_1 model once to the faster Q8_0
+    chat_format: str = ""  # llama.cpp chat format; empty: function calling for the bundled model
+    max_rounds: int = Field(4, ge=1)  # per turn with the bundled model; the last has no tools
+    start_timeout_s: float = Field(300.0, gt=0)
 
 
 class Settings(_Section):
@@ -94,6 +107,7 @@ class Settings(_Section):
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
 
 
 def _describe(error: ValidationError, key_style: str) -> str:
@@ -223,31 +237,47 @@ class ProviderConfig:
     model: str
     api_key: str | None
     key_env: str
+    chosen_by_default: bool = False  # the embedded model, because nothing was configured
 
     def __repr__(self) -> str:
         key = "set" if self.api_key else "none"
         return f"ProviderConfig(name={self.name}, base_url={self.base_url!r}, model={self.model!r}, key={key})"
 
 
-def resolve_provider(settings: Settings, environ: Mapping[str, str]) -> ProviderConfig:
-    """Pick the provider: explicit setting, else OpenAI variables, else Anthropic's."""
+def resolve_provider(
+    settings: Settings,
+    environ: Mapping[str, str],
+    *,
+    local_available: Callable[[], bool] = lambda: False,
+) -> ProviderConfig:
+    """Pick the provider: explicit setting, else OpenAI variables, else Anthropic's, else
+    the embedded model when `local_available()` says the `local` extra is installed."""
     openai_base = environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_BASE")
     name = settings.provider
+    chosen_by_default = False
     if name is ProviderName.AUTO:
         if environ.get("OPENAI_API_KEY") or openai_base:
             name = ProviderName.OPENAI
         elif environ.get("ANTHROPIC_API_KEY"):
             name = ProviderName.ANTHROPIC
         else:
-            raise ConfigError(
-                "no model provider is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL for "
-                "an OpenAI-compatible server such as vLLM, Ollama or llama.cpp), or "
-                "ANTHROPIC_API_KEY"
-            )
+            if not local_available():
+                raise ConfigError(
+                    "no model provider is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL "
+                    "for an OpenAI-compatible server such as vLLM, Ollama or llama.cpp) or "
+                    "ANTHROPIC_API_KEY, or install the offline model with "
+                    "pip install 'qshell[local]'"
+                )
+            name = ProviderName.LOCAL
+            chosen_by_default = True
     if name is ProviderName.LOCAL:
-        raise ConfigError(
-            "provider 'local' needs the embedded model, which this build does not include; "
-            "set provider to 'openai' or 'anthropic'"
+        return ProviderConfig(
+            name=name,
+            base_url="",
+            model=settings.model or local_model_name(settings),
+            api_key=None,
+            key_env="",
+            chosen_by_default=chosen_by_default,
         )
     if name is ProviderName.OPENAI:
         return ProviderConfig(
@@ -269,6 +299,13 @@ def resolve_provider(settings: Settings, environ: Mapping[str, str]) -> Provider
         api_key=api_key,
         key_env="ANTHROPIC_API_KEY",
     )
+
+
+def local_model_name(settings: Settings) -> str:
+    """The name the embedded model goes by: the GGUF's file name, or the bundled model's."""
+    if settings.local.model_path:
+        return Path(settings.local.model_path).stem
+    return BUNDLED_MODEL_NAME
 
 
 def project_root_for(cwd: Path | None = None) -> Path:

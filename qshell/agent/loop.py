@@ -108,7 +108,7 @@ def run_turn(
             return
         try:
             done: StreamDone | None = None
-            request = session.request()
+            request = session.request(round_index=rounds)
             for chunk in session.provider.stream(request, cancel):
                 if isinstance(chunk, StreamText):
                     yield TextDelta(chunk.text)
@@ -145,6 +145,8 @@ def run_turn(
         if done.message.content:
             session.append(done.message)
             session.cache_safe = CacheSafeParams.capture(request, done.message)
+        if not done.usage.known:  # size the history ourselves, for compaction
+            session.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
         yield RoundFinished(round=rounds, usage=done.usage)
         calls = done.message.tool_calls
         if not calls:
@@ -180,6 +182,7 @@ def _since(now: Usage, start: Usage) -> Usage:
         completion_tokens=now.completion_tokens - start.completion_tokens,
         cached_tokens=sub(now.cached_tokens, start.cached_tokens),
         cache_creation_tokens=sub(now.cache_creation_tokens, start.cache_creation_tokens),
+        known=now.known,
     )
 
 

@@ -30,6 +30,13 @@ Answer in concise Markdown. When you are done, say briefly what you changed and 
 checked it."""
 
 
+COMPACT_PROMPT = """\
+You are qshell, a coding assistant in the user's terminal, inside one project.
+Answer the user's question directly and briefly. Call a tool only to read or change a file
+or run a command the question needs; paths are relative to the project root."""
+COMPACT_INSTRUCTIONS_CHARS = 2_000
+
+
 def find_instructions(root: Path) -> Path | None:
     for name in INSTRUCTION_FILES:
         path = root / name
@@ -38,12 +45,14 @@ def find_instructions(root: Path) -> Path | None:
     return None
 
 
-def build_system_prompt(root: Path, *, extra: str = "") -> str:
-    """The whole system prompt for a session rooted at `root`."""
+def build_system_prompt(root: Path, *, extra: str = "", compact: bool = False) -> str:
+    """The whole system prompt for a session rooted at `root`; `compact` is the short
+    variant for a small local model, whose every prompt token costs real time."""
     parts = [
-        BASE_PROMPT,
+        COMPACT_PROMPT if compact else BASE_PROMPT,
         f"Environment: {platform.system()} ({platform.machine()}); project root: {root}",
     ]
+    limit = COMPACT_INSTRUCTIONS_CHARS if compact else MAX_INSTRUCTIONS_CHARS
     instructions = find_instructions(root)
     if instructions is not None:
         try:
@@ -51,7 +60,7 @@ def build_system_prompt(root: Path, *, extra: str = "") -> str:
         except OSError:
             text = ""
         if text.strip():
-            text = text[:MAX_INSTRUCTIONS_CHARS]
+            text = text[:limit]
             parts.append(f"Project instructions from {instructions.name}:\n\n{text.strip()}")
     if extra.strip():
         parts.append(extra.strip())

@@ -84,6 +84,8 @@ class Session:
         context_window: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
         compact_threshold: float = DEFAULT_COMPACT_THRESHOLD,
         last_prompt_tokens: int = 0,
+        compact_tools: bool = False,
+        final_round_without_tools: bool = False,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -91,7 +93,11 @@ class Session:
         self.system_prompt = system_prompt
         self.tools = list(tools)
         self.tools_by_name = tools_by_name(self.tools)
-        self.tool_specs: list[ToolSpec] = [tool_spec(t) for t in self.tools]
+        # A small model gets compact tool descriptions, and its last round of a turn is
+        # sent without tools so the turn ends in an answer rather than more calls.
+        self.compact_tools = compact_tools
+        self.final_round_without_tools = final_round_without_tools
+        self.tool_specs: list[ToolSpec] = [tool_spec(t, compact=compact_tools) for t in self.tools]
         self.tool_context = tool_context
         self.approval_mode = approval_mode
         self.max_turns = max_turns
@@ -142,12 +148,14 @@ class Session:
         for message in messages:
             self.append(message)
 
-    def request(self) -> ChatRequest:
+    def request(self, *, round_index: int = 0) -> ChatRequest:
+        """The request for round `round_index` (0-based) of the current turn."""
+        last = round_index >= self.max_turns - 1
         return ChatRequest(
             model=self.model,
             system=self.system_prompt,
             messages=list(self.history),
-            tools=self.tool_specs,
+            tools=[] if last and self.final_round_without_tools else self.tool_specs,
             max_tokens=self.max_tokens,
         )
 

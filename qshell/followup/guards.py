@@ -103,15 +103,22 @@ def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
     return None
 
 
-def suggestions_enabled(setting: bool, environ: Mapping[str, str], provider_name: str) -> bool:
-    """The effective switch: `QSHELL_SUGGESTIONS` (0/1/false/true…) wins over everything;
-    otherwise off for the embedded `local` provider and `setting` for every other one."""
-    switch = env_switch(environ, ENV_SWITCH)
+def suggestions_enabled(
+    setting: bool | None, environ: Mapping[str, str], provider_name: str
+) -> bool:
+    """The effective switch: `QSHELL_SUGGESTIONS` (0/1/false/true…) wins over everything,
+    then an explicit setting; unset, they are off for the embedded `local` provider (its
+    single-slot server would queue the user's turn behind them) and on otherwise."""
+    return background_enabled(setting, env_switch(environ, ENV_SWITCH), provider_name)
+
+
+def background_enabled(setting: bool | None, switch: bool | None, provider_name: str) -> bool:
+    """An environment switch, else the setting, else on unless the provider is `local`."""
     if switch is not None:
         return switch
-    if provider_name == EMBEDDED_PROVIDER:
-        return False
-    return setting
+    if setting is not None:
+        return setting
+    return provider_name != EMBEDDED_PROVIDER
 
 
 def count_assistant_turns(history: Sequence[Message]) -> int:

@@ -99,6 +99,8 @@ class Speculation:
             history=session.history,
             context_window=session.context_window,
             compact_threshold=session.compact_threshold,
+            compact_tools=session.compact_tools,
+            final_round_without_tools=session.final_round_without_tools,
         )
         self.runner = SpeculativeRunner(overlay, session.approval_mode)
         self.status = Status.RUNNING

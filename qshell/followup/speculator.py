@@ -22,7 +22,7 @@ from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import speculation as spec_module
-from qshell.followup.guards import env_switch
+from qshell.followup.guards import background_enabled, env_switch
 from qshell.followup.overlay import Overlay, OverlayUnavailable
 from qshell.followup.speculation import Limits, Speculation, Status
 from qshell.followup.suggestion import SuggestionResult, generate_suggestion
@@ -47,7 +47,9 @@ class Speculator:
     ) -> None:
         self.conversation = conversation
         switch = env_switch(environ, ENV_SWITCH)
-        self.enabled = settings.speculation.enabled if switch is None else switch
+        self.enabled = background_enabled(
+            settings.speculation.enabled, switch, conversation.session.provider.name
+        )
         self.limits = Limits(
             max_rounds=settings.speculation.max_rounds,
             max_messages=settings.speculation.max_messages,

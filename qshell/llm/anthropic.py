@@ -106,6 +106,8 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
         ]
         tools[-1]["cache_control"] = dict(_EPHEMERAL)
         body["tools"] = tools
+        if request.tool_choice:
+            body["tool_choice"] = {"type": "tool", "name": request.tool_choice}
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body

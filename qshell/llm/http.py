@@ -296,10 +296,14 @@ class HttpStreamer:
                 state.model,
                 retry_after_s=parse_retry_after(response.headers.get("retry-after")),
             )
+        events: Iterator[ServerSentEvent]
         if "application/json" in response.headers.get("content-type", ""):
-            raise self._json_instead_of_stream(_read_capped(response), state.model)
-        response.stream = _FeedingStream(response.stream, watchdog.feed)
-        events = EventSource(response).iter_sse()
+            # A whole answer instead of a stream (asked for, or a server that cannot
+            # stream this request): the parser reads it as the stream's one event.
+            events = iter([self._json_answer(_read_capped(response), state.model)])
+        else:
+            response.stream = _FeedingStream(response.stream, watchdog.feed)
+            events = EventSource(response).iter_sse()
         for event in parse(events, state.progress):
             if state.cancel.cancelled:
                 raise Cancelled("cancelled")
@@ -320,16 +324,20 @@ class HttpStreamer:
         except Exception:  # the answer is complete; a messy ending only costs the connection
             log.debug("draining a finished stream failed", exc_info=True)
 
-    def _json_instead_of_stream(self, body: str, model: str) -> ProviderError:
+    def _json_answer(self, body: str, model: str) -> ServerSentEvent:
+        """A JSON body as one event; an error payload or a non-object raises."""
         try:
             payload = json.loads(body)
         except ValueError:
             payload = None
         if isinstance(payload, dict) and payload.get("error"):
-            return error_from_payload(payload, self.endpoint, model)
-        return StreamBroken(
-            f"{self.endpoint.base_url} answered with JSON instead of an event stream"
-        )
+            raise error_from_payload(payload, self.endpoint, model)
+        if not isinstance(payload, dict):
+            raise StreamBroken(
+                f"{self.endpoint.base_url} answered with something that is neither an event "
+                "stream nor a JSON object"
+            )
+        return ServerSentEvent(data=body)
 
     def _classify(self, exc: Exception, state: _AttemptState) -> Exception:
         """The one mapping of a failed attempt to Cancelled or a ProviderError."""

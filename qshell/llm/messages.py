@@ -82,12 +82,15 @@ class Message(_Value):
 
 
 class Usage(_Value):
-    """Token counts of one model round. `None` means the server did not say (unknown)."""
+    """Token counts of one model round. `None` means the server did not say (unknown);
+    `known=False` means it reported no usage at all (llama.cpp's server does not in a
+    stream), so the counts are zero for that round and a sum of rounds is a lower bound."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = None
     cache_creation_tokens: int | None = None
+    known: bool = True
 
     def __add__(self, other: Usage) -> Usage:
         def add(a: int | None, b: int | None) -> int | None:
@@ -100,6 +103,7 @@ class Usage(_Value):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=add(self.cached_tokens, other.cached_tokens),
             cache_creation_tokens=add(self.cache_creation_tokens, other.cache_creation_tokens),
+            known=self.known and other.known,
         )
 
 
@@ -120,6 +124,7 @@ class ChatRequest(_Value):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 8192
     temperature: float | None = None
+    tool_choice: str | None = None  # a tool the model must call this round; None = its choice
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]

