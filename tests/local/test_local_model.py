@@ -1,0 +1,293 @@
+"""qshell against a server nobody here wrote: llama.cpp's OpenAI-compatible server with the
+bundled SmolLM2-135M model, through qshell's own provider, loop and command line.
+
+Timings are printed side by side (run with `-s` to see them), never asserted as absolute
+numbers; the one timing assertion compares two requests measured in the same test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from qshell.agent.events import ToolFinished, TurnFailed, TurnFinished
+from qshell.agent.loop import run_turn
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session, check_history
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode
+from qshell.errors import Cancelled
+from qshell.followup.suggestion import generate_suggestion
+from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.fork import CacheSafeParams
+from qshell.llm.local import LocalProvider, LocalServer
+from qshell.llm.messages import ChatRequest, Message, ToolSpec
+from qshell.tools import default_tools
+from qshell.tools.base import ToolContext
+from qshell.tools.paths import PathResolver
+from tests.e2e.helpers import run_qshell
+
+MODEL = "SmolLM2-135M-Instruct"
+READ_FILE = ToolSpec(
+    name="read_file",
+    description="Read a text file.",
+    parameters={
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+    },
+)
+
+
+def ask(text: str, **fields: object) -> ChatRequest:
+    return ChatRequest(
+        model=MODEL,
+        system="You are a helpful assistant.",
+        messages=[Message.user(text)],
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def collect(events: Iterator[StreamEvent]) -> tuple[list[str], StreamDone]:
+    texts: list[str] = []
+    done = None
+    for event in events:
+        if isinstance(event, StreamText):
+            texts.append(event.text)
+        else:
+            done = event
+    assert done is not None
+    return texts, done
+
+
+def test_text_streams_in_pieces_and_the_missing_usage_is_marked_unknown(local_provider):
+    texts, done = collect(
+        local_provider.stream(ask("Name three colours.", max_tokens=40), CancelToken())
+    )
+    assert len(texts) > 1, "the answer should arrive as several deltas"
+    assert "".join(texts).strip() == done.message.text.strip() != ""
+    assert done.stop_reason in ("end_turn", "max_tokens")
+    # llama.cpp's server ignores stream_options.include_usage: no usage in a stream
+    assert done.usage.known is False
+
+
+def test_a_forced_tool_call_whose_deltas_repeat_id_and_name_becomes_one_call(
+    local_server: LocalServer, local_provider: LocalProvider
+):
+    request = ask("Read the file notes.txt", tools=[READ_FILE], tool_choice="read_file")
+    # first look at the wire: this server repeats id and name in every delta
+    body = local_provider._body(request)
+    assert body["stream"] is True
+    chunks = []
+    with (
+        httpx.Client(timeout=120) as client,
+        client.stream(
+            "POST",
+            f"{local_server.base_url}/chat/completions",
+            json=body,
+            headers={"authorization": f"Bearer {local_server.api_key}"},
+        ) as response,
+    ):
+        for line in response.iter_lines():
+            if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                chunks.append(json.loads(line[5:]))
+    deltas = [
+        call
+        for chunk in chunks
+        for choice in chunk["choices"]
+        for call in (choice.get("delta") or {}).get("tool_calls") or []
+    ]
+    named = [d for d in deltas if d.get("function", {}).get("name") == "read_file"]
+    assert len(named) > 1 and len({d["id"] for d in named}) == 1
+    # then through qshell's provider: one call, its name once, its arguments a JSON object
+    _, done = collect(local_provider.stream(request, CancelToken()))
+    calls = done.message.tool_calls
+    assert len(calls) == 1
+    assert calls[0].name == "read_file"
+    assert isinstance(calls[0].parsed_arguments(), dict)
+    assert done.stop_reason == "tool_use"
+
+
+def test_cancelling_mid_stream_frees_the_server_for_the_next_request(local_provider):
+    cancel = CancelToken()
+    started = time.monotonic()
+    seen = 0
+    try:
+        for event in local_provider.stream(
+            ask("Write a very long story about a lighthouse keeper.", max_tokens=2000), cancel
+        ):
+            if isinstance(event, StreamText):
+                seen += 1
+                if seen == 5:
+                    cancel.cancel()
+    except Cancelled:
+        pass
+    else:
+        raise AssertionError("the cancelled stream ended without Cancelled")
+    cancelled_after = time.monotonic() - started
+    started = time.monotonic()
+    _, done = collect(local_provider.stream(ask("Say OK.", max_tokens=10), CancelToken()))
+    next_took = time.monotonic() - started
+    print(f"\ncancelled after {cancelled_after:.2f} s; the next request took {next_took:.2f} s")
+    assert done.message.text.strip()
+    # had the 2,000-token story kept the single slot busy, the next answer would wait for it
+    assert next_took < 10 * max(cancelled_after, 0.2)
+
+
+def test_a_second_request_sharing_a_long_prefix_is_much_faster(local_provider):
+    facts = " ".join(f"Fact {i}: the project keeps module {i} in src/m{i}.py." for i in range(120))
+    system = f"You answer questions about a project.\n{facts}"
+
+    def timed(question: str) -> float:
+        request = ChatRequest(
+            model=MODEL, system=system, messages=[Message.user(question)], max_tokens=16
+        )
+        started = time.monotonic()
+        collect(local_provider.stream(request, CancelToken()))
+        return time.monotonic() - started
+
+    cold = timed("Where is module 7?")
+    warm = timed("Where is module 99?")
+    print(f"\nlong prefix: first answer {cold:.2f} s, shared-prefix answer {warm:.2f} s")
+    assert warm < cold / 2
+
+
+def session_for(provider: LocalProvider, tmp_path, **fields: object) -> Session:
+    return Session(
+        provider=provider,
+        model=MODEL,
+        system_prompt="You are a coding assistant. Use the tools.",
+        tools=default_tools(),
+        tool_context=ToolContext(paths=PathResolver(tmp_path, home=tmp_path), environ={}),
+        compact_tools=True,
+        final_round_without_tools=True,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+class ForcedFirstRound:
+    """The local provider, forcing one tool on the first round and recording requests."""
+
+    name = "local"
+
+    def __init__(self, inner: LocalProvider, tool: str) -> None:
+        self.inner = inner
+        self.tool = tool
+        self.requests: list[ChatRequest] = []
+
+    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        if not self.requests:
+            request = request.model_copy(update={"tool_choice": self.tool})
+        self.requests.append(request)
+        return self.inner.stream(request, cancel)
+
+
+def test_the_tiny_models_nonsense_tool_arguments_become_tool_errors_it_sees(
+    local_provider, tmp_path
+):
+    (tmp_path / "app.py").write_text("print('hello')\n")
+    forced = ForcedFirstRound(local_provider, "edit")
+    session = session_for(forced, tmp_path, max_turns=2)  # type: ignore[arg-type]
+    runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
+    events = list(run_turn(session, "Fix the bug in app.py", runner, CancelToken()))
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished and finished[0].name == "edit"
+    assert finished[0].result.error is not None, "nonsense arguments should fail as a tool error"
+    assert isinstance(events[-1], TurnFinished), events[-1]
+    assert check_history(session.history) == []
+    assert (tmp_path / "app.py").read_text() == "print('hello')\n"
+    # the next request shows the model its error (as user text: the format has no tool role)
+    second = local_provider._body(forced.requests[1])
+    shown = json.dumps(second["messages"])
+    assert "The edit call failed" in shown
+
+
+def test_a_turn_with_tools_always_ends_in_an_answer(local_provider, tmp_path):
+    (tmp_path / "notes.txt").write_text("remember the milk\n")
+    session = session_for(local_provider, tmp_path, max_turns=3)
+    runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
+    events = list(run_turn(session, "What is in notes.txt?", runner, CancelToken()))
+    assert not any(isinstance(e, TurnFailed) for e in events), events[-1]
+    assert isinstance(events[-1], TurnFinished)
+    assert session.rounds <= 3
+    assert check_history(session.history) == []
+
+
+def test_a_suggestion_request_is_served_by_the_local_model(local_provider, tmp_path):
+    session = session_for(local_provider, tmp_path, max_turns=1)
+    runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
+    list(run_turn(session, "Say hello.", runner, CancelToken()))
+    list(run_turn(session, "Now say goodbye.", runner, CancelToken()))
+    params = session.cache_safe
+    assert isinstance(params, CacheSafeParams)
+    result = generate_suggestion(local_provider, params, CancelToken())
+    # the tiny model predicts poorly; what matters is a served request and a named outcome
+    assert result.reason != "error", result
+    assert result.usage is not None and result.candidate is not None
+    assert (result.text is None) != (result.reason is None)
+    print(f"\nsuggestion candidate {result.candidate!r}: {result.reason or 'shown'}")
+
+
+def test_print_mode_with_json_output_runs_offline_by_default(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "hello.py").write_text("print('hi')\n")
+    started = time.monotonic()
+    run = run_qshell("-p", "Say hello.", "-o", "json", cwd=project, timeout_s=300)
+    took = time.monotonic() - started
+    assert run.code == 0, run.stderr
+    record = json.loads(run.stdout)
+    assert record["type"] == "result" and record["is_error"] is False
+    assert isinstance(record["result"], str) and record["result"].strip()
+    assert "offline model" in run.stderr and "OPENAI_API_KEY" in run.stderr
+    assert "Traceback" not in run.stderr
+    print(f"\nqshell -p (start the server, convert once, answer): {took:.2f} s")
+
+
+def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model_cache, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from qshell.llm.local import LocalModel, LocalServer\n"
+        f"model = LocalModel.choose(model_path='', cache_dir=Path({str(local_model_cache)!r}), n_ctx=2048)\n"
+        f"server = LocalServer(model, log_dir=Path({str(tmp_path)!r}))\n"
+        "server.start()\n"
+        "print(server.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child_pid = int(parent.stdout.readline())
+    assert os.kill(child_pid, 0) is None  # running
+    parent.send_signal(signal.SIGKILL)  # no atexit, no finally: only the pipe is left
+    parent.wait()
+    gone = threading.Event()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child_pid, 0)
+        except ProcessLookupError:
+            gone.set()
+            break
+        if _is_zombie(child_pid):
+            gone.set()
+            break
+        time.sleep(0.05)
+    assert gone.is_set(), f"server process {child_pid} outlived its killed parent"
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
