@@ -1,0 +1,56 @@
+"""The interactive REPL on the embedded model: it says which model it uses, answers, and
+leaves no server process behind after Ctrl-C and exit."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.e2e.pty import spawn_qshell
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_the_repl_runs_on_the_local_model_and_stops_its_server_on_exit(tmp_path, local_model_cache):
+    project = tmp_path / "project"
+    project.mkdir()
+    child = spawn_qshell(None, project)
+    child.expect("offline model")
+    child.expect("local model ready")
+    child.wait_prompt()
+    servers = children_of(child.child.pid)
+    assert len(servers) == 1, servers
+    server = servers[0]
+    assert "qshell.llm.local_child" in Path(f"/proc/{server}/cmdline").read_text()
+    child.submit("Say hello.")
+    child.expect("tokens: not reported by the server", timeout_s=120)  # llama.cpp's stream
+    child.wait_prompt(timeout_s=120)
+    child.send("\x03")  # Ctrl-C on an empty prompt: the server is not in the terminal's group
+    time.sleep(0.3)
+    assert alive(server)
+    child.send("\x04")  # Ctrl-D exits
+    assert child.finish() == 0
+    deadline = time.monotonic() + 15
+    while alive(server) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(server), "the model server outlived qshell"
