@@ -136,7 +136,9 @@ class SessionOpener:
         )
 
     def close(self) -> None:
-        close = getattr(self.provider, "close", None)
+        """Release the provider (stop the local server); a later session builds a new one."""
+        provider, self.provider = self.provider, None
+        close = getattr(provider, "close", None)
         if close is not None:
             close()
 

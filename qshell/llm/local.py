@@ -37,7 +37,13 @@ import httpx
 
 from qshell.cancel import CancelToken
 from qshell.config import BUNDLED_MODEL_NAME
-from qshell.errors import ConfigError, ProviderUnavailable
+from qshell.errors import (
+    ConfigError,
+    ContextTooLong,
+    ProviderError,
+    ProviderUnavailable,
+    StreamBroken,
+)
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, TextBlock, ToolResultBlock
 from qshell.llm.openai import OpenAIProvider, build_body
@@ -49,6 +55,7 @@ BUNDLED_SEED = 1234
 LOG_NAME = "local-server.log"
 STOP_WAIT_S = 5.0
 READY_POLL_S = 0.05
+LOG_TAIL_BYTES = 256 * 1024
 
 Progress = Callable[[str], None]
 
@@ -186,20 +193,10 @@ class LocalServer:
         started = time.monotonic()
         with open(self.log_path, "wb") as log:
             os.chmod(self.log_path, 0o600)
-            self.process = subprocess.Popen(
-                [
-                    self._python,
-                    "-m",
-                    "qshell.llm.local_child",
-                    json.dumps(self.model.child_config()),
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=_child_environ(self.api_key),
-                start_new_session=True,  # the terminal's Ctrl-C is qshell's to handle
-                close_fds=True,
-            )
+            try:
+                self.process = self._spawn(log)
+            except OSError as exc:
+                raise self._failure(f"could not be started ({exc.strerror})") from None
         atexit.register(self.close)
         say(f"starting the local model {self.model.name} (llama.cpp, offline)…")
         try:
@@ -211,6 +208,18 @@ class LocalServer:
             raise
         say(f"local model ready in {time.monotonic() - started:.1f} s")
 
+    def _spawn(self, log: Any) -> subprocess.Popen[bytes]:
+        config = json.dumps(self.model.child_config())
+        return subprocess.Popen(
+            [self._python, "-m", "qshell.llm.local_child", config],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=_child_environ(self.api_key),
+            start_new_session=True,  # the terminal's Ctrl-C is qshell's to handle
+            close_fds=True,
+        )
+
     def _deadline_left(self, started: float) -> float:
         return self.model.start_timeout_s - (time.monotonic() - started)
 
@@ -221,7 +230,7 @@ class LocalServer:
         while True:
             left = self._deadline_left(started)
             if left <= 0:
-                raise self._failure(f"did not start within {self.model.start_timeout_s:.0f} s")
+                raise self._failure(f"did not start within {self.model.start_timeout_s:g} s")
             ready, _, _ = select.select([out], [], [], min(left, 1.0))
             if not ready:
                 continue
@@ -255,15 +264,41 @@ class LocalServer:
                 except httpx.HTTPError:
                     pass
                 if self._deadline_left(started) <= 0:
-                    raise self._failure(f"did not answer within {self.model.start_timeout_s:.0f} s")
+                    raise self._failure(f"did not answer within {self.model.start_timeout_s:g} s")
                 time.sleep(READY_POLL_S)
 
     def _failure(self, what: str) -> ProviderUnavailable:
         last = _last_line(self.log_path)
         detail = f" (last log line: {last})" if last else ""
-        return ProviderUnavailable(
-            f"the local model server {what}{detail}; see {self.log_path}", retryable=False
-        )
+        error = ProviderUnavailable(f"the local model server {what}{detail}; see {self.log_path}")
+        error.retryable = False
+        return error
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def explain(self, error: ProviderError, log_offset: int) -> ProviderError:
+        """A clearer error for a request that failed inside the server: the server reports
+        it only in its log (its stream just ends), from `log_offset` on."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(log_offset)
+                text = handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return error
+        problems = [ln.strip(" |") for ln in text.splitlines() if "Error: " in ln]
+        if not problems:
+            return error
+        problem = problems[-1].split("Error: ", 1)[1].strip()
+        if "exceed context window" in problem:
+            return ContextTooLong(
+                f"the conversation is too long for the local model ({problem}); use /compact, "
+                "/clear, or raise local.contextSize"
+            )
+        return StreamBroken(f"the local model server failed: {problem} (see {self.log_path})")
 
     @property
     def running(self) -> bool:
@@ -336,19 +371,29 @@ class LocalProvider(OpenAIProvider):
             self.server.close()
 
     def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        """One round. With the function-calling format and tools on offer, llama.cpp picks
-        between a call and prose first; when it picks prose its grammar leaves the text
-        empty, so that round is asked again without tools, streamed."""
+        """One round; a failure inside the server is explained from its log."""
+        offset = self.server.log_size()
+        try:
+            yield from self._round(request, cancel)
+        except StreamBroken as error:
+            raise self.server.explain(error, offset) from error
+
+    def _round(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        """With the function-calling format and tools on offer, llama.cpp picks between a
+        call and prose first; when it picks prose its grammar leaves the text empty, so
+        that round is asked again without tools, streamed."""
         if not self._auto_tools(request):
             yield from super().stream(request, cancel)
             return
         done: StreamDone | None = None
+        texts: list[StreamEvent] = []  # held back until we know this answer is kept
         for event in super().stream(request, cancel):
             if isinstance(event, StreamDone):
                 done = event
             else:
-                yield event
+                texts.append(event)
         if done is not None and (done.message.tool_calls or done.message.text.strip()):
+            yield from texts
             yield done
             return
         yield from super().stream(request.model_copy(update={"tools": []}), cancel)

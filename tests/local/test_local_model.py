@@ -291,3 +291,17 @@ def _is_zombie(pid: int) -> bool:
             return handle.read().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_a_prompt_longer_than_the_context_window_is_context_too_long(local_provider):
+    from qshell.errors import ContextTooLong
+
+    request = ask("word " * 9000, max_tokens=10)  # the server has 8,192 tokens of context
+    try:
+        collect(local_provider.stream(request, CancelToken()))
+    except ContextTooLong as error:
+        assert "local.contextSize" in str(error)
+    else:
+        raise AssertionError("an over-long prompt was accepted")
+    _, done = collect(local_provider.stream(ask("Say OK.", max_tokens=5), CancelToken()))
+    assert done.message.text.strip()

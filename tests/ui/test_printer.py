@@ -52,7 +52,18 @@ def test_json_prints_one_object_with_the_documented_fields():
     assert code == 0 and err == ""
     assert record["result"] == "The answer is 42." and record["session_id"] == "s1"
     assert record["is_error"] is False and record["num_rounds"] == 2
-    assert record["usage"] == {"prompt_tokens": 60, "completion_tokens": 10, "cached_tokens": None}
+    assert record["usage"] == {
+        "prompt_tokens": 60,
+        "completion_tokens": 10,
+        "cached_tokens": None,
+        "known": True,
+    }
+
+
+def test_json_marks_usage_the_server_did_not_report_as_unknown():
+    events = [TurnFinished(text="hi", usage=Usage(known=False), rounds=1)]
+    _, out, _ = render(OutputFormat.JSON, events)
+    assert json.loads(out)["usage"]["known"] is False
 
 
 def test_stream_json_prints_one_typed_timestamped_event_per_line_ending_with_result():

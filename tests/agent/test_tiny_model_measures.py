@@ -1,0 +1,346 @@
+"""What a session does for a tiny local model: a toolless last round, compact tools and
+prompt, one shared provider per run, and a usage line that admits what it does not know."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from pydantic import BaseModel, Field
+
+from qshell import compose
+from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
+from qshell.agent.loop import run_turn
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.prompt import BASE_PROMPT, COMPACT_PROMPT, build_system_prompt
+from qshell.agent.session import Session, SessionRequest, check_history
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode, LocalSettings, Settings, load_settings
+from qshell.llm.messages import Usage
+from qshell.llm.openai import OpenAIProvider
+from qshell.tools import default_tools
+from qshell.tools.base import Kind, ToolContext, tool_spec
+from qshell.tools.paths import PathResolver
+from qshell.ui.render import usage_line
+from tests.agent.scripted import ScriptedProvider
+from tests.e2e.helpers import provider_env
+from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec, always
+
+# ------------------------------------------------------------ the toolless round
+
+
+def session_over(
+    provider: object, root: Path, *, max_turns: int, final_round_without_tools: bool
+) -> Session:
+    return Session(
+        provider=provider,  # type: ignore[arg-type]
+        model="m1",
+        system_prompt="sys",
+        tools=default_tools(),
+        tool_context=ToolContext(paths=PathResolver(root, home=root)),
+        max_turns=max_turns,
+        final_round_without_tools=final_round_without_tools,
+    )
+
+
+def test_only_the_last_round_of_a_turn_is_requested_without_tools(tmp_path: Path) -> None:
+    session = session_over(
+        ScriptedProvider([]), tmp_path, max_turns=3, final_round_without_tools=True
+    )
+    offered = [bool(session.request(round_index=k).tools) for k in range(4)]
+    assert offered == [True, True, False, False]
+    assert session.request(round_index=0).tools == session.tool_specs
+
+
+def test_without_the_measure_every_round_offers_tools(tmp_path: Path) -> None:
+    session = session_over(
+        ScriptedProvider([]), tmp_path, max_turns=3, final_round_without_tools=False
+    )
+    assert all(session.request(round_index=k).tools for k in range(3))
+
+
+def test_a_one_round_turn_with_the_measure_offers_no_tools_at_all(tmp_path: Path) -> None:
+    session = session_over(
+        ScriptedProvider([]), tmp_path, max_turns=1, final_round_without_tools=True
+    )
+    assert session.request(round_index=0).tools == []
+
+
+OFFERS_NO_TOOLS = Match(lambda request: not request.tool_names, "offers no tools")
+
+
+def drive(session: Session) -> list[Event]:
+    runner = MainToolRunner(ApprovalMode.YOLO, interactive=False)
+    return list(run_turn(session, "what is here?", runner, CancelToken()))
+
+
+def script_a_model_that_always_calls_tools(server: ScriptedLLMServer) -> None:
+    server.add_rule(OFFERS_NO_TOOLS, Reply.text("Here is a.txt, and that is all."))
+    server.add_rule(always(), Reply.tool_calls([ToolCallSpec("ls", {"path": "."})]))
+
+
+def test_a_model_that_keeps_calling_tools_answers_in_the_toolless_last_round(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("a\n")
+    script_a_model_that_always_calls_tools(llm_server)
+    provider = OpenAIProvider(llm_server.openai_base_url, llm_server.api_key)
+    session = session_over(provider, tmp_path, max_turns=3, final_round_without_tools=True)
+    try:
+        events = drive(session)
+    finally:
+        provider.close()
+
+    requests = llm_server.requests
+    assert [bool(r.tool_names) for r in requests] == [True, True, False]
+    finished = events[-1]
+    assert isinstance(finished, TurnFinished)
+    assert finished.text == "Here is a.txt, and that is all."
+    assert finished.rounds == 3
+    assert check_history(session.history) == []
+    assert [m.role for m in session.history] == ["user"] + ["assistant", "user"] * 2 + ["assistant"]
+
+
+def test_without_the_measure_the_same_model_runs_out_of_rounds(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    script_a_model_that_always_calls_tools(llm_server)
+    provider = OpenAIProvider(llm_server.openai_base_url, llm_server.api_key)
+    session = session_over(provider, tmp_path, max_turns=3, final_round_without_tools=False)
+    try:
+        events = drive(session)
+    finally:
+        provider.close()
+
+    assert [bool(r.tool_names) for r in llm_server.requests] == [True, True, True]
+    assert isinstance(events[-1], TurnFailed) and events[-1].kind is FailureKind.MAX_TURNS
+
+
+# ------------------------------------------------------------- compact tool specs
+
+
+class _DocArgs(BaseModel):
+    path: str = Field(description="Which file to read, relative to the root.")
+    title: str = Field("", description="A field that happens to be called title.")
+    description: int | None = Field(None, description="And one called description.")
+
+
+class _DocTool:
+    name: ClassVar[str] = "doc"
+    kind: ClassVar[Kind] = Kind.READ
+    description: ClassVar[str] = (
+        "Read a document.  It returns the text\n with line numbers. Use it before editing."
+    )
+    Args: ClassVar[type[BaseModel]] = _DocArgs
+
+
+def _keys(schema: object) -> set[str]:
+    """Every key used anywhere in a JSON schema, property names excluded."""
+    if isinstance(schema, dict):
+        found: set[str] = set()
+        for key, value in schema.items():
+            if key == "properties" and isinstance(value, dict):
+                for inner in value.values():
+                    found |= _keys(inner)
+            else:
+                found.add(key)
+                found |= _keys(value)
+        return found
+    if isinstance(schema, list):
+        return set().union(*(_keys(item) for item in schema))
+    return set()
+
+
+def test_a_compact_tool_spec_keeps_the_first_sentence_and_drops_descriptions_and_titles() -> None:
+    full = tool_spec(_DocTool())  # type: ignore[arg-type]
+    compact = tool_spec(_DocTool(), compact=True)  # type: ignore[arg-type]
+    assert compact.name == "doc"
+    assert compact.description == "Read a document."
+    assert "description" in _keys(full.parameters) and "title" in _keys(full.parameters)
+    assert "description" not in _keys(compact.parameters)
+    assert "title" not in _keys(compact.parameters)
+
+
+def test_a_compact_tool_spec_keeps_types_required_and_properties_named_like_keywords() -> None:
+    schema = tool_spec(_DocTool(), compact=True).parameters  # type: ignore[arg-type]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["path"]
+    assert list(schema["properties"]) == ["path", "title", "description"]
+    assert schema["properties"]["path"] == {"type": "string"}
+    assert schema["properties"]["title"] == {"default": "", "type": "string"}
+    assert schema["properties"]["description"]["anyOf"] == [{"type": "integer"}, {"type": "null"}]
+
+
+def test_a_one_sentence_description_is_kept_whole_on_one_line() -> None:
+    class Flat(_DocTool):
+        description: ClassVar[str] = "List the entries\n   of one directory"
+
+    assert tool_spec(Flat(), compact=True).description == "List the entries of one directory"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("tool", default_tools(), ids=lambda tool: tool.name)
+def test_every_real_tool_has_a_shorter_compact_spec_with_the_same_arguments(tool) -> None:
+    full, compact = tool_spec(tool), tool_spec(tool, compact=True)
+    assert compact.description and full.description.startswith(compact.description[:-1])
+    assert len(str(compact.parameters)) <= len(str(full.parameters))
+    assert compact.parameters["properties"].keys() == full.parameters["properties"].keys()
+    assert compact.parameters.get("required") == full.parameters.get("required")
+
+
+# ------------------------------------------------------------------ compact prompt
+
+
+def test_the_compact_system_prompt_is_shorter_and_still_names_the_project_root(
+    tmp_path: Path,
+) -> None:
+    normal = build_system_prompt(tmp_path)
+    compact = build_system_prompt(tmp_path, compact=True)
+    assert len(compact) < len(normal)
+    assert compact.startswith(COMPACT_PROMPT) and normal.startswith(BASE_PROMPT)
+    assert f"project root: {tmp_path}" in compact
+
+
+def test_the_compact_prompt_clips_project_instructions_harder(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("y" * 5000)
+    assert "y" * 5000 in build_system_prompt(tmp_path)
+    compact = build_system_prompt(tmp_path, compact=True, extra="Be terse.")
+    assert "y" * 2000 in compact and "y" * 2001 not in compact
+    assert compact.rstrip().endswith("Be terse.")
+
+
+# --------------------------------------------------------------- session opening
+
+
+def environ_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"QSHELL_HOME": str(tmp_path / "qshell-home"), "HOME": str(tmp_path), **extra}
+
+
+def project(tmp_path: Path) -> Path:
+    root = (tmp_path / "project").resolve()
+    root.mkdir()
+    return root
+
+
+def close_all(sessions: Iterable[Session]) -> None:
+    for session in sessions:
+        session.close()
+
+
+def test_sessions_opened_by_one_opener_share_one_provider_that_close_releases(
+    llm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path)
+    environ = environ_for(tmp_path, **provider_env(llm_server, "openai"))
+    opener = compose.SessionOpener(
+        load_settings(project_root=root, environ=environ), root=root, environ=environ
+    )
+    first = opener(SessionRequest())
+    second = opener(SessionRequest())
+    try:
+        assert first.id != second.id
+        assert first.provider is second.provider is opener.provider
+        assert isinstance(opener.provider, OpenAIProvider)
+        assert opener.provider.base_url == llm_server.openai_base_url
+        llm_server.add_rule(always(), Reply.text("hello"))
+        events = drive(second)
+        assert isinstance(events[-1], TurnFinished) and events[-1].text == "hello"
+    finally:
+        close_all([first, second])
+    closes: list[str] = []
+    original = opener.provider.close
+    monkeypatch.setattr(opener.provider, "close", lambda: (closes.append("x"), original()))
+    opener.close()
+    assert closes == ["x"]
+
+
+def test_closing_an_opener_that_never_opened_a_session_does_nothing(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    environ = environ_for(tmp_path, OPENAI_API_KEY="k")
+    opener = compose.SessionOpener(
+        load_settings(project_root=root, environ=environ), root=root, environ=environ
+    )
+    opener.close()
+    assert opener.provider is None
+
+
+def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path)
+    settings = Settings(provider="local", max_turns=50, local=LocalSettings(context_size=4096))
+    session = compose.open_session(
+        settings,
+        SessionRequest(),
+        root=root,
+        environ=environ_for(tmp_path),
+        provider=ScriptedProvider([]),
+    )
+    try:
+        assert session.max_turns == settings.local.max_rounds
+        assert session.compact_tools and session.final_round_without_tools
+        assert session.system_prompt.startswith(COMPACT_PROMPT)
+        assert session.context_window == 4096
+        read_file = next(s for s in session.tool_specs if s.name == "read_file")
+        assert read_file.description == "Read a text file."
+        assert session.request(round_index=session.max_turns - 1).tools == []
+    finally:
+        session.close()
+
+
+def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_rounds(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path)
+    gguf = tmp_path / "big.gguf"
+    gguf.write_bytes(b"GGUF")
+    settings = Settings(
+        provider="local",
+        max_turns=20,
+        local=LocalSettings(model_path=str(gguf), context_size=16384),
+    )
+    session = compose.open_session(
+        settings,
+        SessionRequest(),
+        root=root,
+        environ=environ_for(tmp_path),
+        provider=ScriptedProvider([]),
+    )
+    try:
+        assert session.model == "big"
+        assert session.max_turns == 20
+        assert not session.compact_tools and not session.final_round_without_tools
+        assert session.system_prompt.startswith(BASE_PROMPT)
+        assert session.context_window == 16384
+        assert session.request(round_index=19).tools
+    finally:
+        session.close()
+
+
+def test_a_session_on_a_remote_provider_gets_no_tiny_model_measure(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    environ = environ_for(tmp_path, OPENAI_API_KEY="k")
+    settings = load_settings(project_root=root, environ=environ)
+    session = compose.open_session(
+        settings, SessionRequest(), root=root, environ=environ, provider=ScriptedProvider([])
+    )
+    try:
+        assert session.max_turns == settings.max_turns
+        assert not session.compact_tools and not session.final_round_without_tools
+        assert session.context_window == settings.context_window
+    finally:
+        session.close()
+
+
+# --------------------------------------------------------------------- usage line
+
+
+def test_the_usage_line_says_not_reported_when_the_server_gave_no_usage() -> None:
+    line = usage_line(Usage(known=False), 2, sep=" · ")
+    assert line == "tokens: not reported by the server · 2 rounds"
+
+
+def test_the_usage_line_shows_counts_when_only_some_rounds_were_reported() -> None:
+    partial = Usage(prompt_tokens=1200, completion_tokens=30) + Usage(known=False)
+    assert usage_line(partial, 1, sep=" · ").startswith("tokens: 1,200 in")

