@@ -132,7 +132,12 @@ class SessionOpener:
                 config, self.settings, environ=self.environ, notify=self._notify
             )
         return open_session(
-            self.settings, request, root=self.root, environ=self.environ, provider=self.provider
+            self.settings,
+            request,
+            root=self.root,
+            environ=self.environ,
+            provider=self.provider,
+            config=config,
         )
 
     def close(self) -> None:
@@ -150,10 +155,12 @@ def open_session(
     root: Path,
     environ: Mapping[str, str],
     provider: Provider | None = None,
+    config: ProviderConfig | None = None,
 ) -> Session:
-    """A new or resumed session for `root`, with its transcript open for appending."""
+    """A new or resumed session for `root`, with its transcript open for appending;
+    `provider` and its `config` are built from the settings when not given."""
     dirs = Dirs.from_environ(environ)
-    config = provider_config(settings, environ)
+    config = config or provider_config(settings, environ)
     tiny = config.name is ProviderName.LOCAL and not settings.local.model_path
     directory = transcripts.transcripts_dir(dirs.state, root)
     context = ToolContext(

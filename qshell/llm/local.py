@@ -436,7 +436,7 @@ def _for_function_calling(request: ChatRequest) -> ChatRequest:
         if not results:
             messages.append(message)
             continue
-        parts = [_result_text(r, names.get(r.tool_call_id, "a tool")) for r in results]
+        parts = [_result_text(r, names.get(r.tool_call_id, "unnamed")) for r in results]
         texts = [b.text for b in message.content if isinstance(b, TextBlock)]
         messages.append(Message(role="user", content=[TextBlock(text="\n\n".join(parts + texts))]))
     return request.model_copy(update={"messages": messages})

@@ -131,7 +131,7 @@ def test_a_result_whose_call_is_not_in_the_history_is_credited_to_a_tool(tmp_pat
         Message(role="user", content=[ToolResultBlock(tool_call_id="gone", content="x")]),
     ]
     body = provider_for(tmp_path)._body(request(messages=history, tools=TOOLS))
-    assert body["messages"][-1] == {"role": "user", "content": "The a tool call returned:\nx"}
+    assert body["messages"][-1] == {"role": "user", "content": "The unnamed call returned:\nx"}
 
 
 def test_without_the_function_calling_format_tool_results_keep_the_tool_role(
