@@ -8,7 +8,10 @@ numbers; the one timing assertion compares two requests measured in the same tes
 from __future__ import annotations
 
 import json
-import threading
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -20,7 +23,7 @@ from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.errors import Cancelled
+from qshell.errors import Cancelled, ContextTooLong
 from qshell.followup.suggestion import generate_suggestion
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
@@ -30,6 +33,7 @@ from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from tests.e2e.helpers import run_qshell
+from tests.local.procs import alive, children_of
 
 MODEL = "SmolLM2-135M-Instruct"
 READ_FILE = ToolSpec(
@@ -249,11 +253,6 @@ def test_print_mode_with_json_output_runs_offline_by_default(tmp_path):
 
 
 def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model_cache, tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -267,35 +266,16 @@ def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     child_pid = int(parent.stdout.readline())
-    assert os.kill(child_pid, 0) is None  # running
+    assert alive(child_pid)
     parent.send_signal(signal.SIGKILL)  # no atexit, no finally: only the pipe is left
     parent.wait()
-    gone = threading.Event()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child_pid, 0)
-        except ProcessLookupError:
-            gone.set()
-            break
-        if _is_zombie(child_pid):
-            gone.set()
-            break
+    while alive(child_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert gone.is_set(), f"server process {child_pid} outlived its killed parent"
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return True
+    assert not alive(child_pid), f"server process {child_pid} outlived its killed parent"
 
 
 def test_a_prompt_longer_than_the_context_window_is_context_too_long(local_provider):
-    from qshell.errors import ContextTooLong
-
     request = ask("word " * 9000, max_tokens=10)  # the server has 8,192 tokens of context
     try:
         collect(local_provider.stream(request, CancelToken()))
@@ -305,3 +285,29 @@ def test_a_prompt_longer_than_the_context_window_is_context_too_long(local_provi
         raise AssertionError("an over-long prompt was accepted")
     _, done = collect(local_provider.stream(ask("Say OK.", max_tokens=5), CancelToken()))
     assert done.message.text.strip()
+
+
+def test_ctrl_c_in_print_mode_exits_130_and_stops_the_server(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    qshell = subprocess.Popen(
+        [sys.executable, "-m", "qshell", "-p", "Write a very long story about the sea."],
+        cwd=project,
+        env={**os.environ, "QSHELL_MAX_TURNS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert qshell.stderr is not None
+    for line in qshell.stderr:
+        if "local model ready" in line:
+            break
+    servers = children_of(qshell.pid)
+    assert len(servers) == 1
+    time.sleep(1.0)  # the turn is under way
+    qshell.send_signal(signal.SIGINT)
+    assert qshell.wait(60) == 130
+    deadline = time.monotonic() + 15
+    while alive(servers[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(servers[0]), "the model server outlived qshell after Ctrl-C"

@@ -7,28 +7,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.pty import spawn_qshell
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+from tests.local.procs import alive, children_of
 
 
 def test_the_repl_runs_on_the_local_model_and_stops_its_server_on_exit(tmp_path, local_model_cache):
