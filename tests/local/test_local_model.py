@@ -142,6 +142,22 @@ def test_cancelling_mid_stream_frees_the_server_for_the_next_request(local_provi
     assert next_took < 10 * max(cancelled_after, 0.2)
 
 
+def test_two_requests_at_once_queue_and_both_complete(local_provider):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def answer(topic: str) -> StreamDone:
+        request = ask(f"Write a long story about {topic}.", max_tokens=40)
+        return collect(local_provider.stream(request, CancelToken()))[1]
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(answer, "a cat")
+        second = pool.submit(answer, "a dog")
+        answers = [first.result(timeout=120), second.result(timeout=120)]
+    # Both ran to their token limit. With llama.cpp's default (interrupt_requests) the
+    # second request would have cut the first short, which then ends without a reason.
+    assert [a.stop_reason for a in answers] == ["max_tokens", "max_tokens"]
+
+
 def test_a_second_request_sharing_a_long_prefix_is_much_faster(local_provider):
     facts = " ".join(f"Fact {i}: the project keeps module {i} in src/m{i}.py." for i in range(120))
     system = f"You answer questions about a project.\n{facts}"
