@@ -56,6 +56,7 @@ LOG_NAME = "local-server.log"
 STOP_WAIT_S = 5.0
 READY_POLL_S = 0.05
 LOG_TAIL_BYTES = 256 * 1024
+LOG_MAX_BYTES = 8 * 1024 * 1024
 
 Progress = Callable[[str], None]
 
@@ -191,7 +192,9 @@ class LocalServer:
         say = progress or (lambda _line: None)
         self.log_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.monotonic()
-        with open(self.log_path, "wb") as log:
+        # Appended to (several qshells may run at once), and restarted when it grows large.
+        mode = "wb" if self.log_size() > LOG_MAX_BYTES else "ab"
+        with open(self.log_path, mode) as log:
             os.chmod(self.log_path, 0o600)
             try:
                 self.process = self._spawn(log)
@@ -273,6 +276,10 @@ class LocalServer:
         error = ProviderUnavailable(f"the local model server {what}{detail}; see {self.log_path}")
         error.retryable = False
         return error
+
+    def stopped(self) -> ProviderUnavailable:
+        """The error for a request to a server that is no longer running."""
+        return self._failure("has stopped (restart qshell to start it again)")
 
     def log_size(self) -> int:
         try:
@@ -377,6 +384,10 @@ class LocalProvider(OpenAIProvider):
             yield from self._round(request, cancel)
         except StreamBroken as error:
             raise self.server.explain(error, offset) from error
+        except ProviderUnavailable as error:
+            if self.server.running:
+                raise
+            raise self.server.stopped() from error
 
     def _round(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         """With the function-calling format and tools on offer, llama.cpp picks between a

@@ -631,3 +631,50 @@ def test_closing_a_server_that_never_started_does_nothing(tmp_path: Path) -> Non
     assert server.process is None and not server.running
     assert not (tmp_path / "state").exists()
     assert "pid=None" in repr(server) and server.api_key not in repr(server)
+
+
+def test_a_request_after_the_server_died_says_it_stopped_and_where_its_log_is(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    import socket
+
+    from qshell.llm.http import RetryPolicy
+
+    python = fake_python(
+        tmp_path,
+        "sys.stderr.write('out of memory\\n')\n"
+        f"print(json.dumps({{'event': 'listening', 'port': {tiny_server.port}}}), flush=True)\n"
+        "sys.stdin.read()",
+    )
+    server = LocalServer(model(tmp_path), log_dir=tmp_path / "state", python=python)
+    server.start()
+    try:
+        assert server.process is not None
+        server.process.kill()
+        server.process.wait()
+        with socket.socket() as sock:  # where the dead server listened: nothing answers
+            sock.bind(("127.0.0.1", 0))
+            server.base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+        provider = LocalProvider(server, retry=RetryPolicy(max_attempts=1))
+        with pytest.raises(ProviderUnavailable, match="has stopped") as caught:
+            list(provider.stream(request(), CancelToken()))
+        assert str(server.log_path) in str(caught.value)
+        assert "out of memory" in str(caught.value)
+    finally:
+        server.close()
+
+
+def test_the_log_is_appended_to_and_restarted_once_it_grows_large(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    log = state / "local-server.log"
+    log.write_text("an earlier run\n")
+    python = fake_python(tmp_path, "sys.stderr.write('second run\\n')\nsys.exit(1)")
+    server = LocalServer(model(tmp_path), log_dir=state, python=python)
+    with pytest.raises(ProviderUnavailable):
+        server.start()
+    assert log.read_text() == "an earlier run\nsecond run\n"
+    log.write_bytes(b"x" * (local.LOG_MAX_BYTES + 1))
+    with pytest.raises(ProviderUnavailable):
+        server.start()
+    assert log.read_text() == "second run\n"
