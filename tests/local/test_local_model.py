@@ -327,3 +327,18 @@ def test_ctrl_c_in_print_mode_exits_130_and_stops_the_server(tmp_path):
     while alive(servers[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(servers[0]), "the model server outlived qshell after Ctrl-C"
+
+
+def test_a_wrong_key_is_an_auth_error_from_the_real_server(local_server: LocalServer):
+    from qshell.errors import AuthError
+    from qshell.llm.openai import OpenAIProvider
+
+    provider = OpenAIProvider(local_server.base_url, "not-the-key")
+    try:
+        collect(provider.stream(ask("Say OK.", max_tokens=5), CancelToken()))
+    except AuthError as error:
+        assert "not-the-key" not in str(error)
+    else:
+        raise AssertionError("the server accepted a wrong key")
+    finally:
+        provider.close()
