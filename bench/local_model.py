@@ -2,8 +2,9 @@
 
 Run: `python -m bench.local_model [--runs 5] [--build]`. Each run starts a fresh
 `llama_cpp.server` child with the bundled SmolLM2-135M model (the Q8_0 conversion is
-done once, before the runs, and timed separately), opens a session the way `qshell -p`
-does (compact system prompt and tool descriptions, round cap, toolless last round) and
+done once, before the runs, and timed separately), opens a session with `compose.open_session`
+as `qshell -p` does (compact system prompt and tool descriptions, round cap, toolless last
+round) and
 times, side by side in the same run: the server start (spawn → answering), the first
 turn's answer (`Say hello.`, a cold prompt cache), and a second turn with a different
 question (its prompt shares the first turn's prefix). `--build` also times the one-time
@@ -25,14 +26,11 @@ from bench.stats import report
 from qshell.agent.events import TurnFailed
 from qshell.agent.loop import run_turn
 from qshell.agent.policy import MainToolRunner
-from qshell.agent.prompt import build_system_prompt
-from qshell.agent.session import Session
+from qshell.agent.session import SessionRequest
 from qshell.cancel import CancelToken
-from qshell.config import BUNDLED_MODEL_NAME, ApprovalMode
+from qshell.compose import open_session
+from qshell.config import ApprovalMode, ProviderName, Settings
 from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
-from qshell.tools import default_tools
-from qshell.tools.base import ToolContext
-from qshell.tools.paths import PathResolver
 
 
 def time_build() -> float:
@@ -66,15 +64,12 @@ def one_run(model: LocalModel, project: Path, log_dir: Path) -> tuple[float, flo
     start_s = time.perf_counter() - started
     provider = LocalProvider(server)
     try:
-        session = Session(
+        session = open_session(
+            Settings(provider=ProviderName.LOCAL),
+            SessionRequest(),
+            root=project,
+            environ={"QSHELL_HOME": str(log_dir / "home")},
             provider=provider,
-            model=BUNDLED_MODEL_NAME,
-            system_prompt=build_system_prompt(project, compact=True),
-            tools=default_tools(),
-            tool_context=ToolContext(paths=PathResolver(project, home=project), environ={}),
-            max_turns=3,
-            compact_tools=True,
-            final_round_without_tools=True,
         )
         runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
         times = []

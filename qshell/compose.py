@@ -12,6 +12,7 @@ themselves. No threads; terminal output only through the `notify` callback it is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,7 @@ def build_provider(
 def _local_provider(
     settings: Settings, environ: Mapping[str, str], notify: Notify | None, timeouts: Timeouts
 ) -> Provider:
-    from qshell.llm.http import RetryPolicy, Timeouts
+    from qshell.llm.http import RetryPolicy
     from qshell.llm.local import LocalModel, LocalProvider, LocalServer
 
     dirs = Dirs.from_environ(environ)
@@ -86,8 +87,8 @@ def _local_provider(
     server.start(notify)
     return LocalProvider(
         server,
-        timeouts=Timeouts(
-            connect_s=timeouts.connect_s,
+        timeouts=replace(
+            timeouts,
             first_token_s=max(timeouts.first_token_s, LOCAL_FIRST_TOKEN_S),
             idle_s=max(timeouts.idle_s, LOCAL_FIRST_TOKEN_S),
         ),

@@ -290,12 +290,7 @@ class LocalServer:
     def explain(self, error: ProviderError, log_offset: int) -> ProviderError:
         """A clearer error for a request that failed inside the server: the server reports
         it only in its log (its stream just ends), from `log_offset` on."""
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(log_offset)
-                text = handle.read(LOG_TAIL_BYTES).decode("utf-8", "replace")
-        except OSError:
-            return error
+        text = _read_log(self.log_path, log_offset, LOG_TAIL_BYTES)
         problems = [ln.strip(" |") for ln in text.splitlines() if "Error: " in ln]
         if not problems:
             return error
@@ -349,14 +344,20 @@ def _child_environ(api_key: str) -> dict[str, str]:
     return env
 
 
-def _last_line(path: Path) -> str:
+def _read_log(path: Path, offset: int, limit: int) -> str:
+    """Up to `limit` bytes of the log from `offset` (negative: from the end); "" if unreadable."""
     try:
         with open(path, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
-            lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
+            if offset < 0:
+                offset = max(0, handle.seek(0, os.SEEK_END) + offset)
+            handle.seek(offset)
+            return handle.read(limit).decode("utf-8", "replace")
     except OSError:
         return ""
-    lines = [ln for ln in lines if ln]
+
+
+def _last_line(path: Path) -> str:
+    lines = [ln.strip() for ln in _read_log(path, -4096, 4096).splitlines() if ln.strip()]
     return lines[-1][:200] if lines else ""
 
 
