@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.stats import percentile, report
-from qshell.followup.overlay import Overlay
+from qshell.overlay import Overlay
 from qshell.tools.paths import PathResolver
 
 FILE_BYTES = 4096

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from bench.stats import percentile
-from qshell.followup.shell_safety import check
+from qshell.shellproof import check
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "shell-safety" / "dev.jsonl"
 GOAL_MEDIAN_US = 100.0

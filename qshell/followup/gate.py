@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from qshell import shellproof
 from qshell.agent.policy import ALLOW, FREE_KINDS, Decision
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
-from qshell.followup import shell_safety
-from qshell.followup.overlay import Overlay, OverlayEscape
+from qshell.overlay import Overlay, OverlayEscape
 from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
@@ -100,8 +100,8 @@ class SpeculativeRunner:
         if tool.kind is Kind.EXECUTE:
             ctx = replace(
                 ctx,
-                environ=shell_safety.sanitized_env(ctx.environ, root=str(ctx.root)),
-                shell_timeout_s=min(ctx.shell_timeout_s, shell_safety.SHELL_TIMEOUT_S),
+                environ=shellproof.sanitized_env(ctx.environ, root=str(ctx.root)),
+                shell_timeout_s=min(ctx.shell_timeout_s, shellproof.SHELL_TIMEOUT_S),
             )
         else:
             ctx = replace(ctx, view=self.overlay.view)
@@ -114,7 +114,7 @@ class SpeculativeRunner:
 def shell_concern(command: str, paths: PathResolver) -> str | None:
     """None when `command` is proven read-only and reads only inside the project root, away
     from secret files (the main policy's read-scope rules); otherwise the reason it is not."""
-    verdict = shell_safety.check(command)
+    verdict = shellproof.check(command)
     if not verdict.read_only:
         return verdict.reason
     for raw in verdict.paths:

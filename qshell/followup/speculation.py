@@ -38,8 +38,8 @@ from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
-from qshell.followup.overlay import ApplyConflict, Overlay
 from qshell.llm.messages import Message, ToolCall
+from qshell.overlay import ApplyConflict, Overlay
 from qshell.tools.base import ErrorType
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import speculation as spec_module
 from qshell.followup.guards import background_enabled, env_switch
-from qshell.followup.overlay import Overlay, OverlayUnavailable
 from qshell.followup.speculation import Limits, Speculation, Status
 from qshell.followup.suggestion import SuggestionResult, generate_suggestion
+from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

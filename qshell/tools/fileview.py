@@ -1,7 +1,7 @@
 """FileView: the file operations tools perform, so a speculation can swap in its overlay.
 
 Tools never touch the filesystem directly: they call `ctx.view`. `RealView` (the default)
-is the project as it is on disk. The speculation overlay (followup/overlay.py) provides
+is the project as it is on disk. The speculation overlay (qshell/overlay/) provides
 another FileView in which written files resolve to private copies, new files exist only in
 the overlay, and directory listings merge both. Paths passed in are absolute and already
 resolved by the PathResolver. Implementations must be thread-safe for concurrent reads.

@@ -38,7 +38,7 @@ def _followup_factory(
     conversation: Conversation, settings: Settings, environ: Mapping[str, str]
 ) -> FollowupFactory:
     """Next-prompt suggestions for this conversation, logging outcomes to local telemetry."""
-    from qshell.followup.engine import Followup
+    from qshell.followup.followup import Followup
     from qshell.telemetry import Telemetry
 
     telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
@@ -52,7 +52,7 @@ def _followup_factory(
 def _sweep_stale_overlays() -> None:
     """Remove speculation overlays that dead qshell processes left behind (after recovering
     any apply they were in the middle of)."""
-    from qshell.followup.overlay import OverlayUnavailable, sweep_stale
+    from qshell.overlay import OverlayUnavailable, sweep_stale
 
     try:
         removed = sweep_stale()

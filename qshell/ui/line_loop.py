@@ -18,7 +18,7 @@ from qshell.ui.render import Renderer
 from qshell.ui.slash import Next, is_slash, run_slash
 
 if TYPE_CHECKING:
-    from qshell.followup.engine import Followup
+    from qshell.followup.followup import Followup
 
 EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
 # builds a front-end's suggestion engine around its `on_change(text | None)` callback

@@ -13,9 +13,9 @@ from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.gate import BoundaryType
-from qshell.followup.overlay import Overlay
 from qshell.followup.speculation import Speculation, Status, accept
 from qshell.llm.messages import Message
+from qshell.overlay import Overlay
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
 

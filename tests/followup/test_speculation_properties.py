@@ -21,16 +21,16 @@ from pathlib import Path
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from qshell import shellproof
 from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.followup import shell_safety
 from qshell.followup.gate import BoundaryType
-from qshell.followup.overlay import Overlay
 from qshell.followup.speculation import Speculation, Status, accept
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
+from qshell.overlay import Overlay
 from tests.agent.scripted import call
 from tests.agent.test_conversation import make_conversation
 
@@ -211,7 +211,7 @@ def test_the_real_tree_is_byte_identical_until_accept_then_matches_the_view(sequ
             kind, command = sequence[len(ran)][:2]
             assert kind == "shell"
             assert command in WRITING_SHELL or (
-                overlay.has_writes and shell_safety.check(command).read_only
+                overlay.has_writes and shellproof.check(command).read_only
             )
         else:
             assert len(ran) == len(sequence)

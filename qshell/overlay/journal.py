@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qshell.followup.dirfd import (
+from qshell.overlay.dirfd import (
     BLOCKED,
     ESCAPED,
     READ_FLAGS,

@@ -3,7 +3,8 @@
 `sanitized_env` removes everything that would make a read-only command load or run code
 (`LD_*`, `BASH_ENV`, exported functions, tool option variables), page, prompt, or hand secrets
 to the model (`*KEY*`, `*TOKEN*`, …), drops relative and in-project PATH entries, and hardens
-git through `GIT_CONFIG_*` (no fsmonitor, hooks, pager, attributes file or network). It never
+git through `GIT_CONFIG_*` (no fsmonitor, hooks, pager, attributes file or network); a proven
+command runs for at most `SHELL_TIMEOUT_S`. It never
 runs anything. Pure; any thread.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+
+SHELL_TIMEOUT_S = 10.0  # the longest a proven command may run
 
 
 def _set(names: str) -> frozenset[str]:

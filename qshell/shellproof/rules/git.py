@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.followup.shell_rules.spec import Judged, Unproven, Word, _fs
+from qshell.shellproof.rules.spec import Judged, Unproven, Word, word_set
 
 # ---------------------------------------------------------------- git
 
-GIT_GLOBAL_FLAGS = _fs(
+GIT_GLOBAL_FLAGS = word_set(
     "--no-pager -P --no-replace-objects --literal-pathspecs --glob-pathspecs "
     "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice"
 )
@@ -32,11 +32,11 @@ GIT_GLOBAL_DENY = {
     "--help": "git --help opens the manual",
     "-h": "git -h is not checked",
 }
-GIT_NETWORK = _fs(
+GIT_NETWORK = word_set(
     "fetch pull push clone ls-remote send-email fetch-pack send-pack "
     "request-pull remote-ext http-fetch"
 )
-GIT_WRITES = _fs(
+GIT_WRITES = word_set(
     "add am apply archive bisect checkout cherry-pick clean commit gc init "
     "merge mv prune rebase reset restore revert rm switch "
     "update-ref update-index format-patch filter-branch replace repack "
@@ -55,7 +55,7 @@ GIT_DENY_LONG = {
     "exec": "git --exec runs a command",
     "upload-pack": "git --upload-pack runs a program",
 }
-GIT_LOG_LIKE = _fs(
+GIT_LOG_LIKE = word_set(
     "log show diff whatchanged diff-tree diff-files diff-index range-diff "
     "shortlog blame annotate cherry rev-list show-branch name-rev merge-base "
     "describe status ls-files ls-tree cat-file rev-parse count-objects "
@@ -144,22 +144,22 @@ def _git_listing(sub: str, rest: Sequence[Word], flags: str, longs: frozenset[st
         raise Unproven(f"git {sub} NAME creates a {sub}")
 
 
-BRANCH_LONGS = _fs(
+BRANCH_LONGS = word_set(
     "all remotes list verbose ignore-case show-current no-color no-column "
     "omit-empty no-abbrev contains no-contains merged no-merged points-at "
     "sort format color column abbrev"
 )
-TAG_LONGS = _fs(
+TAG_LONGS = word_set(
     "list contains no-contains merged no-merged points-at sort format column "
     "no-column color ignore-case omit-empty"
 )
-CONFIG_READS = _fs("--get --get-all --get-regexp --get-urlmatch --list -l")
-CONFIG_FLAGS = _fs(
+CONFIG_READS = word_set("--get --get-all --get-regexp --get-urlmatch --list -l")
+CONFIG_FLAGS = word_set(
     "--local --global --system --worktree --show-origin --show-scope "
     "--name-only -z --null --bool --int --bool-or-int --path --expiry-date "
     "--includes --no-includes --all --regexp --fixed-value"
 )
-CONFIG_VALUES = _fs("--type --default --file -f --blob --url --value")
+CONFIG_VALUES = word_set("--type --default --file -f --blob --url --value")
 
 
 def _git_config(rest: Sequence[Word]) -> list[str]:
@@ -253,7 +253,7 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
     return Judged(label, tuple(paths), tuple(dynamic))
 
 
-def _git(name: str, args: Sequence[Word]) -> Judged:
+def git_rule(name: str, args: Sequence[Word]) -> Judged:
     i = 0
     while i < len(args) and args[i].literal and args[i].text.startswith("-"):
         text = args[i].text

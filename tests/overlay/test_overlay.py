@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from qshell.followup import overlay as overlay_module
-from qshell.followup.journal import JOURNAL_NAME
-from qshell.followup.overlay import Overlay, OverlayEscape, OverlayUnavailable, sweep_stale
+from qshell.overlay import Overlay, OverlayEscape, OverlayUnavailable, base_dir, sweep_stale
+from qshell.overlay.journal import JOURNAL_NAME
 from qshell.tools.paths import PathResolver
 
 DEAD_PID = 2**30 + 7  # above any pid_max, so never a running process
@@ -64,7 +63,7 @@ def test_the_overlay_lives_in_private_directories_under_base_and_pid(overlay, ba
 
 
 def test_the_default_base_is_per_user_under_the_temp_dir(monkeypatch, tmp_path, project):
-    monkeypatch.setattr(overlay_module.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(base_dir.tempfile, "gettempdir", lambda: str(tmp_path))
     with Overlay.create(project, PathResolver(project)) as ov:
         assert ov.directory.parent.parent == tmp_path / f"qshell-speculation-{os.getuid()}"
 

@@ -18,9 +18,9 @@ from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.cancel import CancelToken
 from qshell.config import Settings
+from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
-from qshell.followup.state import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.suggestion import (
     GuardInputs,
     SuggestionResult,

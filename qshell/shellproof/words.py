@@ -4,7 +4,7 @@
 with expansions, arithmetic or command substitutions) into a decoded `Word`, rejecting whatever
 could run code or is only known at run time where that matters; substitutions are proven by
 recursing into the statement walker (`self.statement`). The other half, statements, pipelines,
-redirections and tests, is `shell_safety._Walker`. Pure: no command is ever run; one walker per
+redirections and tests, is `walker.Walker`. Pure: no command is ever run; one walker per
 check, so not shared between threads.
 """
 
@@ -12,55 +12,55 @@ from __future__ import annotations
 
 from tree_sitter import Node
 
-from qshell.followup.shell_rules import Word
-from qshell.followup.shell_syntax import (
-    _ARITH_ASSIGN,
-    _ARITH_NODES,
-    _DYN_QUOTED,
-    _DYN_UNQUOTED,
-    _EXPANSION_OPS,
-    _EXPANSION_REJECTS,
-    _GLOB,
-    _LIT,
-    _PROCSUB,
-    _REDIRECTS,
-    _SIMPLE_EXPANSION,
-    _VARIABLE_NAME,
+from qshell.shellproof.rules import Word
+from qshell.shellproof.syntax import (
+    ARITH_ASSIGN,
+    ARITH_NODES,
+    DYN_QUOTED,
+    DYN_UNQUOTED,
+    EXPANSION_OPS,
+    EXPANSION_REJECTS,
+    GLOB,
+    LIT,
     MAX_DEPTH,
-    _assemble,
-    _check_dollars,
-    _decode_ansi,
-    _decode_double,
-    _decode_unquoted,
-    _fail,
-    _plain_pattern,
-    _Scope,
-    _text,
-    _token_reason,
+    PROCSUB,
+    REDIRECTS,
+    SIMPLE_EXPANSION,
+    VARIABLE_NAME,
+    Scope,
+    assemble_word,
+    check_dollars,
+    check_plain_pattern,
+    decode_ansi,
+    decode_double,
+    decode_unquoted,
+    fail,
+    node_text,
+    token_reason,
 )
 
 
 class WordProver:
     """Word-level proofs; mixed into the statement walker, whose state it uses."""
 
-    def word(self, node: Node, scope: _Scope) -> Word:
+    def word(self, node: Node, scope: Scope) -> Word:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            _fail("too deeply nested")
+            fail("too deeply nested")
         pieces: list[tuple[int, str]] = []
         self.pieces(node, scope, pieces, quoted=False)
         self.depth -= 1
-        return _assemble(pieces, _text(node))
+        return assemble_word(pieces, node_text(node))
 
-    def pieces(self, node: Node, scope: _Scope, out: list[tuple[int, str]], quoted: bool) -> None:
+    def pieces(self, node: Node, scope: Scope, out: list[tuple[int, str]], quoted: bool) -> None:
         kind = node.type
-        dyn = _DYN_QUOTED if quoted else _DYN_UNQUOTED
+        dyn = DYN_QUOTED if quoted else DYN_UNQUOTED
         if kind == "word" or kind == "number":
-            _decode_unquoted(_text(node), out)
+            decode_unquoted(node_text(node), out)
         elif kind == "raw_string":
-            out.append((_LIT, _text(node)[1:-1]))
+            out.append((LIT, node_text(node)[1:-1]))
         elif kind == "ansi_c_string":
-            out.append((_LIT, _decode_ansi(_text(node))))
+            out.append((LIT, decode_ansi(node_text(node))))
         elif kind == "string":
             self.double_quoted(node, scope, out)
         elif kind == "concatenation":
@@ -69,33 +69,33 @@ class WordProver:
                 if child.is_named:
                     self.pieces(child, scope, out, quoted)
                 elif child.type == "$" and i == len(children) - 1:
-                    out.append((_LIT, "$"))
+                    out.append((LIT, "$"))
                 else:
-                    _fail(_token_reason(child.type))
+                    fail(token_reason(child.type))
         elif kind == "simple_expansion":
-            if not _SIMPLE_EXPANSION.fullmatch(_text(node)):
-                _fail("unusual $ expansion")
-            out.append((dyn, _text(node)))
+            if not SIMPLE_EXPANSION.fullmatch(node_text(node)):
+                fail("unusual $ expansion")
+            out.append((dyn, node_text(node)))
         elif kind == "expansion":
             self.expansion(node, scope)
-            out.append((dyn, _text(node)))
+            out.append((dyn, node_text(node)))
         elif kind == "command_substitution":
             self.substitution(node, scope)
-            out.append((dyn, _text(node)))
+            out.append((dyn, node_text(node)))
         elif kind == "process_substitution":
             if node.child_count and node.children[0].type != "<(":
-                _fail("output process substitution >( … )")
+                fail("output process substitution >( … )")
             self.substitution(node, scope)
-            out.append((_PROCSUB, _text(node)))
+            out.append((PROCSUB, node_text(node)))
         elif kind == "arithmetic_expansion":
             self.arithmetic(node)
-            out.append((dyn, _text(node)))
+            out.append((dyn, node_text(node)))
         elif kind == "brace_expression":
-            out.append((_GLOB, _text(node)))
+            out.append((GLOB, node_text(node)))
         else:
-            _fail(f"unsupported word '{kind}'")
+            fail(f"unsupported word '{kind}'")
 
-    def double_quoted(self, node: Node, scope: _Scope, out: list[tuple[int, str]]) -> None:
+    def double_quoted(self, node: Node, scope: Scope, out: list[tuple[int, str]]) -> None:
         """Check a "…" string; append its pieces to `out`."""
         buf: list[str] = []
         dynamic: list[str] = []
@@ -103,7 +103,7 @@ class WordProver:
         for child in node.children:
             kind = child.type
             if kind == "string_content":
-                joined |= _decode_double(_text(child), buf)
+                joined |= decode_double(node_text(child), buf)
             elif kind in (
                 "simple_expansion",
                 "expansion",
@@ -112,50 +112,51 @@ class WordProver:
             ):
                 self.pieces(child, scope, [], quoted=True)
                 buf.append("\x01")
-                dynamic.append(_text(child))
+                dynamic.append(node_text(child))
             elif kind == "$":
                 buf.append("\0")
             elif kind != '"':
-                _fail(f"unsupported '{kind}' in a string")
-        literals = _check_dollars("".join(buf), joined).split("\x01")
+                fail(f"unsupported '{kind}' in a string")
+        literals = check_dollars("".join(buf), joined).split("\x01")
         for literal, raw in zip(literals, [*dynamic, ""], strict=True):
             if literal:
-                out.append((_LIT, literal))
+                out.append((LIT, literal))
             if raw:
-                out.append((_DYN_QUOTED, raw))
+                out.append((DYN_QUOTED, raw))
 
-    def expansion(self, node: Node, scope: _Scope) -> None:
+    def expansion(self, node: Node, scope: Scope) -> None:
         children = node.children
         colon = next((i for i, c in enumerate(children) if c.type == ":"), -1)
         if colon >= 0:  # ${x:offset:length}: offset and length are arithmetic, numbers only
             base = children[:colon]
             names = [c for c in base if c.is_named]
             if any(
-                c.type != "variable_name" or not _VARIABLE_NAME.fullmatch(_text(c)) for c in names
+                c.type != "variable_name" or not VARIABLE_NAME.fullmatch(node_text(c))
+                for c in names
             ) or any(c.is_named and c.type != "number" for c in children[colon:]):
-                _fail(_EXPANSION_REJECTS[":"])
+                fail(EXPANSION_REJECTS[":"])
             return
         for child in children:
             kind = child.type
             if not child.is_named:
-                if kind in _EXPANSION_REJECTS:
-                    _fail(_EXPANSION_REJECTS[kind])
-                if kind not in _EXPANSION_OPS:
-                    _fail(f"${{…{kind}…}} is not checked")
+                if kind in EXPANSION_REJECTS:
+                    fail(EXPANSION_REJECTS[kind])
+                if kind not in EXPANSION_OPS:
+                    fail(f"${{…{kind}…}} is not checked")
             elif kind in ("variable_name", "special_variable_name"):
-                if not _VARIABLE_NAME.fullmatch(_text(child)):
-                    _fail("unusual ${…} expansion")
+                if not VARIABLE_NAME.fullmatch(node_text(child)):
+                    fail("unusual ${…} expansion")
             elif kind == "subscript":
                 index = child.child_by_field_name("index")
-                if index is None or not (index.type == "number" or _text(index) in ("@", "*")):
-                    _fail("array index evaluated as arithmetic code")
+                if index is None or not (index.type == "number" or node_text(index) in ("@", "*")):
+                    fail("array index evaluated as arithmetic code")
             else:
                 self.operand(child, scope)
 
-    def operand(self, node: Node, scope: _Scope) -> None:
+    def operand(self, node: Node, scope: Scope) -> None:
         """The word in `${x:-word}`: blanks are part of it; substitutions must be proven."""
         if node.type in ("word", "regex"):
-            _plain_pattern(node)
+            check_plain_pattern(node)
         elif node.type == "concatenation":
             for child in node.named_children:
                 self.operand(child, scope)
@@ -168,23 +169,23 @@ class WordProver:
         named: list[str] = []
         while stack:
             child = stack.pop()
-            if child.type in _ARITH_ASSIGN:
-                _fail("arithmetic assignment")
+            if child.type in ARITH_ASSIGN:
+                fail("arithmetic assignment")
             if child.is_named:
                 named.append(child.type)
                 stack.extend(child.children)
         for kind in named:
             if kind == "variable_name":
-                _fail("arithmetic on a variable evaluates its value as code")
-            if kind not in _ARITH_NODES:
-                _fail(f"arithmetic '{kind}' is not checked")
+                fail("arithmetic on a variable evaluates its value as code")
+            if kind not in ARITH_NODES:
+                fail(f"arithmetic '{kind}' is not checked")
 
-    def substitution(self, node: Node, scope: _Scope) -> None:
+    def substitution(self, node: Node, scope: Scope) -> None:
         inner = scope.child()
         for child in node.children:
-            if child.type in _REDIRECTS:
+            if child.type in REDIRECTS:
                 self.redirect(child, inner, None)
             elif child.is_named:
                 self.statement(child, inner)
             elif child.type not in ("$(", "`", "<(", ")", ";"):
-                _fail(_token_reason(child.type))
+                fail(token_reason(child.type))

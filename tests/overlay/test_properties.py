@@ -8,9 +8,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qshell.followup.overlay import Overlay
+from qshell.overlay import Overlay
 from qshell.tools.paths import PathResolver
-from tests.followup.test_overlay import snapshot
+from tests.overlay.test_overlay import snapshot
 
 EXISTING = {"a.txt": b"alpha\n", "src/b.py": b"beta\n", "src/pkg/c.py": b"gamma\n"}
 NEW = ["new.txt", "src/new.py", "fresh/dir/d.txt"]

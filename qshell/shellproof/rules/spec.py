@@ -93,7 +93,7 @@ class Parsed:
     operands: list[Word]
 
 
-def _fs(names: str) -> frozenset[str]:
+def word_set(names: str) -> frozenset[str]:
     return frozenset(names.split())
 
 
@@ -183,7 +183,7 @@ def parse(name: str, spec: Spec, args: Sequence[Word]) -> Parsed:
     return out
 
 
-def _collect(words: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
+def collect(words: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
     for word in words:
         if not word.literal:
             dynamic.append(word.raw)
@@ -219,7 +219,7 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
     paths: list[str] = []
     dynamic: list[str] = []
     values = [v for k, v in parsed.flags if v is not None and _names(k, spec.path_values)]
-    _collect(values, paths, dynamic)
+    collect(values, paths, dynamic)
     for key, value in parsed.flags:
         if _names(key, spec.indirect):  # the files it reads are named inside another file
             lists = [value] if value is not None else parsed.operands
@@ -229,16 +229,16 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
     if spec.operands == PATTERN and not any(_names(k, spec.pattern_flags) for k, _ in parsed.flags):
         operands = operands[1:]
     if spec.operands != NONE:
-        _collect(operands, paths, dynamic)
+        collect(operands, paths, dynamic)
     return Judged(name, tuple(paths), tuple(dynamic))
 
 
 Rule = Callable[[str, Sequence[Word]], Judged]
 
 
-def _spec_rule(spec: Spec) -> Rule:
+def spec_rule(spec: Spec) -> Rule:
     return lambda name, args: judge_spec(name, spec, args)
 
 
 # command names qualified with these directories are the system's own
-TRUSTED_DIRS = _fs("/bin /usr/bin /usr/local/bin /sbin /usr/sbin")
+TRUSTED_DIRS = word_set("/bin /usr/bin /usr/local/bin /sbin /usr/sbin")

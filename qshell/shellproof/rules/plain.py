@@ -6,21 +6,21 @@ missing flag is rejected, never allowed. Data only; any thread.
 
 from __future__ import annotations
 
-from qshell.followup.shell_rules.spec import NONE, PATTERN, Spec, _fs
+from qshell.shellproof.rules.spec import NONE, PATTERN, Spec, word_set
 
 # ---------------------------------------------------------------- plain commands
 
 OPEN = Spec()
 OPEN_NO_PATHS = Spec(operands=NONE)
-CHECKSUM = Spec(indirect=_fs("-c --check"))
+CHECKSUM = Spec(indirect=word_set("-c --check"))
 
 SPECS: dict[str, Spec] = {
     "cat": OPEN,
     "head": Spec(short_values="nc", digits=True),
     "wc": Spec(
-        long_values=_fs("files0-from"),
-        path_values=_fs("--files0-from"),
-        indirect=_fs("--files0-from"),
+        long_values=word_set("files0-from"),
+        path_values=word_set("--files0-from"),
+        indirect=word_set("--files0-from"),
     ),
     "nl": Spec(short_values="bdfhilnsvw"),
     "rev": OPEN,
@@ -39,31 +39,31 @@ SPECS: dict[str, Spec] = {
     "diff": Spec(
         short_values="CUDFILxXSW",
         digits=True,
-        long_values=_fs("exclude-from from-file to-file"),
-        path_values=_fs("-X --exclude-from --from-file --to-file"),
+        long_values=word_set("exclude-from from-file to-file"),
+        path_values=word_set("-X --exclude-from --from-file --to-file"),
     ),
     "od": Spec(short_values="AjNSt"),
-    "hexdump": Spec(short_values="efns", path_values=_fs("-f")),
-    "hd": Spec(short_values="efns", path_values=_fs("-f")),
+    "hexdump": Spec(short_values="efns", path_values=word_set("-f")),
+    "hd": Spec(short_values="efns", path_values=word_set("-f")),
     "strings": Spec(short_values="nteT"),
     "xxd": Spec(short_values="cglos", max_operands=1),
     "ls": Spec(
         short_values="IwT",
-        long_values=_fs("ignore hide width tabsize format sort time"),
+        long_values=word_set("ignore hide width tabsize format sort time"),
     ),
     "du": Spec(
         short_values="BdtX",
-        long_values=_fs("max-depth block-size threshold exclude-from files0-from"),
-        path_values=_fs("-X --exclude-from --files0-from"),
-        indirect=_fs("--files0-from"),
+        long_values=word_set("max-depth block-size threshold exclude-from files0-from"),
+        path_values=word_set("-X --exclude-from --files0-from"),
+        indirect=word_set("--files0-from"),
     ),
     "df": Spec(short_values="Btx"),
-    "stat": Spec(short_values="c", long_values=_fs("format printf")),
+    "stat": Spec(short_values="c", long_values=word_set("format printf")),
     "file": Spec(
         short_values="mfeFP",
         deny={"-C": "file -C writes a compiled magic file", "--compile": "file -C writes a file"},
-        path_values=_fs("-m -f --magic-file --files-from"),
-        indirect=_fs("-f --files-from"),
+        path_values=word_set("-m -f --magic-file --files-from"),
+        indirect=word_set("-f --files-from"),
     ),
     "md5sum": CHECKSUM,
     "sha1sum": CHECKSUM,
@@ -74,7 +74,7 @@ SPECS: dict[str, Spec] = {
     "b2sum": CHECKSUM,
     "cksum": CHECKSUM,
     "sum": OPEN,
-    "shasum": Spec(short_values="a", indirect=_fs("-c --check")),
+    "shasum": Spec(short_values="a", indirect=word_set("-c --check")),
     "base64": Spec(
         short_values="w",
         deny={"-o": "base64 -o writes a file", "--output": "base64 --output writes a file"},
@@ -83,25 +83,25 @@ SPECS: dict[str, Spec] = {
     "base32": Spec(short_values="w", max_operands=1),
     "grep": Spec(
         short_values="efmABCdD",
-        long_values=_fs(
+        long_values=word_set(
             "regexp file max-count after-context before-context context devices "
             "directories binary-files include exclude exclude-from exclude-dir label "
             "group-separator"
         ),
-        path_values=_fs("-f --file --exclude-from"),
-        pattern_flags=_fs("-e -f --regexp --file"),
+        path_values=word_set("-f --file --exclude-from"),
+        pattern_flags=word_set("-e -f --regexp --file"),
         operands=PATTERN,
     ),
     "jq": Spec(
         short_values="fL",
-        long_values=_fs("arg argjson slurpfile rawfile indent from-file"),
-        path_values=_fs("-f --from-file --slurpfile --rawfile -L"),
-        pattern_flags=_fs("-f --from-file"),
+        long_values=word_set("arg argjson slurpfile rawfile indent from-file"),
+        path_values=word_set("-f --from-file --slurpfile --rawfile -L"),
+        pattern_flags=word_set("-f --from-file"),
         operands=PATTERN,
     ),
     "realpath": Spec(
-        long_values=_fs("relative-to relative-base"),
-        path_values=_fs("--relative-to --relative-base"),
+        long_values=word_set("relative-to relative-base"),
+        path_values=word_set("--relative-to --relative-base"),
     ),
     "readlink": OPEN,
     "basename": Spec(short_values="s", operands=NONE),
@@ -148,11 +148,11 @@ SPECS: dict[str, Spec] = {
     "ss": Spec(
         short="tuwxlnpaes46mioHOr0SM",
         short_values="fAF",
-        long=_fs(
+        long=word_set(
             "tcp udp raw unix listening numeric processes all extended summary "
             "memory info options resolve no-header oneline ipv4 ipv6 help version"
         ),
-        long_values=_fs("family query filter"),
+        long_values=word_set("family query filter"),
         deny={
             "-K": "ss -K kills sockets",
             "--kill": "ss --kill kills sockets",
@@ -165,45 +165,45 @@ SPECS: dict[str, Spec] = {
     ),
     "netstat": Spec(
         short="tulnparisexWgov46",
-        long=_fs(
+        long=word_set(
             "tcp udp listening numeric programs all route interfaces statistics "
             "extended wide groups timers verbose"
         ),
         deny={"-c": "never ends: netstat -c", "--continuous": "never ends: netstat -c"},
         operands=NONE,
     ),
-    "printenv": Spec(short="0", long=_fs("null help version"), operands=NONE),
+    "printenv": Spec(short="0", long=word_set("null help version"), operands=NONE),
     "pgrep": Spec(
         short="acfilnovwx",
         short_values="dgGPstuU",
-        long=_fs(
+        long=word_set(
             "list-name list-full count full newest oldest exact ignore-case inverse lightweight"
         ),
-        long_values=_fs("delimiter pgroup group parent session terminal euid uid"),
+        long_values=word_set("delimiter pgroup group parent session terminal euid uid"),
         operands=NONE,
     ),
     "hostname": Spec(  # -f, -i, -A, -d and -y ask DNS or NIS: network
         short="sI",
-        long=_fs("short all-ip-addresses help version"),
+        long=word_set("short all-ip-addresses help version"),
         max_operands=0,
     ),
     "mount": Spec(
         short="lv",
         short_values="t",
-        long=_fs("show-labels verbose"),
-        long_values=_fs("types"),
+        long=word_set("show-labels verbose"),
+        long_values=word_set("types"),
         max_operands=0,
     ),
     "sort": Spec(
         short="bdfgiMhnRrVcCmsuz",
         short_values="kSt",
-        long=_fs(
+        long=word_set(
             "ignore-leading-blanks dictionary-order ignore-case general-numeric-sort "
             "ignore-nonprinting month-sort human-numeric-sort numeric-sort "
             "random-sort reverse version-sort check merge stable unique "
             "zero-terminated debug help version"
         ),
-        long_values=_fs(
+        long_values=word_set(
             "key field-separator buffer-size parallel files0-from random-source sort batch-size"
         ),
         deny={
@@ -213,23 +213,23 @@ SPECS: dict[str, Spec] = {
             "-T": "sort -T writes temporary files",
             "--temporary-directory": "sort -T writes temporary files",
         },
-        path_values=_fs("--files0-from --random-source"),
-        indirect=_fs("--files0-from"),
+        path_values=word_set("--files0-from --random-source"),
+        indirect=word_set("--files0-from"),
     ),
     "uniq": Spec(
         short="cdDuiz",
         short_values="fsw",
-        long=_fs(
+        long=word_set(
             "count repeated all-repeated unique ignore-case zero-terminated group help version"
         ),
-        long_values=_fs("skip-fields skip-chars check-chars"),
+        long_values=word_set("skip-fields skip-chars check-chars"),
         max_operands=1,
     ),
     "tail": Spec(
         short="qvz",
         short_values="nc",
-        long=_fs("quiet silent verbose zero-terminated help version"),
-        long_values=_fs("lines bytes"),
+        long=word_set("quiet silent verbose zero-terminated help version"),
+        long_values=word_set("lines bytes"),
         deny={
             "-f": "never ends: tail -f",
             "-F": "never ends: tail -F",
@@ -243,26 +243,26 @@ SPECS: dict[str, Spec] = {
     ),
     "tree": Spec(
         short_values="LPIHT",
-        long_values=_fs("charset filelimit timefmt sort"),
+        long_values=word_set("charset filelimit timefmt sort"),
         deny={"-o": "tree -o writes a file", "-R": "tree -R writes 00Tree.html files"},
     ),
     "shuf": Spec(
         short_values="in",
         deny={"-o": "shuf -o writes a file", "--output": "shuf --output writes a file"},
-        long_values=_fs("random-source head-count input-range"),
-        path_values=_fs("--random-source"),
+        long_values=word_set("random-source head-count input-range"),
+        path_values=word_set("--random-source"),
     ),
     "iconv": Spec(
         short="csl",
         short_values="ft",
-        long=_fs("list silent"),
-        long_values=_fs("from-code to-code"),
+        long=word_set("list silent"),
+        long_values=word_set("from-code to-code"),
         deny={"-o": "iconv -o writes a file", "--output": "iconv --output writes a file"},
     ),
     "rg": Spec(
         short="nNiSswxvlcoFHIpLaUPqb0.u",
         short_values="efgtTABCmdrjEM",
-        long=_fs(
+        long=word_set(
             "line-number no-line-number ignore-case smart-case case-sensitive "
             "word-regexp line-regexp invert-match files-with-matches "
             "files-without-match count count-matches only-matching fixed-strings "
@@ -276,7 +276,7 @@ SPECS: dict[str, Spec] = {
             "trace crlf include-zero no-unicode auto-hybrid-regex type-list help "
             "version"
         ),
-        long_values=_fs(
+        long_values=word_set(
             "regexp file glob iglob type type-not after-context before-context "
             "context max-count max-depth replace threads ignore-file color colors "
             "context-separator encoding engine field-context-separator "
@@ -290,20 +290,20 @@ SPECS: dict[str, Spec] = {
             "--search-zip": "rg --search-zip runs decompression programs",
             "--hostname-bin": "rg --hostname-bin runs a program",
         },
-        path_values=_fs("-f --file --ignore-file"),
-        pattern_flags=_fs("-e -f --regexp --file --files --type-list"),
+        path_values=word_set("-f --file --ignore-file"),
+        pattern_flags=word_set("-e -f --regexp --file --files --type-list"),
         operands=PATTERN,
     ),
     "fd": Spec(
         short="HIusiFgaLp0lq1",
         short_values="dEteSocj",
-        long=_fs(
+        long=word_set(
             "hidden no-ignore unrestricted case-sensitive ignore-case glob regex "
             "fixed-strings absolute-path list-details follow full-path print0 prune "
             "strip-cwd-prefix one-file-system no-ignore-vcs no-ignore-parent quiet "
             "show-errors hyperlink help version"
         ),
-        long_values=_fs(
+        long_values=word_set(
             "max-depth min-depth exact-depth exclude type extension size "
             "changed-within changed-before owner color threads max-results "
             "base-directory path-separator search-path ignore-file format and"
@@ -314,7 +314,7 @@ SPECS: dict[str, Spec] = {
             "-X": "fd -X runs a command",
             "--exec-batch": "fd --exec-batch runs a command",
         },
-        path_values=_fs("--base-directory --search-path --ignore-file"),
+        path_values=word_set("--base-directory --search-path --ignore-file"),
         operands=PATTERN,
     ),
 }

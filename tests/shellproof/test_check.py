@@ -14,14 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qshell.followup import shell_safety
-from qshell.followup.shell_safety import (
+from qshell.shellproof import (
+    DEFAULT_PATH,
     GIT_HARDENING,
     SHELL_TIMEOUT_S,
     Verdict,
     check,
-    is_read_only,
     sanitized_env,
+    walker,
 )
 
 READ_ONLY = [
@@ -331,14 +331,14 @@ def test_everyday_read_only_commands_are_allowed(command: str):
     verdict = check(command)
     assert verdict.read_only, verdict.reason
     assert verdict.reason == "read-only"
-    assert is_read_only(command)
+    assert check(command).read_only
 
 
 @pytest.mark.parametrize(("command", "reason"), BYPASSES)
 def test_each_bypass_is_rejected_with_a_reason(command: str, reason: str):
     verdict = check(command)
     assert not verdict.read_only
-    assert not is_read_only(command)
+    assert not check(command).read_only
     assert reason in verdict.reason, verdict.reason
 
 
@@ -406,7 +406,7 @@ def test_an_internal_failure_is_reported_as_not_read_only(monkeypatch: pytest.Mo
     def broken(name: str, args: object) -> None:
         raise KeyError(name)
 
-    monkeypatch.setattr(shell_safety, "judge", broken)
+    monkeypatch.setattr(walker, "judge", broken)
     assert check("ls") == Verdict(False, "internal error")
 
 
@@ -492,7 +492,7 @@ def test_sanitized_env_disables_pagers_and_hardens_git(tmp_path: Path):
     assert "'core.fsmonitor=false'" in env["GIT_CONFIG_PARAMETERS"]
     assert "evil" not in env["GIT_CONFIG_PARAMETERS"]
     assert base["PAGER"] == "less"  # the caller's mapping is left alone
-    assert sanitized_env({})["PATH"] == shell_safety.DEFAULT_PATH
+    assert sanitized_env({})["PATH"] == DEFAULT_PATH
     assert 0 < SHELL_TIMEOUT_S <= 60
 
 

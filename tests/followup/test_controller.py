@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from qshell.cancel import CancelToken
-from qshell.followup.state import (
+from qshell.followup.controller import (
     ACCEPT_DEBOUNCE_MS,
     SUGGESTION_DELAY_MS,
     SuggestionController,

@@ -1,6 +1,6 @@
 """Per-command rules of the shell read-only proof: which commands, flags and operands are read-only.
 
-`shell_safety` walks the bash syntax tree and hands every simple command here as a name plus its
+`walker.py` walks the bash syntax tree and hands every simple command here as a name plus its
 decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`) or raises
 `Unproven` naming the first thing it cannot prove. The tables (spec.py, plain.py, git.py,
 text.py, custom.py) are allowlists: a command, flag, git subcommand or sed/awk construct missing
@@ -14,57 +14,57 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.followup.shell_rules.custom import (
+from qshell.shellproof.rules.custom import (
     COMPRESS_STREAMING,
-    _command,
-    _compressor,
-    _date,
-    _env,
-    _find,
-    _ip,
-    _printf,
-    _tar,
-    _xargs,
     check_test,
+    command_rule,
+    compressor_rule,
+    date_rule,
+    env_rule,
+    find_rule,
+    ip_rule,
+    printf_rule,
+    tar_rule,
+    xargs_rule,
 )
-from qshell.followup.shell_rules.git import _git
-from qshell.followup.shell_rules.plain import SPECS
-from qshell.followup.shell_rules.spec import (
+from qshell.shellproof.rules.git import git_rule
+from qshell.shellproof.rules.plain import SPECS
+from qshell.shellproof.rules.spec import (
     TRUSTED_DIRS,
     Judged,
     Rule,
     Unproven,
     Word,
-    _fs,
-    _spec_rule,
     literal_word,
+    spec_rule,
+    word_set,
 )
-from qshell.followup.shell_rules.text import _awk, _sed
+from qshell.shellproof.rules.text import awk_rule, sed_rule
 
 __all__ = ["TRUSTED_DIRS", "Judged", "Unproven", "Word", "check_test", "judge", "literal_word"]
 
-RULES: dict[str, Rule] = {name: _spec_rule(spec) for name, spec in SPECS.items()}
+RULES: dict[str, Rule] = {name: spec_rule(spec) for name, spec in SPECS.items()}
 RULES.update(
     {
-        "git": _git,
-        "find": _find,
-        "sed": _sed,
-        "gsed": _sed,
-        "awk": _awk,
-        "gawk": _awk,
-        "mawk": _awk,
-        "nawk": _awk,
-        "xargs": _xargs,
-        "printf": _printf,
-        "env": _env,
-        "command": _command,
-        "date": _date,
+        "git": git_rule,
+        "find": find_rule,
+        "sed": sed_rule,
+        "gsed": sed_rule,
+        "awk": awk_rule,
+        "gawk": awk_rule,
+        "mawk": awk_rule,
+        "nawk": awk_rule,
+        "xargs": xargs_rule,
+        "printf": printf_rule,
+        "env": env_rule,
+        "command": command_rule,
+        "date": date_rule,
         "test": check_test,
         "[": check_test,
-        "ip": _ip,
-        "tar": _tar,
-        **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), _compressor),
-        **dict.fromkeys(COMPRESS_STREAMING, _compressor),
+        "ip": ip_rule,
+        "tar": tar_rule,
+        **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), compressor_rule),
+        **dict.fromkeys(COMPRESS_STREAMING, compressor_rule),
     }
 )
 
@@ -75,25 +75,25 @@ INTERPRETER = re.compile(
     r"|bun|php|lua|luajit|tclsh|wish|Rscript|R|julia|java|jshell|osascript|pwsh|powershell"
     r"|irb|swift|groovy|scala|erl|escript|elixir|iex|expect)[0-9.]*"
 )
-LAUNCHERS = _fs(
+LAUNCHERS = word_set(
     "sudo doas su nohup timeout nice ionice time watch setsid flock chroot "
     "strace ltrace stdbuf taskset unbuffer parallel at batch crontab "
     "systemd-run runuser firejail coproc script builtin exec eval source . "
     "nsenter unshare chrt prlimit"
 )
-BUILTINS = _fs(
+BUILTINS = word_set(
     "cd pushd popd dirs alias unalias hash shopt set export history trap "
     "ulimit umask read wait jobs fg bg disown exit return shift let local "
     "declare typeset readonly unset enable getopts mapfile readarray "
     "complete compgen bind fc suspend logout kill"
 )
-INTERACTIVE = _fs("less more most man info vi vim nvim nano emacs view top htop tmux screen")
-PROJECT_TOOLS = _fs(
+INTERACTIVE = word_set("less more most man info vi vim nvim nano emacs view top htop tmux screen")
+PROJECT_TOOLS = word_set(
     "make cmake ninja npm npx yarn pnpm cargo rustc go gcc cc clang pip pip3 "
     "pipx uv poetry pytest tox docker podman kubectl helm terraform gh mvn "
     "gradle dotnet bundle gem composer ldd sqlite3 psql mysql aws gcloud az"
 )
-NETWORK = _fs(
+NETWORK = word_set(
     "curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping dig nslookup host traceroute"
 )
 

@@ -9,13 +9,13 @@ import pytest
 
 from qshell.agent.events import FailureKind, TurnFailed
 from qshell.config import ApprovalMode, load_settings
-from qshell.followup.engine import Followup
+from qshell.followup.followup import Followup
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.llm.messages import Message
 from qshell.telemetry import Telemetry, read_events
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
-from tests.followup.test_state import FakeClock, FakeScheduler
+from tests.followup.test_controller import FakeClock, FakeScheduler
 
 READ = Message.assistant("", [call("ls", "{}", "l1")])
 

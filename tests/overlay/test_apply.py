@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from qshell.followup import journal
-from qshell.followup.journal import (
+from qshell.overlay import Overlay, journal, recover, sweep_stale
+from qshell.overlay.journal import (
     APPEARED,
     BAD_COPY,
     CHANGED,
@@ -24,9 +24,8 @@ from qshell.followup.journal import (
     Original,
     recover_journal,
 )
-from qshell.followup.overlay import Overlay, recover, sweep_stale
 from qshell.tools.paths import PathResolver
-from tests.followup.test_overlay import DEAD_PID, snapshot
+from tests.overlay.test_overlay import DEAD_PID, snapshot
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.followup.shell_safety import check
+from qshell.shellproof import check
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "shared" / "shell-safety" / "dev.jsonl"
 MIN_RO_ALLOWED = 0.90

@@ -10,18 +10,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.followup.shell_rules.spec import Judged, Spec, Unproven, Word, _collect, _fs, parse
+from qshell.shellproof.rules.spec import Judged, Spec, Unproven, Word, collect, parse, word_set
 
 # ---------------------------------------------------------------- sed
 
 SED_SPEC = Spec(
     short="nErszub",
     short_values="el",
-    long=_fs(
+    long=word_set(
         "quiet silent regexp-extended separate null-data zero-terminated "
         "unbuffered posix debug sandbox binary follow-symlinks help version"
     ),
-    long_values=_fs("expression line-length"),
+    long_values=word_set("expression line-length"),
     deny={
         "-i": "sed -i edits files",
         "--in-place": "sed -i edits files",
@@ -178,7 +178,7 @@ class _SedScript:
         if depth:
             raise Unproven("sed: unbalanced braces")
 
-    def _text(self) -> None:
+    def node_text(self) -> None:
         """a/i/c text: to the end of the line, continued by a trailing backslash."""
         s = self.s
         while self.i < len(s):
@@ -192,7 +192,7 @@ class _SedScript:
                 return
 
 
-def _sed(name: str, args: Sequence[Word]) -> Judged:
+def sed_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, SED_SPEC, args)
     scripts = [v for k, v in parsed.flags if k in ("-e", "--expression") and v is not None]
     operands = parsed.operands
@@ -206,7 +206,7 @@ def _sed(name: str, args: Sequence[Word]) -> Judged:
     _SedScript("\n".join(s.text for s in scripts)).check()
     paths: list[str] = []
     dynamic: list[str] = []
-    _collect(operands, paths, dynamic)
+    collect(operands, paths, dynamic)
     return Judged(name, tuple(paths), tuple(dynamic))
 
 
@@ -215,11 +215,11 @@ def _sed(name: str, args: Sequence[Word]) -> Judged:
 AWK_SPEC = Spec(
     short="bcNPrsSMOtV",
     short_values="Fv",
-    long=_fs(
+    long=word_set(
         "posix traditional sandbox characters-as-bytes use-lc-numeric "
         "re-interval no-optimize optimize bignum help version copyright"
     ),
-    long_values=_fs("field-separator assign"),
+    long_values=word_set("field-separator assign"),
     deny={
         "-f": "awk -f runs a program file that is not shown",
         "--file": "awk -f runs a program file that is not shown",
@@ -299,8 +299,8 @@ def _awk_regex_end(prog: str, i: int) -> int:
     raise Unproven("awk: unterminated regular expression")
 
 
-AWK_CONDITION_WORDS = _fs("if while for switch")  # `if (…) /re/`: a statement follows
-AWK_OPERAND_BEFORE = _fs("print printf in return case do else")  # a regex may follow these
+AWK_CONDITION_WORDS = word_set("if while for switch")  # `if (…) /re/`: a statement follows
+AWK_OPERAND_BEFORE = word_set("print printf in return case do else")  # a regex may follow these
 
 
 def awk_program_reason(prog: str) -> str | None:
@@ -397,7 +397,7 @@ def awk_program_reason(prog: str) -> str | None:
     return None
 
 
-def _awk(name: str, args: Sequence[Word]) -> Judged:
+def awk_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, AWK_SPEC, args)
     if not parsed.operands:
         raise Unproven("awk without a program")
@@ -414,5 +414,5 @@ def _awk(name: str, args: Sequence[Word]) -> Judged:
             continue
         if word.text.startswith("/inet"):
             raise Unproven("gawk /inet files open network connections")
-        _collect((word,), paths, dynamic)
+        collect((word,), paths, dynamic)
     return Judged(name, tuple(paths), tuple(dynamic))

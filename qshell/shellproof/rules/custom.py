@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.followup.shell_rules.plain import SPECS
-from qshell.followup.shell_rules.spec import (
+from qshell.shellproof.rules.plain import SPECS
+from qshell.shellproof.rules.spec import (
     NONE,
     STDIN_NAMES,
     TRUSTED_DIRS,
@@ -20,12 +20,12 @@ from qshell.followup.shell_rules.spec import (
     Spec,
     Unproven,
     Word,
-    _collect,
-    _fs,
+    collect,
     judge_spec,
     literal_word,
     named_inside,
     parse,
+    word_set,
 )
 
 # ---------------------------------------------------------------- find
@@ -41,26 +41,26 @@ FIND_DENY = {
     "-fprint0": "find -fprint0 writes a file",
     "-fprintf": "find -fprintf writes a file",
 }
-FIND_NULLARY = _fs(
+FIND_NULLARY = word_set(
     "-depth -d -mount -xdev -noleaf -ignore_readdir_race "
     "-noignore_readdir_race -daystart -follow -warn -nowarn -empty "
     "-executable -readable -writable -false -true -nogroup -nouser -print "
     "-print0 -prune -quit -ls -not -a -and -o -or ! ( ) ,"
 )
-FIND_UNARY = _fs(
+FIND_UNARY = word_set(
     "-maxdepth -mindepth -amin -anewer -atime -cmin -cnewer -ctime -fstype "
     "-gid -group -ilname -iname -inum -ipath -iregex -iwholename -links "
     "-lname -mmin -mtime -name -newer -path -perm -regex -samefile -size "
     "-type -uid -used -user -wholename -xtype -context -regextype -printf "
     "-files0-from"
 )
-FIND_PATH_VALUES = _fs("-anewer -cnewer -newer -samefile -files0-from")
+FIND_PATH_VALUES = word_set("-anewer -cnewer -newer -samefile -files0-from")
 FIND_NEWER_XY = re.compile(r"-newer[aBcm][aBcmt]")
 FIND_SIGNED = re.compile(r"-\d")  # -mtime -7, -size -10k
 FIND_SYMBOLIC_MODE = re.compile(r"-[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXstugo]*)*")
 
 
-def _find(name: str, args: Sequence[Word]) -> Judged:
+def find_rule(name: str, args: Sequence[Word]) -> Judged:
     paths: list[str] = []
     dynamic: list[str] = []
     i = 0
@@ -73,7 +73,7 @@ def _find(name: str, args: Sequence[Word]) -> Judged:
             break
         if word.flaggable:
             raise Unproven(f"find: starting point {word.raw!r} could be an option at run time")
-        _collect((word,), paths, dynamic)
+        collect((word,), paths, dynamic)
         starts += 1
         i += 1
     if not starts:
@@ -109,8 +109,8 @@ def _find(name: str, args: Sequence[Word]) -> Judged:
 XARGS_SPEC = Spec(
     short="0rtx",
     short_values="dnLsPEa",
-    long=_fs("null no-run-if-empty verbose exit help version"),
-    long_values=_fs("delimiter max-args max-lines max-chars max-procs eof arg-file"),
+    long=word_set("null no-run-if-empty verbose exit help version"),
+    long_values=word_set("delimiter max-args max-lines max-chars max-procs eof arg-file"),
     deny={
         "-I": "xargs -I substitutes input into the command",
         "-i": "xargs -i substitutes input into the command",
@@ -121,13 +121,13 @@ XARGS_SPEC = Spec(
         "--open-tty": "xargs --open-tty opens the terminal",
         "--process-slot-var": "xargs --process-slot-var is not checked",
     },
-    path_values=_fs("-a --arg-file"),
+    path_values=word_set("-a --arg-file"),
     operands=NONE,
     stop_at_operand=True,
 )
 
 
-def _xargs(name: str, args: Sequence[Word]) -> Judged:
+def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, XARGS_SPEC, args)
     target = parsed.operands
     if not target:
@@ -147,7 +147,7 @@ def _xargs(name: str, args: Sequence[Word]) -> Judged:
     return Judged(f"xargs {command}", judged.paths, (*judged.dynamic, *inputs))
 
 
-def _printf(name: str, args: Sequence[Word]) -> Judged:
+def printf_rule(name: str, args: Sequence[Word]) -> Judged:
     rest = list(args)
     if rest and rest[0].literal and rest[0].text == "--":
         rest = rest[1:]
@@ -164,13 +164,13 @@ def _printf(name: str, args: Sequence[Word]) -> Judged:
     return Judged(name)
 
 
-def _env(name: str, args: Sequence[Word]) -> Judged:
+def env_rule(name: str, args: Sequence[Word]) -> Judged:
     if all(w.literal and w.text in ("-0", "--null") for w in args):
         return Judged(name)
     raise Unproven("env with arguments runs a command or changes the environment")
 
 
-def _command(name: str, args: Sequence[Word]) -> Judged:
+def command_rule(name: str, args: Sequence[Word]) -> Judged:
     lookup = False
     for word in args:
         if not (word.literal and word.text.startswith("-")):
@@ -189,16 +189,18 @@ DATE_SPEC = Spec(
     short="uR",
     short_values="dfr",
     short_optional="I",
-    long=_fs("utc universal rfc-email rfc-2822 debug help version iso-8601 rfc-3339 resolution"),
-    long_values=_fs("date file reference"),
+    long=word_set(
+        "utc universal rfc-email rfc-2822 debug help version iso-8601 rfc-3339 resolution"
+    ),
+    long_values=word_set("date file reference"),
     deny={"-s": "date -s sets the clock", "--set": "date --set sets the clock"},
-    path_values=_fs("-f --file -r --reference"),
+    path_values=word_set("-f --file -r --reference"),
     operands=NONE,
     max_operands=1,
 )
 
 
-def _date(name: str, args: Sequence[Word]) -> Judged:
+def date_rule(name: str, args: Sequence[Word]) -> Judged:
     judged = judge_spec(name, DATE_SPEC, args)
     for word in parse(name, DATE_SPEC, args).operands:
         if not word.text.startswith("+"):
@@ -206,8 +208,8 @@ def _date(name: str, args: Sequence[Word]) -> Judged:
     return judged
 
 
-TEST_BINARY = _fs("= == != < > -eq -ne -lt -le -gt -ge -nt -ot -ef -a -o")
-TEST_FILE_OPS = _fs("-b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
+TEST_BINARY = word_set("= == != < > -eq -ne -lt -le -gt -ge -nt -ot -ef -a -o")
+TEST_FILE_OPS = word_set("-b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
 
 
 def check_test(name: str, args: Sequence[Word]) -> Judged:
@@ -245,16 +247,16 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
     return Judged("test", paths)
 
 
-IP_OBJECTS = _fs(
+IP_OBJECTS = word_set(
     "address addr a link l route r ro neighbour neighbor neigh n rule ru maddress maddr"
 )
-IP_OPTIONS = _fs(
+IP_OPTIONS = word_set(
     "-4 -6 -br -brief -c -color -d -details -s -stats -statistics -h -human "
     "-j -json -p -pretty -o -oneline -r -resolve -a -all"
 )
 
 
-def _ip(name: str, args: Sequence[Word]) -> Judged:
+def ip_rule(name: str, args: Sequence[Word]) -> Judged:
     texts = [w.text if w.literal else "$" for w in args]
     while texts and texts[0].startswith("-"):
         if texts[0].split("=")[0] not in IP_OPTIONS:
@@ -271,15 +273,15 @@ def _ip(name: str, args: Sequence[Word]) -> Judged:
 
 COMPRESS_SPEC = Spec(
     short="cdklntqvN123456789",
-    long=_fs(
+    long=word_set(
         "stdout to-stdout decompress uncompress keep list test quiet verbose "
         "name no-name help version"
     ),
 )
-COMPRESS_STREAMING = _fs("zcat bzcat xzcat")
+COMPRESS_STREAMING = word_set("zcat bzcat xzcat")
 
 
-def _compressor(name: str, args: Sequence[Word]) -> Judged:
+def compressor_rule(name: str, args: Sequence[Word]) -> Judged:
     judged = judge_spec(name, COMPRESS_SPEC, args)
     if name not in COMPRESS_STREAMING:
         keys = {k for k, _ in parse(name, COMPRESS_SPEC, args).flags}
@@ -291,16 +293,16 @@ def _compressor(name: str, args: Sequence[Word]) -> Judged:
 TAR_SPEC = Spec(
     short="tvzjJ",
     short_values="f",
-    long=_fs(
+    long=word_set(
         "list verbose gzip gunzip bzip2 xz zstd force-local numeric-owner "
         "no-wildcards wildcards help version"
     ),
-    long_values=_fs("file exclude"),
+    long_values=word_set("file exclude"),
     operands=NONE,
 )
 
 
-def _tar(name: str, args: Sequence[Word]) -> Judged:
+def tar_rule(name: str, args: Sequence[Word]) -> Judged:
     words = list(args)
     if words and words[0].literal and not words[0].text.startswith("-"):
         words[0] = literal_word("-" + words[0].text)  # old style: `tar tzf a.tgz`

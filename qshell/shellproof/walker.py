@@ -1,16 +1,16 @@
-"""Shell read-only proof: decide, before running it, whether a bash command line can only read.
+"""The statement walker of the shell read-only proof, and `check`, its one entry point.
 
 Speculation may run a shell command only when `check` proves it read-only. The line is parsed
 with tree-sitter-bash and every node is walked: only known statements, words and redirections
 (input, or output to `/dev/null`) pass; substitutions pass only when every inner command is
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
-the corpus decides; each simple command must pass its allowlist rule in `shell_rules`. Parse
+the corpus decides; each simple command must pass its allowlist rule in `rules`. Parse
 errors, unknown node types, text the parser skipped or split differently from bash (line
 continuations, carriage returns, blanks inside a word) and anything computed at run time where
 it could change the command are refused; `Verdict.reason` names the first. `paths` and
 `dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
 never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
-through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S`. Left to that
+through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that
 environment and not provable from the text: git drivers the user configured
 (`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
 configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
@@ -26,39 +26,33 @@ import threading
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from qshell.followup.shell_env import DEFAULT_PATH as DEFAULT_PATH
-from qshell.followup.shell_env import GIT_HARDENING as GIT_HARDENING
-from qshell.followup.shell_env import sanitized_env as sanitized_env
-from qshell.followup.shell_rules import TRUSTED_DIRS, Unproven, Word, check_test, judge
-from qshell.followup.shell_syntax import (
-    _BAD_CHARS,
-    _HEREDOC_DELIMITER,
-    _NETWORK_DEVICES,
-    _REDIRECTS,
-    _STATEMENT_SEPARATORS,
-    _TEST_ARITH,
-    _TEST_FILE_OPS,
-    _WORD_NODES,
-    _WRITE_OPS,
+from qshell.shellproof.rules import TRUSTED_DIRS, Unproven, Word, check_test, judge
+from qshell.shellproof.syntax import (
+    BAD_CHARS,
+    COND_ARITH_OPS,
+    COND_FILE_OPS,
+    HEREDOC_DELIMITER,
     MAX_DEPTH,
+    NETWORK_DEVICES,
+    REDIRECTS,
+    STATEMENT_SEPARATORS,
+    WORD_NODES,
+    WRITE_OPS,
+    Scope,
     Verdict,
-    _assemble,
-    _check_gaps,
-    _check_heredoc_body,
-    _construct_reason,
-    _decode_unquoted,
-    _fail,
-    _plain_pattern,
-    _Scope,
-    _text,
-    _token_reason,
+    assemble_word,
+    check_gaps,
+    check_heredoc_body,
+    check_plain_pattern,
+    construct_reason,
+    decode_unquoted,
+    fail,
+    node_text,
+    token_reason,
 )
-from qshell.followup.shell_words import WordProver
+from qshell.shellproof.words import WordProver
 
 MAX_COMMAND_BYTES = 8192
-
-
-SHELL_TIMEOUT_S = 10.0
 
 
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -74,7 +68,7 @@ def _parser() -> Parser:
     return parser
 
 
-class _Walker(WordProver):
+class Walker(WordProver):
     """One proof: walks the tree, collects commands and paths, raises Unproven on a gap."""
 
     def __init__(self, source: bytes) -> None:
@@ -87,15 +81,15 @@ class _Walker(WordProver):
 
     # ------------------------------------------------------------ statements
 
-    def statement(self, node: Node, scope: _Scope, piped: bool = False) -> None:
+    def statement(self, node: Node, scope: Scope, piped: bool = False) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            _fail("too deeply nested")
+            fail("too deeply nested")
         kind = node.type
         if kind == "command":
             self.command(node, scope, [], piped)
         elif kind == "program":
-            self.sequence(node, scope, _STATEMENT_SEPARATORS)
+            self.sequence(node, scope, STATEMENT_SEPARATORS)
         elif kind == "list":
             self.sequence(node, scope, frozenset(("&&", "||")))
         elif kind == "pipeline":
@@ -106,7 +100,7 @@ class _Walker(WordProver):
             self.sequence(node, scope.child(), frozenset(("(", ")", ";")))
         elif kind == "compound_statement":
             if node.child_count and node.children[0].type == "((":
-                _fail("arithmetic command (( … ))")
+                fail("arithmetic command (( … ))")
             self.sequence(node, scope, frozenset(("{", "}", ";")))
         elif kind == "negated_command":
             self.sequence(node, scope, frozenset(("!",)))
@@ -115,94 +109,94 @@ class _Walker(WordProver):
         elif kind == "test_command":
             self.test(node, scope)
         elif kind != "comment":
-            _fail(_construct_reason(node))
+            fail(construct_reason(node))
         self.depth -= 1
 
-    def sequence(self, node: Node, scope: _Scope, tokens: frozenset[str]) -> None:
+    def sequence(self, node: Node, scope: Scope, tokens: frozenset[str]) -> None:
         for child in node.children:
             if child.is_named:
                 self.statement(child, scope)
             elif child.type not in tokens:
-                _fail(_token_reason(child.type))
+                fail(token_reason(child.type))
 
-    def pipeline(self, node: Node, scope: _Scope) -> None:
+    def pipeline(self, node: Node, scope: Scope) -> None:
         parts = [child for child in node.children if child.is_named]
         for child in node.children:
             if not child.is_named and child.type not in ("|", "|&"):
-                _fail(_token_reason(child.type))
+                fail(token_reason(child.type))
         for i, child in enumerate(parts):
             self.statement(child, scope, piped=i < len(parts) - 1)
 
-    def redirected(self, node: Node, scope: _Scope, piped: bool) -> None:
+    def redirected(self, node: Node, scope: Scope, piped: bool) -> None:
         body: Node | None = None
         extra: list[Word] = []
         for child in node.children:
-            if child.type in _REDIRECTS:
+            if child.type in REDIRECTS:
                 self.redirect(child, scope, extra)
             elif child.is_named:
                 if body is not None:
-                    _fail("unusual redirection")
+                    fail("unusual redirection")
                 body = child
             else:
-                _fail(_token_reason(child.type))
+                fail(token_reason(child.type))
         if body is None:
             if extra:
-                _fail("unusual redirection")
+                fail("unusual redirection")
             return
         if body.type == "command":
             self.depth += 1
             self.command(body, scope, extra, piped)
             self.depth -= 1
         elif extra:
-            _fail("unusual redirection")
+            fail("unusual redirection")
         else:
             self.statement(body, scope, piped)
 
     # ------------------------------------------------------------ simple commands
 
-    def command(self, node: Node, scope: _Scope, extra: list[Word], piped: bool) -> None:
+    def command(self, node: Node, scope: Scope, extra: list[Word], piped: bool) -> None:
         name_node: Node | None = None
         args: list[Word] = []
         for child in node.children:
             kind = child.type
             if kind == "command_name":
                 name_node = child
-            elif kind in _REDIRECTS:
+            elif kind in REDIRECTS:
                 self.redirect(child, scope, args)
             elif kind == "variable_assignment":
-                name = _text(child).partition("=")[0]
-                _fail(f"environment prefix '{name}=' on a command")
+                name = node_text(child).partition("=")[0]
+                fail(f"environment prefix '{name}=' on a command")
             elif child.is_named:
                 args.append(self.word(child, scope))
             else:
-                _fail(_token_reason(kind))
+                fail(token_reason(kind))
         args.extend(extra)
         if name_node is None:
             if args:
-                _fail("unusual redirection")
+                fail("unusual redirection")
             return
         if b"$'" in (name_node.text or b""):
-            _fail("ANSI-C quoted command name")
+            fail("ANSI-C quoted command name")
         parts = name_node.named_children
         if len(parts) != 1:
-            _fail("unusual command name")
+            fail("unusual command name")
         name_word = self.word(parts[0], scope)
         if not name_word.literal:
-            _fail("command name computed at run time")
+            fail("command name computed at run time")
         name = name_word.text
         if "/" in name:
             directory, name = posixpath.split(posixpath.normpath(name))
             if directory not in TRUSTED_DIRS:
-                _fail(f"command path '{name_word.text}' is outside the system directories")
+                fail(f"command path '{name_word.text}' is outside the system directories")
         if not name:
-            _fail("empty command name")
+            fail("empty command name")
         if name == "cd":
             self.cd(args, scope)
             return
         if name == "yes" and not piped:
-            _fail("never ends: yes")
+            fail("never ends: yes")
         if name == "git" and scope.cd_done:
-            _fail("git after cd (another directory's git config can run programs)")
+            fail("git after cd (another directory's git config can run programs)")
         judged = judge(name, args)
         self.commands.append(judged.label)
         for path in judged.paths:
@@ -210,17 +204,17 @@ class _Walker(WordProver):
         for path in judged.dynamic:
             self.path(path, scope, dynamic=True)
 
-    def cd(self, args: list[Word], scope: _Scope) -> None:
+    def cd(self, args: list[Word], scope: Scope) -> None:
         if not scope.subshell:
-            _fail("cd outside a subshell")
+            fail("cd outside a subshell")
         targets = [w for w in args if not (w.literal and w.text in ("-L", "-P", "--"))]
         if len(targets) > 1:
-            _fail("cd with several operands")
+            fail("cd with several operands")
         target = targets[0] if targets else Word("~", "~", True, False, False, "~")
         if not target.literal:
-            _fail("cd to a directory computed at run time")
+            fail("cd to a directory computed at run time")
         if target.text.startswith("-"):
-            _fail(f"cd {target.text} is not checked")
+            fail(f"cd {target.text} is not checked")
         self.path(target.text, scope)
         new = target.text
         if scope.cwd and not new.startswith(("/", "~")):
@@ -229,7 +223,7 @@ class _Walker(WordProver):
         scope.cd_done = True
         self.commands.append("cd")
 
-    def path(self, path: str, scope: _Scope, dynamic: bool = False) -> None:
+    def path(self, path: str, scope: Scope, dynamic: bool = False) -> None:
         out = self.dynamic if dynamic else self.paths
         out.append(path)
         if scope.cwd and not path.startswith(("/", "~")):
@@ -237,7 +231,7 @@ class _Walker(WordProver):
 
     # ------------------------------------------------------------ redirections
 
-    def redirect(self, node: Node, scope: _Scope, args: list[Word] | None) -> None:
+    def redirect(self, node: Node, scope: Scope, args: list[Word] | None) -> None:
         """Only input, /dev/null and fd duplication; extra target words are command arguments
         (`grep x 2>/dev/null file`), appended to `args` (rejected where there is no command)."""
         kind = node.type
@@ -249,7 +243,7 @@ class _Walker(WordProver):
                 if child.is_named:
                     self.word(child, scope)
                 elif child.type != "<<<":
-                    _fail(_token_reason(child.type))
+                    fail(token_reason(child.type))
             return
         operator = ""
         targets: list[Node] = []
@@ -263,10 +257,10 @@ class _Walker(WordProver):
         if operator in ("<&-", ">&-") and not targets:
             return
         if not targets:
-            _fail("unusual redirection")
+            fail("unusual redirection")
         if len(targets) > 1:
             if args is None:
-                _fail("unusual redirection")
+                fail("unusual redirection")
             args.extend(self.word(extra, scope) for extra in targets[1:])
         target = targets[0]
         if operator == "<" and target.type == "process_substitution":
@@ -275,24 +269,24 @@ class _Walker(WordProver):
         word = self.word(target, scope)
         if operator == "<":
             if not word.literal:
-                _fail("input redirection from a path computed at run time")
-            if posixpath.normpath(word.text).startswith(_NETWORK_DEVICES) or word.text.startswith(
-                _NETWORK_DEVICES
+                fail("input redirection from a path computed at run time")
+            if posixpath.normpath(word.text).startswith(NETWORK_DEVICES) or word.text.startswith(
+                NETWORK_DEVICES
             ):
-                _fail("redirection opens a network connection")
+                fail("redirection opens a network connection")
             self.path(word.text, scope)
         elif operator in (">&", "<&") and word.literal and word.text in ("0", "1", "2", "-"):
             return
-        elif operator in _WRITE_OPS or operator == ">&":
+        elif operator in WRITE_OPS or operator == ">&":
             if not (word.literal and word.text == "/dev/null"):
-                _fail("redirection to a file")
+                fail("redirection to a file")
         else:
-            _fail(f"redirection '{operator}' is not checked")
+            fail(f"redirection '{operator}' is not checked")
 
-    def heredoc(self, node: Node, scope: _Scope) -> None:
+    def heredoc(self, node: Node, scope: Scope) -> None:
         self.heredocs += 1
         if self.heredocs > 1:
-            _fail("more than one heredoc")
+            fail("more than one heredoc")
         start = body = end = None
         dash = False
         for child in node.children:
@@ -303,29 +297,29 @@ class _Walker(WordProver):
                 body = child
             elif kind == "heredoc_end":
                 end = child
-            elif kind in _REDIRECTS:
+            elif kind in REDIRECTS:
                 self.redirect(child, scope, None)
             elif child.is_named:
                 self.statement(child, scope)
             elif kind == "<<-":
                 dash = True
             elif kind not in ("<<", "&&", "||", "|", "|&", ";"):
-                _fail(_token_reason(kind))
+                fail(token_reason(kind))
         if start is None or end is None:
-            _fail("unterminated heredoc")
-        opener = _text(start)
-        if not _HEREDOC_DELIMITER.fullmatch(opener):
-            _fail("unusual heredoc delimiter")
+            fail("unterminated heredoc")
+        opener = node_text(start)
+        if not HEREDOC_DELIMITER.fullmatch(opener):
+            fail("unusual heredoc delimiter")
         delimiter = opener.replace("'", "").replace('"', "").replace("\\", "")
-        if _text(end) != delimiter:
-            _fail("heredoc delimiter mismatch")
-        text = _text(body) if body is not None else ""
+        if node_text(end) != delimiter:
+            fail("heredoc delimiter mismatch")
+        text = node_text(body) if body is not None else ""
         for line in text.split("\n"):
             if (line.lstrip("\t") if dash else line) == delimiter:
-                _fail("heredoc body holds its own delimiter")
+                fail("heredoc body holds its own delimiter")
         if body is None or opener != delimiter:
             return  # a quoted delimiter keeps the body literal
-        _check_heredoc_body(body)
+        check_heredoc_body(body)
         for child in body.named_children:
             if child.type != "heredoc_content":
                 self.pieces(child, scope, [], quoted=True)
@@ -334,10 +328,10 @@ class _Walker(WordProver):
 
     # ------------------------------------------------------------ [ … ] and [[ … ]]
 
-    def test(self, node: Node, scope: _Scope) -> None:
+    def test(self, node: Node, scope: Scope) -> None:
         children = node.children
         if not children or children[0].type not in ("[", "[["):
-            _fail("unusual test command")
+            fail("unusual test command")
         if children[0].type == "[":
             words: list[Word] = []
             for child in children[1:-1]:
@@ -350,53 +344,53 @@ class _Walker(WordProver):
                 self.double_test(child, scope)
         self.commands.append(children[0].type)
 
-    def flatten_test(self, node: Node, scope: _Scope, out: list[Word]) -> None:
+    def flatten_test(self, node: Node, scope: Scope, out: list[Word]) -> None:
         kind = node.type
         if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
             for child in node.children:
                 self.flatten_test(child, scope, out)
         elif kind == "test_operator" or not node.is_named:
-            text = _text(node)
+            text = node_text(node)
             out.append(Word(text, text, True, text.startswith("-"), False, text))
         elif kind in ("extglob_pattern", "regex"):
             pieces: list[tuple[int, str]] = []
-            _decode_unquoted(_text(node), pieces)
-            out.append(_assemble(pieces, _text(node)))
-        elif kind in _WORD_NODES:
+            decode_unquoted(node_text(node), pieces)
+            out.append(assemble_word(pieces, node_text(node)))
+        elif kind in WORD_NODES:
             out.append(self.word(node, scope))
         else:
-            _fail(f"unsupported '{kind}' in [ … ]")
+            fail(f"unsupported '{kind}' in [ … ]")
 
-    def double_test(self, node: Node, scope: _Scope) -> None:
+    def double_test(self, node: Node, scope: Scope) -> None:
         kind = node.type
         if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
             children = node.children
             operators = [
-                _text(c)
+                node_text(c)
                 for c in children
                 if c.type == "test_operator" or (not c.is_named and c.type not in ("(", ")"))
             ]
             for op in operators:
                 if op in ("-v", "-R"):
-                    _fail(f"[[ {op} ]] evaluates an array index as code")
+                    fail(f"[[ {op} ]] evaluates an array index as code")
             operands = [c for c in children if c.is_named and c.type != "test_operator"]
-            if any(op in _TEST_ARITH for op in operators):
+            if any(op in COND_ARITH_OPS for op in operators):
                 for operand in operands:
-                    if not (operand.type == "number" or _text(operand).isdigit()):
-                        _fail("[[ arithmetic ]] evaluates variables as code")
-            file_test = kind == "unary_expression" and operators[0] in _TEST_FILE_OPS
+                    if not (operand.type == "number" or node_text(operand).isdigit()):
+                        fail("[[ arithmetic ]] evaluates variables as code")
+            file_test = kind == "unary_expression" and operators[0] in COND_FILE_OPS
             for operand in operands:
-                if file_test and operand.type in _WORD_NODES:
+                if file_test and operand.type in WORD_NODES:
                     word = self.word(operand, scope)
                     self.path(word.raw if not word.literal else word.text, scope, not word.literal)
                 else:
                     self.double_test(operand, scope)
         elif kind in ("regex", "extglob_pattern"):
-            _plain_pattern(node)
-        elif kind in _WORD_NODES:
+            check_plain_pattern(node)
+        elif kind in WORD_NODES:
             self.word(node, scope)
         else:
-            _fail(f"unsupported '{kind}' in [[ … ]]")
+            fail(f"unsupported '{kind}' in [[ … ]]")
 
 
 def _proof(command: str) -> Verdict:
@@ -405,17 +399,17 @@ def _proof(command: str) -> Verdict:
     source = command.encode("utf-8", "surrogatepass")
     if len(source) > MAX_COMMAND_BYTES:
         return Verdict(False, "command too long")
-    bad = _BAD_CHARS.search(command)
+    bad = BAD_CHARS.search(command)
     if bad:
         return Verdict(False, f"control or unusual whitespace character {bad.group()!r}")
     tree = _parser().parse(source)
     root = tree.root_node
     if root.has_error:
         return Verdict(False, "parse error")
-    walker = _Walker(source)
+    walker = Walker(source)
     try:
-        _check_gaps(source, root)
-        walker.statement(root, _Scope())
+        check_gaps(source, root)
+        walker.statement(root, Scope())
     except Unproven as exc:
         return Verdict(False, exc.reason, tuple(walker.commands))
     return Verdict(
@@ -435,7 +429,3 @@ def check(command: str) -> Verdict:
         return Verdict(False, "too deeply nested")
     except Exception:
         return Verdict(False, "internal error")
-
-
-def is_read_only(command: str) -> bool:
-    return check(command).read_only

@@ -1,0 +1,28 @@
+"""The exceptions of the overlay package that are not about applying (those are journal.py's).
+
+`OverlayEscape` means a path would leave the project or go through a symlink inside the
+overlay: the gate turns it into a boundary. `OverlayUnavailable` means there is no safe
+private directory (speculation turns itself off) or the overlay was already discarded.
+Values only; any thread.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class OverlayEscape(Exception):
+    """A path resolves outside the project root, or through a symlink inside the overlay."""
+
+    def __init__(self, path: os.PathLike[str] | str, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path, self.reason = str(path), reason
+
+
+class OverlayUnavailable(Exception):
+    """No safe private directory for an overlay (speculation is off), or it was discarded."""
+
+
+def os_error(code: int, path: object) -> OSError:
+    """The OSError the OS itself would raise for `code` on `path`."""
+    return OSError(code, os.strerror(code), str(path))

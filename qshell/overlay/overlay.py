@@ -1,0 +1,239 @@
+"""The copy-on-write overlay a speculation writes into.
+
+Writes land in a private directory (base_dir.py) laid out as a Linux overlayfs upper
+directory: `upper/<project-relative path>` holds each written file and nothing else;
+`meta.jsonl` (each original's sha256 and mode, or that it did not exist), `incoming/`
+(whole copies about to be renamed in) and `journal.json` sit beside it. Its `view`
+(view.py) is the FileView tools get during a speculation. Every path is resolved with
+symlinks followed; one outside the project root, or a symlink inside the overlay, raises
+OverlayEscape here, and is a Conflict again at apply time (journal.py). It never writes
+the real tree except through `apply`, never deletes or renames (no tool does yet: the gate
+treats either as a boundary), and never uses a directory it does not own. Thread-safe: one
+speculation thread writes and applies while parallel tool calls read; a lock guards the
+bookkeeping and copies are renamed in whole, so a read sees one version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import secrets
+import shutil
+import stat as stat_module
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from types import TracebackType
+
+from qshell.dirs import PRIVATE_FILE_MODE
+from qshell.overlay import journal
+from qshell.overlay.base_dir import (
+    INCOMING_DIR_NAME,
+    UPPER_DIR_NAME,
+    default_base_dir,
+    new_overlay_dir,
+    release,
+)
+from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, os_error
+from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original, PathRefused
+from qshell.overlay.sweep import recover_overlay
+from qshell.overlay.view import OverlayView
+from qshell.tools.paths import PathResolver
+
+META_NAME = "meta.jsonl"
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class Overlay:
+    """One speculation's copy-on-write layer over the project at `resolver.root`."""
+
+    def __init__(self, resolver: PathResolver, directory: Path) -> None:
+        self.resolver = resolver
+        self.root = resolver.root
+        self.directory = directory
+        self.upper = directory / UPPER_DIR_NAME
+        self.view = OverlayView(self)
+        self._lock = threading.Lock()
+        self._originals: dict[str, Original] = {}
+        self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
+        self._discarded = False
+
+    @classmethod
+    def create(cls, root: Path, resolver: PathResolver, *, base_dir: Path | None = None) -> Overlay:
+        """A fresh overlay; OverlayUnavailable when the private parent is unsafe."""
+        if Path(root).resolve() != resolver.root:
+            raise OverlayUnavailable(f"{root} is not the resolver's root {resolver.root}")
+        base = base_dir if base_dir is not None else default_base_dir()
+        directory = new_overlay_dir(base)
+        return cls(resolver, directory)
+
+    def __enter__(self) -> Overlay:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.discard()
+
+    @property
+    def written(self) -> list[str]:
+        """Root-relative paths of every file written so far, sorted."""
+        with self._lock:
+            return sorted(self._originals)
+
+    @property
+    def has_writes(self) -> bool:
+        with self._lock:
+            return bool(self._originals)
+
+    def original(self, rel: str) -> Original | None:
+        with self._lock:
+            return self._originals.get(rel)
+
+    def check_conflicts(self) -> list[Conflict]:
+        """Why written files could not be applied now (empty: apply would go through)."""
+        with self._lock:
+            self._check_open()
+            try:
+                return journal.plan(self.root, self.upper, list(self._originals.values()))[1]
+            except (OSError, PathRefused) as exc:
+                raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
+
+    def apply(self) -> ApplyReport:
+        """Apply every written file, all or nothing; the overlay stays until `discard()`.
+
+        Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
+        """
+        with self._lock:
+            self._check_open()
+            target = self.directory / journal.JOURNAL_NAME
+            return journal.apply_files(
+                self.root, self.upper, target, list(self._originals.values())
+            )
+
+    def discard(self) -> None:
+        """Remove the overlay directory. Idempotent; a pending journal is recovered first."""
+        with self._lock:
+            if self._discarded:
+                return
+            self._discarded = True
+        if recover_overlay(self.directory):  # else kept for the sweep at the next start
+            release(self.directory, remove=lambda d: shutil.rmtree(d, ignore_errors=True))
+        else:
+            release(self.directory)
+
+    def _check_open(self) -> None:
+        if self._discarded:
+            raise OverlayUnavailable(f"the overlay {self.directory} was discarded")
+
+    def locate(self, path: os.PathLike[str] | str) -> tuple[str, Path]:
+        """(root-relative path, resolved real path); OverlayEscape when outside the root."""
+        raw = Path(path)
+        if not raw.is_absolute():
+            raise OverlayEscape(raw, "is not an absolute path")
+        resolved = Path(os.path.realpath(raw))
+        if not self.resolver.is_inside_root(resolved):
+            raise OverlayEscape(raw, f"resolves outside the project root {self.root}")
+        rel = resolved.relative_to(self.root).as_posix()
+        return ("" if rel == "." else rel), resolved
+
+    def kind(self, rel: str) -> str | None:
+        """'file' for a written file, 'dir' for a directory of the upper layer, else None."""
+        with self._lock:
+            self._check_open()
+            if rel in self._originals:
+                return "file"
+            return "dir" if rel in self._dirs else None
+
+    def children(self, rel: str) -> set[str]:
+        with self._lock:
+            return set(self._dirs.get(rel, ()))
+
+    @contextlib.contextmanager
+    def upper_dir(self, parts: list[str], *, create: bool = False) -> Iterator[int]:
+        """A descriptor for `upper/parts…`, never through a symlink (else OverlayEscape)."""
+        self._check_open()
+        mode = journal.NEW_DIR_MODE if create else None
+        try:
+            with (
+                journal.open_dir(self.upper) as top,
+                journal.open_chain(top, parts, create_mode=mode) as fd,
+            ):
+                yield fd
+        except PathRefused:
+            where = self.upper.joinpath(*parts)
+            raise OverlayEscape(where, "goes through a symlink inside the overlay") from None
+
+    def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
+        rel, resolved = self.locate(path)
+        parts = rel.split("/")
+        with self._lock:
+            self._check_open()
+            original = self._originals.get(rel)
+            if original is None:
+                if rel in self._dirs:
+                    raise os_error(errno.EISDIR, path)
+                self._check_parents(parts, path)
+                original = _snapshot(rel, resolved, mode)
+            with self.upper_dir(parts[:-1], create=True) as parent:
+                self._put(parent, parts[-1], data, original.mode)
+            if rel not in self._originals:
+                self._originals[rel] = original
+                for depth, name in enumerate(parts):
+                    self._dirs.setdefault("/".join(parts[:depth]), set()).add(name)
+                line = json.dumps(asdict(original)) + "\n"
+                fd = os.open(self.directory / META_NAME, _APPEND_FLAGS, PRIVATE_FILE_MODE)
+                with open(fd, "w", encoding="utf-8", closefd=True) as meta:
+                    meta.write(line)
+
+    def _check_parents(self, parts: list[str], path: os.PathLike[str] | str) -> None:
+        """ENOTDIR when an ancestor is a file in this view, as the OS would say."""
+        for depth in range(1, len(parts)):
+            prefix = "/".join(parts[:depth])
+            if prefix in self._dirs:
+                continue
+            if prefix in self._originals:
+                raise os_error(errno.ENOTDIR, path)
+            try:
+                info = os.stat(self.root / prefix)
+            except FileNotFoundError:
+                return  # missing: made with the file
+            if not stat_module.S_ISDIR(info.st_mode):
+                raise os_error(errno.ENOTDIR, path)
+
+    def _put(self, parent: int, name: str, data: bytes, mode: int | None) -> None:
+        """Write a whole copy into `incoming/`, then rename it over `upper/…/name`."""
+        temp = self.directory / INCOMING_DIR_NAME / secrets.token_hex(8)
+        fd = os.open(temp, _CREATE_FLAGS, journal.NEW_FILE_MODE)
+        try:
+            with open(fd, "wb", closefd=True) as out:
+                out.write(data)
+                if mode is not None:
+                    os.fchmod(out.fileno(), mode)
+            os.replace(temp, name, dst_dir_fd=parent)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+
+
+def _snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
+    """Hash and mode of the real file about to be shadowed, or that it does not exist."""
+    try:
+        info = os.lstat(resolved)
+    except FileNotFoundError:
+        return Original(rel, False, None, None if mode is None else stat_module.S_IMODE(mode))
+    if stat_module.S_ISDIR(info.st_mode):
+        raise os_error(errno.EISDIR, resolved)
+    if not stat_module.S_ISREG(info.st_mode):
+        raise OverlayEscape(resolved, "is not a regular file")
+    if not os.access(resolved, os.W_OK):
+        raise os_error(errno.EACCES, resolved)
+    with journal.open_dir(resolved.parent) as parent:
+        found = journal.hash_at(parent, resolved.name)
+    if found is None:
+        raise OverlayEscape(resolved, "changed while it was being copied")
+    return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))

@@ -1,0 +1,103 @@
+"""`OverlayView`: the FileView a speculation's tools get, the real tree with its writes on top.
+
+A written file resolves to its copy in `upper/`, a listing merges both layers (the real
+directory's entry stands for a directory both have), and everything else reads the real
+tree through `REAL_VIEW`. Writes go to `Overlay.write`. Reads of `upper/` go through
+descriptors that never follow a symlink (else OverlayEscape). Thread-safe as the Overlay it
+wraps: copies are renamed in whole, so a read sees one version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat as stat_module
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from qshell.overlay.errors import OverlayEscape, os_error
+from qshell.tools.fileview import REAL_VIEW, Entry
+
+if TYPE_CHECKING:
+    from qshell.overlay.overlay import Overlay
+
+
+class OverlayView:
+    """The FileView of a speculation: the real tree with the overlay's files on top."""
+
+    def __init__(self, overlay: Overlay) -> None:
+        self._overlay = overlay
+
+    def read_bytes(self, path: Path) -> bytes:
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        if kind is None:
+            return REAL_VIEW.read_bytes(resolved)
+        if kind == "dir":
+            raise os_error(errno.EISDIR, path)
+        parts = rel.split("/")
+        with self._overlay.upper_dir(parts[:-1]) as parent:
+            try:
+                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise OverlayEscape(path, "is a symlink inside the overlay") from None
+                raise
+        with open(fd, "rb", closefd=True) as source:
+            return source.read()
+
+    def write_bytes(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
+        self._overlay.write(path, data, mode)
+
+    def stat(self, path: Path) -> os.stat_result:
+        return self._stat(*self._overlay.locate(path))
+
+    def _stat(self, rel: str, resolved: Path) -> os.stat_result:
+        kind = self._overlay.kind(rel)
+        if kind is None:
+            return os.stat(resolved)
+        parts = rel.split("/") if rel else []
+        if kind == "file":
+            with self._overlay.upper_dir(parts[:-1]) as parent:
+                return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+        with contextlib.suppress(OSError):
+            info = os.stat(resolved)
+            if stat_module.S_ISDIR(info.st_mode):
+                return info  # a real directory the overlay also has: the real one's stat
+        with self._overlay.upper_dir(parts) as fd:
+            return os.fstat(fd)
+
+    def exists(self, path: Path) -> bool:
+        rel, resolved = self._overlay.locate(path)
+        return self._overlay.kind(rel) is not None or resolved.exists()
+
+    def is_dir(self, path: Path) -> bool:
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        return kind == "dir" or (kind is None and resolved.is_dir())
+
+    def is_file(self, path: Path) -> bool:
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        return kind == "file" or (kind is None and resolved.is_file())
+
+    def scandir(self, path: Path) -> list[Entry]:
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        if kind == "file":
+            raise os_error(errno.ENOTDIR, path)
+        try:
+            merged = {entry.name: entry for entry in REAL_VIEW.scandir(resolved)}
+        except (FileNotFoundError, NotADirectoryError):
+            if kind is None:
+                raise
+            merged = {}  # a directory only the overlay has
+        for name in self._overlay.children(rel):
+            child = f"{rel}/{name}" if rel else name
+            if name in merged and merged[name].is_dir and self._overlay.kind(child) == "dir":
+                continue  # the real directory's entry stands for both
+            info, is_dir = self._stat(child, resolved / name), self._overlay.kind(child) == "dir"
+            path = resolved / name
+            merged[name] = Entry(name, path, is_dir, not is_dir, info.st_size, info.st_mtime)
+        return list(merged.values())
