@@ -21,7 +21,7 @@ from qshell.agent.checkpoints import Checkpoints, UndoReport
 from qshell.agent.compaction import compact
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner, ShellConcern
+from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -51,9 +51,7 @@ class Conversation:
         request: SessionRequest,
         *,
         fast_model: str = "",
-        shell_concern: ShellConcern | None = None,
     ) -> None:
-        self._shell_concern = shell_concern
         self._open = open_session
         self.session = open_session(request)
         self.checkpoints = Checkpoints(self.session.project_root)
@@ -64,9 +62,7 @@ class Conversation:
         self.last_expansion: Expanded | None = None
 
     def _new_runner(self, mode: ApprovalMode) -> MainToolRunner:
-        return MainToolRunner(
-            mode, interactive=True, checkpoints=self.checkpoints, shell_concern=self._shell_concern
-        )
+        return MainToolRunner(mode, interactive=True, checkpoints=self.checkpoints)
 
     # -- turns ---------------------------------------------------------------------------
 

@@ -1,23 +1,27 @@
 """Permission decisions for the main loop: the approval matrix and the read-scope rules.
 
 `decide()` maps (approval mode, tool kind, the paths a call touches) to ALLOW, ASK or
-DENY with a reason. The read-scope rules (reads outside the project root or of
-secret-looking paths need approval) are written here and only here; the speculation gate
-will build on this function. `MainToolRunner` is the ToolRunner of normal turns and
-`--print`: it applies `decide()`, turns ASK into DENY when nobody can be asked, and
-remembers "always allow" answers for the session; before an edit-kind call runs it hands
-each path the call writes to the session's Checkpoints (for /undo). Pure decisions; the
-runner's memory is guarded by a lock.
+DENY with a reason. The read-scope rules live here: a path outside the project root or
+a secret-looking one needs approval (`ctx.paths.read_concern`), and `shell_concern()`
+says whether a shell command is proven read-only (qshell.shellproof) and reads only in
+scope. The speculation gate (followup/gate.py) asks these same functions, so both paths
+share one rule. `MainToolRunner` is the ToolRunner of normal turns and `--print`: it
+applies `decide()`, runs a proven read-only shell command without asking in default and
+auto-edit modes, turns ASK into DENY when nobody can be asked, and remembers "always
+allow" answers for the session; before an edit-kind call runs it hands each path the
+call writes to the session's Checkpoints (for /undo). Pure decisions; the runner's memory
+is guarded by a lock.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
@@ -25,8 +29,6 @@ from qshell.tools.paths import PathResolver
 
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
 FREE_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
-# proves a shell command read-only and in scope: None, or why not (followup.gate.shell_concern)
-ShellConcern = Callable[[str, PathResolver], str | None]
 NON_INTERACTIVE_HINT = (
     "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
     "(edits) or -y/--yolo (everything)"
@@ -83,6 +85,22 @@ def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
     return Decision(Verdict.ASK, f"tools of kind '{kind}' need approval")
 
 
+def shell_concern(command: str, paths: PathResolver) -> str | None:
+    """None when `command` is proven read-only and reads only inside the project root, away
+    from secret files (the main policy's read-scope rules); otherwise the reason it is not."""
+    verdict = shellproof.check(command)
+    if not verdict.read_only:
+        return verdict.reason
+    for raw in verdict.paths:
+        concern = paths.read_concern(paths.resolve(raw))
+        if concern:
+            return concern
+    for raw in verdict.dynamic_paths:
+        if raw.startswith(("/", "~")) or "$" in raw or "`" in raw or ".." in raw:
+            return f"{raw} is only known when the command runs"
+    return None
+
+
 class ToolRunner(Protocol):
     """How the loop asks whether and how to run a tool call."""
 
@@ -109,12 +127,10 @@ class MainToolRunner:
         *,
         interactive: bool,
         checkpoints: Checkpoints | None = None,
-        shell_concern: ShellConcern | None = None,
     ) -> None:
         self.mode = mode
         self.interactive = interactive
         self.checkpoints = checkpoints
-        self.shell_concern = shell_concern
         self._always: set[str] = set()
         self._lock = threading.Lock()
 
@@ -134,12 +150,12 @@ class MainToolRunner:
     def _proven_read_only(self, tool: Tool, args: Any, ctx: ToolContext) -> bool:
         """Shell commands proven read-only within the root run without asking (default and
         auto-edit modes), as Claude Code does; everything else still asks."""
-        if tool.kind is not Kind.EXECUTE or self.shell_concern is None:
+        if tool.kind is not Kind.EXECUTE:
             return False
         if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT):
             return False
         command = getattr(args, "command", None)
-        return isinstance(command, str) and self.shell_concern(command, ctx.paths) is None
+        return isinstance(command, str) and shell_concern(command, ctx.paths) is None
 
     def allow_always(self, tool: Tool) -> None:
         with self._lock:

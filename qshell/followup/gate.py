@@ -1,15 +1,16 @@
 """The speculation tool gate: what a speculative turn may do before the user has agreed.
 
 `SpeculativeRunner` is the ToolRunner a speculation passes to the one agent loop. Built on
-the main policy's read-scope rules (`ctx.paths.read_concern`, the same ones `policy.decide`
-uses), it answers seed 000's table: read and search tools run against the overlay view;
-`edit`/`write_file` run redirected into the overlay, but only in `auto-edit`/`yolo` mode,
-else an `edit` boundary; `shell` runs only when `shell_safety` proves the command read-only,
-its paths stay inside the root and away from secrets, and the overlay holds no writes (the
-shell sees the real tree), with a sanitised environment and a short timeout — else a `bash`
-boundary; `web_fetch` and anything else is a `denied_tool` boundary. A boundary is raised
-as `Boundary`, a control signal that ends the speculative turn; it is never a QshellError.
-Unlike the main runner it never asks. Thread-safe: decisions are pure, the overlay locks.
+the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`,
+the functions the main runner asks), it answers seed 000's table: read and search tools run
+against the overlay view; `edit`/`write_file` run redirected into the overlay, but only in
+`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs only when
+`policy.shell_concern` proves the command read-only and in scope and the overlay holds no
+writes (the shell sees the real tree), with a sanitised environment and a short timeout —
+else a `bash` boundary; `web_fetch` and anything else is a `denied_tool` boundary. A
+boundary is raised as `Boundary`, a control signal that ends the speculative turn; it is
+never a QshellError. Unlike the main runner it never asks. Thread-safe: decisions are
+pure, the overlay locks.
 """
 
 from __future__ import annotations
@@ -20,12 +21,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qshell import shellproof
-from qshell.agent.policy import ALLOW, FREE_KINDS, Decision
+from qshell.agent.policy import ALLOW, FREE_KINDS, Decision, shell_concern
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.overlay import Overlay, OverlayEscape
 from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
-from qshell.tools.paths import PathResolver
 
 # delete and move stay boundaries: the overlay records no whiteouts or renames
 REDIRECT_KINDS = frozenset({Kind.EDIT})
@@ -109,22 +109,6 @@ class SpeculativeRunner:
             return tool.run(args, ctx)
         except OverlayEscape as exc:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
-
-
-def shell_concern(command: str, paths: PathResolver) -> str | None:
-    """None when `command` is proven read-only and reads only inside the project root, away
-    from secret files (the main policy's read-scope rules); otherwise the reason it is not."""
-    verdict = shellproof.check(command)
-    if not verdict.read_only:
-        return verdict.reason
-    for raw in verdict.paths:
-        concern = paths.read_concern(paths.resolve(raw))
-        if concern:
-            return concern
-    for raw in verdict.dynamic_paths:
-        if raw.startswith(("/", "~")) or "$" in raw or "`" in raw or ".." in raw:
-            return f"{raw} is only known when the command runs"
-    return None
 
 
 def _describe(tool: Tool, args: Any) -> str:

@@ -17,7 +17,6 @@ from qshell.agent.conversation import Conversation
 from qshell.agent.session import SessionFactory, SessionRequest
 from qshell.config import Settings
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
-from qshell.followup.gate import shell_concern
 from qshell.ui.line_loop import FollowupFactory
 from qshell.ui.terminal import is_tty
 
@@ -80,7 +79,6 @@ def run_interactive(
             append_system_prompt=args.append_system_prompt,
         ),
         fast_model=settings.fast_model,
-        shell_concern=shell_concern,
     )
     _sweep_stale_overlays()
     followup = _followup_factory(conversation, settings, environ)

@@ -15,7 +15,6 @@ from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import Settings
-from qshell.followup.gate import shell_concern
 from qshell.ui.printer import OutputFormat, Printer
 from qshell.ui.signals import sigint_cancels
 
@@ -36,7 +35,7 @@ def run_print(
             append_system_prompt=args.append_system_prompt,
         )
     )
-    runner = MainToolRunner(settings.approval_mode, interactive=False, shell_concern=shell_concern)
+    runner = MainToolRunner(settings.approval_mode, interactive=False)
     cancel = CancelToken()
     printer = Printer(
         OutputFormat(args.output_format),
