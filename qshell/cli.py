@@ -164,15 +164,29 @@ def _run_front_end(
     stderr: TextIO,
     environ: dict[str, str],
 ) -> int:
+    from qshell import compose
+    from qshell.agent.session import SessionRequest
     from qshell.errors import InputError
     from qshell.ui.terminal import is_tty
 
+    request = SessionRequest(
+        continue_latest=args.continue_latest,
+        resume_id=args.resume,
+        append_system_prompt=args.append_system_prompt,
+    )
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:
         from qshell.ui.interactive import run_interactive
 
+        app = compose.open_interactive(settings, request, open_session=opener, environ=environ)
         return run_interactive(
-            args, settings, open_session=opener, environ=environ, stdin=stdin, stdout=stdout
+            args,
+            app.conversation,
+            followup=app.followup,
+            history_path=app.history_path,
+            environ=environ,
+            stdin=stdin,
+            stdout=stdout,
         )
     prompt = " ".join(args.prompt).strip()
     piped = "" if stdin_is_tty else _read_stdin(stdin, wait_for_first=bool(prompt))
@@ -184,7 +198,8 @@ def _run_front_end(
         raise InputError("the prompt is empty: pass it as an argument or on standard input")
     from qshell.ui.print_mode import run_print
 
-    return run_print(args, settings, prompt, open_session=opener, stdout=stdout, stderr=stderr)
+    run = compose.open_print(settings, request, open_session=opener)
+    return run_print(run, prompt, output_format=args.output_format, stdout=stdout, stderr=stderr)
 
 
 def _opener(settings: Any, root: Path, environ: Mapping[str, str], stderr: TextIO) -> Any:

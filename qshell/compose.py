@@ -1,34 +1,47 @@
-"""Composition: build the provider, tools and session a front-end runs.
+"""Composition: build the provider, tools, sessions and controllers a front-end runs.
 
 This is where settings become objects: the provider for the resolved configuration
 (starting the embedded model's server for `local`), the tool context with its path
 resolver and limits, the system prompt (built once), and a new or resumed session with
-its transcript. `SessionOpener` is the factory front-ends receive: it builds the provider
-once and shares it between the sessions of one run (`/clear` must not start a second
-model server), and `close()` releases it. Front-ends never construct providers or tools
-themselves. No threads; terminal output only through the `notify` callback it is given.
+its transcript. `SessionOpener` is the session factory of one run: it builds the provider
+once and shares it between the sessions of that run (`/clear` must not start a second
+model server), and `close()` releases it. `open_interactive` builds what an interactive
+front-end drives — the Conversation, the factory of its next-prompt suggestions (with
+local telemetry), the prompt's private history file — after sweeping the speculation
+overlays dead processes left; `open_print` builds the one session and non-interactive
+ToolRunner of `--print`. Front-ends never construct providers, tools, runners or
+telemetry themselves. No threads; terminal output only through the `notify` callback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
+from qshell.agent.conversation import Conversation
+from qshell.agent.events import Event
+from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
-from qshell.agent.session import Session, SessionRequest, new_session_id
+from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
+from qshell.cancel import CancelToken
 from qshell.config import ProviderConfig, ProviderName, Settings, resolve_provider
-from qshell.dirs import Dirs
+from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 
 if TYPE_CHECKING:
+    from qshell.followup.followup import FollowupFactory
     from qshell.llm.http import Timeouts
+
+log = logging.getLogger(__name__)
 
 
 Notify = Callable[[str], None]
@@ -216,3 +229,91 @@ def open_session(
             else settings.context_window
         ),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Interactive:
+    """What an interactive front-end drives: the conversation, the factory of its
+    next-prompt suggestions (given the front-end's `on_change`), and the prompt history."""
+
+    conversation: Conversation
+    followup: FollowupFactory
+    history_path: Path
+
+
+def open_interactive(
+    settings: Settings,
+    request: SessionRequest,
+    *,
+    open_session: SessionFactory,
+    environ: Mapping[str, str],
+) -> Interactive:
+    """The conversation for `request`, its suggestions and speculation, and the prompt
+    history file (created private); stale speculation overlays are swept first."""
+    from qshell.followup.followup import Followup
+    from qshell.telemetry import Telemetry
+
+    _sweep_stale_overlays()
+    conversation = Conversation(open_session, request, fast_model=settings.fast_model)
+    state = Dirs.from_environ(environ).state
+    telemetry = Telemetry.for_state_dir(state)
+
+    def followup(on_change: Callable[[str | None], None]) -> Followup:
+        return Followup(conversation, settings, on_change=on_change, telemetry=telemetry)
+
+    return Interactive(conversation, followup, _prompt_history(state))
+
+
+def _sweep_stale_overlays() -> None:
+    """Remove speculation overlays that dead qshell processes left behind (after recovering
+    any apply they were in the middle of)."""
+    from qshell.overlay import OverlayUnavailable, sweep_stale
+
+    try:
+        removed = sweep_stale()
+    except (OverlayUnavailable, OSError) as exc:
+        log.debug("no stale-overlay sweep: %s", exc)
+        return
+    if removed:
+        log.debug("removed %d stale speculation overlays", removed)
+
+
+def _prompt_history(state: Path) -> Path:
+    """The REPL's input history file, created 0600 in the private state directory."""
+    history = ensure_private_dir(state) / "history"
+    os.close(os.open(history, os.O_WRONLY | os.O_CREAT | os.O_APPEND, PRIVATE_FILE_MODE))
+    os.chmod(history, PRIVATE_FILE_MODE)
+    return history
+
+
+@dataclass(frozen=True, slots=True)
+class PrintRun:
+    """The one session of `qshell -p` and its non-interactive ToolRunner (tools that need
+    approval are denied unless the approval mode allows them)."""
+
+    session: Session
+    runner: MainToolRunner
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    @property
+    def model(self) -> str:
+        return self.session.model
+
+    def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+        from qshell.agent.loop import run_turn
+
+        return run_turn(self.session, prompt, self.runner, cancel)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def open_print(
+    settings: Settings, request: SessionRequest, *, open_session: SessionFactory
+) -> PrintRun:
+    """The session for `request` and the runner of a `--print` turn."""
+    session = open_session(request)
+    return PrintRun(session, MainToolRunner(settings.approval_mode, interactive=False))

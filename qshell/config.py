@@ -3,9 +3,10 @@
 Precedence, lowest first: defaults < user `settings.json` (config dir) < project
 `.qshell/settings.json` < `QSHELL_*` environment variables < command-line flags. JSON keys
 are camelCase, fields snake_case; environment names are `QSHELL_` + upper snake case with
-nested keys joined by `__` (`QSHELL_SUGGESTIONS__ENABLED`). Every layer is validated on its
-own first so an error names the file, variable or flag and the field; nothing invalid is
-ever ignored. This module also resolves which provider to talk to. It performs no network
+nested keys joined by `__` (`QSHELL_SUGGESTIONS__ENABLED`); the switches `QSHELL_SUGGESTIONS`
+and `QSHELL_SPECULATION` (1/0, true/false, yes/no, on/off) set `suggestions.enabled` and
+`speculation.enabled` and win over the long names. Every layer is validated on its own first
+so an error names the file, variable or flag and the field; nothing invalid is ever ignored. This module also resolves which provider to talk to. It performs no network
 I/O and holds no global state.
 """
 
@@ -28,6 +29,10 @@ from qshell.errors import ConfigError
 PROJECT_SETTINGS = Path(".qshell") / "settings.json"
 USER_SETTINGS_NAME = "settings.json"
 ENV_PREFIX = "QSHELL_"
+# short on/off variables for a section's `enabled`
+ENV_SWITCHES = {"QSHELL_SUGGESTIONS": "suggestions", "QSHELL_SPECULATION": "speculation"}
+ENV_ON = frozenset({"1", "true", "yes", "on"})
+ENV_OFF = frozenset({"0", "false", "no", "off"})
 DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 DEFAULT_OPENAI_MODEL = "gpt-4.1"
@@ -110,6 +115,10 @@ class Settings(_Section):
     local: LocalSettings = Field(default_factory=LocalSettings)
 
 
+DEFAULTS = Settings()
+"""Every default in one place: other modules' keyword defaults are read from here."""
+
+
 def _describe(error: ValidationError, key_style: str) -> str:
     """One line naming the first bad field and what is wrong with it."""
     first = error.errors()[0]
@@ -172,7 +181,26 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
         var = ENV_PREFIX + name.upper()
         if var in environ:
             layer[name] = _env_value(environ[var])
+    for var, section in ENV_SWITCHES.items():
+        switch = env_switch(environ, var)
+        if switch is not None:
+            layer.setdefault(section, {})["enabled"] = switch
     return _validate(layer, "the environment", key_style="env")
+
+
+def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off environment variable (1/0, true/false, yes/no, on/off); None when unset or
+    empty. An unrecognised value raises ConfigError naming the variable."""
+    raw = environ.get(name, "").strip().lower()
+    if raw in ENV_ON:
+        return True
+    if raw in ENV_OFF:
+        return False
+    if raw:
+        raise ConfigError(
+            f"{name} must be 1 or 0 (or true/false, yes/no, on/off), not {environ[name]!r}"
+        )
+    return None
 
 
 def _env_value(raw: str) -> Any:

@@ -154,3 +154,39 @@ def test_the_provider_config_repr_never_shows_the_key(tmp_path, env):
     s = load_settings(project_root=tmp_path, environ=env)
     p = resolve_provider(s, {"OPENAI_API_KEY": "sk-verysecret"})
     assert "sk-verysecret" not in repr(p)
+
+
+SWITCHES = [("QSHELL_SUGGESTIONS", "suggestions"), ("QSHELL_SPECULATION", "speculation")]
+
+
+def enabled(settings, section: str) -> bool | None:
+    return getattr(settings, section).enabled
+
+
+@pytest.mark.parametrize(("var", "section"), SWITCHES)
+@pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "on"])
+def test_the_environment_forces_suggestions_on(tmp_path, env, var, section, value):
+    write(tmp_path / ".qshell" / "settings.json", {section: {"enabled": False}})
+    s = load_settings(project_root=tmp_path, environ={**env, var: value})
+    assert enabled(s, section) is True
+
+
+@pytest.mark.parametrize(("var", "section"), SWITCHES)
+@pytest.mark.parametrize("value", ["0", "false", "False", "no", "off"])
+def test_the_environment_forces_suggestions_off(tmp_path, env, var, section, value):
+    long_name = f"{var}__ENABLED"  # the short switch wins over the long name
+    s = load_settings(project_root=tmp_path, environ={**env, long_name: "true", var: value})
+    assert enabled(s, section) is False
+
+
+@pytest.mark.parametrize(("var", "section"), SWITCHES)
+def test_an_empty_environment_value_is_ignored(tmp_path, env, var, section):
+    write(user_file(env), {section: {"enabled": True}})
+    s = load_settings(project_root=tmp_path, environ={**env, var: ""})
+    assert enabled(s, section) is True
+
+
+@pytest.mark.parametrize(("var", "section"), SWITCHES)
+def test_a_bad_environment_value_is_a_config_error_naming_the_variable(tmp_path, env, var, section):
+    with pytest.raises(ConfigError, match=var):
+        load_settings(project_root=tmp_path, environ={**env, var: "maybe"})

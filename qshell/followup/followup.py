@@ -11,7 +11,7 @@ front-end must hop to its UI thread before touching widgets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from qshell.agent.conversation import Conversation
@@ -19,6 +19,7 @@ from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
+from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
 from qshell.followup.suggestion import (
@@ -27,12 +28,13 @@ from qshell.followup.suggestion import (
     count_assistant_turns,
     generate_suggestion,
     guard_reason,
-    suggestions_enabled,
 )
 from qshell.llm.fork import CacheSafeParams
 from qshell.telemetry import Telemetry
 
 BACKGROUND_WORKERS = 2
+# builds a front-end's suggestion engine around its `on_change(text | None)` callback
+FollowupFactory = Callable[[Callable[[str | None], None]], "Followup"]
 
 
 class Followup:
@@ -42,15 +44,14 @@ class Followup:
         self,
         conversation: Conversation,
         settings: Settings,
-        environ: Mapping[str, str],
         *,
         on_change: Callable[[str | None], None],
         telemetry: Telemetry,
         scheduler: Scheduler | None = None,
     ) -> None:
         self.conversation = conversation
-        self.enabled = suggestions_enabled(
-            settings.suggestions.enabled, environ, conversation.session.provider.name
+        self.enabled = background_enabled(
+            settings.suggestions.enabled, conversation.session.provider.name
         )
         self.cache_cold_tokens = settings.suggestions.cache_cold_tokens
         self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
@@ -59,7 +60,7 @@ class Followup:
         self._accepted: Speculation | None = None
         self._show = on_change
         self.speculator = Speculator(
-            conversation, settings, environ, submit_task=self._pool.submit, telemetry=telemetry
+            conversation, settings, submit_task=self._pool.submit, telemetry=telemetry
         )
         self.controller = SuggestionController(
             generate=self._generate,

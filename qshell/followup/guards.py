@@ -3,26 +3,21 @@
 Each guard is a named suppression reason, checked in a fixed order by `guard_reason`; the
 first that applies wins, `None` means "go ahead". The inputs are plain values the caller
 collects from its session and UI state (`GuardInputs`), so this module reads no session,
-terminal or network and has no side effects. `suggestions_enabled` resolves the on/off
-switch (setting, `QSHELL_SUGGESTIONS` override, embedded-provider default). Pure functions
+terminal or network and has no side effects. `background_enabled` resolves the on/off
+setting (with the embedded-provider default). Pure functions
 over immutable values: safe from any thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from qshell.config import ApprovalMode
-from qshell.errors import ConfigError
+from qshell.config import DEFAULTS, ApprovalMode
 from qshell.llm.messages import Message, Usage
 
-ENV_SWITCH = "QSHELL_SUGGESTIONS"
-ENV_ON = frozenset({"1", "true", "yes", "on"})
-ENV_OFF = frozenset({"0", "false", "no", "off"})
 EMBEDDED_PROVIDER = "local"  # the in-process model: a fork costs real local compute
 MIN_ASSISTANT_TURNS = 2  # assistant messages in the history before the first suggestion
-DEFAULT_CACHE_COLD_TOKENS = 10_000  # uncached input + output tokens of the last request
 
 DISABLED = "disabled"
 NON_INTERACTIVE = "non_interactive"
@@ -49,7 +44,7 @@ class GuardInputs:
     approval_mode: ApprovalMode
     permission_pending: bool
     last_usage: Usage | None
-    cache_cold_tokens: int = DEFAULT_CACHE_COLD_TOKENS
+    cache_cold_tokens: int = DEFAULTS.suggestions.cache_cold_tokens
     aborted: bool = False
 
 
@@ -88,34 +83,11 @@ def guard_reason(inputs: GuardInputs) -> str | None:
     return None
 
 
-def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
-    """An on/off environment variable (1/0, true/false, yes/no, on/off); None when unset.
-    An unrecognised value raises ConfigError naming the variable."""
-    raw = environ.get(name, "").strip().lower()
-    if raw in ENV_ON:
-        return True
-    if raw in ENV_OFF:
-        return False
-    if raw:
-        raise ConfigError(
-            f"{name} must be 1 or 0 (or true/false, yes/no, on/off), not {environ[name]!r}"
-        )
-    return None
-
-
-def suggestions_enabled(
-    setting: bool | None, environ: Mapping[str, str], provider_name: str
-) -> bool:
-    """The effective switch: `QSHELL_SUGGESTIONS` (0/1/false/true…) wins over everything,
-    then an explicit setting; unset, they are off for the embedded `local` provider (its
-    single-slot server would queue the user's turn behind them) and on otherwise."""
-    return background_enabled(setting, env_switch(environ, ENV_SWITCH), provider_name)
-
-
-def background_enabled(setting: bool | None, switch: bool | None, provider_name: str) -> bool:
-    """An environment switch, else the setting, else on unless the provider is `local`."""
-    if switch is not None:
-        return switch
+def background_enabled(setting: bool | None, provider_name: str) -> bool:
+    """Whether suggestions (or speculation) run: the setting (`QSHELL_SUGGESTIONS` and
+    `QSHELL_SPECULATION` are read into it by `load_settings`); unset, on except for the
+    embedded `local` provider, whose single-slot server would queue the user's turn behind
+    background requests."""
     if setting is not None:
         return setting
     return provider_name != EMBEDDED_PROVIDER

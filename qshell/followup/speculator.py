@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import Event, Notice, SpeculationAccepted, ToolFinished
@@ -22,15 +22,13 @@ from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import speculation as spec_module
-from qshell.followup.guards import background_enabled, env_switch
+from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Limits, Speculation, Status
 from qshell.followup.suggestion import SuggestionResult, generate_suggestion
 from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-
-ENV_SWITCH = "QSHELL_SPECULATION"
 
 
 class Speculator:
@@ -40,15 +38,13 @@ class Speculator:
         self,
         conversation: Conversation,
         settings: Settings,
-        environ: Mapping[str, str],
         *,
         submit_task: Callable[[Callable[[], None]], object],
         telemetry: Telemetry,
     ) -> None:
         self.conversation = conversation
-        switch = env_switch(environ, ENV_SWITCH)
         self.enabled = background_enabled(
-            settings.speculation.enabled, switch, conversation.session.provider.name
+            settings.speculation.enabled, conversation.session.provider.name
         )
         self.limits = Limits(
             max_rounds=settings.speculation.max_rounds,

@@ -25,7 +25,6 @@ from qshell.followup.guards import (
     GuardInputs,
     count_assistant_turns,
     guard_reason,
-    suggestions_enabled,
 )
 from qshell.llm.base import Provider, StreamDone, StreamEvent
 from qshell.llm.fork import CacheSafeParams
@@ -41,7 +40,6 @@ __all__ = [
     "filter_reason",
     "generate_suggestion",
     "guard_reason",
-    "suggestions_enabled",
 ]
 
 log = logging.getLogger(__name__)

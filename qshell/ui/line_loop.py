@@ -8,7 +8,7 @@ events, and print a line (`LineFrontEnd`). Main thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from qshell.agent.conversation import Conversation
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from qshell.followup.followup import Followup
 
 EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
-# builds a front-end's suggestion engine around its `on_change(text | None)` callback
-FollowupFactory = Callable[[Callable[[str | None], None]], "Followup"]
 
 
 class LineFrontEnd(Protocol):

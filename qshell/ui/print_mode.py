@@ -1,51 +1,53 @@
-"""`qshell -p`: open (or resume) a session, run one turn, print it, and exit.
+"""`qshell -p`: run one turn of a built session, print it, and exit.
 
-It wires the non-interactive ToolRunner (tools needing approval are denied unless the
-approval mode allows them), makes Ctrl-C cancel the running turn (see signals.py), and
-hands the events to the Printer, whose exit code it returns. Main thread only.
+It receives the session and its non-interactive ToolRunner built (compose.open_print; tools
+needing approval are denied unless the approval mode allows them), makes Ctrl-C cancel the
+running turn (see signals.py), and hands the events to the Printer, whose exit code it
+returns. Main thread only.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import TextIO
+from collections.abc import Iterator
+from typing import Protocol, TextIO
 
-from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
-from qshell.agent.session import SessionFactory, SessionRequest
+from qshell.agent.events import Event
 from qshell.cancel import CancelToken
-from qshell.config import Settings
 from qshell.ui.printer import OutputFormat, Printer
 from qshell.ui.signals import sigint_cancels
 
 
+class OneTurn(Protocol):
+    """The session a print-mode run answers in."""
+
+    @property
+    def session_id(self) -> str:
+        """The id to resume it with."""
+
+    @property
+    def model(self) -> str:
+        """The model it talks to."""
+
+    def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+        """The events of one turn for `prompt`."""
+
+    def close(self) -> None:
+        """Close the session (its transcript)."""
+
+
 def run_print(
-    args: argparse.Namespace,
-    settings: Settings,
-    prompt: str,
-    *,
-    open_session: SessionFactory,
-    stdout: TextIO,
-    stderr: TextIO,
+    run: OneTurn, prompt: str, *, output_format: str, stdout: TextIO, stderr: TextIO
 ) -> int:
-    session = open_session(
-        SessionRequest(
-            continue_latest=args.continue_latest,
-            resume_id=args.resume,
-            append_system_prompt=args.append_system_prompt,
-        )
-    )
-    runner = MainToolRunner(settings.approval_mode, interactive=False)
     cancel = CancelToken()
     printer = Printer(
-        OutputFormat(args.output_format),
+        OutputFormat(output_format),
         stdout=stdout,
         stderr=stderr,
-        session_id=session.id,
-        model=session.model,
+        session_id=run.session_id,
+        model=run.model,
     )
     try:
         with sigint_cancels(cancel):
-            return int(printer.run(run_turn(session, prompt, runner, cancel)))
+            return int(printer.run(run.turn(prompt, cancel)))
     finally:
-        session.close()
+        run.close()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.auto_suggest import Suggestion
@@ -33,11 +33,14 @@ from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupFactory, FollowupHooks, run_loop
+from qshell.ui.line_loop import FollowupHooks, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
+
+if TYPE_CHECKING:
+    from qshell.followup.followup import FollowupFactory
 
 PROMPT = "> "
 KEYS_HELP = (

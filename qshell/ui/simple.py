@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from qshell import __version__
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupFactory, FollowupHooks, run_loop
+from qshell.ui.line_loop import FollowupHooks, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
+
+if TYPE_CHECKING:
+    from qshell.followup.followup import FollowupFactory
 
 PROMPT = "> "
 KEYS_HELP = (

@@ -49,7 +49,11 @@ class Shown:
 @pytest.fixture
 def rig(tmp_path):
     setup = make_conversation(tmp_path)
-    settings = load_settings(project_root=setup.root, environ={"QSHELL_HOME": str(tmp_path / "q")})
+    settings = load_settings(
+        project_root=setup.root,
+        # speculation has its own tests
+        environ={"QSHELL_HOME": str(tmp_path / "q"), "QSHELL_SPECULATION": "0"},
+    )
     clock = FakeClock()
     scheduler = SignallingScheduler(clock)
     shown = Shown()
@@ -57,7 +61,6 @@ def rig(tmp_path):
     followup = Followup(
         setup.conversation,
         settings,
-        {"QSHELL_SPECULATION": "0"},  # speculation has its own tests
         on_change=shown,
         telemetry=telemetry,
         scheduler=scheduler,
@@ -130,11 +133,13 @@ def test_plan_mode_gets_no_suggestion(rig):
 
 def test_the_environment_switch_turns_suggestions_off(tmp_path):
     setup = make_conversation(tmp_path)
-    settings = load_settings(project_root=setup.root, environ={"QSHELL_HOME": str(tmp_path / "q")})
+    settings = load_settings(
+        project_root=setup.root,
+        environ={"QSHELL_HOME": str(tmp_path / "q"), "QSHELL_SUGGESTIONS": "0"},
+    )
     followup = Followup(
         setup.conversation,
         settings,
-        {"QSHELL_SUGGESTIONS": "0"},
         on_change=Shown(),
         telemetry=Telemetry(tmp_path / "e.jsonl"),
     )

@@ -7,12 +7,11 @@ from dataclasses import replace
 import pytest
 
 from qshell.config import ApprovalMode
-from qshell.errors import ConfigError
 from qshell.followup.guards import (
     GuardInputs,
+    background_enabled,
     count_assistant_turns,
     guard_reason,
-    suggestions_enabled,
 )
 from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
 
@@ -89,35 +88,14 @@ def test_unknown_usage_is_not_a_cold_cache():
 
 
 def test_suggestions_follow_the_setting_without_an_override():
-    assert suggestions_enabled(True, {}, "openai") is True
-    assert suggestions_enabled(False, {}, "anthropic") is False
+    assert background_enabled(True, "openai") is True
+    assert background_enabled(False, "anthropic") is False
 
 
 def test_the_embedded_local_provider_is_off_unless_the_user_turns_it_on():
-    assert suggestions_enabled(None, {}, "local") is False
-    assert suggestions_enabled(None, {}, "openai") is True
-    assert suggestions_enabled(True, {}, "local") is True
-
-
-@pytest.mark.parametrize("value", ["1", "true", "TRUE", " yes ", "on"])
-def test_the_environment_forces_suggestions_on(value):
-    env = {"QSHELL_SUGGESTIONS": value}
-    assert suggestions_enabled(False, env, "openai") is True
-    assert suggestions_enabled(False, env, "local") is True
-
-
-@pytest.mark.parametrize("value", ["0", "false", "False", "no", "off"])
-def test_the_environment_forces_suggestions_off(value):
-    assert suggestions_enabled(True, {"QSHELL_SUGGESTIONS": value}, "openai") is False
-
-
-def test_an_empty_environment_value_is_ignored():
-    assert suggestions_enabled(True, {"QSHELL_SUGGESTIONS": ""}, "openai") is True
-
-
-def test_a_bad_environment_value_is_a_config_error_naming_the_variable():
-    with pytest.raises(ConfigError, match="QSHELL_SUGGESTIONS"):
-        suggestions_enabled(True, {"QSHELL_SUGGESTIONS": "maybe"}, "openai")
+    assert background_enabled(None, "local") is False
+    assert background_enabled(None, "openai") is True
+    assert background_enabled(True, "local") is True
 
 
 def test_assistant_turns_count_every_assistant_message_including_tool_rounds():

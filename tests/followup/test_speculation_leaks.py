@@ -115,7 +115,7 @@ def speculator_for(setup, pool: ThreadPoolExecutor, telemetry, started: list[Spe
         started.append(task.__self__)  # the Speculation whose run() is submitted
         return pool.submit(task)
 
-    return Speculator(setup.conversation, Settings(), {}, submit_task=submit, telemetry=telemetry)
+    return Speculator(setup.conversation, Settings(), submit_task=submit, telemetry=telemetry)
 
 
 def cycle(speculator: Speculator, provider: HangingProvider, started: list[Speculation]) -> None:
