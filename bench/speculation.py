@@ -193,7 +193,7 @@ def prepared(spec: Speculation, conversation: Conversation) -> PreparedTurn:
     def run(
         runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
     ) -> Iterator[Event]:
-        yield from accept(spec, conversation.session, runner, cancel, on_apply=checkpoint)
+        yield from accept(spec, conversation.session, runner, cancel, on_apply=checkpoint).events
 
     return run
 

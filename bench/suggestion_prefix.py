@@ -10,14 +10,16 @@ share of those characters that are an identical prefix of the last main request'
 and messages followed by its reply. Goal: ≥ 99 % overall. Side by side, from the same
 data, the share a Qwen-Code-style fork would get (history cut to the last 40 entries,
 tools removed), and with the cut alone (tools kept). Also prints the median and p99 of
-the suggestion latency (a loopback server, so this is qshell's own overhead). It talks
-only to 127.0.0.1, asserts no timing, and runs in one thread besides the server's own.
+the suggestion latency (a loopback server, so this is qshell's own overhead). Then the
+suggestion is speculated (a real `Speculation` on `session.fork()`, on a private overlay,
+discarded afterwards) and its first request is measured the same way: that is the share
+the prompt cache serves when a speculation starts. It talks only to 127.0.0.1, asserts no
+timing, and runs in one thread besides the server's own (and each speculation's run).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -34,10 +36,12 @@ from qshell.agent.prompt import build_system_prompt
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
+from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.fork import CacheSafeParams
-from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.messages import Message
 from qshell.llm.openai import OpenAIProvider, build_body
+from qshell.overlay import Overlay
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
@@ -49,10 +53,10 @@ from tests.fakes.llm_server import (
     ToolCallSpec,
     last_user_text_contains,
 )
+from tests.fakes.prefix import common_prefix, reference, serialize, shared_share
 
 QWEN_HISTORY_ENTRIES = 40  # Qwen Code's MAX_HISTORY_FOR_CACHE
 GOAL_SHARE = 0.99
-PREFIX_BLOCK = 4096  # characters compared at once when finding a common prefix
 SOURCES = (  # copied into the bench project so file reads have realistic sizes
     "agent/loop.py",
     "agent/session.py",
@@ -227,8 +231,13 @@ TURNS: tuple[Turn, ...] = (
 )
 
 
+SUGGESTION = "run the tests"
+
+
 def script(server: ScriptedLLMServer) -> None:
-    server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text("run the tests"))
+    server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text(SUGGESTION))
+    # the speculated suggestion (after the marker rule: the prediction prompt quotes it)
+    server.add_rule(last_user_text_contains(SUGGESTION), Reply.text("All 48 tests pass."))
     for number, turn in enumerate(TURNS, 1):
         tag = f"(t{number:02d})"
         replies = [Reply.tool_calls(list(calls)) for calls in turn.rounds]
@@ -244,29 +253,6 @@ def make_project(root: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(package / relative, target)
     (root / "README.md").write_text("# qshell\n\nA terminal coding agent.\n")
-
-
-def serialize(body: dict[str, Any]) -> str:
-    """The prompt characters of an OpenAI body: tools, then each message, as sent."""
-    return json.dumps(body.get("tools")) + "".join(json.dumps(m) for m in body["messages"])
-
-
-def common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (compared in blocks, then character by character)."""
-    size = min(len(a), len(b))
-    index = 0
-    while (
-        index + PREFIX_BLOCK <= size
-        and a[index : index + PREFIX_BLOCK] == b[index : index + PREFIX_BLOCK]
-    ):
-        index += PREFIX_BLOCK
-    while index < size and a[index] == b[index]:
-        index += 1
-    return index
-
-
-def wire_message(message: Message) -> dict[str, Any]:
-    return build_body(ChatRequest(model="-", system="", messages=[message]))["messages"][0]
 
 
 def qwen_style(params: CacheSafeParams, *, keep_tools: bool) -> str:
@@ -290,6 +276,7 @@ class Row:
     reference: int  # characters of the main request's tools + messages + its reply
     sent: dict[str, int]  # characters each variant's fork would send
     shared: dict[str, int]  # of those, the identical prefix of the reference
+    speculation_share: float  # the same measure for the speculation's first request
 
 
 def one_session(server: ScriptedLLMServer, root: Path) -> tuple[list[Row], list[float]]:
@@ -317,7 +304,8 @@ def one_session(server: ScriptedLLMServer, root: Path) -> tuple[list[Row], list[
         if result.text is None:
             raise SystemExit(f"turn {number}: no suggestion ({result.reason})")
         fork: RecordedRequest = server.requests[-1]
-        reference = serialize(main_body) + json.dumps(wire_message(params.reply))
+        speculation = speculate(server, session, result.text, root.parent / "overlays").body
+        cached = reference(main_body, params.reply)
         forks = {
             "qshell": serialize(fork.body),
             "qwen-style": qwen_style(params, keep_tools=False),
@@ -327,13 +315,29 @@ def one_session(server: ScriptedLLMServer, root: Path) -> tuple[list[Row], list[
             Row(
                 turn=number,
                 entries=len(params.request.messages) + 1,
-                reference=len(reference),
+                reference=len(cached),
                 sent={k: len(v) for k, v in forks.items()},
-                shared={k: common_prefix(v, reference) for k, v in forks.items()},
+                shared={k: common_prefix(v, cached) for k, v in forks.items()},
+                speculation_share=shared_share(speculation, main_body, params.reply),
             )
         )
     provider.close()
     return rows, latencies
+
+
+def speculate(
+    server: ScriptedLLMServer, session: Session, prompt: str, base: Path
+) -> RecordedRequest:
+    """Speculate `prompt` on a fork of `session` (on a private overlay under `base`, then
+    discarded); returns the speculation's first request as the server received it."""
+    before = len(server.requests)
+    overlay = Overlay.create(session.project_root, session.tool_context.paths, base_dir=base)
+    spec = Speculation(session, prompt, overlay)
+    spec.run()
+    overlay.discard()
+    if spec.status is not Status.COMPLETED:
+        raise SystemExit(f"the speculation of {prompt!r} ended {spec.status}")
+    return server.requests[before]
 
 
 def share(rows: list[Row], variant: str) -> float:
@@ -365,13 +369,16 @@ def main(argv: list[str] | None = None) -> int:
         violations = list(server.violations)
     print("share = identical-prefix chars / chars sent; reused = of the main request + reply")
     header = "".join(f"  {v + ' share':>16} {'reused':>7}" for v in VARIANTS)
-    print(f"turn  entries  prompt chars{header}")
+    print(f"turn  entries  prompt chars{header}  speculation share")
     for r in rows:
         cells = "".join(
             f"  {r.shared[v] / r.sent[v]:>16.2%} {r.shared[v] / r.reference:>7.1%}"
             for v in VARIANTS
         )
-        print(f"{r.turn:>4}  {r.entries:>7}  {r.sent['qshell']:>12,}{cells}")
+        print(
+            f"{r.turn:>4}  {r.entries:>7}  {r.sent['qshell']:>12,}{cells}"
+            f"  {r.speculation_share:>17.2%}"
+        )
     cells = "".join(f"  {share(rows, v):>16.2%} {reused(rows, v):>7.1%}" for v in VARIANTS)
     print(f" all  {'':>7}  {sum(r.sent['qshell'] for r in rows):>12,}{cells}")
     overall = share(rows, "qshell")
@@ -379,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         f"overall qshell share {overall:.2%} (goal ≥ {GOAL_SHARE:.0%}: "
         f"{'met' if overall >= GOAL_SHARE else 'not met'}); the unshared tail of every qshell "
         f"fork is the prompt message alone ({len(SUGGESTION_PROMPT):,} chars of prompt)"
+    )
+    lowest = min(r.speculation_share for r in rows)
+    print(
+        f"speculation first requests: lowest share {lowest:.2%} (goal ≥ {GOAL_SHARE:.0%}: "
+        f"{'met' if lowest >= GOAL_SHARE else 'not met'}); their tail is the prompt alone"
     )
     print(report("suggestion latency", latencies))
     for violation in violations:

@@ -53,9 +53,9 @@ def needs_compaction(session: Session, incoming_text: str) -> bool:
 
     The size is estimated as the last round's tokens (prompt + completion, from the
     provider's usage) plus the incoming text at about CHARS_PER_TOKEN characters a token.
-    Short histories are never compacted.
+    Short histories, and forks (Session.fork), are never compacted.
     """
-    if len(session.history) < MIN_MESSAGES_TO_COMPACT:
+    if not session.can_compact or len(session.history) < MIN_MESSAGES_TO_COMPACT:
         return False
     estimate = session.last_prompt_tokens + len(incoming_text) / CHARS_PER_TOKEN
     return estimate > session.context_window * session.compact_threshold
@@ -82,7 +82,8 @@ def can_retry_compacted(session: Session) -> bool:
     ends with the turn's prompt and has enough messages before it to summarise."""
     history = session.history
     return (
-        len(history) - 1 >= MIN_MESSAGES_TO_RETRY
+        session.can_compact
+        and len(history) - 1 >= MIN_MESSAGES_TO_RETRY
         and history[-1].role == "user"
         and not history[-1].tool_results
     )

@@ -3,8 +3,11 @@
 It owns the history (a list of messages that always satisfies the pairing invariant after
 a turn), the system prompt built once and kept byte-identical, the provider and model,
 the approval mode, running usage totals and the transcript. It builds each round's
-`ChatRequest`. Not thread-safe: one turn at a time mutates it, from the thread running
-the loop.
+`ChatRequest`. `fork()` gives the session a speculation runs on: same prefix, its requests
+built by `CacheSafeParams` (llm/fork.py) so they share the prompt cache, no transcript and
+no compaction; `adopt()` makes an accepted fork's messages, rounds and usage this
+session's own, in history and transcript. Not thread-safe: one turn at a time mutates a
+session, from the thread running the loop (a fork belongs to its speculation's thread).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.agent.transcript import Transcript
-from qshell.config import ApprovalMode
+from qshell.config import DEFAULTS, ApprovalMode
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
@@ -33,10 +36,6 @@ class SessionRequest:
 
 
 SessionFactory = Callable[[SessionRequest], "Session"]
-
-
-DEFAULT_CONTEXT_WINDOW_TOKENS = 128_000
-DEFAULT_COMPACT_THRESHOLD = 0.85  # fraction of the context window
 
 
 def new_session_id() -> str:
@@ -76,13 +75,13 @@ class Session:
         tools: Sequence[Tool],
         tool_context: ToolContext,
         approval_mode: ApprovalMode = ApprovalMode.DEFAULT,
-        max_turns: int = 50,
-        max_tokens: int = 8192,
+        max_turns: int = DEFAULTS.max_turns,
+        max_tokens: int = DEFAULTS.max_tokens,
         session_id: str | None = None,
         transcript: Transcript | None = None,
         history: Sequence[Message] = (),
-        context_window: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
-        compact_threshold: float = DEFAULT_COMPACT_THRESHOLD,
+        context_window: int = DEFAULTS.context_window,
+        compact_threshold: float = DEFAULTS.compact_threshold,
         last_prompt_tokens: int = 0,
         compact_tools: bool = False,
         final_round_without_tools: bool = False,
@@ -115,6 +114,16 @@ class Session:
         self.compact_threshold = compact_threshold
         # Tokens the last round used (prompt + completion): the next request's size, roughly.
         self.last_prompt_tokens = last_prompt_tokens
+        # A fork's (see `fork`): the main request its requests extend, and the usage of its
+        # rounds, kept for `adopt` because a fork writes no transcript.
+        self.is_fork = False
+        self.forked_from: CacheSafeParams | None = None
+        self._fork_rounds: list[Usage] = []
+
+    @property
+    def can_compact(self) -> bool:
+        """A fork never compacts: its history must stay an extension of its parent's."""
+        return not self.is_fork
 
     @property
     def project_root(self) -> Path:
@@ -131,8 +140,9 @@ class Session:
         self.last_usage = usage
         self.rounds += 1
         self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
-        if self.transcript is not None:
-            self.transcript.write({"type": "usage", "usage": usage.model_dump()})
+        if self.is_fork:
+            self._fork_rounds.append(usage)
+        self.note("usage", usage=usage.model_dump())
 
     def note(self, record_type: str, **fields: object) -> None:
         """A non-message transcript record, e.g. a failed turn."""
@@ -150,14 +160,66 @@ class Session:
 
     def request(self, *, round_index: int = 0) -> ChatRequest:
         """The request for round `round_index` (0-based) of the current turn."""
-        last = round_index >= self.max_turns - 1
+        toolless = self.final_round_without_tools and round_index >= self.max_turns - 1
+        if self.forked_from is not None:
+            return self.forked_from.continued(
+                self.history, model=self.model, tools=[] if toolless else None
+            )
         return ChatRequest(
             model=self.model,
             system=self.system_prompt,
             messages=list(self.history),
-            tools=[] if last and self.final_round_without_tools else self.tool_specs,
+            tools=[] if toolless else self.tool_specs,
             max_tokens=self.max_tokens,
         )
+
+    def fork(self, *, model: str | None = None, max_turns: int | None = None) -> Session:
+        """A session for a speculative run that extends this one's last request.
+
+        It shares the provider, system prompt, tools, tool context and history (copied),
+        uses `model` and `max_turns` when given, has no transcript and never compacts.
+        After a successful round its requests are built from this session's
+        CacheSafeParams, so their prefix is the one the provider has just cached.
+        """
+        fork = Session(
+            provider=self.provider,
+            model=model or self.model,
+            system_prompt=self.system_prompt,
+            tools=self.tools,
+            tool_context=self.tool_context,
+            approval_mode=self.approval_mode,
+            max_turns=max_turns or self.max_turns,
+            max_tokens=self.max_tokens,
+            session_id=self.id,
+            history=self.history,
+            context_window=self.context_window,
+            compact_threshold=self.compact_threshold,
+            last_prompt_tokens=self.last_prompt_tokens,
+            compact_tools=self.compact_tools,
+            final_round_without_tools=self.final_round_without_tools,
+        )
+        fork.is_fork = True
+        fork.forked_from = self.cache_safe
+        return fork
+
+    def adopt(self, fork: Session, messages: Sequence[Message], *, saved_s: float) -> None:
+        """Make an accepted speculation's work this session's own: `messages` (what it kept
+        of its fork's new history) join history and transcript, every round it ran is
+        counted and written as a usage record, and its last round becomes the prefix of
+        the next fork. `saved_s` is the time the user did not have to wait."""
+        for message in messages:
+            self.append(message)
+        for usage in fork._fork_rounds:
+            self.note("usage", usage=usage.model_dump())
+        self.usage = self.usage + fork.usage
+        self.rounds += fork.rounds
+        if fork.rounds:
+            self.last_usage = fork.last_usage
+            self.last_prompt_tokens = fork.last_prompt_tokens
+        if fork.cache_safe is not None:
+            self.cache_safe = fork.cache_safe
+        self.speculations_accepted += 1
+        self.time_saved_s += saved_s
 
     def answer_all(self, results: Sequence[ToolResultBlock]) -> None:
         """Append the tool results of the last round as one user message."""

@@ -1,25 +1,27 @@
 """Speculation: the predicted next prompt, already running on a fork behind the gate.
 
-A `Speculation` runs the one agent loop on a fork of the session (same provider, system
-prompt, tools and history, so it shares the prompt cache; `fastModel` when set) with the
-gate's SpeculativeRunner and a private copy-on-write overlay, buffering the events for
-replay. It stops at the first boundary, at the limits (rounds, messages, wall clock, output
-tokens), or when aborted. `accept()` turns it into the real turn: the overlay is applied
-all-or-nothing (a conflict means nothing is applied and the prompt runs normally), the
-speculated messages join the history and the transcript, the buffered events are replayed,
-and a speculation that stopped early continues as a live turn from its last complete round
-— nothing already executed runs twice. Fail open: errors are logged and the prompt runs as
-a normal turn. One background thread runs it; `abort()` and `accept()` come from the
-front-end's thread and synchronise through the done-event.
+A `Speculation` runs the one agent loop on `session.fork()` (same provider, system prompt,
+tools and history, its requests built from the last main request so they share the prompt
+cache; `fastModel` when set) with the gate's SpeculativeRunner and a private copy-on-write
+overlay, buffering the events for replay. It stops at the first boundary, at the limits
+(rounds, messages, wall clock, output tokens), or when aborted. `accept()` turns it into
+the real turn and says how that went (`Acceptance`: accepted, conflict or failed): the
+overlay is applied all-or-nothing (a conflict means nothing is applied and the prompt runs
+normally), the session adopts the speculated messages and their usage, the buffered events
+are replayed, and a speculation that stopped early continues as a live turn from its last
+complete round — nothing already executed runs twice. Fail open: errors are logged and the
+prompt runs as a normal turn. One background thread runs it; `abort()` and `accept()` come
+from the front-end's thread and synchronise through the done-event.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from qshell.agent.events import (
@@ -36,6 +38,7 @@ from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.policy import ToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
+from qshell.config import DEFAULTS, SpeculationSettings
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
 from qshell.llm.messages import Message, ToolCall
@@ -44,10 +47,6 @@ from qshell.tools.base import ErrorType
 
 log = logging.getLogger(__name__)
 
-MAX_SPECULATION_TURNS = 20
-MAX_SPECULATION_MESSAGES = 100
-DEFAULT_WALL_CLOCK_S = 120.0
-DEFAULT_OUTPUT_TOKENS = 8_000
 ABORT_WAIT_S = 5.0
 
 
@@ -60,12 +59,44 @@ class Status(enum.StrEnum):
     ABORTED = "aborted"
 
 
+class Outcome(enum.StrEnum):
+    """How a speculation ended for the user: what `accept` returns, or that it was aborted.
+    The value is the `outcome` of its telemetry event."""
+
+    ACCEPTED = "accepted"  # its work joined the session (continued live if it stopped early)
+    CONFLICT = "conflict"  # a file it wrote changed meanwhile: nothing applied, prompt ran
+    FAILED = "error"  # unusable or broken: the prompt ran as a normal turn
+    ABORTED = "aborted"  # the user typed or submitted something else
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_rounds: int = MAX_SPECULATION_TURNS
-    max_messages: int = MAX_SPECULATION_MESSAGES
-    wall_clock_s: float = DEFAULT_WALL_CLOCK_S
-    output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    """How far a speculation may run: model rounds, new messages, seconds, output tokens."""
+
+    max_rounds: int
+    max_messages: int
+    wall_clock_s: float
+    output_tokens: int
+
+    @classmethod
+    def of(cls, settings: SpeculationSettings) -> Limits:
+        return cls(
+            max_rounds=settings.max_rounds,
+            max_messages=settings.max_messages,
+            wall_clock_s=settings.wall_clock_s,
+            output_tokens=settings.output_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """What `accept` came to, and the events of the real turn for the prompt (to render as
+    a live turn's). `saved_s` is the time saved when accepted; `detail` says why not."""
+
+    outcome: Outcome
+    events: Iterator[Event]
+    saved_s: float = 0.0
+    detail: str = ""
 
 
 class Speculation:
@@ -78,30 +109,15 @@ class Speculation:
         overlay: Overlay,
         *,
         model: str | None = None,
-        limits: Limits = Limits(),
+        limits: Limits | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.prompt = prompt
         self.overlay = overlay
-        self.limits = limits
+        self.limits = limits = limits or Limits.of(DEFAULTS.speculation)
         self.clock = clock
         self.base_length = len(session.history)
-        self.fork = Session(
-            provider=session.provider,
-            model=model or session.model,
-            system_prompt=session.system_prompt,
-            tools=session.tools,
-            tool_context=session.tool_context,
-            approval_mode=session.approval_mode,
-            max_turns=limits.max_rounds,
-            max_tokens=session.max_tokens,
-            session_id=session.id,
-            history=session.history,
-            context_window=session.context_window,
-            compact_threshold=session.compact_threshold,
-            compact_tools=session.compact_tools,
-            final_round_without_tools=session.final_round_without_tools,
-        )
+        self.fork = session.fork(model=model, max_turns=limits.max_rounds)
         self.runner = SpeculativeRunner(overlay, session.approval_mode)
         self.status = Status.RUNNING
         self.boundary: Boundary | None = None
@@ -185,7 +201,7 @@ class Speculation:
 class _Injection:
     messages: list[Message]
     pending: PendingCalls | None
-    replay: list[Event]
+    replay: Sequence[Event]
 
 
 def _plan(spec: Speculation) -> _Injection:
@@ -234,20 +250,21 @@ def accept(
     cancel: CancelToken,
     *,
     on_apply: Callable[[list[str]], None] | None = None,
-) -> Iterator[Event]:
-    """The real turn for a prompt that was speculated: replay, apply, and continue if needed.
-
-    Yields the same events a live turn would. Falls back to a normal turn (fail open) when
-    the speculation is unusable, its overlay conflicts with the tree, or anything breaks
-    before its messages joined the history.
-    """
+) -> Acceptance:
+    """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
+    its messages, and return the events to render (replay, then a live continuation when it
+    stopped early). Fails open: when the speculation is unusable, conflicts with the tree or
+    anything breaks before its messages joined the history, the events are a normal turn.
+    `on_apply` gets the files about to be written (for /undo checkpoints)."""
     spec.stop_for_accept()
     accepted_at = spec.clock()
     injection = _plan(spec) if spec.usable else None
     if injection is None or not injection.messages:
         spec.overlay.discard()
-        yield from run_turn(session, spec.prompt, runner, cancel)
-        return
+        why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
+        return Acceptance(
+            Outcome.FAILED, run_turn(session, spec.prompt, runner, cancel), detail=why
+        )
     try:
         candidate = [*session.history, *injection.messages]
         problems = check_history(candidate if injection.pending is None else candidate[:-1])
@@ -259,27 +276,38 @@ def accept(
         spec.overlay.apply()
     except ApplyConflict as conflict:
         spec.overlay.discard()
-        yield Notice(f"the prepared answer was not used: {conflict}; running it now")
-        yield from run_turn(session, spec.prompt, runner, cancel)
-        return
-    except Exception:
+        notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
+        turn = run_turn(session, spec.prompt, runner, cancel)
+        return Acceptance(Outcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict))
+    except Exception as exc:
         log.exception("applying the speculation failed; running the prompt normally")
         spec.overlay.discard()
-        yield from run_turn(session, spec.prompt, runner, cancel)
-        return
+        return Acceptance(
+            Outcome.FAILED, run_turn(session, spec.prompt, runner, cancel), detail=str(exc)
+        )
     spec.overlay.discard()
-    for message in injection.messages:
-        session.append(message)
-    session.usage = session.usage + spec.fork.usage
-    session.rounds += spec.fork.rounds
-    session.cache_safe = spec.fork.cache_safe
-    session.last_usage = spec.fork.last_usage
-    completed = spec.status is Status.COMPLETED
-    saved = min(accepted_at, spec.completed_at or accepted_at) - spec.started_at
+    saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
+    session.adopt(spec.fork, injection.messages, saved_s=saved)
+    accepted = SpeculationAccepted(
+        saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
+    )
+    events = _accepted_turn(injection, accepted, session, runner, cancel)
+    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved)
+
+
+def _accepted_turn(
+    injection: _Injection,
+    accepted: SpeculationAccepted,
+    session: Session,
+    runner: ToolRunner,
+    cancel: CancelToken,
+) -> Iterator[Event]:
+    """The replayed events, the accept notice, then the end of the turn: the speculation's
+    own when it completed, else the live continuation from its last complete round."""
     finished = [e for e in injection.replay if isinstance(e, TurnFinished)]
     yield from (e for e in injection.replay if not isinstance(e, TurnFinished))
-    yield SpeculationAccepted(saved_s=max(0.0, saved), files=tuple(written), completed=completed)
-    if completed:
+    yield accepted
+    if accepted.completed:
         yield from finished
         return
     yield from run_turn(session, None, runner, cancel, pending=injection.pending)

@@ -12,23 +12,33 @@ telemetry event. Verbs are called from the front-end's thread; runs happen in th
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
-from qshell.agent.events import Event, Notice, SpeculationAccepted, ToolFinished
+from qshell.agent.events import Event, ToolFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import speculation as spec_module
 from qshell.followup.guards import background_enabled
-from qshell.followup.speculation import Limits, Speculation, Status
+from qshell.followup.speculation import Limits, Outcome, Speculation, Status
 from qshell.followup.suggestion import SuggestionResult, generate_suggestion
 from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+
+
+class AbortReason(enum.StrEnum):
+    """Why a running speculation was thrown away (its telemetry `reason`)."""
+
+    REPLACED = "replaced"  # another suggestion is being speculated
+    TYPED = "typed"  # the user typed away from the suggestion
+    DIFFERENT_PROMPT = "different_prompt"  # the user submitted something else
+    CANCELLED = "cancelled"  # the front-end stopped suggestions (/clear, exit)
 
 
 class Speculator:
@@ -46,12 +56,7 @@ class Speculator:
         self.enabled = background_enabled(
             settings.speculation.enabled, conversation.session.provider.name
         )
-        self.limits = Limits(
-            max_rounds=settings.speculation.max_rounds,
-            max_messages=settings.speculation.max_messages,
-            wall_clock_s=settings.speculation.wall_clock_s,
-            output_tokens=settings.speculation.output_tokens,
-        )
+        self.limits = Limits.of(settings.speculation)
         self._submit = submit_task
         self._telemetry = telemetry
         self._lock = threading.Lock()
@@ -68,7 +73,7 @@ class Speculator:
             if current is not None and current.prompt == suggestion:
                 return
         if current is not None:
-            self._abort(current, "replaced")
+            self._abort(current, AbortReason.REPLACED)
         session = self.conversation.session
         if not self.enabled or suggestion.startswith("/") or session.cache_safe is None:
             return
@@ -94,7 +99,7 @@ class Speculator:
             if current is None or not buffer_text or current.prompt.startswith(buffer_text):
                 return
             self._current = None  # aborted: the suggestion shown again speculates afresh
-        self._abort(current, "typed")
+        self._abort(current, AbortReason.TYPED)
 
     def take(self, submitted: str) -> Speculation | None:
         """The user submitted `submitted`: the matching speculation, else abort any."""
@@ -104,7 +109,7 @@ class Speculator:
             return None
         if current.prompt.strip() == submitted.strip():
             return current
-        self._abort(current, "different_prompt")
+        self._abort(current, AbortReason.DIFFERENT_PROMPT)
         return None
 
     def prepared_turn(self, spec: Speculation) -> PreparedTurn:
@@ -113,23 +118,11 @@ class Speculator:
         def run(
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
-            accepted = None
-            outcome = "error"  # unusable (failed) unless the events say otherwise
-            try:
-                for event in spec_module.accept(
-                    spec, self.conversation.session, runner, cancel, on_apply=checkpoint
-                ):
-                    if isinstance(event, Notice) and accepted is None:
-                        outcome = "conflict"
-                    if isinstance(event, SpeculationAccepted):
-                        outcome = "accepted"
-                        accepted = event
-                        session = self.conversation.session
-                        session.speculations_accepted += 1
-                        session.time_saved_s += event.saved_s
-                    yield event
-            finally:
-                self._record(spec, outcome, accepted)
+            acceptance = spec_module.accept(
+                spec, self.conversation.session, runner, cancel, on_apply=checkpoint
+            )
+            self._record(spec, acceptance.outcome, acceptance.saved_s)
+            yield from acceptance.events
 
         return run
 
@@ -142,7 +135,7 @@ class Speculator:
         with self._lock:
             current, self._current = self._current, None
         if current is not None:
-            self._abort(current, "cancelled")
+            self._abort(current, AbortReason.CANCELLED)
 
     # -- background -------------------------------------------------------------------------
 
@@ -161,28 +154,30 @@ class Speculator:
             with self._lock:
                 self._pipelined = {spec.prompt: result}
 
-    def _abort(self, spec: Speculation, why: str) -> None:
+    def _abort(self, spec: Speculation, why: AbortReason) -> None:
         spec.abort()
-        self._record(spec, "aborted", None, reason=why)
+        self._record(spec, Outcome.ABORTED, None, reason=why)
 
     def _record(
         self,
         spec: Speculation,
-        outcome: str,
-        accepted: SpeculationAccepted | None,
-        reason: str = "",
+        outcome: Outcome,
+        saved_s: float | None,
+        reason: AbortReason | None = None,
     ) -> None:
         boundary = spec.boundary
         self._telemetry.record(
             "speculation",
-            outcome=outcome if spec.status is not Status.FAILED else "error",
-            reason=reason or None,
+            outcome=str(outcome if spec.status is not Status.FAILED else Outcome.FAILED),
+            reason=str(reason) if reason else None,
             status=str(spec.status),
             boundary_type=str(boundary.type) if boundary else None,
             boundary_tool=boundary.tool if boundary else None,
             rounds=spec.fork.rounds,
             tools_executed=sum(isinstance(e, ToolFinished) for e in spec.events),
             duration_ms=int(1000 * ((spec.completed_at or spec.clock()) - spec.started_at)),
-            saved_ms=int(1000 * accepted.saved_s) if accepted else None,
+            saved_ms=int(1000 * saved_s)
+            if outcome is Outcome.ACCEPTED and saved_s is not None
+            else None,
             pipelined=spec.prompt in self._pipelined,
         )

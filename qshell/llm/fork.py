@@ -1,13 +1,15 @@
 """Cache-safe forks: side requests that reuse the prompt cache of the main conversation.
 
 `CacheSafeParams` is the last successful main request exactly as it was sent, plus the
-assistant reply it produced. A fork (a suggestion now, a speculation later) is that request
-with the reply and one new user message appended — same model (unless a fast model is
-asked for), system prompt, tools, sampling parameters and every earlier message — so its
-serialized prefix is byte-identical to what the provider has just cached. Tools are never
-removed (that would change the cache key); callers ignore tool calls in fork replies
-instead. The whole history is kept: a truncated history is a different prefix. This is the
-only code that builds a fork prefix. Values only; thread-safe.
+assistant reply it produced. A fork is that request with the reply and new messages
+appended — same model (unless a fast model is asked for), system prompt, tools, sampling
+parameters and every earlier message — so its serialized prefix is byte-identical to what
+the provider has just cached. `fork(text)` is a suggestion request (one new user message);
+`continued(messages)` is any round of a forked session (a speculation), whose history
+starts with the main request's messages and reply. Tools are never removed to forbid them
+(that would change the cache key); callers ignore or refuse tool calls instead. The whole
+history is kept: a truncated history is a different prefix. This is the only code that
+builds a fork request. Values only; thread-safe.
 """
 
 from __future__ import annotations
@@ -40,10 +42,28 @@ class CacheSafeParams:
     def capture(cls, request: ChatRequest, reply: Message) -> CacheSafeParams:
         return cls(request, reply, params_version(request.system, request.tools))
 
+    @property
+    def prefix(self) -> list[Message]:
+        """The messages every fork starts with: the main request's, then its reply."""
+        return [*self.request.messages, self.reply]
+
     def fork(self, user_text: str, *, model: str | None = None) -> ChatRequest:
         """The main request + its reply + `user_text` as a new user message."""
-        messages = [*self.request.messages, self.reply, Message.user(user_text)]
-        update: dict[str, object] = {"messages": messages}
+        return self.continued([*self.prefix, Message.user(user_text)], model=model)
+
+    def continued(
+        self,
+        messages: Sequence[Message],
+        *,
+        model: str | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> ChatRequest:
+        """The main request's parameters around `messages` (a history that extends
+        `prefix`); `model` replaces the model, and `tools` the tool list only where the
+        caller must send none (a toolless last round), at the price of that prefix."""
+        update: dict[str, object] = {"messages": list(messages)}
         if model:
             update["model"] = model
+        if tools is not None:
+            update["tools"] = list(tools)
         return self.request.model_copy(update=update)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -10,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Reply,
     ToolCallSpec,
+    Usage,
     always,
     has_tool_result,
     last_user_text_contains,
@@ -143,3 +146,36 @@ def test_typing_something_else_aborts_the_speculation_and_removes_its_overlay(ll
     child.send("\x15\x04")  # clear the line, then Ctrl-D
     assert child.finish() == 0
     assert not base.exists() or not any(base.iterdir())
+
+
+def test_qshell_stats_counts_the_tokens_of_an_accepted_speculation(llm_server, project):
+    def usage(prompt: int, completion: int) -> Usage:
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=0)
+
+    suggests(llm_server, "run the tests")
+    llm_server.add_rule(
+        last_user_text_contains("run the tests"),
+        Reply.text("all 12 tests pass", usage=usage(1000, 50)),
+    )
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello", usage=usage(100, 10)))
+    llm_server.add_rule(always(), Reply.tool_calls([READ], usage=usage(100, 10)))
+    child = start(llm_server, project)
+    first_turn(child)
+    child.expect("run the tests")
+    speculated(llm_server, "run the tests")
+    child.send("\t")
+    child.submit("")
+    child.expect("all 12 tests pass")
+    child.expect("saved")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    stats = run_qshell("stats", "--json", cwd=project)
+    assert stats.code == 0, stats.stderr
+    counted = json.loads(stats.stdout)
+    # two rounds of the first turn, one of the accepted speculation; no suggestion request
+    assert (counted["rounds"], counted["prompt_tokens"], counted["completion_tokens"]) == (
+        3,
+        1200,
+        70,
+    )

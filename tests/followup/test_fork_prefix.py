@@ -1,5 +1,6 @@
-"""Over real HTTP, for both wire formats: a suggestion request starts with exactly the last
-main request (model, tools, parameters, messages) followed by that request's reply."""
+"""Over real HTTP, for both wire formats: a suggestion request and a speculation's first
+request start with exactly the last main request (model, tools, parameters, messages)
+followed by that request's reply; measured as bench/suggestion_prefix.py measures it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
+from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.anthropic import AnthropicProvider
+from qshell.llm.messages import Message
 from qshell.llm.openai import OpenAIProvider
+from qshell.overlay import Overlay
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
@@ -27,6 +31,7 @@ from tests.fakes.llm_server import (
     has_tool_result,
     last_user_text_contains,
 )
+from tests.fakes.prefix import shared_share
 
 FINAL_ANSWER = "The bug was an off-by-one in a.py; it is fixed. Shall I run the tests?"
 
@@ -133,6 +138,61 @@ def test_the_fast_model_changes_only_the_model_field(llm_server, tmp_path, proto
     main, fork = run_session_and_suggest(llm_server, protocol, tmp_path, model="fast-1")
     assert fork["model"] == "fast-1"
     main, fork = without_cache_control(main), without_cache_control(fork)
+    rest = {k: v for k, v in fork.items() if k not in ("model", "messages")}
+    assert rest == {k: v for k, v in main.items() if k not in ("model", "messages")}
+    assert fork["messages"][: len(main["messages"])] == main["messages"]
+
+
+SPECULATED = "run the tests"
+
+
+def run_session_and_speculate(server, protocol, root, **kw) -> tuple[dict, dict, Message]:
+    """Two main turns, then a real Speculation of the suggestion on `session.fork()`: the
+    bodies of the last main request and of the speculation's first request, and the reply
+    the main request got."""
+    server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text(SPECULATED))
+    server.add_rule(last_user_text_contains(SPECULATED), Reply.text("All tests pass."))
+    script(server)
+    (root / "a.py").write_text("def f(xs):\n    return xs[len(xs)]\n")
+    session = make_session(server, protocol, root)
+    drive(session, "hello")
+    drive(session, "fix the bug in a.py")
+    assert session.cache_safe is not None
+    reply = session.cache_safe.reply
+    main = len(server.requests) - 1
+    overlay = Overlay.create(root, session.tool_context.paths, base_dir=root / ".overlays")
+    spec = Speculation(session, SPECULATED, overlay, **kw)
+    spec.run()
+    overlay.discard()
+    assert spec.status is Status.COMPLETED, spec.status
+    assert len(server.requests) == main + 2
+    return server.requests[main].body, server.requests[main + 1].body, reply
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_the_speculation_request_extends_the_last_main_request_unchanged(
+    llm_server, tmp_path, protocol
+):
+    main, fork, _ = run_session_and_speculate(llm_server, protocol, tmp_path)
+    if protocol == "anthropic":  # the last-message breakpoint moves to the new last message
+        main, fork = without_cache_control(main), without_cache_control(fork)
+    assert {k: v for k, v in fork.items() if k != "messages"} == {
+        k: v for k, v in main.items() if k != "messages"
+    }
+    count = len(main["messages"])
+    assert fork["messages"][:count] == main["messages"]
+    assert len(fork["messages"]) == count + 2  # the main reply, then the speculated prompt
+
+
+def test_the_speculation_request_shares_at_least_99_percent_of_its_characters(llm_server, tmp_path):
+    main, fork, reply = run_session_and_speculate(llm_server, "openai", tmp_path)
+    assert shared_share(fork, main, reply) >= 0.99
+    assert shared_share(fork, main, reply) < 1  # the new prompt itself is not cached
+
+
+def test_a_speculation_on_the_fast_model_changes_only_the_model_field(llm_server, tmp_path):
+    main, fork, _ = run_session_and_speculate(llm_server, "openai", tmp_path, model="fast-1")
+    assert fork["model"] == "fast-1"
     rest = {k: v for k, v in fork.items() if k not in ("model", "messages")}
     assert rest == {k: v for k, v in main.items() if k not in ("model", "messages")}
     assert fork["messages"][: len(main["messages"])] == main["messages"]

@@ -13,7 +13,7 @@ from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Speculation, Status, accept
+from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from tests.agent.scripted import call
@@ -49,9 +49,12 @@ def speculate(setup, prompt: str, *steps: Message) -> Speculation:
     return spec
 
 
-def run_accept(setup, spec, mode=ApprovalMode.YOLO):
+def run_accept(setup, spec, mode=ApprovalMode.YOLO, *, outcome: Outcome):
+    """Accept `spec`; its typed outcome must be `outcome`; returns the turn's events."""
     runner = MainToolRunner(mode, interactive=False)
-    return list(accept(spec, setup.conversation.session, runner, CancelToken()))
+    acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
+    assert acceptance.outcome is outcome, acceptance.detail
+    return list(acceptance.events)
 
 
 def test_a_completed_speculation_in_auto_edit_is_accepted_without_a_new_request(setup):
@@ -60,7 +63,7 @@ def test_a_completed_speculation_in_auto_edit_is_accepted_without_a_new_request(
     assert spec.status is Status.COMPLETED
     assert (setup.root / "a.txt").read_text() == "one\n"  # untouched until accept
     requests = len(setup.provider.requests)
-    events = run_accept(setup, spec)
+    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
     assert len(setup.provider.requests) == requests
     assert (setup.root / "a.txt").read_text() == "two\n"
     accepted = next(e for e in events if isinstance(e, SpeculationAccepted))
@@ -76,7 +79,7 @@ def test_an_edit_in_default_mode_is_a_boundary_and_accept_continues_live(setup):
     spec = speculate(setup, "change it", read_call("r1"), edit_call())
     assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
     setup.script(Message.assistant("done live"))
-    events = run_accept(setup, spec)
+    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
     runs = [e for e in events if isinstance(e, ToolFinished)]
     assert [e.call_id for e in runs] == ["r1", "e1"]  # r1 replayed, e1 run once, live
     assert (setup.root / "a.txt").read_text() == "two\n"
@@ -89,7 +92,7 @@ def test_a_file_changed_since_it_was_copied_is_a_conflict_and_the_prompt_runs_no
     spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
     (setup.root / "a.txt").write_text("the user's own edit\n")
     setup.script(Message.assistant("ran normally"))
-    events = run_accept(setup, spec)
+    events = run_accept(setup, spec, outcome=Outcome.CONFLICT)
     assert any(isinstance(e, Notice) and "not used" in e.text for e in events)
     assert (setup.root / "a.txt").read_text() == "the user's own edit\n"
     assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran normally"

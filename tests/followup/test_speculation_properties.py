@@ -226,7 +226,7 @@ def test_the_real_tree_is_byte_identical_until_accept_then_matches_the_view(sequ
         if spec.status is Status.COMPLETED:
             requests = len(setup.provider.requests)
             runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
-            events = list(accept(spec, session, runner, CancelToken()))
+            events = list(accept(spec, session, runner, CancelToken()).events)
             assert len(setup.provider.requests) == requests  # nothing ran twice
             accepted = [e for e in events if isinstance(e, SpeculationAccepted)]
             assert len(accepted) == 1 and accepted[0].completed
