@@ -63,6 +63,7 @@ class _Section(BaseModel):
 class SuggestionSettings(_Section):
     enabled: bool | None = None  # None: on, except with the embedded `local` provider
     cache_cold_tokens: int = Field(10_000, ge=0)
+    delay_ms: int = Field(300, ge=0)  # earliest a suggestion shows, after the turn ended
 
 
 class SpeculationSettings(_Section):

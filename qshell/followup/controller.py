@@ -2,9 +2,11 @@
 
 Owns the life of one suggestion: hidden → pending → shown, then accepted or ignored. When a
 turn finishes it starts generation at once, keeps the result back until
-`SUGGESTION_DELAY_MS` after the turn ended, and tells the front-end what ghost text to show
-through `on_change`; the front-end calls the imperative verbs (`user_typed`, `dismiss`,
-`fill`, `submitted`, `cancel`) and records nothing itself. The controller knows no terminal
+`suggestions.delayMs` after the turn ended, and tells the front-end what ghost text to show
+through `on_change`; `on_ready` hears of a suggestion as soon as it is ready to be shown
+(generated, or brought back by emptying the line) — the moment to start speculating it.
+The front-end calls the imperative verbs (`user_typed`, `dismiss`, `fill`, `submitted`,
+`cancel`) and records nothing itself. The controller knows no terminal
 or UI framework, never calls a provider (the `generate` callable it is given does) and never
 sleeps: time comes from an injected clock and scheduler, so tests drive it without waiting.
 Every outcome goes to local telemetry, with the user's text only when `log_text` is on.
@@ -25,11 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from qshell.cancel import CancelToken
+from qshell.config import DEFAULTS
 from qshell.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
-SUGGESTION_DELAY_MS = 300  # earliest a suggestion appears, counted from the end of the turn
+SUGGESTION_DELAY_MS = DEFAULTS.suggestions.delay_ms  # earliest it appears after the turn
 ACCEPT_DEBOUNCE_MS = 100  # after a fill, further fills are ignored this long (no double Tab)
 TELEMETRY_EVENT = "suggestion"
 
@@ -85,6 +88,7 @@ class _Effects:
     """What a verb decided under the lock, carried out after the lock is released."""
 
     cancels: list[Cancellable | CancelToken] = field(default_factory=list)
+    ready: str | None = None
     change: tuple[int, str | None] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -100,6 +104,7 @@ class SuggestionController:
         scheduler: Scheduler,
         on_change: Callable[[str | None], None],
         telemetry: Telemetry,
+        on_ready: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log_text: bool = False,
         delay_s: float = SUGGESTION_DELAY_MS / 1000,
@@ -111,6 +116,7 @@ class SuggestionController:
         self._submit_task = submit_task
         self._scheduler = scheduler
         self._on_change = on_change
+        self._on_ready = on_ready
         self._telemetry = telemetry
         self._clock = clock
         self._log_text = log_text
@@ -189,6 +195,7 @@ class SuggestionController:
                     self._set_visible(fx, None)
             elif not was_empty and self._restorable and self._text is not None:
                 self._restorable = False
+                fx.ready = self._text
                 self._reveal(fx)
         self._apply(fx)
 
@@ -287,7 +294,7 @@ class SuggestionController:
             if text is None:
                 fx.records.append(self._suppressed(reason or "empty"))
             else:
-                self._text = text
+                self._text = fx.ready = text
                 self._reveal(fx)
         self._apply(fx)
 
@@ -400,6 +407,11 @@ class SuggestionController:
                 cancellable.cancel()
             except Exception:
                 log.debug("cancelling a suggestion task failed", exc_info=True)
+        if fx.ready is not None and self._on_ready is not None:
+            try:
+                self._on_ready(fx.ready)
+            except Exception:
+                log.debug("on_ready failed", exc_info=True)
         if fx.change is not None:
             self._emit(*fx.change)
         for fields in fx.records:

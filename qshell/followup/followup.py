@@ -1,12 +1,15 @@
-"""Followup: next-prompt suggestions wired to one interactive Conversation.
+"""Followup: next-prompt suggestions and their speculation, wired to one Conversation.
 
 It decides after each turn whether a suggestion may be generated (the guards), generates it
 in a small background pool from the session's cache-safe parameters (so the request
 shares the main request's cached prefix), and hands display timing and outcomes to the
-framework-agnostic SuggestionController. Front-ends call its verbs — `turn_ended`,
-`user_typed`, `fill`, `dismiss`, `submitted`, `close` — and show what `on_change` tells
-them. It never touches the terminal; `on_change` runs on a background thread, so a
-front-end must hop to its UI thread before touching widgets.
+framework-agnostic SuggestionController. Each suggestion the controller reports ready
+(`on_ready`: generated, or back on an emptied line) is speculated at once by the
+Speculator; a submitted prompt that matches is run from that speculation (`prepared`).
+Front-ends call its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`,
+`prepared`, `close` — and show what `on_change` tells them. It never touches the
+terminal; `on_change` runs on a background thread, so a front-end must hop to its UI
+thread before touching widgets.
 """
 
 from __future__ import annotations
@@ -58,7 +61,6 @@ class Followup:
         self._params: CacheSafeParams | None = None
         self._previous_prompt = ""
         self._accepted: Speculation | None = None
-        self._show = on_change
         self.speculator = Speculator(
             conversation, settings, submit_task=self._pool.submit, telemetry=telemetry
         )
@@ -66,16 +68,12 @@ class Followup:
             generate=self._generate,
             submit_task=self._pool.submit,
             scheduler=scheduler or ThreadingScheduler(),
-            on_change=self._changed,
+            on_change=on_change,
+            on_ready=self.speculator.start,
             telemetry=telemetry,
             log_text=settings.telemetry.log_text,
+            delay_s=settings.suggestions.delay_ms / 1000,
         )
-
-    def _changed(self, text: str | None) -> None:
-        """A suggestion appeared (start speculating it) or went away; tell the front-end."""
-        if text:
-            self.speculator.start(text)
-        self._show(text)
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
         pipelined = self.speculator.pipelined(self._previous_prompt)

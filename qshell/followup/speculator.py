@@ -1,6 +1,6 @@
 """Speculator: starts, aborts, hands over and pipelines speculations for one conversation.
 
-When a suggestion is shown, `start(text)` creates a private overlay and runs the suggestion
+When a suggestion is ready to show, `start(text)` creates a private overlay and runs the suggestion
 as a Speculation in the background pool (never for a slash command, never when the overlay
 directory is unsafe — then speculation is off, with one warning). Typing away from the
 suggestion or submitting other text aborts it; submitting the same text hands it to
@@ -67,7 +67,7 @@ class Speculator:
     # -- lifecycle --------------------------------------------------------------------
 
     def start(self, suggestion: str) -> None:
-        """A suggestion is showing: speculate it, unless already doing so."""
+        """A suggestion is ready to show: speculate it, unless already doing so."""
         with self._lock:
             current = self._current
             if current is not None and current.prompt == suggestion:

@@ -29,7 +29,9 @@ def project(tmp_path: Path) -> Path:
 
 
 def start(server, project: Path) -> Term:
-    child = spawn_qshell(server, project, extra_env={"QSHELL_SUGGESTIONS": "1"})
+    # speculation (tests/e2e/test_speculation_repl.py) would add requests of its own
+    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "0"}
+    child = spawn_qshell(server, project, extra_env=env)
     child.expect("for commands, Ctrl-D to exit")
     child.wait_prompt()
     return child

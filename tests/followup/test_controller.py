@@ -126,6 +126,7 @@ class Harness:
         self.scheduler = FakeScheduler(self.clock)
         self.generator = Generator(*results)
         self.changes: list[str | None] = []
+        self.ready: list[str] = []
         self.path = tmp_path / "events.jsonl"
         self.controller = SuggestionController(
             generate=self.generator,
@@ -133,6 +134,7 @@ class Harness:
             scheduler=self.scheduler,
             clock=self.clock,
             on_change=on_change or self.changes.append,
+            on_ready=self.ready.append,
             telemetry=telemetry or Telemetry(self.path, clock=lambda: 1.5),
             log_text=log_text,
         )
@@ -651,3 +653,33 @@ def test_works_with_a_real_thread_pool_and_threading_scheduler(tmp_path: Path) -
         "shown",
         "accepted",
     ]
+
+
+# Ready to speculate
+
+
+def test_a_generated_suggestion_is_ready_before_its_delay_has_passed(h: Harness) -> None:
+    h.controller.turn_finished()
+    assert h.controller.state is SuggestionState.PENDING and h.changes == []
+    assert h.ready == ["run the tests"]  # speculation may start while the ghost still waits
+    h.scheduler.advance(DELAY_S)
+    assert h.changes == ["run the tests"] and h.ready == ["run the tests"]
+
+
+def test_emptying_the_line_makes_a_typed_over_suggestion_ready_again(h: Harness) -> None:
+    h.show()
+    h.controller.user_typed("x")
+    h.controller.user_typed("")
+    assert h.ready == ["run the tests", "run the tests"]
+
+
+def test_a_suppressed_or_dropped_suggestion_is_never_ready(tmp_path: Path) -> None:
+    runner = ManualRunner()
+    h = Harness(tmp_path, Result(None, "too_long"), runner=runner)
+    h.controller.turn_finished()
+    runner.run_all()
+    h.controller.turn_finished("plan_mode")
+    h.controller.turn_finished()
+    h.controller.user_typed("typing")  # dropped: typed over while it was generated
+    runner.run_all()
+    assert h.ready == []
