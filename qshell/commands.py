@@ -30,24 +30,21 @@ class ProjectStats:
 
 
 def collect_stats(directory: Path) -> ProjectStats:
+    from qshell.agent.transcript import records
+
     stats = ProjectStats()
     for path in sorted(directory.glob("*.jsonl")):
         stats.sessions += 1
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if record.get("type") != "usage":
-                    continue
-                usage = record.get("usage") or {}
-                stats.rounds += 1
-                stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-                stats.completion_tokens += int(usage.get("completion_tokens") or 0)
-                if usage.get("cached_tokens") is not None:
-                    stats.rounds_with_cache_info += 1
-                    stats.cached_tokens += int(usage["cached_tokens"])
+        for record in records(path):
+            usage = record.get("usage")
+            if record.get("type") != "usage" or not isinstance(usage, dict):
+                continue
+            stats.rounds += 1
+            stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+            if usage.get("cached_tokens") is not None:
+                stats.rounds_with_cache_info += 1
+                stats.cached_tokens += int(usage["cached_tokens"])
     return stats
 
 

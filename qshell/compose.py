@@ -62,11 +62,7 @@ def build_provider(
     this starts the model server and reports progress through `notify`."""
     from qshell.llm.http import RetryPolicy, Timeouts
 
-    timeouts = Timeouts(
-        connect_s=settings.timeouts.connect_s,
-        first_token_s=settings.timeouts.first_token_s,
-        idle_s=settings.timeouts.idle_s,
-    )
+    timeouts = Timeouts.of(settings.timeouts)
     retry = RetryPolicy(max_attempts=settings.max_retries + 1)
     if config.name is ProviderName.LOCAL:
         return _local_provider(settings, environ or {}, notify, timeouts)

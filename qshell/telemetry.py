@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from qshell.dirs import PRIVATE_FILE_MODE, ensure_private_dir
+from qshell.jsonl import read_objects
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +120,6 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     Lines that are not JSON objects (a torn last line after a crash) are skipped.
     """
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return list(read_objects(path))
     except FileNotFoundError:
         return []
-    events: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            events.append(value)
-    return events

@@ -10,12 +10,11 @@ consumed in one thread (the front-end's worker); `cancel()` may be called from a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
+from qshell.agent import transcript as transcripts
 from qshell.agent.attachments import Expanded, expand_mentions
 from qshell.agent.checkpoints import Checkpoints, UndoReport
 from qshell.agent.compaction import compact
@@ -197,7 +196,7 @@ class Conversation:
                 SessionSummary(
                     session_id=path.stem,
                     modified=datetime.fromtimestamp(path.stat().st_mtime),
-                    first_prompt=_first_prompt(path),
+                    first_prompt=transcripts.first_prompt(path),
                     current=path.stem == self.session.id,
                 )
             )
@@ -207,20 +206,3 @@ class Conversation:
         """Close the session; returns its id for the "resume with" hint."""
         self.session.close()
         return self.session.id
-
-
-def _first_prompt(path: Path) -> str:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                record = json.loads(line)
-                if record.get("type") != "message":
-                    continue
-                message = record["message"]
-                if message.get("role") == "user":
-                    for block in message.get("content", []):
-                        if block.get("type") == "text":
-                            return " ".join(block["text"].split())[:80]
-    except (OSError, ValueError, KeyError):
-        return ""
-    return ""

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -23,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from qshell.dirs import PRIVATE_FILE_MODE, ensure_private_dir
 from qshell.errors import InputError
+from qshell.jsonl import read_objects
 from qshell.llm.messages import Message
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
@@ -81,37 +83,50 @@ class Transcript:
             self._file = None
 
 
+def records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every whole record of the transcript at `path`, in order: the one reader of the
+    format (`load`, `first_prompt`, `qshell stats`); a torn last line is skipped."""
+    return read_objects(path)
+
+
 def load(path: Path) -> LoadedTranscript:
-    """Read a transcript back; a torn last line (a crash mid-write) is skipped."""
+    """Read a transcript back: the history the model saw, from its last `compacted` note."""
     session_id = path.stem
     system_prompt = ""
     messages: list[Message] = []
     last_tokens = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
+    for record in records(path):
+        kind = record.get("type")
+        if kind == "session":
+            system_prompt = record.get("system_prompt", "")
+        elif kind == "compacted":
+            messages.clear()
+            last_tokens = _int(record.get("estimated_tokens"))
+        elif kind == "usage" and isinstance(record.get("usage"), dict):
+            usage = record["usage"]
+            last_tokens = _int(usage.get("prompt_tokens")) + _int(usage.get("completion_tokens"))
+        elif kind == "message":
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
+                messages.append(_MESSAGES.validate_python(record["message"]))
+            except (ValidationError, KeyError):
                 continue
-            if not isinstance(record, dict):
-                continue
-            kind = record.get("type")
-            if kind == "session":
-                system_prompt = record.get("system_prompt", "")
-            elif kind == "compacted":
-                messages.clear()
-                last_tokens = _int(record.get("estimated_tokens"))
-            elif kind == "usage" and isinstance(record.get("usage"), dict):
-                usage = record["usage"]
-                last_tokens = _int(usage.get("prompt_tokens")) + _int(
-                    usage.get("completion_tokens")
-                )
-            elif kind == "message":
-                try:
-                    messages.append(_MESSAGES.validate_python(record["message"]))
-                except (ValidationError, KeyError):
-                    continue
     return LoadedTranscript(session_id, system_prompt, messages, last_tokens)
+
+
+def first_prompt(path: Path, *, max_chars: int = 80) -> str:
+    """The first text the user sent in a transcript, on one line (for `/resume`); "" when
+    there is none or the file cannot be read."""
+    try:
+        for record in records(path):
+            message = record.get("message") if record.get("type") == "message" else None
+            if not isinstance(message, dict) or message.get("role") != "user":
+                continue
+            for block in message.get("content", []):
+                if isinstance(block, dict) and block.get("type") == "text":
+                    return " ".join(str(block.get("text", "")).split())[:max_chars]
+    except OSError:
+        return ""
+    return ""
 
 
 def _int(value: object) -> int:

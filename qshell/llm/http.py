@@ -32,6 +32,7 @@ import httpx
 from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from qshell.cancel import CancelToken
+from qshell.config import DEFAULTS, TimeoutSettings
 from qshell.errors import Cancelled, ProviderError, ProviderUnavailable, StreamBroken
 from qshell.llm.base import StreamEvent, StreamText
 from qshell.llm.errors_map import (
@@ -71,9 +72,13 @@ def cancellable_sleep(cancel: CancelToken, seconds: float) -> bool:
 class Timeouts:
     """Connect limit, silence allowed before the first content, and between chunks after."""
 
-    connect_s: float = 10.0
-    first_token_s: float = 120.0
-    idle_s: float = 60.0
+    connect_s: float = DEFAULTS.timeouts.connect_s
+    first_token_s: float = DEFAULTS.timeouts.first_token_s
+    idle_s: float = DEFAULTS.timeouts.idle_s
+
+    @classmethod
+    def of(cls, settings: TimeoutSettings) -> Timeouts:
+        return cls(settings.connect_s, settings.first_token_s, settings.idle_s)
 
     def for_httpx(self) -> httpx.Timeout:
         backstop_s = max(self.first_token_s, self.idle_s) + READ_TIMEOUT_MARGIN_S
@@ -86,7 +91,7 @@ class Timeouts:
 class RetryPolicy:
     """How often and how long to back off before the first token; `seed` fixes the jitter."""
 
-    max_attempts: int = 4
+    max_attempts: int = DEFAULTS.max_retries + 1
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
     retry_after_cap_s: float = 60.0

@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from qshell.cancel import CancelToken
-from qshell.config import BUNDLED_MODEL_NAME
+from qshell.config import BUNDLED_MODEL_NAME, DEFAULTS
 from qshell.errors import (
     ConfigError,
     ContextTooLong,
@@ -105,10 +105,10 @@ class LocalModel:
     bundled: bool
     name: str
     n_ctx: int
-    threads: int = 0
+    threads: int = DEFAULTS.local.threads
     chat_format: str | None = None
     convert_to: Path | None = None  # a one-time faster quantisation of `path`
-    start_timeout_s: float = 300.0
+    start_timeout_s: float = DEFAULTS.local.start_timeout_s
 
     @classmethod
     def choose(
@@ -117,10 +117,10 @@ class LocalModel:
         model_path: str,
         cache_dir: Path,
         n_ctx: int,
-        threads: int = 0,
-        convert: bool = True,
-        chat_format: str = "",
-        start_timeout_s: float = 300.0,
+        threads: int = DEFAULTS.local.threads,
+        convert: bool = DEFAULTS.local.convert,
+        chat_format: str = DEFAULTS.local.chat_format,
+        start_timeout_s: float = DEFAULTS.local.start_timeout_s,
     ) -> LocalModel:
         """The configured GGUF, else the bundled one; ConfigError when neither exists."""
         if not server_installed():

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from qshell.cancel import CancelToken
+from qshell.config import DEFAULTS
 from qshell.llm.messages import ToolSpec
 from qshell.tools.fileview import REAL_VIEW, FileView
 from qshell.tools.paths import PathResolver
@@ -114,7 +115,7 @@ class ToolContext:
     paths: PathResolver
     cancel: CancelToken = field(default_factory=CancelToken)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    shell_timeout_s: float = 120.0
+    shell_timeout_s: float = DEFAULTS.shell_timeout_s
     max_output_chars: int = 30_000
     view: FileView = field(default=REAL_VIEW)
 
