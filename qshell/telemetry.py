@@ -65,7 +65,7 @@ class Telemetry:
         or `timestamp` are dropped, since those two keys belong to every line.
         """
         path = self.path
-        if path is None or self._broken:
+        if path is None or not self.enabled:
             return
         try:
             record = {"event": event, "timestamp": round(self._clock(), TIMESTAMP_DECIMALS)}

@@ -99,9 +99,12 @@ class Conversation:
         root = self.session.project_root
         self.checkpoints.begin_turn()
         try:
-            yield from prepared(
-                self.runner, cancel, lambda files: [self.checkpoints.save(root / f) for f in files]
-            )
+
+            def checkpoint(files: list[str]) -> None:
+                for name in files:
+                    self.checkpoints.save(root / name)
+
+            yield from prepared(self.runner, cancel, checkpoint)
         finally:
             self.checkpoints.end_turn()
 

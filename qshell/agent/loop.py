@@ -16,7 +16,7 @@ in the caller's thread (tool batches use a small pool) and never touches the ter
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -245,7 +245,7 @@ def _run_batch(
     cancel: CancelToken,
     *,
     known: Mapping[str, ToolResult] | None = None,
-) -> Iterator[Event]:
+) -> Generator[Event, None, list[ToolResultBlock]]:
     """Run one round's calls; returns their results in call order (generator return).
     Calls with a `known` result are not run again."""
     ctx = replace(session.tool_context, cancel=cancel)
@@ -296,7 +296,7 @@ def _run_batch(
 
 def _permission(
     prepared: _Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken
-) -> Iterator[Event]:
+) -> Generator[Event, None, ToolResult | None]:
     """Ask the runner, and the user when needed; returns a denial result or None to run."""
     assert prepared.tool is not None
     decision = runner.decide(prepared.tool, prepared.args, ctx)
@@ -305,7 +305,11 @@ def _permission(
     if decision.verdict is Verdict.DENY:
         return ToolResult.fail(ErrorType.DENIED, f"not allowed: {decision.reason}")
     future: Future[PermissionReply] = Future()
-    unregister = cancel.on_cancel(future.cancel)
+
+    def cancel_question() -> None:
+        future.cancel()
+
+    unregister = cancel.on_cancel(cancel_question)
     try:
         yield PermissionRequested(
             prepared.call.id,

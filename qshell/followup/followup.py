@@ -94,17 +94,18 @@ class Followup:
         """A main turn ended with `last` (its TurnFinished or TurnFailed): maybe suggest."""
         session = self.conversation.session
         failed = isinstance(last, TurnFailed)
+        cancelled = isinstance(last, TurnFailed) and last.kind is FailureKind.CANCELLED
         reason = guard_reason(
             GuardInputs(
                 enabled=self.enabled,
                 interactive=True,
                 assistant_turns=count_assistant_turns(session.history),
-                last_turn_failed=failed and last.kind is not FailureKind.CANCELLED,
+                last_turn_failed=failed and not cancelled,
                 approval_mode=self.conversation.approval_mode,
                 permission_pending=permission_pending,
                 last_usage=session.last_usage,
                 cache_cold_tokens=self.cache_cold_tokens,
-                aborted=last is None or (failed and last.kind is FailureKind.CANCELLED),
+                aborted=last is None or cancelled,
             )
         )
         self._params = session.cache_safe

@@ -39,7 +39,9 @@ StreamEvent = StreamText | StreamDone
 class Provider(Protocol):
     """A model backend. `name` is for messages; `stream` performs one round."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The backend's name ("openai", "anthropic", "local", …), for messages and defaults."""
 
     def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         """Yield StreamText events, then one StreamDone; raise ProviderError or Cancelled."""

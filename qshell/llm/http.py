@@ -102,7 +102,7 @@ class RetryPolicy:
         if retry_after_s is not None:
             return min(max(retry_after_s, 0.0), self.retry_after_cap_s)
         ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-        return ceiling / 2 + rng.uniform(0.0, ceiling / 2)
+        return float(ceiling / 2 + rng.uniform(0.0, ceiling / 2))
 
 
 class StreamCut(StreamBroken):

@@ -14,6 +14,7 @@ variable `QSHELL_LOCAL_KEY`, never on the command line, which other users can re
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import socket
@@ -69,7 +70,7 @@ def convert(source: Path, target: Path, threads: int) -> None:
     params.nthread = threads
     try:
         rc = llama_cpp.llama_model_quantize(
-            str(source).encode(), str(partial).encode(), llama_cpp.byref(params)
+            str(source).encode(), str(partial).encode(), ctypes.byref(params)
         )
         if rc != 0:
             raise RuntimeError(f"llama_model_quantize returned {rc}")
@@ -94,7 +95,7 @@ def _plain_text_templates() -> None:
         def select_autoescape(*_args: Any, **_kwargs: Any) -> Any:
             return lambda _template_name=None: False
 
-    llama_chat_format.jinja2 = PlainJinja()  # type: ignore[assignment]
+    llama_chat_format.jinja2 = PlainJinja()  # type: ignore[assignment,attr-defined]
 
 
 def _model_settings(config: dict[str, Any], model: Path) -> Any:

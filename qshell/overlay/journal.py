@@ -363,9 +363,9 @@ def _roll_back_file(parent: int, step: _Step, phase: str) -> bool:
         if step.backup is None and dest is not None and dest.st_ino == staged.st_ino:
             os.unlink(name, dir_fd=parent)  # linked in, staged name not yet removed
         os.unlink(step.staged, dir_fd=parent)
-        if has_backup and dest is None:
+        if step.backup is not None and has_backup and dest is None:
             os.replace(step.backup, name, src_dir_fd=parent, dst_dir_fd=parent)
-        elif has_backup:
+        elif step.backup is not None and has_backup:
             os.unlink(step.backup, dir_fd=parent)
         return True
     if phase == PHASE_STAGING:
@@ -427,6 +427,7 @@ def recover_journal(path: Path) -> Recovery | None:
     except FileNotFoundError:
         return None
     root = Path(state.root)
+    kept: tuple[str, ...]
     if not root.is_dir():
         direction, kept = "rolled back", ()  # the project is gone: nothing to restore into
     elif state.phase == PHASE_COMMITTED:

@@ -37,8 +37,9 @@ from qshell.overlay.base_dir import (
     new_overlay_dir,
     release,
 )
+from qshell.overlay.dirfd import PathRefused, hash_at, open_chain, open_dir
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, os_error
-from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original, PathRefused
+from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
@@ -160,8 +161,8 @@ class Overlay:
         mode = journal.NEW_DIR_MODE if create else None
         try:
             with (
-                journal.open_dir(self.upper) as top,
-                journal.open_chain(top, parts, create_mode=mode) as fd,
+                open_dir(self.upper) as top,
+                open_chain(top, parts, create_mode=mode) as fd,
             ):
                 yield fd
         except PathRefused:
@@ -232,8 +233,8 @@ def _snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
         raise OverlayEscape(resolved, "is not a regular file")
     if not os.access(resolved, os.W_OK):
         raise os_error(errno.EACCES, resolved)
-    with journal.open_dir(resolved.parent) as parent:
-        found = journal.hash_at(parent, resolved.name)
+    with open_dir(resolved.parent) as parent:
+        found = hash_at(parent, resolved.name)
     if found is None:
         raise OverlayEscape(resolved, "changed while it was being copied")
     return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))

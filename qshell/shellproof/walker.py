@@ -68,7 +68,7 @@ def _parser() -> Parser:
     return parser
 
 
-class Walker(WordProver):
+class Walker:
     """One proof: walks the tree, collects commands and paths, raises Unproven on a gap."""
 
     def __init__(self, source: bytes) -> None:
@@ -78,6 +78,7 @@ class Walker(WordProver):
         self.dynamic: list[str] = []
         self.depth = 0
         self.heredocs = 0
+        self.words = WordProver(self)
 
     # ------------------------------------------------------------ statements
 
@@ -167,7 +168,7 @@ class Walker(WordProver):
                 name = node_text(child).partition("=")[0]
                 fail(f"environment prefix '{name}=' on a command")
             elif child.is_named:
-                args.append(self.word(child, scope))
+                args.append(self.words.word(child, scope))
             else:
                 fail(token_reason(kind))
         args.extend(extra)
@@ -180,7 +181,7 @@ class Walker(WordProver):
         parts = name_node.named_children
         if len(parts) != 1:
             fail("unusual command name")
-        name_word = self.word(parts[0], scope)
+        name_word = self.words.word(parts[0], scope)
         if not name_word.literal:
             fail("command name computed at run time")
         name = name_word.text
@@ -241,7 +242,7 @@ class Walker(WordProver):
         if kind == "herestring_redirect":
             for child in node.children:
                 if child.is_named:
-                    self.word(child, scope)
+                    self.words.word(child, scope)
                 elif child.type != "<<<":
                     fail(token_reason(child.type))
             return
@@ -261,12 +262,12 @@ class Walker(WordProver):
         if len(targets) > 1:
             if args is None:
                 fail("unusual redirection")
-            args.extend(self.word(extra, scope) for extra in targets[1:])
+            args.extend(self.words.word(extra, scope) for extra in targets[1:])
         target = targets[0]
         if operator == "<" and target.type == "process_substitution":
-            self.word(target, scope)
+            self.words.word(target, scope)
             return
-        word = self.word(target, scope)
+        word = self.words.word(target, scope)
         if operator == "<":
             if not word.literal:
                 fail("input redirection from a path computed at run time")
@@ -322,7 +323,7 @@ class Walker(WordProver):
         check_heredoc_body(body)
         for child in body.named_children:
             if child.type != "heredoc_content":
-                self.pieces(child, scope, [], quoted=True)
+                self.words.pieces(child, scope, [], quoted=True)
 
     # ------------------------------------------------------------ words
 
@@ -357,7 +358,7 @@ class Walker(WordProver):
             decode_unquoted(node_text(node), pieces)
             out.append(assemble_word(pieces, node_text(node)))
         elif kind in WORD_NODES:
-            out.append(self.word(node, scope))
+            out.append(self.words.word(node, scope))
         else:
             fail(f"unsupported '{kind}' in [ … ]")
 
@@ -381,14 +382,14 @@ class Walker(WordProver):
             file_test = kind == "unary_expression" and operators[0] in COND_FILE_OPS
             for operand in operands:
                 if file_test and operand.type in WORD_NODES:
-                    word = self.word(operand, scope)
+                    word = self.words.word(operand, scope)
                     self.path(word.raw if not word.literal else word.text, scope, not word.literal)
                 else:
                     self.double_test(operand, scope)
         elif kind in ("regex", "extglob_pattern"):
             check_plain_pattern(node)
         elif kind in WORD_NODES:
-            self.word(node, scope)
+            self.words.word(node, scope)
         else:
             fail(f"unsupported '{kind}' in [[ … ]]")
 

@@ -3,12 +3,14 @@
 `WordProver` is the half of the walker that turns one word node (plain, quoted, concatenated,
 with expansions, arithmetic or command substitutions) into a decoded `Word`, rejecting whatever
 could run code or is only known at run time where that matters; substitutions are proven by
-recursing into the statement walker (`self.statement`). The other half, statements, pipelines,
-redirections and tests, is `walker.Walker`. Pure: no command is ever run; one walker per
-check, so not shared between threads.
+recursing into the statement walker it is given (`Statements`: `walker.Walker`, the other
+half — statements, pipelines, redirections and tests). Pure: no command is ever run; one
+prover per check, so not shared between threads.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from tree_sitter import Node
 
@@ -40,16 +42,31 @@ from qshell.shellproof.syntax import (
 )
 
 
+class Statements(Protocol):
+    """What a word proof needs of the statement walker: substitutions hold statements."""
+
+    depth: int  # nesting of statements and words so far, shared by both halves
+
+    def statement(self, node: Node, scope: Scope, piped: bool = False) -> None:
+        """Prove one statement, or raise Unproven."""
+
+    def redirect(self, node: Node, scope: Scope, args: list[Word] | None) -> None:
+        """Prove one redirection, or raise Unproven."""
+
+
 class WordProver:
-    """Word-level proofs; mixed into the statement walker, whose state it uses."""
+    """Word-level proofs for one check, recursing into `walker` for substitutions."""
+
+    def __init__(self, walker: Statements) -> None:
+        self.walker = walker
 
     def word(self, node: Node, scope: Scope) -> Word:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
+        self.walker.depth += 1
+        if self.walker.depth > MAX_DEPTH:
             fail("too deeply nested")
         pieces: list[tuple[int, str]] = []
         self.pieces(node, scope, pieces, quoted=False)
-        self.depth -= 1
+        self.walker.depth -= 1
         return assemble_word(pieces, node_text(node))
 
     def pieces(self, node: Node, scope: Scope, out: list[tuple[int, str]], quoted: bool) -> None:
@@ -184,8 +201,8 @@ class WordProver:
         inner = scope.child()
         for child in node.children:
             if child.type in REDIRECTS:
-                self.redirect(child, inner, None)
+                self.walker.redirect(child, inner, None)
             elif child.is_named:
-                self.statement(child, inner)
+                self.walker.statement(child, inner)
             elif child.type not in ("$(", "`", "<(", ")", ";"):
                 fail(token_reason(child.type))

@@ -24,8 +24,13 @@ EXIT_HINT = "(press Ctrl-C again or Ctrl-D to exit)"
 
 
 class LineFrontEnd(Protocol):
-    renderer: Renderer
-    keys_help: str
+    @property
+    def renderer(self) -> Renderer:
+        """What turns events and notices into output."""
+
+    @property
+    def keys_help(self) -> str:
+        """The key help line `/help` shows."""
 
     def read_line(self) -> str:
         """The next input line; EOFError at the end, KeyboardInterrupt on Ctrl-C."""

@@ -115,7 +115,9 @@ class Printer:
                     pass
         return self._fail(TurnFailed(FailureKind.ERROR, "the turn ended without a result"))
 
-    def _result(self, *, text: str, usage: Usage, rounds: int, error: TurnFailed | None) -> dict:
+    def _result(
+        self, *, text: str, usage: Usage, rounds: int, error: TurnFailed | None
+    ) -> dict[str, Any]:
         record: dict[str, Any] = {
             "type": "result",
             "subtype": "success" if error is None else f"error_{error.kind}",

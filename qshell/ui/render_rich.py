@@ -18,8 +18,9 @@ from typing import TextIO
 
 from markdown_it import MarkdownIt
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
-from rich.control import Control, ControlType
+from rich.control import Control
 from rich.markdown import Markdown
+from rich.segment import ControlType, Segment
 from rich.text import Text
 
 from qshell.agent.events import (
@@ -77,7 +78,7 @@ class _ModelMarkdown(Markdown):
         """The rendering without leading blank lines (a list starts with one of its own)."""
         started = False
         for segment in super().__rich_console__(console, options):
-            started = started or segment.text != "\n"
+            started = started or not (isinstance(segment, Segment) and segment.text == "\n")
             if started:
                 yield segment
 

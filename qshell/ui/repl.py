@@ -64,9 +64,9 @@ class QshellCompleter(Completer):
                     if command.name.startswith(name):
                         yield Completion(command.name, -len(name), display_meta=command.help)
                 return
-            command = COMMANDS.get(name)
-            if command is not None and " " not in arg:
-                for choice in command.arguments:
+            chosen = COMMANDS.get(name)
+            if chosen is not None and " " not in arg:
+                for choice in chosen.arguments:
                     if choice.startswith(arg):
                         yield Completion(choice, -len(arg))
                 return
@@ -141,12 +141,13 @@ class Repl(FollowupHooks):
         self.keys_help = KEYS_HELP
         self.followup = followup(self.on_suggestion) if followup else None
         if self.followup is not None:
-            buffer = self.session.default_buffer
-            buffer.on_text_changed += lambda buf: (
-                self.followup and self.followup.user_typed(buf.text)
-            )
+            self.session.default_buffer.on_text_changed += self._buffer_changed
 
     # -- next-prompt suggestion (ghost text) --------------------------------------------
+
+    def _buffer_changed(self, buffer: Buffer) -> None:
+        if self.followup is not None:
+            self.followup.user_typed(buffer.text)
 
     def ghost_visible(self) -> bool:
         buffer = self.session.default_buffer

@@ -204,7 +204,7 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
         _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), paths, dynamic)
     elif sub in ("reflog", "stash"):
         # both dispatch on their first argument only; anything else there may write
-        verbs = ("show", "exists") if sub == "reflog" else ("list", "show")
+        verbs: tuple[str, ...] = ("show", "exists") if sub == "reflog" else ("list", "show")
         verb = rest[0].text if rest and rest[0].literal else None
         if verb in verbs:
             rest = rest[1:]

@@ -178,7 +178,7 @@ class _SedScript:
         if depth:
             raise Unproven("sed: unbalanced braces")
 
-    def node_text(self) -> None:
+    def _text(self) -> None:
         """a/i/c text: to the end of the line, continued by a trailing backslash."""
         s = self.s
         while self.i < len(s):
