@@ -14,7 +14,6 @@ imports nothing heavy so that any layer may raise from it.
     │   ├── ProviderUnavailable 5xx, connect errors, timeouts, retryable          (exit 1)
     │   ├── BadRequest          another 4xx the server rejected                   (exit 1)
     │   └── StreamBroken        malformed or cut stream after it started          (exit 1)
-    └── PluginError             a plugin raised; the gate turns it into a boundary
 
     ControlSignal               outside the tree, so `except QshellError` never swallows them
     ├── Cancelled               the user cancelled the running turn                (exit 130)
@@ -101,10 +100,6 @@ class BadRequest(ProviderError):
 
 class StreamBroken(ProviderError):
     """The response stream was malformed or cut after it had started."""
-
-
-class PluginError(QshellError):
-    """A plugin raised; callers fail closed and report it once."""
 
 
 class ControlSignal(Exception):

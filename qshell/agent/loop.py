@@ -43,7 +43,7 @@ from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, ControlSignal, QshellError
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.fork import CacheSafeParams
-from qshell.llm.messages import Message, ToolCall, ToolResultBlock, Usage
+from qshell.llm.messages import ChatRequest, Message, ToolCall, ToolResultBlock, Usage
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,9 @@ class PendingCalls:
     known: Mapping[str, ToolResult] = field(default_factory=dict)
 
 
+TurnEnd = TurnFinished | TurnFailed  # the last event of every turn
+
+
 def run_turn(
     session: Session,
     prompt: str | None,
@@ -84,89 +87,122 @@ def run_turn(
 ) -> Iterator[Event]:
     """Run one user turn; `prompt=None` continues from the current history, and `pending`
     first answers the calls of a turn that stopped mid-batch."""
-    rounds = 0
-    start_usage = session.usage
-    retried = False
-    if pending is not None:
-        results = yield from _run_batch(session, pending.calls, runner, cancel, known=pending.known)
-        session.answer_all(results)
-        if cancel.cancelled:
-            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
-            return
-    elif prompt is not None:
-        try:
-            compacted = compaction.compact_before_turn(session, prompt, cancel)
-        except (Cancelled, QshellError) as exc:
-            yield _error(session, exc, start_usage, rounds)
-            return
-        if compacted is not None:
-            yield compacted
-        session.append(Message.user(prompt))
-    while rounds < session.max_turns:
-        if cancel.cancelled:
-            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
-            return
-        try:
-            done: StreamDone | None = None
-            request = session.request(round_index=rounds)
-            for chunk in session.provider.stream(request, cancel):
-                if isinstance(chunk, StreamText):
-                    yield TextDelta(chunk.text)
-                else:
-                    done = chunk
-        except Cancelled:
-            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
-            return
-        except ContextTooLong as exc:
-            if rounds or retried or prompt is None or not compaction.can_retry_compacted(session):
-                yield _error(session, exc, start_usage, rounds)
-                return
-            retried = True
-            try:
-                yield compaction.compact_for_retry(session, cancel)
-            except (Cancelled, QshellError) as again:
-                yield _error(session, again, start_usage, rounds)
-                return
-            continue
-        except QshellError as exc:
-            yield _failed(session, FailureKind.of(exc), str(exc), start_usage, rounds)
-            return
-        if done is None:
-            yield _failed(
-                session,
-                FailureKind.STREAM_BROKEN,
-                "the model stream ended early",
-                start_usage,
-                rounds,
+    turn = _Turn(session, runner, cancel, may_retry=prompt is not None)
+    end: TurnEnd | None = yield from turn.begin(prompt, pending)
+    while end is None and turn.rounds < session.max_turns:
+        end = yield from turn.round()
+    yield end or turn.failed(
+        FailureKind.MAX_TURNS,
+        f"stopped after {session.max_turns} model rounds (maxTurns); raise it with "
+        "--max-turns or the maxTurns setting, or continue with --continue",
+    )
+
+
+class _Turn:
+    """One run of `run_turn`: its rounds so far and how it ends. Each step is a generator
+    of events that returns the turn's last event, or None to go on."""
+
+    def __init__(
+        self, session: Session, runner: ToolRunner, cancel: CancelToken, *, may_retry: bool
+    ) -> None:
+        self.session = session
+        self.runner = runner
+        self.cancel = cancel
+        self.start_usage = session.usage
+        self.rounds = 0
+        # a first round too long for the context may compact and run again, once
+        self.may_retry = may_retry
+
+    def begin(
+        self, prompt: str | None, pending: PendingCalls | None
+    ) -> Generator[Event, None, TurnFailed | None]:
+        """Answer the pending calls, or compact if needed and add the prompt."""
+        session = self.session
+        if pending is not None:
+            results = yield from _run_batch(
+                session, pending.calls, self.runner, self.cancel, known=pending.known
             )
-            return
-        rounds += 1
+            session.answer_all(results)
+            return (
+                self.failed(FailureKind.CANCELLED, "cancelled") if self.cancel.cancelled else None
+            )
+        if prompt is not None:
+            try:
+                compacted = compaction.compact_before_turn(session, prompt, self.cancel)
+            except (Cancelled, QshellError) as exc:
+                return self.error(exc)
+            if compacted is not None:
+                yield compacted
+            session.append(Message.user(prompt))
+        return None
+
+    def round(self) -> Generator[Event, None, TurnEnd | None]:
+        """One model round and the tool batch it asks for."""
+        session, cancel = self.session, self.cancel
+        if cancel.cancelled:
+            return self.failed(FailureKind.CANCELLED, "cancelled")
+        request = session.request(round_index=self.rounds)
+        try:
+            done = yield from _stream(session, request, cancel)
+        except ContextTooLong as exc:
+            return (yield from self._compact_and_retry(exc))
+        except (Cancelled, QshellError) as exc:
+            return self.error(exc)
+        if done is None:
+            return self.failed(FailureKind.STREAM_BROKEN, "the model stream ended early")
+        self.rounds += 1
         session.record_round(done.usage)
         if done.message.content:
             session.append(done.message)
             session.cache_safe = CacheSafeParams.capture(request, done.message)
         if not done.usage.known:  # size the history ourselves, for compaction
             session.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
-        yield RoundFinished(round=rounds, usage=done.usage)
+        yield RoundFinished(round=self.rounds, usage=done.usage)
         calls = done.message.tool_calls
         if not calls:
-            yield TurnFinished(
-                text=done.message.text, usage=_since(session.usage, start_usage), rounds=rounds
-            )
-            return
-        results = yield from _run_batch(session, calls, runner, cancel)
+            return TurnFinished(text=done.message.text, usage=self.usage(), rounds=self.rounds)
+        results = yield from _run_batch(session, calls, self.runner, cancel)
         session.answer_all(results)
-        if cancel.cancelled:
-            yield _failed(session, FailureKind.CANCELLED, "cancelled", start_usage, rounds)
-            return
-    yield _failed(
-        session,
-        FailureKind.MAX_TURNS,
-        f"stopped after {session.max_turns} model rounds (maxTurns); raise it with "
-        "--max-turns or the maxTurns setting, or continue with --continue",
-        start_usage,
-        rounds,
-    )
+        return self.failed(FailureKind.CANCELLED, "cancelled") if cancel.cancelled else None
+
+    def _compact_and_retry(self, exc: ContextTooLong) -> Generator[Event, None, TurnFailed | None]:
+        """The first round was too long: compact the history before the prompt and retry."""
+        if self.rounds or not self.may_retry or not compaction.can_retry_compacted(self.session):
+            return self.error(exc)
+        self.may_retry = False
+        try:
+            compacted = compaction.compact_for_retry(self.session, self.cancel)
+        except (Cancelled, QshellError) as again:
+            return self.error(again)
+        yield compacted
+        return None
+
+    def usage(self) -> Usage:
+        """This turn's share of the session's usage totals."""
+        return _since(self.session.usage, self.start_usage)
+
+    def failed(self, kind: FailureKind, message: str) -> TurnFailed:
+        self.session.note("turn_failed", kind=str(kind), message=message)
+        return TurnFailed(kind=kind, message=message, usage=self.usage(), rounds=self.rounds)
+
+    def error(self, exc: Exception) -> TurnFailed:
+        """The TurnFailed for a provider error or a cancel."""
+        if isinstance(exc, Cancelled):
+            return self.failed(FailureKind.CANCELLED, "cancelled")
+        return self.failed(FailureKind.of(exc), str(exc))
+
+
+def _stream(
+    session: Session, request: ChatRequest, cancel: CancelToken
+) -> Generator[Event, None, StreamDone | None]:
+    """Stream one model response as TextDelta events; returns its end (None if cut)."""
+    done: StreamDone | None = None
+    for chunk in session.provider.stream(request, cancel):
+        if isinstance(chunk, StreamText):
+            yield TextDelta(chunk.text)
+        else:
+            done = chunk
+    return done
 
 
 def _since(now: Usage, start: Usage) -> Usage:
@@ -184,20 +220,6 @@ def _since(now: Usage, start: Usage) -> Usage:
         cache_creation_tokens=sub(now.cache_creation_tokens, start.cache_creation_tokens),
         known=now.known,
     )
-
-
-def _failed(
-    session: Session, kind: FailureKind, message: str, start: Usage, rounds: int
-) -> TurnFailed:
-    session.note("turn_failed", kind=str(kind), message=message)
-    return TurnFailed(kind=kind, message=message, usage=_since(session.usage, start), rounds=rounds)
-
-
-def _error(session: Session, exc: Exception, start: Usage, rounds: int) -> TurnFailed:
-    """The TurnFailed for a provider error or a cancel raised outside a model round."""
-    if isinstance(exc, Cancelled):
-        return _failed(session, FailureKind.CANCELLED, "cancelled", start, rounds)
-    return _failed(session, FailureKind.of(exc), str(exc), start, rounds)
 
 
 def _prepare(session: Session, call: ToolCall) -> _Prepared:

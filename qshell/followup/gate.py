@@ -16,8 +16,7 @@ pure, the overlay locks.
 from __future__ import annotations
 
 import enum
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qshell import shellproof
@@ -46,7 +45,6 @@ class Boundary(ControlSignal):
     type: BoundaryType
     tool: str
     detail: str
-    at: float = field(default_factory=time.monotonic)
 
     def __str__(self) -> str:
         return f"{self.type} boundary at {self.tool}: {self.detail}"

@@ -79,7 +79,7 @@ def convert(source: Path, target: Path, threads: int) -> None:
         partial.unlink(missing_ok=True)
 
 
-def _plain_text_templates() -> None:
+def plain_text_templates() -> None:
     """llama-cpp-python renders its function-calling chat template with HTML autoescaping,
     so a prompt's quotes and angle brackets reach the model as `&#34;` and `&lt;` (and a
     small model copies them into its answers and tool arguments). A prompt is not HTML:
@@ -140,6 +140,7 @@ def serve(config: dict[str, Any]) -> None:
         else:
             model = target
     _say("loading", model=str(model))
+    plain_text_templates()
     import uvicorn
     from llama_cpp.server.app import create_app
     from llama_cpp.server.settings import ServerSettings

@@ -52,7 +52,6 @@ class Watchdog:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._first_token_s = first_token_s
         self._idle_s = idle_s
         self._on_expire = on_expire
         self._clock = clock

@@ -40,7 +40,6 @@ class Kind(enum.StrEnum):
     OTHER = "other"
 
 
-MUTATOR_KINDS: frozenset[Kind] = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE, Kind.EXECUTE})
 CONCURRENCY_SAFE_KINDS: frozenset[Kind] = frozenset(
     {Kind.READ, Kind.SEARCH, Kind.FETCH, Kind.THINK}
 )
@@ -61,7 +60,6 @@ class ErrorType(enum.StrEnum):
     NO_CHANGE = "no_change"
     TIMEOUT = "timeout"
     NONZERO_EXIT = "nonzero_exit"
-    TOO_LARGE = "too_large"
     NETWORK = "network"
     HTTP_STATUS = "http_status"
     CANCELLED = "cancelled"
@@ -77,21 +75,12 @@ class ToolError:
 
 
 @dataclass(frozen=True, slots=True)
-class PostExecution:
-    """Seed-004 post-execution directives; carried but not acted on yet."""
-
-    skip_llm_round: bool = False
-    result_is_terminal: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool produced: text for the model, text for the user, and an optional error."""
 
     llm_content: str
     display: str = ""
     error: ToolError | None = None
-    post_execution: PostExecution | None = None
 
     @classmethod
     def fail(cls, type_: ErrorType, message: str) -> ToolResult:

@@ -306,95 +306,123 @@ AWK_OPERAND_BEFORE = word_set("print printf in return case do else")  # a regex 
 def awk_program_reason(prog: str) -> str | None:
     """Why the awk program is not proven read-only, or None: no commands, pipes or writes.
 
-    A small tokenizer: strings and regexes are skipped, `print … >`/`>>` at the print's own
-    parenthesis depth is a redirection, any `|` runs a command. awk tells a regex from a
-    division by grammar, so a `/` right after a condition's `)` starts a regex, and a comment
-    after a division on the same line is refused (a regex read as division could hide code)."""
+    A small tokenizer (`_AwkScan`): strings and regexes are skipped, `print … >`/`>>` at the
+    print's own parenthesis depth is a redirection, any `|` runs a command. awk tells a regex
+    from a division by grammar, so a `/` right after a condition's `)` starts a regex, and a
+    comment after a division on the same line is refused (a regex read as division could
+    hide code)."""
     found = AWK_WORDS.search(prog)
     if found:
         return AWK_WORD_REASONS[found.group(1)]
-    i, n = 0, len(prog)
-    operand = False  # the last token ends an operand, so '/' divides
-    parens: list[bool] = []  # open ( and [: True for an if/while/for condition
-    condition_next = False
-    printing = -1  # paren depth of the current print statement, -1 outside one
-    divided = False  # a '/' was read as division on this line
     try:
-        while i < n:
-            char = prog[i]
-            if char in " \t" or (char == "\\" and prog.startswith("\n", i + 1)):
-                i += 2 if char == "\\" else 1
-                continue
-            if char == "#":
-                if divided:
-                    return "awk: a comment after a division is ambiguous"
-                end = prog.find("\n", i)
-                i = n if end < 0 else end
-                continue
-            if char == '"':
-                i += 1
-                while i < n and prog[i] != '"':
-                    if prog[i] == "\n":
-                        return "awk: unterminated string"
-                    i += 2 if prog[i] == "\\" else 1
-                if i >= n:
-                    return "awk: unterminated string"
-                i += 1
-                operand, condition_next = True, False
-                continue
-            if char == "/" and not operand:
-                i = _awk_regex_end(prog, i) + 1
-                operand, condition_next = True, False
-                continue
-            if char.isdigit() or char == ".":
-                while i < n and (prog[i].isdigit() or prog[i] == "."):
-                    i += 1
-                operand, condition_next = True, False
-                continue
-            if char.isalpha() or char == "_":
-                j = i
-                while j < n and (prog[j].isalnum() or prog[j] == "_"):
-                    j += 1
-                word = prog[i:j]
-                i = j
-                if word in ("print", "printf"):
-                    printing = len(parens)
-                operand = word not in AWK_OPERAND_BEFORE
-                condition_next = word in AWK_CONDITION_WORDS
-                continue
-            two = prog[i : i + 2]
-            if two in AWK_TWO:
-                if two == "|&":
-                    return "awk |& runs a coprocess"
-                if two == ">>" and printing == len(parens):
-                    return "awk print >> writes a file"
-                divided |= two == "/="
-                i += 2
-                operand, condition_next = two in ("++", "--"), False
-                continue
-            if char == "|":
-                return "awk | runs a command"
-            if char == "@":
-                return "gawk @ directives load code"
-            if char == ">" and printing == len(parens):
-                return "awk print > writes a file"
-            operand = False
-            if char in "([":
-                parens.append(condition_next and char == "(")
-            elif char in ")]":
-                if not parens:
-                    return "awk: unbalanced parentheses"
-                operand = not parens.pop()  # after a condition a statement (maybe /re/) follows
-            elif char in "{};\n":
-                printing = -1
-                divided = divided and char != "\n"
-            elif char == "/":
-                divided = True
-            condition_next = False
-            i += 1
+        return _AwkScan(prog).reason()
     except Unproven as exc:
         return exc.reason
-    return None
+
+
+class _AwkScan:
+    """The tokenizer state of `awk_program_reason`; each step consumes one token."""
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.i = 0
+        self.operand = False  # the last token ends an operand, so '/' divides
+        self.parens: list[bool] = []  # open ( and [: True for an if/while/for condition
+        self.condition_next = False
+        self.printing = -1  # paren depth of the current print statement, -1 outside one
+        self.divided = False  # a '/' was read as division on this line
+
+    def reason(self) -> str | None:
+        while self.i < len(self.prog):
+            why = self._step(self.prog[self.i])
+            if why is not None:
+                return why
+        return None
+
+    def _step(self, char: str) -> str | None:
+        prog, i = self.prog, self.i
+        if char in " \t" or (char == "\\" and prog.startswith("\n", i + 1)):
+            self.i += 2 if char == "\\" else 1
+            return None
+        if char == "#":
+            if self.divided:
+                return "awk: a comment after a division is ambiguous"
+            end = prog.find("\n", i)
+            self.i = len(prog) if end < 0 else end
+            return None
+        if char == '"':
+            return self._string()
+        if char == "/" and not self.operand:
+            self.i = _awk_regex_end(prog, i) + 1
+            self.operand, self.condition_next = True, False
+            return None
+        if char.isdigit() or char == ".":
+            while self.i < len(prog) and (prog[self.i].isdigit() or prog[self.i] == "."):
+                self.i += 1
+            self.operand, self.condition_next = True, False
+            return None
+        if char.isalpha() or char == "_":
+            self._word()
+            return None
+        return self._operator(char)
+
+    def _string(self) -> str | None:
+        prog, n = self.prog, len(self.prog)
+        self.i += 1
+        while self.i < n and prog[self.i] != '"':
+            if prog[self.i] == "\n":
+                return "awk: unterminated string"
+            self.i += 2 if prog[self.i] == "\\" else 1
+        if self.i >= n:
+            return "awk: unterminated string"
+        self.i += 1
+        self.operand, self.condition_next = True, False
+        return None
+
+    def _word(self) -> None:
+        prog, j = self.prog, self.i
+        while j < len(prog) and (prog[j].isalnum() or prog[j] == "_"):
+            j += 1
+        word = prog[self.i : j]
+        self.i = j
+        if word in ("print", "printf"):
+            self.printing = len(self.parens)
+        self.operand = word not in AWK_OPERAND_BEFORE
+        self.condition_next = word in AWK_CONDITION_WORDS
+
+    def _operator(self, char: str) -> str | None:
+        two = self.prog[self.i : self.i + 2]
+        in_print = self.printing == len(self.parens)
+        if two in AWK_TWO:
+            if two == "|&":
+                return "awk |& runs a coprocess"
+            if two == ">>" and in_print:
+                return "awk print >> writes a file"
+            self.divided |= two == "/="
+            self.i += 2
+            self.operand, self.condition_next = two in ("++", "--"), False
+            return None
+        if char == "|":
+            return "awk | runs a command"
+        if char == "@":
+            return "gawk @ directives load code"
+        if char == ">" and in_print:
+            return "awk print > writes a file"
+        self.operand = False
+        if char in "([":
+            self.parens.append(self.condition_next and char == "(")
+        elif char in ")]":
+            if not self.parens:
+                return "awk: unbalanced parentheses"
+            self.operand = not self.parens.pop()  # after a condition, a statement (/re/?)
+        elif char in "{};\n":
+            self.printing = -1
+            self.divided = self.divided and char != "\n"
+        elif char == "/":
+            self.divided = True
+        self.condition_next = False
+        self.i += 1
+        return None
 
 
 def awk_rule(name: str, args: Sequence[Word]) -> Judged:
