@@ -1,6 +1,8 @@
-"""The import arrows point one way: ui → agent → llm, tools; leaves import nothing above.
+"""The import arrows point one way: ui → followup → agent → llm, tools; leaves import nothing above.
 
-Walks every module's imports with ast, like httpx's export test keeps `__all__` honest.
+Walks every module's imports with ast (lazy imports inside functions and TYPE_CHECKING
+blocks count too), like httpx's export test keeps `__all__` honest. ARCHITECTURE.md draws
+the same rules.
 """
 
 from __future__ import annotations
@@ -11,25 +13,57 @@ from pathlib import Path
 import qshell
 
 PACKAGE = Path(qshell.__file__).parent
+
+# a module under the key may import, of qshell, only its own package and these prefixes
+LEAVES = {
+    "qshell.shellproof": (),
+    "qshell.overlay": ("qshell.dirs", "qshell.tools"),
+    "qshell.errors": (),
+    "qshell.dirs": (),
+    "qshell.jsonl": (),
+    "qshell.cancel": ("qshell.errors",),
+    "qshell.config": ("qshell.dirs", "qshell.errors"),
+    "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
+    "qshell.plugins": (),
+}
 # a module under the key may not import anything under these prefixes
+ABOVE_AGENT = ("qshell.followup", "qshell.ui", "qshell.cli", "qshell.compose")
 FORBIDDEN = {
-    "qshell.llm": ("qshell.agent", "qshell.tools", "qshell.ui", "qshell.cli", "qshell.compose"),
+    "qshell.llm": (
+        "qshell.agent",
+        "qshell.tools",
+        "qshell.overlay",
+        "qshell.shellproof",
+        *ABOVE_AGENT,
+    ),
     "qshell.tools": (
         "qshell.agent",
-        "qshell.ui",
-        "qshell.cli",
-        "qshell.compose",
+        "qshell.overlay",
+        "qshell.shellproof",
         "qshell.llm.openai",
         "qshell.llm.anthropic",
         "qshell.llm.http",
+        "qshell.llm.local",
+        *ABOVE_AGENT,
     ),
-    "qshell.agent": ("qshell.ui", "qshell.cli", "qshell.compose"),
-    "qshell.errors": ("qshell.",),
-    "qshell.cancel": ("qshell.llm", "qshell.agent", "qshell.tools", "qshell.ui"),
-    "qshell.config": ("qshell.llm", "qshell.agent", "qshell.tools", "qshell.ui"),
+    "qshell.agent": (*ABOVE_AGENT, "qshell.overlay"),
+    "qshell.followup": ("qshell.ui", "qshell.cli", "qshell.compose"),
+    "qshell.compose": ("qshell.ui", "qshell.cli"),
 }
-# front-ends render events; they never reach a provider or a tool implementation
-UI_FORBIDDEN = ("qshell.llm.openai", "qshell.llm.anthropic", "qshell.llm.http", "qshell.tools.")
+# front-ends render events and drive controllers: they never reach a provider, a tool, the
+# proof, the overlay, or build what composition builds
+UI_ALLOWED_LLM = ("qshell.llm.messages",)
+UI_FORBIDDEN = (
+    "qshell.llm",
+    "qshell.tools",
+    "qshell.shellproof",
+    "qshell.overlay",
+    "qshell.compose",
+    "qshell.telemetry",
+    "qshell.agent.loop",
+    "qshell.agent.policy",
+    "qshell.agent.session",
+)
 
 
 def module_name(path: Path) -> str:
@@ -44,21 +78,52 @@ def imports_of(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
+            if node.module == "qshell":  # `from qshell import shellproof` names a module
+                found.update(f"qshell.{alias.name}" for alias in node.names)
     return {name for name in found if name.startswith("qshell")}
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def all_modules() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_leaves_import_nothing_above_them():
+    problems = []
+    for name, imported in all_modules().items():
+        for leaf, allowed in LEAVES.items():
+            if not under(name, leaf):
+                continue
+            for target in imported - {"qshell", "qshell.__version__"}:
+                if not under(target, leaf) and not any(under(target, a) for a in allowed):
+                    problems.append(f"{name} imports {target}")
+    assert problems == []
 
 
 def test_imports_point_one_way():
     problems = []
-    for path in PACKAGE.rglob("*.py"):
-        name = module_name(path)
+    for name, imported in all_modules().items():
         for prefix, banned in FORBIDDEN.items():
-            if name == prefix or name.startswith(prefix + "."):
-                for imported in imports_of(path):
-                    if imported.startswith(banned) and not imported.startswith(prefix):
-                        problems.append(f"{name} imports {imported}")
-        if name.startswith("qshell.ui"):
+            if under(name, prefix):
+                problems += [
+                    f"{name} imports {t}"
+                    for t in imported
+                    if any(under(t, b) for b in banned) and not under(t, prefix)
+                ]
+    assert problems == []
+
+
+def test_front_ends_import_no_provider_tool_or_wiring():
+    problems = []
+    for name, imported in all_modules().items():
+        if under(name, "qshell.ui"):
             problems += [
-                f"{name} imports {i}" for i in imports_of(path) if i.startswith(UI_FORBIDDEN)
+                f"{name} imports {t}"
+                for t in imported
+                if any(under(t, b) for b in UI_FORBIDDEN) and t not in UI_ALLOWED_LLM
             ]
     assert problems == []
 
