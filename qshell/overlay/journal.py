@@ -15,6 +15,7 @@ pool); the overlay's lock serialises applies.
 
 from __future__ import annotations
 
+import enum
 import errno
 import hashlib
 import json
@@ -43,14 +44,20 @@ JOURNAL_NAME = "journal.json"
 JOURNAL_VERSION = 1
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
-PHASE_STAGING = "staging"
-PHASE_RENAMING = "renaming"
-PHASE_COMMITTED = "committed"
 STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create and fsync waits
 NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p creates directories
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
+
+
+class Phase(enum.StrEnum):
+    """Where an apply stands, as its journal records it (crash recovery reads it back)."""
+
+    STAGING = "staging"  # copies are being staged beside their destinations: roll back
+    RENAMING = "renaming"  # staged copies are being renamed in: roll back
+    COMMITTED = "committed"  # every file is in: finish the clean-up
+
 
 CHANGED = "changed since it was copied"
 DELETED = "was deleted since it was copied"
@@ -120,7 +127,7 @@ class _Step:
 @dataclass
 class _Journal:
     root: str
-    phase: str
+    phase: Phase
     dirs: list[str]
     files: list[_Step]
     version: int = JOURNAL_VERSION
@@ -177,7 +184,7 @@ def _check(
 def plan(root: Path, upper: Path, pending: Sequence[Original]) -> tuple[_Journal, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing."""
     token = secrets.token_hex(6)
-    state = _Journal(str(root), PHASE_STAGING, [], [])
+    state = _Journal(str(root), Phase.STAGING, [], [])
     conflicts: list[Conflict] = []
     dirs: dict[str, None] = {}
     with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
@@ -219,7 +226,7 @@ def apply_files(root: Path, upper: Path, journal: Path, pending: Sequence[Origin
                     pass
             finally:
                 pool.shutdown(cancel_futures=True)  # all stopped before any rollback
-            state.phase = PHASE_RENAMING
+            state.phase = Phase.RENAMING
             write_journal(journal, state)
             for step in state.files:
                 _swap(root_fd, step)
@@ -227,7 +234,7 @@ def apply_files(root: Path, upper: Path, journal: Path, pending: Sequence[Origin
             for parent in touched | {d.rpartition("/")[0] for d in state.dirs}:
                 with open_chain(root_fd, parent.split("/") if parent else []) as fd:
                     os.fsync(fd)
-        state.phase = PHASE_COMMITTED
+        state.phase = Phase.COMMITTED
         write_journal(journal, state)
     except BaseException as exc:
         _abort(root, journal, state, exc)
@@ -353,7 +360,7 @@ def _roll_back(root: Path, state: _Journal) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def _roll_back_file(parent: int, step: _Step, phase: str) -> bool:
+def _roll_back_file(parent: int, step: _Step, phase: Phase) -> bool:
     """Restore one destination; False when it changed after the crash and was left alone."""
     name = step.rel.rpartition("/")[2]
     staged = lstat_at(parent, step.staged)
@@ -368,7 +375,7 @@ def _roll_back_file(parent: int, step: _Step, phase: str) -> bool:
         elif step.backup is not None and has_backup:
             os.unlink(step.backup, dir_fd=parent)
         return True
-    if phase == PHASE_STAGING:
+    if phase is Phase.STAGING:
         return True
     if step.backup is not None and not has_backup:
         return False  # renamed, but the backup is gone: nothing to restore from
@@ -399,10 +406,11 @@ def write_journal(path: Path, state: _Journal) -> None:
 def _load(path: Path) -> _Journal:
     try:
         raw = json.loads(path.read_bytes())
-        state = _Journal(**{**raw, "files": [_Step(**step) for step in raw["files"]]})
+        fields = {**raw, "phase": Phase(raw["phase"]), "files": [_Step(**s) for s in raw["files"]]}
+        state = _Journal(**fields)
         for rel in [*state.dirs, *(step.rel for step in state.files)]:
             split_rel(rel)
-    except (KeyError, TypeError, PathRefused) as exc:
+    except (KeyError, TypeError, ValueError, PathRefused) as exc:
         raise ValueError(f"{path} is not a journal this version can recover") from exc
     names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
     if (
@@ -430,7 +438,7 @@ def recover_journal(path: Path) -> Recovery | None:
     kept: tuple[str, ...]
     if not root.is_dir():
         direction, kept = "rolled back", ()  # the project is gone: nothing to restore into
-    elif state.phase == PHASE_COMMITTED:
+    elif state.phase is Phase.COMMITTED:
         direction, kept = "completed", ()
         _finish(root, state)
     else:

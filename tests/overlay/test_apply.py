@@ -376,7 +376,7 @@ def crash_before_the_commit_point(monkeypatch) -> None:
     real_write = journal.write_journal
 
     def write(path, state):
-        if state.phase == journal.PHASE_COMMITTED:
+        if state.phase is journal.Phase.COMMITTED:
             raise Crash("before the commit point")
         real_write(path, state)
 
