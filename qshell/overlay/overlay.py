@@ -151,6 +151,7 @@ class Overlay:
             return "dir" if rel in self._dirs else None
 
     def children(self, rel: str) -> set[str]:
+        """The names the upper layer holds in directory `rel`."""
         with self._lock:
             return set(self._dirs.get(rel, ()))
 
@@ -170,6 +171,7 @@ class Overlay:
             raise OverlayEscape(where, "goes through a symlink inside the overlay") from None
 
     def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
+        """Write a whole file into the upper layer, recording its original at the first write."""
         rel, resolved = self.locate(path)
         parts = rel.split("/")
         with self._lock:

@@ -13,20 +13,37 @@ import contextlib
 import errno
 import os
 import stat as stat_module
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from qshell.overlay.errors import OverlayEscape, os_error
 from qshell.tools.fileview import REAL_VIEW, Entry
 
-if TYPE_CHECKING:
-    from qshell.overlay.overlay import Overlay
+
+class Layer(Protocol):
+    """What the view reads of its overlay (overlay.Overlay)."""
+
+    def locate(self, path: os.PathLike[str] | str) -> tuple[str, Path]:
+        """(root-relative path, resolved real path); OverlayEscape when outside the root."""
+
+    def kind(self, rel: str) -> str | None:
+        """'file' for a written file, 'dir' for a directory of the upper layer, else None."""
+
+    def children(self, rel: str) -> set[str]:
+        """The names the upper layer holds in directory `rel`."""
+
+    def upper_dir(self, parts: list[str], *, create: bool = False) -> AbstractContextManager[int]:
+        """A descriptor for `upper/parts…`, never through a symlink."""
+
+    def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
+        """Write a whole file into the upper layer."""
 
 
 class OverlayView:
     """The FileView of a speculation: the real tree with the overlay's files on top."""
 
-    def __init__(self, overlay: Overlay) -> None:
+    def __init__(self, overlay: Layer) -> None:
         self._overlay = overlay
 
     def read_bytes(self, path: Path) -> bytes:
