@@ -183,7 +183,7 @@ def _run_front_end(
             args,
             app.conversation,
             followup=app.followup,
-            history_path=app.history_path,
+            history=app.history,
             environ=environ,
             stdin=stdin,
             stdout=stdout,

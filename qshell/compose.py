@@ -230,11 +230,13 @@ def open_session(
 @dataclass(frozen=True, slots=True)
 class Interactive:
     """What an interactive front-end drives: the conversation, the factory of its
-    next-prompt suggestions (given the front-end's `on_change`), and the prompt history."""
+    next-prompt suggestions (given the front-end's `on_change`), and `history()`, which
+    creates the REPL's private input-history file and returns its path (the plain line
+    mode keeps none)."""
 
     conversation: Conversation
     followup: FollowupFactory
-    history_path: Path
+    history: Callable[[], Path]
 
 
 def open_interactive(
@@ -245,7 +247,7 @@ def open_interactive(
     environ: Mapping[str, str],
 ) -> Interactive:
     """The conversation for `request`, its suggestions and speculation, and the prompt
-    history file (created private); stale speculation overlays are swept first."""
+    history; stale speculation overlays are swept first."""
     from qshell.followup.followup import Followup
     from qshell.telemetry import Telemetry
 
@@ -257,7 +259,7 @@ def open_interactive(
     def followup(on_change: Callable[[str | None], None]) -> Followup:
         return Followup(conversation, settings, on_change=on_change, telemetry=telemetry)
 
-    return Interactive(conversation, followup, _prompt_history(state))
+    return Interactive(conversation, followup, lambda: _prompt_history(state))
 
 
 def _sweep_stale_overlays() -> None:

@@ -7,23 +7,17 @@ that); no module imports another's `_private` name (what another module needs is
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-import qshell
+from tests.imports import PACKAGE, imports, is_module, modules
 
-PACKAGE = Path(qshell.__file__).parent
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
-
-
-def modules() -> list[Path]:
-    return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_no_module_is_over_500_lines():
     long = {
         str(p.relative_to(PACKAGE)): n
-        for p in modules()
+        for p in modules().values()
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
@@ -31,7 +25,7 @@ def test_no_module_is_over_500_lines():
 
 def test_no_function_is_over_80_lines():
     long = []
-    for path in modules():
+    for path in modules().values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -40,11 +34,30 @@ def test_no_function_is_over_80_lines():
     assert long == []
 
 
-def test_no_module_imports_a_private_name_of_another():
-    private = []
-    for path in modules():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("qshell"):
-                names = [a.name for a in node.names if a.name.startswith("_")]
-                private += [f"{path.relative_to(PACKAGE)}: {node.module}.{n}" for n in names]
-    assert [p for p in private if not p.endswith(".__version__")] == []
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_module_uses_a_private_name_of_another():
+    """Neither `from m import _name` (relative imports too) nor `m._name` where `m` is a
+    module of qshell bound by an import."""
+    found = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        imported = list(imports(path, tree))
+        found += [
+            f"{name}: {i.target}"
+            for i in imported
+            if i.name and private(i.name) and i.module != name
+        ]
+        bound = {i.local: i.target for i in imported if i.local and is_module(i.target)}
+        found += [
+            f"{name}: {bound[node.value.id]}.{node.attr}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and bound[node.value.id] != name
+            and private(node.attr)
+        ]
+    assert found == []

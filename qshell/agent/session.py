@@ -161,9 +161,10 @@ class Session:
     def request(self, *, round_index: int = 0) -> ChatRequest:
         """The request for round `round_index` (0-based) of the current turn."""
         toolless = self.final_round_without_tools and round_index >= self.max_turns - 1
-        if self.forked_from is not None:
+        if self.forked_from is not None:  # the session's own tools: its parent's last
+            # request may have been a toolless last round
             return self.forked_from.continued(
-                self.history, model=self.model, tools=[] if toolless else None
+                self.history, model=self.model, tools=[] if toolless else self.tool_specs
             )
         return ChatRequest(
             model=self.model,

@@ -3,8 +3,9 @@
 Owns the life of one suggestion: hidden → pending → shown, then accepted or ignored. When a
 turn finishes it starts generation at once, keeps the result back until
 `suggestions.delayMs` after the turn ended, and tells the front-end what ghost text to show
-through `on_change`; `on_ready` hears of a suggestion as soon as it is ready to be shown
-(generated, or brought back by emptying the line) — the moment to start speculating it.
+through `on_change`; `on_ready(text, cycle)` hears of a suggestion as soon as it is ready to
+be shown (generated, or brought back by emptying the line) — the moment to start speculating
+it — and `is_current(cycle)` tells later whether that suggestion is still the live one.
 The front-end calls the imperative verbs (`user_typed`, `dismiss`, `fill`, `submitted`,
 `cancel`) and records nothing itself. The controller knows no terminal
 or UI framework, never calls a provider (the `generate` callable it is given does) and never
@@ -88,7 +89,7 @@ class _Effects:
     """What a verb decided under the lock, carried out after the lock is released."""
 
     cancels: list[Cancellable | CancelToken] = field(default_factory=list)
-    ready: str | None = None
+    ready: tuple[str, int] | None = None  # a suggestion ready to show, and its cycle
     change: tuple[int, str | None] | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
 
@@ -104,7 +105,7 @@ class SuggestionController:
         scheduler: Scheduler,
         on_change: Callable[[str | None], None],
         telemetry: Telemetry,
-        on_ready: Callable[[str], None] | None = None,
+        on_ready: Callable[[str, int], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         log_text: bool = False,
         delay_s: float = SUGGESTION_DELAY_MS / 1000,
@@ -146,6 +147,12 @@ class SuggestionController:
     def state(self) -> SuggestionState:
         with self._lock:
             return self._state
+
+    def is_current(self, cycle: int) -> bool:
+        """Whether the suggestion of `cycle` (as `on_ready` gave it) is still the live one:
+        not dismissed, replaced, submitted over or cancelled since."""
+        with self._lock:
+            return cycle == self._epoch and self._text is not None
 
     @property
     def visible_text(self) -> str | None:
@@ -195,7 +202,7 @@ class SuggestionController:
                     self._set_visible(fx, None)
             elif not was_empty and self._restorable and self._text is not None:
                 self._restorable = False
-                fx.ready = self._text
+                fx.ready = (self._text, self._epoch)
                 self._reveal(fx)
         self._apply(fx)
 
@@ -294,7 +301,8 @@ class SuggestionController:
             if text is None:
                 fx.records.append(self._suppressed(reason or "empty"))
             else:
-                self._text = fx.ready = text
+                self._text = text
+                fx.ready = (text, self._epoch)
                 self._reveal(fx)
         self._apply(fx)
 
@@ -409,7 +417,7 @@ class SuggestionController:
                 log.debug("cancelling a suggestion task failed", exc_info=True)
         if fx.ready is not None and self._on_ready is not None:
             try:
-                self._on_ready(fx.ready)
+                self._on_ready(*fx.ready)
             except Exception:
                 log.debug("on_ready failed", exc_info=True)
         if fx.change is not None:

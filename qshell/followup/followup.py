@@ -69,11 +69,15 @@ class Followup:
             submit_task=self._pool.submit,
             scheduler=scheduler or ThreadingScheduler(),
             on_change=on_change,
-            on_ready=self.speculator.start,
+            on_ready=self._ready,
             telemetry=telemetry,
             log_text=settings.telemetry.log_text,
             delay_s=settings.suggestions.delay_ms / 1000,
         )
+
+    def _ready(self, text: str, cycle: int) -> None:
+        """A suggestion is ready to show: speculate it while it stays the live one."""
+        self.speculator.start(text, still_wanted=lambda: self.controller.is_current(cycle))
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
         pipelined = self.speculator.pipelined(self._previous_prompt)
@@ -112,8 +116,10 @@ class Followup:
         self.controller.turn_finished(reason)
 
     def user_typed(self, buffer_text: str) -> None:
-        self.controller.user_typed(buffer_text)
+        # the speculator first: an emptied line that brings the suggestion back speculates
+        # it again, and that start must see the line as it now is
         self.speculator.user_typed(buffer_text)
+        self.controller.user_typed(buffer_text)
 
     def fill(self, method: str) -> str | None:
         return self.controller.fill(method)

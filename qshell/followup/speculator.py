@@ -61,17 +61,25 @@ class Speculator:
         self._telemetry = telemetry
         self._lock = threading.Lock()
         self._current: Speculation | None = None
+        self._typed = ""  # the input line as last typed: a speculation must still match it
         self._pipelined: dict[str, SuggestionResult] = {}
         self._warned = False
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def start(self, suggestion: str) -> None:
-        """A suggestion is ready to show: speculate it, unless already doing so."""
+    def start(self, suggestion: str, still_wanted: Callable[[], bool] = lambda: True) -> None:
+        """A suggestion is ready to show: speculate it, unless already doing so.
+
+        `still_wanted` says whether the suggestion is still current (not dismissed, replaced
+        or submitted over); it is asked again, under the lock `take` and `user_typed` use,
+        when the new speculation is about to be registered, so one that went stale while
+        it was being set up is dropped before it runs.
+        """
         with self._lock:
             current = self._current
             if current is not None and current.prompt == suggestion:
                 return
+            self._current = None
         if current is not None:
             self._abort(current, AbortReason.REPLACED)
         session = self.conversation.session
@@ -89,12 +97,24 @@ class Speculator:
         spec = Speculation(session, suggestion, overlay, model=fast, limits=self.limits)
         spec.on_done = self._finished
         with self._lock:
-            self._current = spec
-        self._submit(spec.run)
+            wanted = self._current is None and suggestion.startswith(self._typed) and still_wanted()
+            if wanted:
+                self._current = spec
+        if not wanted:  # stale, or another thread registered one first: this never ran
+            overlay.discard()
+            return
+        try:
+            self._submit(spec.run)
+        except RuntimeError:  # the pool is shutting down (the session is closing)
+            with self._lock:
+                if self._current is spec:
+                    self._current = None
+            overlay.discard()
 
     def user_typed(self, buffer_text: str) -> None:
         """Typing away from the suggestion aborts its speculation."""
         with self._lock:
+            self._typed = buffer_text
             current = self._current
             if current is None or not buffer_text or current.prompt.startswith(buffer_text):
                 return
@@ -105,6 +125,7 @@ class Speculator:
         """The user submitted `submitted`: the matching speculation, else abort any."""
         with self._lock:
             current, self._current = self._current, None
+            self._typed = ""  # the line was consumed
         if current is None:
             return None
         if current.prompt.strip() == submitted.strip():

@@ -9,7 +9,7 @@ factory and the history file come built (compose.open_interactive). Main thread.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -35,7 +35,7 @@ def run_interactive(
     conversation: Conversation,
     *,
     followup: FollowupFactory,
-    history_path: Path,
+    history: Callable[[], Path],
     environ: Mapping[str, str],
     stdin: TextIO,
     stdout: TextIO,
@@ -48,7 +48,7 @@ def run_interactive(
 
     repl = Repl(
         conversation,
-        history_path=history_path,
+        history_path=history(),
         environ=environ,
         stdin=stdin,
         stdout=stdout,

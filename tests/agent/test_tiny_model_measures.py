@@ -344,3 +344,27 @@ def test_the_usage_line_says_not_reported_when_the_server_gave_no_usage() -> Non
 def test_the_usage_line_shows_counts_when_only_some_rounds_were_reported() -> None:
     partial = Usage(prompt_tokens=1200, completion_tokens=30) + Usage(known=False)
     assert usage_line(partial, 1, sep=" · ").startswith("tokens: 1,200 in")
+
+
+def test_a_fork_after_a_toolless_last_round_still_offers_tools(tmp_path: Path) -> None:
+    """The main turn's last round went out without tools (by design); a speculation forked
+    from it must still offer them, and drop them only in its own last round."""
+    from qshell.llm.messages import Message
+    from tests.agent.scripted import call
+    from tests.agent.test_loop import drive, make_session, yolo
+
+    (tmp_path / "a.txt").write_text("x")
+    listing = [Message.assistant("", [call("ls", "{}", f"l{i}")]) for i in (1, 2)]
+    session, provider = make_session(
+        tmp_path,
+        [*listing, Message.assistant("done")],
+        default_tools(),
+        max_turns=3,
+        final_round_without_tools=True,
+    )
+    drive(session, "go", yolo())
+    assert provider.requests[-1].tools == []
+    fork = session.fork(max_turns=2)
+    fork.append(Message.user("next"))
+    assert fork.request(round_index=0).tools == session.tool_specs
+    assert fork.request(round_index=1).tools == []

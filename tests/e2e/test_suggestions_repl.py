@@ -28,9 +28,9 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def start(server, project: Path) -> Term:
-    # speculation (tests/e2e/test_speculation_repl.py) would add requests of its own
-    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "0"}
+def start(server, project: Path, *, speculation: bool = False) -> Term:
+    # with speculation on (its default), every suggestion also sends a speculative request
+    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1" if speculation else "0"}
     child = spawn_qshell(server, project, extra_env=env)
     child.expect("for commands, Ctrl-D to exit")
     child.wait_prompt()
@@ -50,9 +50,12 @@ def script_two_turns(server) -> Rule:
     return suggestion
 
 
-def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(llm_server, project):
+@pytest.mark.parametrize("speculation", [False, True], ids=["plain", "speculating"])
+def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(
+    llm_server, project, speculation
+):
     script_two_turns(llm_server)
-    child = start(llm_server, project)
+    child = start(llm_server, project, speculation=speculation)
     child.submit("hello there")
     child.expect("fine")
     child.wait_prompt()
@@ -70,10 +73,11 @@ def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(llm_serve
     assert mains[-1].last_user_text == SUGGESTION
 
 
-def test_enter_on_an_empty_line_fills_but_does_not_submit(llm_server, project):
+@pytest.mark.parametrize("speculation", [False, True], ids=["plain", "speculating"])
+def test_enter_on_an_empty_line_fills_but_does_not_submit(llm_server, project, speculation):
     """If the first Enter submitted, the model would see two messages, not one."""
     script_two_turns(llm_server)
-    child = start(llm_server, project)
+    child = start(llm_server, project, speculation=speculation)
     child.submit("read hello.txt")
     child.expect("it says hello")
     child.wait_prompt()
@@ -85,6 +89,8 @@ def test_enter_on_an_empty_line_fills_but_does_not_submit(llm_server, project):
     child.send("\x04")
     assert child.finish() == 0
     mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    if speculation:  # speculative requests for the suggestion come and go around the turn
+        mains = [r for r in mains if r.last_user_text != SUGGESTION]
     assert mains[-1].last_user_text == SUGGESTION + " please"
 
 

@@ -127,6 +127,7 @@ class Harness:
         self.generator = Generator(*results)
         self.changes: list[str | None] = []
         self.ready: list[str] = []
+        self.cycles: list[int] = []
         self.path = tmp_path / "events.jsonl"
         self.controller = SuggestionController(
             generate=self.generator,
@@ -134,10 +135,14 @@ class Harness:
             scheduler=self.scheduler,
             clock=self.clock,
             on_change=on_change or self.changes.append,
-            on_ready=self.ready.append,
+            on_ready=self.on_ready,
             telemetry=telemetry or Telemetry(self.path, clock=lambda: 1.5),
             log_text=log_text,
         )
+
+    def on_ready(self, text: str, cycle: int) -> None:
+        self.ready.append(text)
+        self.cycles.append(cycle)
 
     def events(self) -> list[dict[str, Any]]:
         return read_events(self.path)
@@ -683,3 +688,27 @@ def test_a_suppressed_or_dropped_suggestion_is_never_ready(tmp_path: Path) -> No
     h.controller.user_typed("typing")  # dropped: typed over while it was generated
     runner.run_all()
     assert h.ready == []
+
+
+def test_a_ready_suggestion_stays_current_until_its_cycle_ends(h: Harness) -> None:
+    h.controller.turn_finished()
+    cycle = h.cycles[-1]
+    assert h.controller.is_current(cycle)
+    h.controller.user_typed("x")  # typed over: hidden, but it comes back on an empty line
+    assert h.controller.is_current(cycle)
+    h.controller.user_typed("")
+    assert h.cycles == [cycle, cycle]
+    h.controller.submitted("something else")
+    assert not h.controller.is_current(cycle)
+
+
+@pytest.mark.parametrize("end", ["dismiss", "cancel", "new_turn"])
+def test_a_dismissed_cancelled_or_replaced_suggestion_is_no_longer_current(
+    h: Harness, end: str
+) -> None:
+    h.controller.turn_finished()
+    cycle = h.cycles[-1]
+    {"dismiss": h.controller.dismiss, "cancel": h.controller.cancel}.get(
+        end, h.controller.turn_finished
+    )()
+    assert not h.controller.is_current(cycle)

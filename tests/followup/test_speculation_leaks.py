@@ -122,6 +122,7 @@ def cycle(speculator: Speculator, provider: HangingProvider, started: list[Specu
     """Show the suggestion, wait until its model request is in flight, then type over it."""
     provider.entered.clear()
     count = len(started)
+    speculator.user_typed("")  # ghost text shows on an empty line
     speculator.start(SUGGESTION)
     assert len(started) == count + 1, "the suggestion was not speculated"
     assert provider.entered.wait(WAIT_S), "the speculation never reached the model"
@@ -170,6 +171,7 @@ def test_a_suggestion_typed_over_and_shown_again_is_speculated_afresh(setup, han
         cycle(speculator, hanging, started)
         # emptying the line brings the same suggestion back: it runs again, not the dead one
         hanging.entered.clear()
+        speculator.user_typed("")
         speculator.start(SUGGESTION)
         assert hanging.entered.wait(WAIT_S)
         fresh = started[-1]

@@ -1,0 +1,108 @@
+"""Speculator.start against the user's verbs: a speculation whose suggestion went stale while
+it was being set up never runs, and a start that cannot be submitted leaves no overlay."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from qshell.config import Settings, load_settings
+from qshell.followup.followup import Followup
+from qshell.followup.speculator import Speculator
+from qshell.llm.messages import Message
+from qshell.telemetry import Telemetry
+from tests.agent.scripted import call
+from tests.agent.test_conversation import consume, make_conversation
+from tests.followup.test_controller import FakeClock, FakeScheduler
+
+SUGGESTION = "run the tests"
+WAIT_S = 10.0
+READ = Message.assistant("", [call("ls", "{}", "l1")])
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    setup = make_conversation(tmp_path)
+    setup.script(Message.assistant("hello"))
+    consume(setup.conversation.turn("hi"))
+    return setup
+
+
+def overlays() -> list[Path]:
+    base = Path(tempfile.gettempdir()) / f"qshell-speculation-{os.getuid()}"
+    return [p for p in base.rglob("overlay-*")] if base.is_dir() else []
+
+
+def speculator(setup, submit) -> Speculator:
+    telemetry = Telemetry(setup.root.parent / "events.jsonl")
+    return Speculator(setup.conversation, Settings(), submit_task=submit, telemetry=telemetry)
+
+
+def test_a_suggestion_that_went_stale_during_set_up_is_never_speculated(setup):
+    submitted: list[object] = []
+    spec = speculator(setup, submitted.append)
+    spec.start(SUGGESTION, still_wanted=lambda: False)
+    assert submitted == [] and overlays() == []
+    assert spec.take(SUGGESTION) is None
+
+
+def test_a_speculation_of_text_the_user_typed_away_from_is_never_started(setup):
+    submitted: list[object] = []
+    spec = speculator(setup, submitted.append)
+    spec.user_typed("git")  # the line no longer starts the suggestion
+    spec.start(SUGGESTION)
+    assert submitted == [] and overlays() == []
+
+
+def test_a_start_the_closing_pool_refuses_leaves_no_overlay_behind(setup):
+    def closed(task):
+        raise RuntimeError("cannot schedule new futures after shutdown")
+
+    spec = speculator(setup, closed)
+    spec.start(SUGGESTION)
+    assert overlays() == []
+    assert spec.take(SUGGESTION) is None
+
+
+def test_submitting_other_text_while_a_speculation_is_set_up_drops_it(setup, tmp_path):
+    """The generation thread hands the suggestion over, then the user submits something
+    else before the speculation is registered: it must not start afterwards."""
+    settings = load_settings(
+        project_root=setup.root,
+        environ={"QSHELL_HOME": str(tmp_path / "q"), "QSHELL_SPECULATION": "1"},
+    )
+    followup = Followup(
+        setup.conversation,
+        settings,
+        on_change=lambda text: None,
+        telemetry=Telemetry(tmp_path / "ev.jsonl"),
+        scheduler=FakeScheduler(FakeClock()),
+    )
+    real_start = followup.speculator.start
+    handed_over, go_on, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_start(text, still_wanted=lambda: True):
+        handed_over.set()
+        go_on.wait(WAIT_S)  # the set-up is still running when the user submits
+        real_start(text, still_wanted)
+        finished.set()
+
+    followup.speculator.start = slow_start  # type: ignore[method-assign]
+    try:
+        setup.script(READ, Message.assistant("listed"), Message.assistant(SUGGESTION))
+        followup.turn_ended(consume(setup.conversation.turn("list files"))[-1])
+        assert handed_over.wait(WAIT_S)
+        followup.submitted("something else entirely")
+        go_on.set()
+        assert finished.wait(WAIT_S)
+        assert followup.speculator.take(SUGGESTION) is None
+        assert overlays() == []
+    finally:
+        go_on.set()
+        followup.close()
