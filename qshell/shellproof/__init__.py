@@ -2,14 +2,17 @@
 
 A leaf package: it imports nothing else of qshell. `check(command)` parses the line with
 tree-sitter-bash and returns a `Verdict` — read-only or not, the first reason why not, and
-the paths the command reads (literal and known only at run time) for the caller's read-scope
-rules. A command proven read-only is run by the caller with `sanitized_env(...)` and at most
-`SHELL_TIMEOUT_S`. Inside: `walker.py` walks statements, `words.py` proves single words,
-`syntax.py` holds node tables and word decoders, `rules/` the per-command allowlists and
-`env.py` the environment. Nothing here runs a command; `check` is safe from any thread.
+what the command reads, for the caller's read-scope rules: as text (literal paths, and
+the source of paths known only at run time) and as `Read`s that carry the source bash will
+expand and whether the command walks the tree below a path. A command proven read-only is
+run by the caller with `sanitized_env(...)` and at most `SHELL_TIMEOUT_S`. Inside:
+`walker.py` walks statements, `words.py` proves single words, `syntax.py` holds node tables
+and word decoders, `rules/` the per-command allowlists and `env.py` the environment.
+Nothing here runs a command; `check` is safe from any thread.
 """
 
 from qshell.shellproof.env import DEFAULT_PATH, GIT_HARDENING, SHELL_TIMEOUT_S, sanitized_env
+from qshell.shellproof.rules import Read
 from qshell.shellproof.syntax import Verdict
 from qshell.shellproof.walker import MAX_COMMAND_BYTES, check
 
@@ -18,6 +21,7 @@ __all__ = [
     "GIT_HARDENING",
     "MAX_COMMAND_BYTES",
     "SHELL_TIMEOUT_S",
+    "Read",
     "Verdict",
     "check",
     "sanitized_env",

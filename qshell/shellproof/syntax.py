@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from tree_sitter import Node
 
-from qshell.shellproof.rules import Unproven, Word
+from qshell.shellproof.rules import Read, Unproven, Word
 
 MAX_DEPTH = 60  # nested statements and words
 
@@ -119,6 +119,7 @@ class Verdict:
     # shell source text of paths known only at run time: globs, `$VAR`, `$(…)`, and the files
     # named inside another file (`$(<list)`) or on stdin (`$(</dev/stdin)`, from xargs)
     dynamic_paths: tuple[str, ...] = ()
+    reads: tuple[Read, ...] = ()  # every path it reads, with what bash expands and how deep
 
 
 @dataclass(slots=True)

@@ -20,13 +20,14 @@ so `check` is safe from any thread.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import threading
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from qshell.shellproof.rules import TRUSTED_DIRS, Unproven, Word, check_test, judge
+from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, check_test, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
     COND_ARITH_OPS,
@@ -76,6 +77,7 @@ class Walker:
         self.commands: list[str] = []
         self.paths: list[str] = []
         self.dynamic: list[str] = []
+        self.reads: list[Read] = []
         self.depth = 0
         self.heredocs = 0
         self.words = WordProver(self)
@@ -200,10 +202,8 @@ class Walker:
             fail("git after cd (another directory's git config can run programs)")
         judged = judge(name, args)
         self.commands.append(judged.label)
-        for path in judged.paths:
-            self.path(path, scope)
-        for path in judged.dynamic:
-            self.path(path, scope, dynamic=True)
+        for read in judged.reads:
+            self.read(read, scope)
 
     def cd(self, args: list[Word], scope: Scope) -> None:
         if not scope.subshell:
@@ -216,7 +216,7 @@ class Walker:
             fail("cd to a directory computed at run time")
         if target.text.startswith("-"):
             fail(f"cd {target.text} is not checked")
-        self.path(target.text, scope)
+        self.read(read_of(target), scope)
         new = target.text
         if scope.cwd and not new.startswith(("/", "~")):
             new = posixpath.join(scope.cwd, new)
@@ -224,11 +224,13 @@ class Walker:
         scope.cd_done = True
         self.commands.append("cd")
 
-    def path(self, path: str, scope: Scope, dynamic: bool = False) -> None:
-        out = self.dynamic if dynamic else self.paths
-        out.append(path)
-        if scope.cwd and not path.startswith(("/", "~")):
-            out.append(posixpath.join(scope.cwd, path))
+    def read(self, read: Read, scope: Scope) -> None:
+        """Record what a command reads: as a Read, and in the text lists of the verdict."""
+        self.reads.append(dataclasses.replace(read, cwd=scope.cwd) if scope.cwd else read)
+        out = self.paths if read.literal else self.dynamic
+        out.append(read.text)
+        if scope.cwd and not read.text.startswith(("/", "~")):
+            out.append(posixpath.join(scope.cwd, read.text))
 
     # ------------------------------------------------------------ redirections
 
@@ -275,7 +277,7 @@ class Walker:
                 NETWORK_DEVICES
             ):
                 fail("redirection opens a network connection")
-            self.path(word.text, scope)
+            self.read(read_of(word), scope)
         elif operator in (">&", "<&") and word.literal and word.text in ("0", "1", "2", "-"):
             return
         elif operator in WRITE_OPS or operator == ">&":
@@ -338,8 +340,8 @@ class Walker:
             for child in children[1:-1]:
                 self.flatten_test(child, scope, words)
             judged = check_test("test", words)
-            for path in judged.paths:
-                self.path(path, scope)
+            for read in judged.reads:
+                self.read(read, scope)
         else:
             for child in children[1:-1]:
                 self.double_test(child, scope)
@@ -382,8 +384,7 @@ class Walker:
             file_test = kind == "unary_expression" and operators[0] in COND_FILE_OPS
             for operand in operands:
                 if file_test and operand.type in WORD_NODES:
-                    word = self.words.word(operand, scope)
-                    self.path(word.raw if not word.literal else word.text, scope, not word.literal)
+                    self.read(read_of(self.words.word(operand, scope)), scope)
                 else:
                     self.double_test(operand, scope)
         elif kind in ("regex", "extglob_pattern"):
@@ -419,6 +420,7 @@ def _proof(command: str) -> Verdict:
         tuple(walker.commands),
         tuple(dict.fromkeys(walker.paths)),
         tuple(dict.fromkeys(walker.dynamic)),
+        tuple(dict.fromkeys(walker.reads)),
     )
 
 

@@ -32,16 +32,28 @@ from qshell.shellproof.rules.plain import SPECS
 from qshell.shellproof.rules.spec import (
     TRUSTED_DIRS,
     Judged,
+    Read,
     Rule,
     Unproven,
     Word,
     literal_word,
+    read_of,
     spec_rule,
     word_set,
 )
 from qshell.shellproof.rules.text import awk_rule, sed_rule
 
-__all__ = ["TRUSTED_DIRS", "Judged", "Unproven", "Word", "check_test", "judge", "literal_word"]
+__all__ = [
+    "TRUSTED_DIRS",
+    "Judged",
+    "Read",
+    "Unproven",
+    "Word",
+    "check_test",
+    "judge",
+    "literal_word",
+    "read_of",
+]
 
 RULES: dict[str, Rule] = {name: spec_rule(spec) for name, spec in SPECS.items()}
 RULES.update(

@@ -17,14 +17,18 @@ from qshell.shellproof.rules.spec import (
     STDIN_NAMES,
     TRUSTED_DIRS,
     Judged,
+    Read,
     Spec,
     Unproven,
     Word,
     collect,
     judge_spec,
+    literal_read,
     literal_word,
     named_inside,
     parse,
+    read_of,
+    runtime_read,
     word_set,
 )
 
@@ -61,8 +65,7 @@ FIND_SYMBOLIC_MODE = re.compile(r"-[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXst
 
 
 def find_rule(name: str, args: Sequence[Word]) -> Judged:
-    paths: list[str] = []
-    dynamic: list[str] = []
+    reads: list[Read] = []
     i = 0
     while i < len(args) and args[i].literal and args[i].text in ("-H", "-L", "-P", "-D"):
         i += 2 if args[i].text == "-D" else 1
@@ -73,11 +76,11 @@ def find_rule(name: str, args: Sequence[Word]) -> Judged:
             break
         if word.flaggable:
             raise Unproven(f"find: starting point {word.raw!r} could be an option at run time")
-        collect((word,), paths, dynamic)
+        collect((word,), reads, recursive=True)
         starts += 1
         i += 1
     if not starts:
-        paths.append(".")
+        reads.append(literal_read(".", recursive=True))
     while i < len(args):
         word = args[i]
         if not word.literal:
@@ -93,15 +96,16 @@ def find_rule(name: str, args: Sequence[Word]) -> Judged:
         if i + 1 >= len(args) or not args[i + 1].literal:
             raise Unproven(f"find {text} needs a literal value")
         value = args[i + 1].text
+        value_word = args[i + 1]
         mode = text == "-perm" and FIND_SYMBOLIC_MODE.fullmatch(value)
         if value.startswith("-") and not FIND_SIGNED.match(value) and not mode:
             raise Unproven(f"find {text} {value}: the value looks like an option")
         if text in FIND_PATH_VALUES or (FIND_NEWER_XY.fullmatch(text) and text[-1] != "t"):
-            paths.append(value)
+            reads.append(read_of(value_word))
         if text == "-files0-from":
-            dynamic.append(named_inside(value))
+            reads.append(runtime_read(named_inside(value)))
         i += 2
-    return Judged("find", tuple(paths), tuple(dynamic))
+    return Judged("find", tuple(reads))
 
 
 # ---------------------------------------------------------------- small custom rules
@@ -143,8 +147,8 @@ def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
         )
     judged = judge_spec(command, spec, target[1:])
     lists = [v.raw for k, v in parsed.flags if k in ("-a", "--arg-file") and v is not None]
-    inputs = tuple(named_inside(path) for path in lists) or (STDIN_NAMES,)
-    return Judged(f"xargs {command}", judged.paths, (*judged.dynamic, *inputs))
+    inputs = tuple(runtime_read(named_inside(path)) for path in lists)
+    return Judged(f"xargs {command}", (*judged.reads, *(inputs or (runtime_read(STDIN_NAMES),))))
 
 
 def printf_rule(name: str, args: Sequence[Word]) -> Judged:
@@ -239,12 +243,12 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
         )
         if not fixed:
             raise Unproven("test with run-time words where an operator could be")
-    paths = tuple(
-        words[i + 1].text
+    reads = tuple(
+        read_of(words[i + 1])
         for i in range(len(words) - 1)
         if words[i].literal and words[i].text in TEST_FILE_OPS and words[i + 1].literal
     )
-    return Judged("test", paths)
+    return Judged("test", reads)
 
 
 IP_OBJECTS = word_set(
@@ -316,4 +320,4 @@ def tar_rule(name: str, args: Sequence[Word]) -> Judged:
     for archive in archives:
         if not archive.literal or ":" in archive.text:
             raise Unproven("tar archive that may be remote or computed at run time")
-    return Judged(name, tuple(a.text for a in archives))
+    return Judged(name, tuple(read_of(a) for a in archives))

@@ -8,9 +8,18 @@ allowed only with their listing flags. Pure functions; any thread.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 
-from qshell.shellproof.rules.spec import Judged, Unproven, Word, word_set
+from qshell.shellproof.rules.spec import (
+    Judged,
+    Read,
+    Unproven,
+    Word,
+    literal_read,
+    read_of,
+    word_set,
+)
 
 # ---------------------------------------------------------------- git
 
@@ -64,15 +73,14 @@ GIT_LOG_LIKE = word_set(
 )
 
 
-def _git_paths(operands: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
+def _git_paths(operands: Sequence[Word], reads: list[Read]) -> None:
     for word in operands:
+        reads.append(read_of(word))
         if not word.literal:
-            dynamic.append(word.raw)
             continue
-        paths.append(word.text)
         _, colon, inner = word.text.partition(":")
         if colon and inner:
-            paths.append(inner)  # <rev>:<path> reads that file's committed content
+            reads.append(literal_read(inner))  # <rev>:<path> reads that file's committed content
 
 
 def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[Word]:
@@ -162,9 +170,9 @@ CONFIG_FLAGS = word_set(
 CONFIG_VALUES = word_set("--type --default --file -f --blob --url --value")
 
 
-def _git_config(rest: Sequence[Word]) -> list[str]:
+def _git_config(rest: Sequence[Word]) -> list[Read]:
     reads = False
-    paths: list[str] = []
+    paths: list[Read] = []
     operands = 0
     i = 0
     while i < len(rest):
@@ -180,9 +188,12 @@ def _git_config(rest: Sequence[Word]) -> list[str]:
                 if i >= len(rest) or not rest[i].literal:
                     raise Unproven(f"git config {opt} needs a literal value")
                 value = rest[i].text
+                raw = rest[i].raw
                 i += 1
+            else:
+                raw = shlex.quote(value)
             if opt in ("--file", "-f"):
-                paths.append(value)
+                paths.append(Read(value, raw, True))
         elif word.text in CONFIG_FLAGS:
             pass
         elif word.text.startswith("-"):
@@ -197,11 +208,10 @@ def _git_config(rest: Sequence[Word]) -> list[str]:
 
 
 def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
-    paths: list[str] = []
-    dynamic: list[str] = []
+    reads: list[Read] = []
     label = f"git {sub}"
     if sub in GIT_LOG_LIKE:
-        _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), paths, dynamic)
+        _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), reads)
     elif sub in ("reflog", "stash"):
         # both dispatch on their first argument only; anything else there may write
         verbs: tuple[str, ...] = ("show", "exists") if sub == "reflog" else ("list", "show")
@@ -211,7 +221,7 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
         elif sub == "stash" or (rest and not (verb or "").startswith("-")):
             shown = verb if verb is not None else (rest[0].raw if rest else "")
             raise Unproven(f"git {sub} {shown}".rstrip() + " writes")
-        _git_paths(_git_options(sub, rest), paths, dynamic)
+        _git_paths(_git_options(sub, rest), reads)
     elif sub == "worktree":
         texts = [w.text if w.literal else "$" for w in rest]
         if (
@@ -235,13 +245,13 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
             if not local:
                 raise Unproven(f"git remote {texts[0]} changes remotes or uses the network")
     elif sub == "config":
-        paths += _git_config(rest)
+        reads += _git_config(rest)
     elif sub in ("submodule", "notes"):
         verbs = ("status",) if sub == "submodule" else ("list", "show")
         verb = rest[0].text if rest and rest[0].literal else None
         if rest and verb not in verbs:
             raise Unproven(f"git {sub} {rest[0].raw} writes or runs commands")
-        _git_paths(_git_options(sub, rest[1:]), paths, dynamic)
+        _git_paths(_git_options(sub, rest[1:]), reads)
     elif sub in GIT_NETWORK:
         raise Unproven(f"git subcommand '{sub}' uses the network")
     elif sub == "help":
@@ -250,7 +260,7 @@ def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
         raise Unproven(f"git subcommand '{sub}' writes")
     else:
         raise Unproven(f"unknown git subcommand '{sub}'")
-    return Judged(label, tuple(paths), tuple(dynamic))
+    return Judged(label, tuple(reads))
 
 
 def git_rule(name: str, args: Sequence[Word]) -> Judged:

@@ -8,6 +8,7 @@ operands are; `parse` splits arguments by it and `judge_spec` turns the result i
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -53,12 +54,54 @@ def literal_word(text: str) -> Word:
 
 
 @dataclass(frozen=True, slots=True)
+class Read:
+    """One path a proven command reads, for its caller's read-scope rules.
+
+    `text` is the path after quote removal, or its source text when it is known only at
+    run time; `raw` is the shell source bash expands (braces, tildes, globs) to find the
+    files actually read; `recursive` says the command also reads everything below it;
+    `cwd` is where a subshell's `cd` moved before it (relative paths are read from there).
+    """
+
+    text: str
+    raw: str
+    literal: bool
+    recursive: bool = False
+    cwd: str = ""
+
+
+def read_of(word: Word, *, recursive: bool = False) -> Read:
+    """The read of a path operand."""
+    return Read(word.text if word.literal else word.raw, word.raw, word.literal, recursive)
+
+
+def literal_read(text: str, *, recursive: bool = False) -> Read:
+    """A read of a known path that is no shell word of its own (a default `.`, the path in
+    `rev:path`): its `raw` is quoted, so expanding it gives the path itself."""
+    return Read(text, shlex.quote(text), True, recursive)
+
+
+def runtime_read(text: str) -> Read:
+    """Files named only at run time (`$(<list)`, `$(</dev/stdin)`): never checkable."""
+    return Read(text, text, False)
+
+
+@dataclass(frozen=True, slots=True)
 class Judged:
-    """A command proven read-only: its label for the verdict and the paths it may read."""
+    """A command proven read-only: its label for the verdict and what it may read."""
 
     label: str
-    paths: tuple[str, ...] = ()
-    dynamic: tuple[str, ...] = ()  # source text of path arguments known only at run time
+    reads: tuple[Read, ...] = ()
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The literal paths it reads."""
+        return tuple(r.text for r in self.reads if r.literal)
+
+    @property
+    def dynamic(self) -> tuple[str, ...]:
+        """The source text of the paths known only at run time."""
+        return tuple(r.text for r in self.reads if not r.literal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,12 +226,11 @@ def parse(name: str, spec: Spec, args: Sequence[Word]) -> Parsed:
     return out
 
 
-def collect(words: Sequence[Word], paths: list[str], dynamic: list[str]) -> None:
+def collect(words: Sequence[Word], reads: list[Read], *, recursive: bool = False) -> None:
+    """The reads of path operands (`-` is standard input, not a path)."""
     for word in words:
-        if not word.literal:
-            dynamic.append(word.raw)
-        elif word.text and word.text != "-":
-            paths.append(word.text)
+        if not word.literal or (word.text and word.text != "-"):
+            reads.append(read_of(word, recursive=recursive))
 
 
 STDIN_NAMES = "$(</dev/stdin)"  # run-time paths: the file names arriving on stdin
@@ -216,21 +258,20 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
         for word in operands:
             if word.splits:
                 raise Unproven(f"{name}: {word.raw!r} may expand to several operands")
-    paths: list[str] = []
-    dynamic: list[str] = []
+    reads: list[Read] = []
     values = [v for k, v in parsed.flags if v is not None and _names(k, spec.path_values)]
-    collect(values, paths, dynamic)
+    collect(values, reads)
     for key, value in parsed.flags:
         if _names(key, spec.indirect):  # the files it reads are named inside another file
             lists = [value] if value is not None else parsed.operands
-            dynamic.extend(named_inside(w.raw if w.literal else "…") for w in lists)
+            reads.extend(runtime_read(named_inside(w.raw if w.literal else "…")) for w in lists)
             if not lists:
-                dynamic.append(STDIN_NAMES)
+                reads.append(runtime_read(STDIN_NAMES))
     if spec.operands == PATTERN and not any(_names(k, spec.pattern_flags) for k, _ in parsed.flags):
         operands = operands[1:]
     if spec.operands != NONE:
-        collect(operands, paths, dynamic)
-    return Judged(name, tuple(paths), tuple(dynamic))
+        collect(operands, reads)
+    return Judged(name, tuple(reads))
 
 
 Rule = Callable[[str, Sequence[Word]], Judged]

@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.shellproof.rules.spec import Judged, Spec, Unproven, Word, collect, parse, word_set
+from qshell.shellproof.rules.spec import (
+    Judged,
+    Read,
+    Spec,
+    Unproven,
+    Word,
+    collect,
+    parse,
+    word_set,
+)
 
 # ---------------------------------------------------------------- sed
 
@@ -204,10 +213,9 @@ def sed_rule(name: str, args: Sequence[Word]) -> Judged:
         if not script.literal:
             raise Unproven("sed script computed at run time")
     _SedScript("\n".join(s.text for s in scripts)).check()
-    paths: list[str] = []
-    dynamic: list[str] = []
-    collect(operands, paths, dynamic)
-    return Judged(name, tuple(paths), tuple(dynamic))
+    reads: list[Read] = []
+    collect(operands, reads)
+    return Judged(name, tuple(reads))
 
 
 # ---------------------------------------------------------------- awk
@@ -435,12 +443,11 @@ def awk_rule(name: str, args: Sequence[Word]) -> Judged:
     reason = awk_program_reason(program.text)
     if reason:
         raise Unproven(reason)
-    paths: list[str] = []
-    dynamic: list[str] = []
+    reads: list[Read] = []
     for word in operands:
         if word.literal and AWK_ASSIGNMENT.match(word.text):
             continue
         if word.text.startswith("/inet"):
             raise Unproven("gawk /inet files open network connections")
-        collect((word,), paths, dynamic)
-    return Judged(name, tuple(paths), tuple(dynamic))
+        collect((word,), reads)
+    return Judged(name, tuple(reads))
