@@ -65,7 +65,7 @@ class GlobTool:
             if count % CANCEL_CHECK_EVERY_FILES == 0 and ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "glob was cancelled")
             path = entry.path
-            if matches(path.relative_to(base).as_posix()) and not ctx.paths.is_secret(path):
+            if matches(path.relative_to(base).as_posix()) and not ctx.paths.hidden(path):
                 found.append((entry.mtime, path))
         where = ctx.paths.relative(base)
         if not found:

@@ -138,7 +138,8 @@ def _rg_command(rg: str, pattern: str, base: Path, ctx: ToolContext) -> list[str
     # caller's glob is applied to rg's output instead.
     command = [rg, *_RG_BASE_ARGS, "--glob", "!.git"]
     for secret in ctx.paths.secret_patterns:
-        command += ["--glob", f"!{secret}"]
+        if secret != ".env.*":  # `.env.example` is no secret; `_wanted` drops `.env.local`
+            command += ["--iglob", f"!{secret}"]
     if ctx.paths.is_inside_root(base):
         target = "." if base == ctx.paths.root else base.relative_to(ctx.paths.root).as_posix()
     else:
@@ -204,10 +205,11 @@ def _search_rg(
 
 
 def _wanted(path: Path, base: Path, matches: PathFilter | None, ctx: ToolContext) -> bool:
-    """True for a file of a tree-wide search that passes the glob and is not a secret."""
+    """True for a file of a tree-wide search that passes the glob and is not a secret, nor
+    a symlink to one or out of the root."""
     if matches is not None and not matches(path.relative_to(base).as_posix()):
         return False
-    return not ctx.paths.is_secret(path)
+    return not ctx.paths.hidden(path)
 
 
 def _candidates(

@@ -1,11 +1,15 @@
 """PathResolver: the one place a tool argument becomes a real filesystem path.
 
 It resolves against the project root (following symlinks), answers whether a path is
-inside the root, and whether it looks like a secret (`.env*`, `*.pem`, `*.key`, SSH keys,
-`~/.ssh`, `~/.aws`, `~/.config/gcloud`, plus patterns from settings). Policy builds the
-read-scope rules on these answers; tools use them to refuse writes outside the root; the
-speculation overlay will reuse the same resolver at redirect and apply time. Pure and
-thread-safe: it only reads the filesystem to follow symlinks.
+inside the root, and whether it looks like a secret: names matched case-insensitively
+(`.env`, `.env.*` but not `.env.example`/`.sample`/`.template`, `*.env`, `.envrc`, keys
+and certificates, `.netrc`, `.npmrc`, `.pypirc`, `.git-credentials`, …, plus patterns from
+settings), credential directories in the home directory (`~/.ssh`, `~/.aws`, kube, docker,
+gh, gcloud, …) and process environments (`/proc/*/environ`). Policy builds the read-scope
+rules on these answers; tree-wide tools (`grep`, `glob`) skip files that are secret or lead
+out of the root once symlinks are resolved (`hidden`); the speculation overlay reuses the
+same resolver at redirect and apply time. Pure and thread-safe: it only reads the
+filesystem to follow symlinks.
 """
 
 from __future__ import annotations
@@ -18,16 +22,49 @@ from pathlib import Path
 SECRET_NAME_PATTERNS: tuple[str, ...] = (
     ".env",
     ".env.*",
+    "*.env",
+    ".envrc",
     "*.pem",
     "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.keystore",
+    "*.jks",
     "id_rsa*",
     "id_dsa*",
     "id_ecdsa*",
     "id_ed25519*",
     ".netrc",
+    "_netrc",
     ".pgpass",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".htpasswd",
+    "*.tfvars",
+    "*.tfstate",
+    "credentials.json",
+    "service-account*.json",
 )
-SECRET_HOME_DIRS: tuple[str, ...] = (".ssh", ".aws", ".config/gcloud", ".gnupg")
+# templates that document which variables exist, meant to be committed and read
+NOT_SECRET_NAMES: frozenset[str] = frozenset(
+    {".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults"}
+)
+SECRET_HOME_DIRS: tuple[str, ...] = (
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".docker",
+    ".password-store",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".config/op",
+    ".terraform.d",
+)
+SECRET_PATH_PATTERNS: tuple[str, ...] = ("/proc/*/environ", "/proc/*/task/*/environ")
 
 
 class PathResolver:
@@ -68,18 +105,35 @@ class PathResolver:
         return str(path)
 
     def is_secret(self, path: Path) -> bool:
-        """True for secret-looking files, and anything inside a secret home directory."""
+        """True for secret-looking files, anything inside a secret home directory, and a
+        process's environment. Names are compared without regard to case."""
         if any(path == d or path.is_relative_to(d) for d in self._secret_dirs):
             return True
-        name = path.name
+        name = path.name.lower()
         posix = path.as_posix()
+        if any(fnmatch.fnmatchcase(posix, p) for p in SECRET_PATH_PATTERNS):
+            return True
+        if name in NOT_SECRET_NAMES:
+            return False
         for pattern in self.secret_patterns:
             if "/" in pattern:
-                if fnmatch.fnmatch(posix, pattern):
+                if fnmatch.fnmatchcase(posix.lower(), pattern.lower()):
                     return True
-            elif fnmatch.fnmatch(name, pattern):
+            elif fnmatch.fnmatchcase(name, pattern.lower()):
                 return True
         return False
+
+    def hidden(self, path: Path) -> bool:
+        """True when a tree-wide tool must skip `path`: it, or the file it leads to once
+        symlinks are resolved, is a secret, or it is inside the root and leads out of it."""
+        if self.is_secret(path):
+            return True
+        try:
+            resolved = path.resolve(strict=False)
+        except (OSError, RuntimeError):  # a symlink loop: nothing to read there
+            return True
+        leaves = self.is_inside_root(path) and not self.is_inside_root(resolved)
+        return leaves or self.is_secret(resolved)
 
     def read_concern(self, path: Path) -> str | None:
         """Why reading `path` needs approval, or None when it may be read freely."""
