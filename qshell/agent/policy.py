@@ -18,14 +18,14 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
+from qshell.agent.shell_scope import read_concern
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
-from qshell.tools.paths import PathResolver
 
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
 FREE_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
@@ -85,20 +85,32 @@ def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
     return Decision(Verdict.ASK, f"tools of kind '{kind}' need approval")
 
 
-def shell_concern(command: str, paths: PathResolver) -> str | None:
-    """None when `command` is proven read-only and reads only inside the project root, away
-    from secret files (the main policy's read-scope rules); otherwise the reason it is not."""
+def shell_concern(command: str, ctx: ToolContext) -> str | None:
+    """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
+    as bash will expand and walk it, is inside the project root and no secret (the main
+    policy's read-scope rules, agent/shell_scope.py); otherwise the reason it is not."""
     verdict = shellproof.check(command)
     if not verdict.read_only:
         return verdict.reason
-    for raw in verdict.paths:
-        concern = paths.read_concern(paths.resolve(raw))
+    environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+    for read in verdict.reads:
+        concern = read_concern(read, ctx.paths, environ)
         if concern:
             return concern
-    for raw in verdict.dynamic_paths:
-        if raw.startswith(("/", "~")) or "$" in raw or "`" in raw or ".." in raw:
-            return f"{raw} is only known when the command runs"
     return None
+
+
+def proven_context(ctx: ToolContext) -> ToolContext:
+    """How a shell command that runs because it was proven read-only runs (main loop and
+    speculation alike): the sanitised environment (no pager, hardened git, no API keys or
+    other secrets), and at most `shellproof.SHELL_TIMEOUT_S` whatever the call asks for."""
+    limit = min(ctx.shell_timeout_s, shellproof.SHELL_TIMEOUT_S)
+    return replace(
+        ctx,
+        environ=shellproof.sanitized_env(ctx.environ, root=str(ctx.root)),
+        shell_timeout_s=limit,
+        shell_timeout_cap_s=limit,
+    )
 
 
 class ToolRunner(Protocol):
@@ -132,6 +144,7 @@ class MainToolRunner:
         self.interactive = interactive
         self.checkpoints = checkpoints
         self._always: set[str] = set()
+        self._proven: set[str] = set()  # shell commands allowed because they were proven
         self._lock = threading.Lock()
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
@@ -142,6 +155,8 @@ class MainToolRunner:
             if tool.name in self._always:
                 return ALLOW
         if self._proven_read_only(tool, args, ctx):
+            with self._lock:
+                self._proven.add(args.command)
             return ALLOW
         if not self.interactive:
             return Decision(Verdict.DENY, f"{decision.reason}; {NON_INTERACTIVE_HINT}")
@@ -155,7 +170,7 @@ class MainToolRunner:
         if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT):
             return False
         command = getattr(args, "command", None)
-        return isinstance(command, str) and shell_concern(command, ctx.paths) is None
+        return isinstance(command, str) and shell_concern(command, ctx) is None
 
     def allow_always(self, tool: Tool) -> None:
         with self._lock:
@@ -166,4 +181,9 @@ class MainToolRunner:
             for access in tool.accesses(args, ctx):
                 if access.write:
                     self.checkpoints.save(access.path)
+        if tool.kind is Kind.EXECUTE:
+            with self._lock:
+                proven = getattr(args, "command", None) in self._proven
+            if proven:  # it runs without asking, so it runs as speculation runs it
+                ctx = proven_context(ctx)
         return tool.run(args, ctx)

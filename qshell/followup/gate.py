@@ -19,8 +19,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qshell import shellproof
-from qshell.agent.policy import ALLOW, FREE_KINDS, Decision, shell_concern
+from qshell.agent.policy import ALLOW, FREE_KINDS, Decision, proven_context, shell_concern
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.overlay import Overlay, OverlayEscape
@@ -82,7 +81,7 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
-        concern = shell_concern(command, ctx.paths)
+        concern = shell_concern(command, ctx)
         if concern is not None:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
         if self.overlay.has_writes:
@@ -96,11 +95,7 @@ class SpeculativeRunner:
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         if tool.kind is Kind.EXECUTE:
-            ctx = replace(
-                ctx,
-                environ=shellproof.sanitized_env(ctx.environ, root=str(ctx.root)),
-                shell_timeout_s=min(ctx.shell_timeout_s, shellproof.SHELL_TIMEOUT_S),
-            )
+            ctx = proven_context(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
         try:

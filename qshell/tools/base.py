@@ -40,6 +40,7 @@ class Kind(enum.StrEnum):
     OTHER = "other"
 
 
+MAX_SHELL_TIMEOUT_S = 600.0
 CONCURRENCY_SAFE_KINDS: frozenset[Kind] = frozenset(
     {Kind.READ, Kind.SEARCH, Kind.FETCH, Kind.THINK}
 )
@@ -105,6 +106,8 @@ class ToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     shell_timeout_s: float = DEFAULTS.shell_timeout_s
+    # the longest a shell call may ask for (its `timeout` argument is capped to this)
+    shell_timeout_cap_s: float = MAX_SHELL_TIMEOUT_S
     max_output_chars: int = 30_000
     view: FileView = field(default=REAL_VIEW)
 

@@ -21,11 +21,18 @@ from typing import IO, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolError, ToolResult
+from qshell.tools.base import (
+    MAX_SHELL_TIMEOUT_S,
+    Access,
+    ErrorType,
+    Kind,
+    ToolContext,
+    ToolError,
+    ToolResult,
+)
 from qshell.tools.procgroup import end_group, signal_group
 from qshell.tools.truncate import HeadTailBuffer
 
-MAX_TIMEOUT_S = 600.0
 POST_EXIT_DRAIN_S = 1.0
 READ_CHUNK_BYTES = 65536
 WAIT_POLL_S = 0.05
@@ -39,7 +46,7 @@ class ShellArgs(BaseModel):
         default=None,
         gt=0,
         description=f"Seconds before the command is killed (default from settings, max "
-        f"{MAX_TIMEOUT_S:.0f}).",
+        f"{MAX_SHELL_TIMEOUT_S:.0f}).",
     )
 
 
@@ -96,7 +103,7 @@ class ShellTool:
             return ToolResult.fail(ErrorType.INVALID_ARGS, "command must not be empty")
         if ctx.cancel.cancelled:
             return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
-        timeout_s = min(args.timeout or ctx.shell_timeout_s, MAX_TIMEOUT_S)
+        timeout_s = min(args.timeout or ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
         try:
             proc = subprocess.Popen(
                 ["bash", "-c", args.command],

@@ -187,3 +187,10 @@ def test_shell_reports_when_bash_cannot_start(ctx: ToolContext) -> None:
 
 def test_shell_accesses_no_paths(ctx: ToolContext) -> None:
     assert TOOL.accesses(ShellArgs(command="ls"), ctx) == []
+
+
+def test_a_timeout_the_call_asks_for_is_capped_by_the_context(ctx: ToolContext) -> None:
+    capped = dataclasses.replace(ctx, shell_timeout_cap_s=0.3)
+    result = sh(capped, "sleep 30", timeout=500)
+    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
+    assert "0.3 s" in result.display or "0.3 s" in result.llm_content

@@ -1,0 +1,154 @@
+"""The read scope of a proven shell command: the files it reads, computed as bash will.
+
+`shellproof` proves from the text alone that a command only reads, and lists what it reads
+as `Read`s. Whether those reads stay in scope depends on the filesystem and on bash's own
+expansions, so this module asks the same bash that will run the command: a word with
+braces, tildes or globs (`{~,}/.ssh/id_rsa`, `~-/x`, `.e*`, `config/*`) is expanded by
+`bash -c 'printf "%s\0" WORD'` in the directory the command reads it from, with the
+environment the command will run with — but only a word made of plain characters, quotes
+and escapes, which nothing can make run code. Each resulting path, symlinks resolved, must
+be inside the project root and no secret; a read marked recursive (grep -r, rg, find, du,
+tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
+root or to a secret anywhere below it. Anything it cannot decide (a path known only at run
+time, an expansion that fails, a tree too large to walk) is a concern: the command asks.
+It runs nothing but that `printf`, in a child bash with a short timeout. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from qshell.shellproof import Read
+from qshell.tools.paths import PathResolver
+
+EXPANDS = frozenset("~{*?[")  # characters after which bash may read another path
+# a word nothing can make run code: plain characters, backslash escapes, '…' and "…"
+# without `$`, backquotes or escapes of them
+_PLAIN = r"[A-Za-z0-9_./,:=@%^+~*?\[\]{}!#-]"
+_SAFE_WORD = re.compile(rf"(?:{_PLAIN}|\\[^\n]|'[^']*'|\"(?:[^\"$`\\\n]|\\[^$`\n])*\")+")
+EXPAND_TIMEOUT_S = 2.0
+MAX_EXPANSIONS = 1_000  # more paths than this from one word: too many to check
+MAX_WALK_ENTRIES = 50_000  # a recursive read of a larger tree asks instead
+GIT_DIR_NAME = ".git"
+
+
+def read_concern(read: Read, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
+    """Why `read` leaves the read scope (or cannot be checked), or None when it stays in."""
+    base = _base(read, paths)
+    if base is None:
+        return f"{read.cwd} is only known when the command runs"
+    targets = _targets(read, base, paths, environ)
+    if isinstance(targets, str):
+        return targets
+    for target in targets:
+        concern = _path_concern(target, paths)
+        if concern is None and read.recursive:
+            concern = walk_concern(target, paths)
+        if concern:
+            return concern
+    return None
+
+
+def _base(read: Read, paths: PathResolver) -> Path | None:
+    """The directory a relative path of `read` is read from (a subshell's `cd` target);
+    None for `~+`, `~-`, `~user` and the like, which only bash knows."""
+    cwd = read.cwd
+    if not cwd:
+        return paths.root
+    if cwd.startswith("~") and cwd != "~" and not cwd.startswith("~/"):
+        return None
+    return paths.resolve(cwd)
+
+
+def _targets(
+    read: Read, base: Path, paths: PathResolver, environ: Mapping[str, str]
+) -> list[Path] | str:
+    """The paths `read` names once bash has expanded it, or why they cannot be known."""
+    if read.literal and not EXPANDS.intersection(read.raw):
+        return [_absolute(read.text, base)]
+    if not _SAFE_WORD.fullmatch(read.raw) or read.raw.startswith("#"):
+        return f"{read.text} is only known when the command runs"
+    expanded = expand_word(read.raw, base, environ)
+    if expanded is None:
+        return f"{read.text} could not be expanded to check what it reads"
+    if len(expanded) > MAX_EXPANSIONS:
+        return f"{read.text} names too many files to check"
+    return [_absolute(text, base) for text in expanded if text and text != "-"]
+
+
+def _absolute(text: str, base: Path) -> Path:
+    path = Path(text)
+    return path if path.is_absolute() else base / path
+
+
+def expand_word(raw: str, cwd: Path, environ: Mapping[str, str]) -> list[str] | None:
+    """What bash makes of one safe word (brace, tilde and pathname expansion, quote
+    removal) in `cwd` with `environ`; None when bash fails or takes too long."""
+    if not cwd.is_dir():
+        return [raw] if not EXPANDS.intersection(raw) else None
+    script = f'printf "%s\\0" {raw}'
+    env = dict(environ)
+    env["PWD"] = str(cwd)
+    try:
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-c", script],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=EXPAND_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    out = done.stdout.decode("utf-8", "surrogateescape")
+    return out.split("\0")[:-1]
+
+
+def _path_concern(path: Path, paths: PathResolver) -> str | None:
+    """Why reading `path` (and what it resolves to) is out of scope, or None."""
+    if paths.is_secret(path):
+        return f"{paths.relative(path)} looks like a secret"
+    try:
+        resolved = paths.resolve(path)
+    except (OSError, RuntimeError):
+        return f"{path} cannot be resolved (a symlink loop?)"
+    return paths.read_concern(resolved)
+
+
+def walk_concern(start: Path, paths: PathResolver) -> str | None:
+    """Why a recursive read of `start` could reach a secret or leave the root, or None.
+
+    Every entry below it is looked at — hidden and ignored ones too, since not every tool
+    honours .gitignore — except inside `.git`; symlinks are not followed but each one must
+    lead to a non-secret inside the root.
+    """
+    try:
+        resolved = paths.resolve(start)
+    except (OSError, RuntimeError):
+        return f"{start} cannot be resolved (a symlink loop?)"
+    if not resolved.is_dir():
+        return None
+    for count, entry in enumerate(_entries(resolved), 1):
+        if count > MAX_WALK_ENTRIES:
+            return f"the tree below {paths.relative(resolved)} is too large to check"
+        if paths.hidden(entry):
+            return f"a recursive read of {paths.relative(resolved)} would reach {paths.relative(entry)}"
+    return None
+
+
+def _entries(top: Path) -> Iterator[Path]:
+    """Every entry below `top`, without following symlinks or entering `.git`."""
+    for directory, subdirs, files in os.walk(top, followlinks=False):
+        here = Path(directory)
+        for name in subdirs:
+            yield here / name
+        for name in files:
+            yield here / name
+        subdirs[:] = [d for d in subdirs if d != GIT_DIR_NAME]

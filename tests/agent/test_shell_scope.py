@@ -1,0 +1,139 @@
+"""The read scope of proven shell commands, computed as bash will expand and walk it.
+
+Each case runs the real bash (for brace, tilde and glob expansion) in a throwaway project
+whose home directory is inside tmp_path. Nothing here runs the commands themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from qshell import shellproof
+from qshell.agent.policy import MainToolRunner, Verdict, shell_concern
+from qshell.agent.shell_scope import MAX_WALK_ENTRIES, walk_concern
+from qshell.config import ApprovalMode
+from qshell.tools.base import Kind, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
+from qshell.tools.shell import ShellArgs, ShellTool
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    (root / "README.md").write_text("# project\n")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    return root
+
+
+@pytest.fixture
+def ctx(project: Path, tmp_path: Path) -> ToolContext:
+    home = tmp_path / "home"
+    environ = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "OLDPWD": str(tmp_path)}
+    return ToolContext(paths=PathResolver(project, home=home), environ=environ)
+
+
+def allowed(command: str, ctx: ToolContext) -> bool:
+    assert shellproof.check(command).read_only, command  # the proof is not what is tested
+    return shell_concern(command, ctx) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat {~,}/.ssh/id_rsa",
+        "cat ~/.ssh/id_rsa",
+        "cat ~-/home/.ssh/id_rsa",
+        "head ~root/.bashrc",
+        "cat /etc/hostname",
+        "cat src/../../home/.ssh/id_rsa",
+    ],
+)
+def test_paths_bash_expands_out_of_the_project_are_out_of_scope(command, ctx):
+    assert not allowed(command, ctx)
+
+
+@pytest.mark.parametrize(
+    "command", ["cat README.md", "cat ~+/README.md", "cat '~'/x", "wc -l src/*.py", "ls {src,.}"]
+)
+def test_paths_bash_expands_inside_the_project_are_in_scope(command, ctx):
+    assert allowed(command, ctx)
+
+
+def test_a_glob_that_matches_a_secret_is_out_of_scope(project, ctx):
+    assert allowed("cat .e*", ctx)  # matches nothing: bash passes `.e*` itself
+    (project / ".env").write_text("API_KEY=1\n")
+    assert not allowed("cat .e*", ctx)
+    (project / "config").mkdir()
+    (project / "config" / "a.txt").write_text("a\n")
+    assert allowed("cat config/*", ctx)
+    (project / "config" / "server.pem").write_text("KEY\n")
+    assert not allowed("cat config/*", ctx)
+
+
+def test_a_path_through_a_symlink_out_of_the_project_is_out_of_scope(project, tmp_path, ctx):
+    os.symlink(tmp_path / "home" / ".ssh" / "id_rsa", project / "notes.txt")
+    assert not allowed("cat notes.txt", ctx)
+    assert not allowed("cat n*", ctx)
+
+
+def test_a_recursive_read_must_not_reach_a_secret_or_an_outward_symlink(project, tmp_path, ctx):
+    assert allowed("find . -name '*.py'", ctx)
+    (project / "src" / ".env.local").write_text("TOKEN=1\n")
+    assert not allowed("find . -name '*.py'", ctx)
+    assert allowed("find src/app.py", ctx)  # a file is no tree
+    (project / "src" / ".env.local").unlink()
+    os.symlink(tmp_path / "home", project / "src" / "home")
+    assert "would reach" in (shell_concern("find src", ctx) or "")
+
+
+def test_a_tree_too_large_to_walk_asks(project, monkeypatch):
+    monkeypatch.setattr("qshell.agent.shell_scope.MAX_WALK_ENTRIES", 3)
+    for i in range(5):
+        (project / f"f{i}.txt").write_text("x")
+    paths = PathResolver(project, home=project.parent / "home")
+    assert "too large" in (walk_concern(project, paths) or "")
+    assert MAX_WALK_ENTRIES > 3
+
+
+@pytest.mark.parametrize(
+    "command", ['cat "$HOME/.ssh/id_rsa"', "cat $(echo README.md)", "(cd ~- && cat x)"]
+)
+def test_paths_known_only_at_run_time_ask(command, ctx):
+    assert shell_concern(command, ctx) is not None
+
+
+class RecordingShell(ShellTool):
+    """The real shell tool's contract, recording the context it would run in."""
+
+    def __init__(self) -> None:
+        self.contexts: list[ToolContext] = []
+
+    def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
+        self.contexts.append(ctx)
+        return ToolResult("ok")
+
+
+def test_a_command_run_because_it_was_proven_gets_the_sanitised_environment(ctx):
+    ctx = ToolContext(
+        paths=ctx.paths, environ={**ctx.environ, "OPENAI_API_KEY": "sk-x"}, shell_timeout_s=120
+    )
+    runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=True)
+    tool = RecordingShell()
+    assert tool.kind is Kind.EXECUTE
+    proven = ShellArgs(command="cat README.md", timeout=500)
+    assert runner.decide(tool, proven, ctx).verdict is Verdict.ALLOW
+    runner.execute(tool, proven, ctx)
+    asked = ShellArgs(command="make test")
+    assert runner.decide(tool, asked, ctx).verdict is Verdict.ASK
+    runner.execute(tool, asked, ctx)  # the user said yes: their own environment
+    auto, approved = tool.contexts
+    assert "OPENAI_API_KEY" not in auto.environ and approved.environ["OPENAI_API_KEY"] == "sk-x"
+    assert auto.shell_timeout_cap_s == shellproof.SHELL_TIMEOUT_S == auto.shell_timeout_s
+    assert approved.shell_timeout_s == 120
