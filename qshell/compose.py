@@ -178,6 +178,7 @@ def open_session(
             root,
             home=Path(environ.get("HOME") or Path.home()),
             extra_secret_patterns=settings.secret_patterns,
+            protected_patterns=settings.protected_paths,
         ),
         environ=dict(environ),
         shell_timeout_s=settings.shell_timeout_s,

@@ -54,6 +54,26 @@ class ProviderName(enum.StrEnum):
     LOCAL = "local"
 
 
+# Files that configure qshell, git or other tools and can make them run code or widen what
+# qshell may do: writing them always asks (auto-edit mode too), is a boundary in
+# speculation and is never applied by an accept. gitignore-style patterns, root-relative.
+DEFAULT_PROTECTED_PATHS = (
+    ".qshell/",
+    ".git/",
+    ".gitmodules",
+    ".gitattributes",
+    ".githooks/",
+    ".husky/",
+    ".pre-commit-config.yaml",
+    ".envrc",
+    ".vscode/",
+    ".idea/",
+    ".devcontainer/",
+    ".github/workflows/",
+    ".gitlab-ci.yml",
+)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
@@ -109,6 +129,7 @@ class Settings(_Section):
     context_window: int = Field(128_000, ge=1000)  # tokens the model accepts in one request
     compact_threshold: float = Field(0.85, gt=0, lt=1)  # fraction of it that triggers compaction
     secret_patterns: list[str] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)

@@ -29,6 +29,7 @@ from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
 FREE_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK})
+PROTECTED_REASON = "configures qshell, git or another tool (protectedPaths): writing it always asks"
 NON_INTERACTIVE_HINT = (
     "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
     "(edits) or -y/--yolo (everything)"
@@ -45,6 +46,7 @@ class Verdict(enum.StrEnum):
 class Decision:
     verdict: Verdict
     reason: str = ""
+    always_asks: bool = False  # an "always allow" answer does not cover it (protected paths)
 
 
 ALLOW = Decision(Verdict.ALLOW)
@@ -61,6 +63,9 @@ def decide(
     if by_kind.verdict is Verdict.DENY or mode is ApprovalMode.YOLO:
         return by_kind
     for access in accesses:
+        if access.write and ctx.paths.is_protected(access.path):
+            rel = ctx.paths.relative(access.path)
+            return Decision(Verdict.ASK, f"{rel} {PROTECTED_REASON}", always_asks=True)
         concern = None if access.write else ctx.paths.read_concern(access.path)
         if concern:
             return Decision(Verdict.ASK, concern)
@@ -152,7 +157,7 @@ class MainToolRunner:
         if decision.verdict is not Verdict.ASK:
             return decision
         with self._lock:
-            if tool.name in self._always:
+            if tool.name in self._always and not decision.always_asks:
                 return ALLOW
         if self._proven_read_only(tool, args, ctx):
             with self._lock:

@@ -19,7 +19,14 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qshell.agent.policy import ALLOW, FREE_KINDS, Decision, proven_context, shell_concern
+from qshell.agent.policy import (
+    ALLOW,
+    FREE_KINDS,
+    PROTECTED_REASON,
+    Decision,
+    proven_context,
+    shell_concern,
+)
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.overlay import Overlay, OverlayEscape
@@ -72,6 +79,9 @@ class SpeculativeRunner:
                     raise Boundary(
                         BoundaryType.EDIT, tool.name, f"{access.path} is outside the root"
                     )
+                if ctx.paths.is_protected(access.path):
+                    rel = ctx.paths.relative(access.path)
+                    raise Boundary(BoundaryType.EDIT, tool.name, f"{rel} {PROTECTED_REASON}")
             return ALLOW
         if tool.kind is Kind.EXECUTE:
             return self._shell(tool, args, ctx)

@@ -271,6 +271,11 @@ def accept(
         if problems:
             raise ValueError(f"speculated history does not pair up: {problems}")
         written = list(spec.overlay.written)
+        protected = [
+            rel for rel in written if spec.overlay.resolver.is_protected(session.project_root / rel)
+        ]
+        if protected:  # the gate never lets one in; an accept never writes one either
+            raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
         if on_apply is not None:
             on_apply(written)
         spec.overlay.apply()

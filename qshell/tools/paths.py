@@ -19,6 +19,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import pathspec
+
+from qshell.config import DEFAULT_PROTECTED_PATHS
+
 SECRET_NAME_PATTERNS: tuple[str, ...] = (
     ".env",
     ".env.*",
@@ -76,8 +80,11 @@ class PathResolver:
         *,
         home: Path | None = None,
         extra_secret_patterns: Iterable[str] = (),
+        protected_patterns: Iterable[str] = DEFAULT_PROTECTED_PATHS,
     ) -> None:
         self.root = Path(root).resolve()
+        self.protected_patterns = tuple(protected_patterns)
+        self._protected = pathspec.GitIgnoreSpec.from_lines(self.protected_patterns)
         self.home = (home or Path(os.path.expanduser("~"))).resolve()
         self.secret_patterns: tuple[str, ...] = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
         self._secret_dirs = tuple(self.home / d for d in SECRET_HOME_DIRS)
@@ -134,6 +141,14 @@ class PathResolver:
             return True
         leaves = self.is_inside_root(path) and not self.is_inside_root(resolved)
         return leaves or self.is_secret(resolved)
+
+    def is_protected(self, path: Path) -> bool:
+        """True for a path inside the root that configures qshell, git or another tool
+        (`protectedPaths`): writing it always asks and never happens speculatively."""
+        if not self.is_inside_root(path) or path == self.root:
+            return False
+        rel = path.relative_to(self.root).as_posix()
+        return bool(self._protected.match_file(rel)) or bool(self._protected.match_file(rel + "/"))
 
     def read_concern(self, path: Path) -> str | None:
         """Why reading `path` needs approval, or None when it may be read freely."""
