@@ -18,6 +18,7 @@ from typing import Any, NoReturn, TextIO
 from qshell import __version__
 
 SUBCOMMANDS = ("stats", "plugins")
+CHECK_SHELL = "check-shell"  # has options of its own (check_shell.py)
 APPROVAL_MODES = ("default", "auto-edit", "plan", "yolo")
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 STDIN_CAP_BYTES = 8 * 1024 * 1024
@@ -38,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qshell",
         description="A fast terminal coding agent that predicts and pre-runs your next prompt.",
-        epilog="Subcommands: `qshell stats`, `qshell plugins`. Exit codes: 0 ok, 1 error, "
+        epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell check-shell`. "
+        "Exit codes: 0 ok, 1 error, "
         "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 130 interrupted.",
     )
     parser.add_argument("prompt", nargs="*", help="the prompt (print mode), or a subcommand")
@@ -111,8 +113,11 @@ def main(
     stdout = stdout if stdout is not None else sys.stdout
     stderr = stderr if stderr is not None else sys.stderr
     environ = dict(os.environ if environ is None else environ)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [CHECK_SHELL]:
+        return _check_shell(argv[1:], stdin, stdout, stderr, environ, cwd)
     try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(argv)
     except UsageError as exc:
         stderr.write(f"qshell: {exc} (see qshell --help)\n")
         return EXIT_INPUT
@@ -212,6 +217,26 @@ def _opener(settings: Any, root: Path, environ: Mapping[str, str], stderr: TextI
         stderr.flush()
 
     return SessionOpener(settings, root=root, environ=environ, notify=notify)
+
+
+def _check_shell(
+    argv: list[str],
+    stdin: TextIO,
+    stdout: TextIO,
+    stderr: TextIO,
+    environ: dict[str, str],
+    cwd: Path | None,
+) -> int:
+    from qshell.check_shell import run_check_shell
+    from qshell.errors import QshellError
+
+    try:
+        return run_check_shell(
+            argv, cwd=cwd or Path(os.getcwd()), environ=environ, stdin=stdin, stdout=stdout
+        )
+    except QshellError as exc:
+        stderr.write(f"qshell: {exc}\n")
+        return int(exc.exit_code)
 
 
 def entry() -> None:

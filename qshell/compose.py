@@ -158,6 +158,21 @@ class SessionOpener:
             close()
 
 
+def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) -> ToolContext:
+    """What the tools of a session in `root` may use: the path resolver with the secret and
+    protected patterns from settings, the environment and the shell timeout."""
+    return ToolContext(
+        paths=PathResolver(
+            root,
+            home=Path(environ.get("HOME") or Path.home()),
+            extra_secret_patterns=settings.secret_patterns,
+            protected_patterns=settings.protected_paths,
+        ),
+        environ=dict(environ),
+        shell_timeout_s=settings.shell_timeout_s,
+    )
+
+
 def open_session(
     settings: Settings,
     request: SessionRequest,
@@ -173,16 +188,7 @@ def open_session(
     config = config or provider_config(settings, environ)
     tiny = config.name is ProviderName.LOCAL and not settings.local.model_path
     directory = transcripts.transcripts_dir(dirs.state, root)
-    context = ToolContext(
-        paths=PathResolver(
-            root,
-            home=Path(environ.get("HOME") or Path.home()),
-            extra_secret_patterns=settings.secret_patterns,
-            protected_patterns=settings.protected_paths,
-        ),
-        environ=dict(environ),
-        shell_timeout_s=settings.shell_timeout_s,
-    )
+    context = tool_context(settings, root=root, environ=environ)
     history = []
     last_prompt_tokens = 0
     if request.continue_latest or request.resume_id:

@@ -1,0 +1,82 @@
+"""`qshell check-shell`: would qshell run these shell commands without asking, and why not.
+
+An audit of the shell read-only proof and the read scope, for users and reviewers: for
+each command (from the arguments, else one per line of standard input) it prints whether
+qshell runs it without asking in the project `--root` — in default and auto-edit modes,
+and speculatively — and otherwise the reason. It asks the very function the main runner
+and the speculative gate ask (`agent.policy.shell_concern`), with the tool context a
+session in that root gets (compose.tool_context), so nothing is re-implemented. It runs
+none of the commands (only bash's own expansion of globs, braces and tildes, see
+agent/shell_scope.py). `--json` prints one object per line: command, auto_run, reason.
+Main thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+from qshell.errors import InputError
+
+PROG = "qshell check-shell"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{message} (see {PROG} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Say whether qshell would run shell commands without asking, and why not.",
+        epilog="With no COMMAND, commands are read from standard input, one per line.",
+    )
+    parser.add_argument("commands", nargs="*", metavar="COMMAND", help="a bash command line")
+    parser.add_argument("--root", type=Path, help="the project root (default: this directory)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    return parser
+
+
+def run_check_shell(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    environ: Mapping[str, str],
+    stdin: TextIO,
+    stdout: TextIO,
+) -> int:
+    from qshell.agent.policy import shell_concern
+    from qshell.compose import tool_context
+    from qshell.config import load_settings, project_root_for
+
+    args = build_parser().parse_args(list(argv))
+    given = args.root if args.root is not None else cwd
+    root = project_root_for(given if given.is_absolute() else cwd / given)
+    if not root.is_dir():
+        raise InputError(f"--root {root} is not a directory")
+    settings = load_settings(project_root=root, environ=environ)
+    ctx = tool_context(settings, root=root, environ=environ)
+    for command in _commands(args.commands, stdin):
+        reason = shell_concern(command, ctx)
+        if args.json:
+            record = {"command": command, "auto_run": reason is None, "reason": reason or ""}
+            stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+        elif reason is None:
+            stdout.write(f"runs without asking: {command}\n")
+        else:
+            stdout.write(f"asks: {command}  ({reason})\n")
+    return 0
+
+
+def _commands(given: Sequence[str], stdin: TextIO) -> Iterable[str]:
+    if given:
+        yield from given
+        return
+    for line in stdin:
+        command = line.rstrip("\n")
+        if command.strip():
+            yield command
