@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
-from qshell.agent.shell_scope import read_concern
+from qshell.agent.shell_scope import git_config_concern, read_concern
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
@@ -102,6 +102,8 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
         concern = read_concern(read, ctx.paths, environ)
         if concern:
             return concern
+    if any(c == "git" or c.startswith("git ") for c in verdict.commands):
+        return git_config_concern(ctx.root, environ)
     return None
 
 

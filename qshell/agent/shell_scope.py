@@ -11,7 +11,12 @@ be inside the project root and no secret; a read marked recursive (grep -r, rg, 
 tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
 root or to a secret anywhere below it. Anything it cannot decide (a path known only at run
 time, an expansion that fails, a tree too large to walk) is a concern: the command asks.
-It runs nothing but that `printf`, in a child bash with a short timeout. Thread-safe.
+A `git` command also needs the repository's configuration checked: the environment it
+runs in disables fsmonitor, hooks, pagers, credential helpers, signature checks and every
+transport, but external diff programs, textconv and filter drivers and a work tree
+elsewhere cannot be switched off there, so `git_config_concern` reads the configuration
+(`git config --list`, which runs no program) and asks when any of them is set.
+It runs nothing but that `printf` and `git config`, with a short timeout. Thread-safe.
 """
 
 from __future__ import annotations
@@ -152,3 +157,35 @@ def _entries(top: Path) -> Iterator[Path]:
         for name in files:
             yield here / name
         subdirs[:] = [d for d in subdirs if d != GIT_DIR_NAME]
+
+
+# configuration git would act on even for a read-only subcommand, and that the environment
+# of a proven command cannot switch off (shellproof/env.py switches off the rest)
+GIT_PROGRAM_KEYS = re.compile(
+    r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(clean|smudge|process)"
+    r"|core\.worktree|core\.gitproxy|core\.sshcommand)$"
+)
+
+
+def git_config_concern(root: Path, environ: Mapping[str, str]) -> str | None:
+    """Why a git command in `root` could run a configured program or read elsewhere
+    (`diff.external`, a diff or filter driver, `core.worktree`…), or None."""
+    try:
+        done = subprocess.run(
+            ["git", "config", "--list", "-z"],
+            cwd=root,
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=EXPAND_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "git's configuration could not be read to check it runs no program"
+    if done.returncode not in (0, 1):  # 1: no configuration at all
+        return "git's configuration could not be read to check it runs no program"
+    for entry in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        key = entry.split("\n", 1)[0].lower()
+        if GIT_PROGRAM_KEYS.match(key):
+            return f"git's configuration sets {key}, which runs a program or reads elsewhere"
+    return None

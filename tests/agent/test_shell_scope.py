@@ -137,3 +137,42 @@ def test_a_command_run_because_it_was_proven_gets_the_sanitised_environment(ctx)
     assert "OPENAI_API_KEY" not in auto.environ and approved.environ["OPENAI_API_KEY"] == "sk-x"
     assert auto.shell_timeout_cap_s == shellproof.SHELL_TIMEOUT_S == auto.shell_timeout_s
     assert approved.shell_timeout_s == 120
+
+
+def git(root: Path, *args: str) -> None:
+    import subprocess
+
+    env = {"HOME": str(root.parent / "home"), "PATH": os.environ.get("PATH", "")}
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("diff.external", "/bin/sh -c id"),
+        ("diff.pdf.textconv", "pdftotext"),
+        ("filter.lfs.clean", "git-lfs clean -- %f"),
+        ("core.worktree", "/"),
+    ],
+)
+def test_git_asks_when_the_repository_configures_a_program_it_would_run(project, ctx, key, value):
+    git(project, "init", "-q")
+    assert allowed("git status", ctx) and allowed("git log --oneline", ctx)
+    git(project, "config", key, value)
+    reason = shell_concern("git diff", ctx) or ""
+    assert key in reason
+    assert not allowed("git status", ctx)
+
+
+def test_git_asks_when_the_users_global_configuration_does(project, ctx, tmp_path):
+    git(project, "init", "-q")
+    (tmp_path / "home" / ".gitconfig").write_text('[diff]\n\texternal = "evil"\n')
+    assert not allowed("git log -p", ctx)
+
+
+def test_the_environment_already_switches_off_fsmonitor_pagers_and_hooks(project, ctx):
+    git(project, "init", "-q")
+    git(project, "config", "core.fsmonitor", "/bin/false")
+    git(project, "config", "core.pager", "less")
+    git(project, "config", "core.hooksPath", ".hooks")
+    assert allowed("git status", ctx)
