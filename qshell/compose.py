@@ -9,7 +9,7 @@ model server), and `close()` releases it. `open_interactive` builds what an inte
 front-end drives — the Conversation, the factory of its next-prompt suggestions (with
 local telemetry), the prompt's private history file — after sweeping the speculation
 overlays dead processes left; `open_print` builds the one session and non-interactive
-ToolRunner of `--print`. Front-ends never construct providers, tools, runners or
+ToolRunner of `--print`, after the same sweep. Front-ends never construct providers, tools, runners or
 telemetry themselves. No threads; terminal output only through the `notify` callback.
 """
 
@@ -319,6 +319,8 @@ class PrintRun:
 def open_print(
     settings: Settings, request: SessionRequest, *, open_session: SessionFactory
 ) -> PrintRun:
-    """The session for `request` and the runner of a `--print` turn."""
+    """The session for `request` and the runner of a `--print` turn; like an interactive
+    start, it first finishes or rolls back the applies of qshell processes that died."""
+    _sweep_stale_overlays()
     session = open_session(request)
     return PrintRun(session, MainToolRunner(settings.approval_mode, interactive=False))

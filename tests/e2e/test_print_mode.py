@@ -217,3 +217,36 @@ def test_commands_proven_read_only_in_the_root_run_without_asking(
     result = llm_server.requests[1].last_tool_results[0].content
     assert ("exit code 0" in result or "hello from the project" in result) is runs
     assert ("not allowed" in result) is not runs
+
+
+def test_print_mode_rolls_back_the_interrupted_apply_of_a_dead_process_first(
+    llm_server, tmp_path, monkeypatch
+):
+    """A journal left by a qshell that died mid-apply is recovered by the next `-p` run too,
+    before it reads anything."""
+    import os
+
+    from tests.overlay.test_apply import (
+        DEAD_PID,
+        crash,
+        crash_at_the_second_rename,
+        fresh,
+        snapshot,
+        speculate,
+    )
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    base = temp / f"qshell-speculation-{os.getuid()}"
+    root, overlay = fresh(tmp_path, "proj")
+    overlay = type(overlay).create(root, overlay.resolver, base_dir=base)
+    before = speculate(overlay, root)
+    crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.directory.parent.rename(base / str(DEAD_PID))
+    assert snapshot(root) != before  # half applied
+    llm_server.add_rule(always(), Reply.text("fine"))
+    env = {**provider_env(llm_server, "openai"), "TMPDIR": str(temp)}
+    run = run_qshell("-p", "hello", cwd=root, env=env)
+    assert run.code == 0, run.stderr
+    assert {k: v for k, v in snapshot(root).items() if ".qshell" not in k} == before
+    assert not (base / str(DEAD_PID)).exists()
