@@ -4,18 +4,17 @@ Speculation may run a shell command only when `check` proves it read-only. The l
 with tree-sitter-bash and every node is walked: only known statements, words and redirections
 (input, or output to `/dev/null`) pass; substitutions pass only when every inner command is
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
-the corpus decides; each simple command must pass its allowlist rule in `rules`. Parse
-errors, unknown node types, text the parser skipped or split differently from bash (line
-continuations, carriage returns, blanks inside a word) and anything computed at run time where
-it could change the command are refused; `Verdict.reason` names the first. `paths` and
-`dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
-never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
-through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that
-environment and not provable from the text: git drivers the user configured
-(`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
-configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
-dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
-so `check` is safe from any thread.
+the corpus decides; each simple command must pass its allowlist rule in `rules`. Parse errors,
+unknown node types, text the parser skipped or split differently from bash (line continuations,
+carriage returns, blanks inside a word) and anything computed at run time where it could change
+the command are refused; `Verdict.reason` names the first. `paths` and `dynamic_paths` tell the
+gate what the command reads so it can apply the read-scope rules. It never runs the command: the
+caller runs a proven one with `sanitized_env` (no pager, git hardened through `GIT_CONFIG_*`),
+stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that environment and not
+provable from the text: git drivers the user configured (`diff.external`, textconv and filter
+drivers) still run; `diff.external` cannot be unset by configuration (an empty value makes every
+`git diff` fail), so only `GIT_EXTERNAL_DIFF` is dropped. Thread rule: one tree-sitter parser
+per thread (`threading.local`); all else is pure, so `check` is safe from any thread.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import threading
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from qshell.shellproof.quoting import assemble_word, decode_unquoted
 from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, check_test, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
@@ -41,12 +41,10 @@ from qshell.shellproof.syntax import (
     WRITE_OPS,
     Scope,
     Verdict,
-    assemble_word,
     check_gaps,
     check_heredoc_body,
     check_plain_pattern,
     construct_reason,
-    decode_unquoted,
     fail,
     node_text,
     token_reason,

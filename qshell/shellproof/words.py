@@ -2,10 +2,11 @@
 
 `WordProver` is the half of the walker that turns one word node (plain, quoted, concatenated,
 with expansions, arithmetic or command substitutions) into a decoded `Word`, rejecting whatever
-could run code or is only known at run time where that matters; substitutions are proven by
-recursing into the statement walker it is given (`Statements`: `walker.Walker`, the other
-half — statements, pipelines, redirections and tests). Pure: no command is ever run; one
-prover per check, so not shared between threads.
+could run code or is only known at run time where that matters; `quoting.py` decodes the
+text. Substitutions are proven by recursing
+into the statement walker it is given (`Statements`: `walker.Walker`, the other half —
+statements, pipelines, redirections and tests). Pure: no command is ever run; one prover per
+check, so not shared between threads.
 """
 
 from __future__ import annotations
@@ -14,28 +15,30 @@ from typing import Protocol
 
 from tree_sitter import Node
 
+from qshell.shellproof.quoting import (
+    DYN_QUOTED,
+    DYN_UNQUOTED,
+    GLOB,
+    LIT,
+    PROCSUB,
+    assemble_word,
+    check_dollars,
+    decode_ansi,
+    decode_double,
+    decode_unquoted,
+)
 from qshell.shellproof.rules import Word
 from qshell.shellproof.syntax import (
     ARITH_ASSIGN,
     ARITH_NODES,
-    DYN_QUOTED,
-    DYN_UNQUOTED,
     EXPANSION_OPS,
     EXPANSION_REJECTS,
-    GLOB,
-    LIT,
     MAX_DEPTH,
-    PROCSUB,
     REDIRECTS,
     SIMPLE_EXPANSION,
     VARIABLE_NAME,
     Scope,
-    assemble_word,
-    check_dollars,
     check_plain_pattern,
-    decode_ansi,
-    decode_double,
-    decode_unquoted,
     fail,
     node_text,
     token_reason,
