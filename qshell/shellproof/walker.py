@@ -4,17 +4,20 @@ Speculation may run a shell command only when `check` proves it read-only. The l
 with tree-sitter-bash and every node is walked: only known statements, words and redirections
 (input, or output to `/dev/null`) pass; substitutions pass only when every inner command is
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
-the corpus decides; each simple command must pass its allowlist rule in `rules`. Parse errors,
-unknown node types, text the parser skipped or split differently from bash (line continuations,
-carriage returns, blanks inside a word) and anything computed at run time where it could change
-the command are refused; `Verdict.reason` names the first. `paths` and `dynamic_paths` tell the
-gate what the command reads so it can apply the read-scope rules. It never runs the command: the
-caller runs a proven one with `sanitized_env` (no pager, git hardened through `GIT_CONFIG_*`),
-stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that environment and not
-provable from the text: git drivers the user configured (`diff.external`, textconv and filter
-drivers) still run; `diff.external` cannot be unset by configuration (an empty value makes every
-`git diff` fail), so only `GIT_EXTERNAL_DIFF` is dropped. Thread rule: one tree-sitter parser
-per thread (`threading.local`); all else is pure, so `check` is safe from any thread.
+the corpus decides; each simple command must pass its allowlist rule in `rules`. Where
+tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ … ]` is parsed
+again as the simple command bash runs (so `>` there is a redirection and `||` ends it). Parse
+errors, unknown node types, text the parser skipped or split differently from bash (line
+continuations, carriage returns, blanks inside a word) and anything computed at run time where
+it could change the command are refused; `Verdict.reason` names the first. `paths` and
+`dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
+never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git
+hardened through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py).
+Left to that environment and not provable from the text: git drivers the user configured
+(`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
+configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
+dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
+so `check` is safe from any thread.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ import threading
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from qshell.shellproof.quoting import assemble_word, decode_unquoted
-from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, check_test, judge, read_of
+from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
     COND_ARITH_OPS,
@@ -334,33 +336,26 @@ class Walker:
         if not children or children[0].type not in ("[", "[["):
             fail("unusual test command")
         if children[0].type == "[":
-            words: list[Word] = []
-            for child in children[1:-1]:
-                self.flatten_test(child, scope, words)
-            judged = check_test("test", words)
-            for read in judged.reads:
-                self.read(read, scope)
-        else:
-            for child in children[1:-1]:
-                self.double_test(child, scope)
-        self.commands.append(children[0].type)
+            self.bracket(node, scope)
+            return
+        for child in children[1:-1]:
+            self.double_test(child, scope)
+        self.commands.append("[[")
 
-    def flatten_test(self, node: Node, scope: Scope, out: list[Word]) -> None:
-        kind = node.type
-        if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
-            for child in node.children:
-                self.flatten_test(child, scope, out)
-        elif kind == "test_operator" or not node.is_named:
-            text = node_text(node)
-            out.append(Word(text, text, True, text.startswith("-"), False, text))
-        elif kind in ("extglob_pattern", "regex"):
-            pieces: list[tuple[int, str]] = []
-            decode_unquoted(node_text(node), pieces)
-            out.append(assemble_word(pieces, node_text(node)))
-        elif kind in WORD_NODES:
-            out.append(self.words.word(node, scope))
-        else:
-            fail(f"unsupported '{kind}' in [ … ]")
+    def bracket(self, node: Node, scope: Scope) -> None:
+        """Bash runs `[` as a simple command, where `>` and `<` are redirections and `||`, `|`
+        and `&` end it; tree-sitter reads a test expression. The text is parsed again as the
+        command `\\[ …` and proven like any other (its rule is `test`'s)."""
+        text = b"\\" + (node.text or b"")
+        root = _parser().parse(text).root_node
+        if root.has_error:
+            fail("[ … ] does not parse as the simple command bash runs")
+        check_gaps(text, root)
+        source, self.source = self.source, text
+        try:
+            self.statement(root, scope)
+        finally:
+            self.source = source
 
     def double_test(self, node: Node, scope: Scope) -> None:
         kind = node.type

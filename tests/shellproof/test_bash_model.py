@@ -3,7 +3,7 @@
 Each class has the proof's side (the command is refused, or read as bash reads it) and, when
 bash is installed, bash's side run in a throwaway directory: what bash really does with the
 text (writes the file, runs the command, reads the other path) is why the proof must refuse.
-Classes so far: ANSI-C quoting.
+Classes: ANSI-C quoting, `[ … ]` as the simple command it is.
 """
 
 from __future__ import annotations
@@ -145,3 +145,53 @@ def test_an_ansi_c_string_bash_ends_before_the_parser_does_is_refused(tmp_path: 
         (tmp_path / "\\").write_text("x\n")
         run_bash(command, tmp_path)
         assert (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ [ … ] is a simple command
+
+BRACKET_ATTACKS = [  # bash: `[ a` then `touch ]`, which makes the file `]`
+    ("[ x > out ]", "out"),
+    ("[ a || touch ]", "]"),
+    ("[ a | touch ]", "]"),
+    ("[ a == b&touch ]", "]"),
+    ("[ a =~ x|touch ]", "]"),
+    ("[ a = b ] || [ a >> out ]", "out"),
+]
+
+
+@pytest.mark.parametrize(("command", "made"), BRACKET_ATTACKS)
+def test_operators_inside_brackets_are_read_as_bash_reads_them(
+    command: str, made: str, tmp_path: Path
+):
+    assert not check(command).read_only
+    if BASH is not None:
+        run_bash(command, tmp_path)
+        assert eventually(tmp_path / made)
+
+
+def test_a_redirection_inside_brackets_is_refused_as_one():
+    assert check("[ x > README.md ]").reason == "redirection to a file"
+    assert check("[ a || rm ]").reason == "[ without a closing ]"
+
+
+def test_an_input_redirection_inside_brackets_is_a_read():
+    verdict = check("[ a < notes.txt ]")
+    assert verdict.read_only
+    assert verdict.paths == ("notes.txt",)
+    assert "network" in check("[ a < /dev/tcp/127.0.0.1/9 ]").reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["[ -f x ]", "[ ! -d x ]", '[ "$X" = y ]', "[ -n a -a -z '' ]", "[ a != b ] && cat x"],
+)
+def test_ordinary_bracket_tests_stay_read_only(command: str):
+    assert check(command).read_only, check(command).reason
+
+
+def test_double_brackets_compare_strings_with_angle_brackets(tmp_path: Path):
+    for command in ("[[ x > out ]]", "[[ x < out ]]"):
+        assert check(command).read_only, command
+        if BASH is not None:
+            run_bash(command, tmp_path)
+            assert not (tmp_path / "out").exists()
