@@ -6,18 +6,18 @@ with tree-sitter-bash and every node is walked: only known statements, words and
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
 the corpus decides; each simple command must pass its allowlist rule in `rules`. Where
 tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ … ]` is parsed
-again as the simple command bash runs (so `>` there is a redirection and `||` ends it). Parse
-errors, unknown node types, text the parser skipped or split differently from bash (line
-continuations, carriage returns, blanks inside a word) and anything computed at run time where
-it could change the command are refused; `Verdict.reason` names the first. `paths` and
-`dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
-never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git
-hardened through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py).
-Left to that environment and not provable from the text: git drivers the user configured
-(`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
-configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
-dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
-so `check` is safe from any thread.
+again as the simple command bash runs (so `>` there is a redirection and `||` ends it), and a
+word glued to a redirection (`{NAME}>…` assigns NAME) is refused. Parse errors, unknown node
+types, text the parser skipped or split differently from bash (line continuations, carriage
+returns, blanks inside a word) and anything computed at run time where it could change the
+command are refused; `Verdict.reason` names the first. `paths` and `dynamic_paths` tell the gate
+what the command reads so it can apply the read-scope rules. It never runs the command: the
+caller runs a proven one with `sanitized_env` (no pager, git hardened through `GIT_CONFIG_*`),
+stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that environment and not
+provable from the text: git drivers the user configured (`diff.external`, textconv and filter
+drivers) still run; `diff.external` cannot be unset by configuration (an empty value makes every
+`git diff` fail), so only `GIT_EXTERNAL_DIFF` is dropped. Thread rule: one tree-sitter parser
+per thread (`threading.local`); all else is pure, so `check` is safe from any thread.
 """
 
 from __future__ import annotations
@@ -237,6 +237,7 @@ class Walker:
     def redirect(self, node: Node, scope: Scope, args: list[Word] | None) -> None:
         """Only input, /dev/null and fd duplication; extra target words are command arguments
         (`grep x 2>/dev/null file`), appended to `args` (rejected where there is no command)."""
+        self.glued(node)
         kind = node.type
         if kind == "heredoc_redirect":
             self.heredoc(node, scope)
@@ -285,6 +286,18 @@ class Walker:
                 fail("redirection to a file")
         else:
             fail(f"redirection '{operator}' is not checked")
+
+    def glued(self, node: Node) -> None:
+        """What bash makes of a word glued to a redirection: `{NAME}>…` opens a descriptor and
+        assigns its number to NAME (PATH included); digits would be the descriptor number."""
+        start = i = node.start_byte
+        while i > 0 and self.source[i - 1 : i] not in b" \t\n;&|()<>":
+            i -= 1
+        word = self.source[i:start]
+        if word.startswith(b"{") and word.endswith(b"}"):
+            fail("named descriptor redirection {NAME}<… assigns a variable")
+        if word and node.child_count and node.children[0].type == "file_descriptor":
+            fail("a descriptor number glued to the word before it")
 
     def heredoc(self, node: Node, scope: Scope) -> None:
         self.heredocs += 1

@@ -3,7 +3,7 @@
 Each class has the proof's side (the command is refused, or read as bash reads it) and, when
 bash is installed, bash's side run in a throwaway directory: what bash really does with the
 text (writes the file, runs the command, reads the other path) is why the proof must refuse.
-Classes: ANSI-C quoting, `[ … ]` as the simple command it is.
+Classes: ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections.
 """
 
 from __future__ import annotations
@@ -195,3 +195,27 @@ def test_double_brackets_compare_strings_with_angle_brackets(tmp_path: Path):
         if BASH is not None:
             run_bash(command, tmp_path)
             assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ {NAME}> redirections
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat {fd}<f", "echo {PATH}>/dev/null", "ls {fd}>&-", "cat f {a[0]}</dev/null", "cat {fd}<<<x"],
+)
+def test_a_named_descriptor_redirection_is_refused(command: str):
+    verdict = check(command)
+    assert not verdict.read_only
+    assert "named descriptor" in verdict.reason, verdict.reason
+
+
+@needs_bash
+def test_bash_assigns_path_through_a_named_descriptor_redirection(tmp_path: Path):
+    done = run_bash('echo {PATH}>/dev/null; echo "$PATH"', tmp_path)
+    assert done.stdout.decode().splitlines()[-1].isdigit()
+
+
+def test_a_brace_word_not_glued_to_a_redirection_is_just_a_word():
+    assert check("echo {fd} >/dev/null").read_only
+    assert check("echo {a}x>/dev/null").read_only
