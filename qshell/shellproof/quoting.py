@@ -1,13 +1,15 @@
 """Quote removal as bash 5 does it: how the proof turns a word's source text into a `Word`.
 
-It decodes unquoted, double-quoted and ANSI-C quoted (`$'…'`) text exactly as bash does — octal
-escapes keep their low 8 bits, `\\x` takes one or two hex digits, `\\c` makes a control
+It decodes unquoted, double-quoted and ANSI-C quoted (`$'…'`) text exactly as bash does —
+octal escapes keep their low 8 bits, `\\x` takes one or two hex digits, `\\c` makes a control
 character, unknown escapes keep their backslash — and refuses what it cannot know from the text
-(a NUL that truncates the word, bytes ≥ 0x80 and `\\u` beyond ASCII, which depend on the locale,
-a quote where bash ends the string but the parser does not). What bash still expands at run time
-becomes a piece of its own: globs, brace expansions (`{a,b}`, `{1..3}`) and substitutions;
-`assemble_word` turns the pieces into the `Word` the rules see. The tree walkers (`words.py`,
-`walker.py`) call it; it never looks at a syntax tree. Pure functions; any thread.
+(a NUL that truncates the word, bytes ≥ 0x80 and `\\u` beyond ASCII, which depend on the
+locale, a quote where bash ends the string but the parser does not). What bash still expands
+at run time becomes a piece of its own: globs, brace expansions (`{a,b}`, `{1..3}`, judged
+over the whole word as bash's brace matching does), tildes other than a plain leading `~`
+(`~+`, `~-`, `~user`, `a=~` in an assignment-like word) and substitutions; `assemble_word`
+turns the pieces into the `Word` the rules see. The tree walkers (`words.py`, `walker.py`)
+call it; it never looks at a syntax tree. Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from qshell.shellproof.rules import Word
 from qshell.shellproof.syntax import fail
 
 # piece kinds of a word under construction
-LIT, GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB, BRACE_OPEN, BRACE_CLOSE = range(7)
+LIT, GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB, TILDE, HOME, BRACE_OPEN, BRACE_CLOSE = range(9)
 
 
-_RUN_TIME = frozenset((GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB))
+_RUN_TIME = frozenset((GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB, TILDE))
 
 
 _EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_({\[@*#?$!\-]")
@@ -46,8 +48,15 @@ _ANSI_DIGITS = {
 _OCTAL = re.compile("[0-7]{1,3}")
 
 
+# `NAME=…` and `NAME[…]+=…` arguments: bash expands a `~` after the `=` and after each `:`
+_ASSIGNMENT_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
+
+
 def decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
-    """Quote removal of an unquoted word part; specials become their own pieces."""
+    """Quote removal of an unquoted word part; specials become their own pieces. `out` empty
+    means the part starts the word, where bash expands a tilde-prefix."""
+    if not out and "~" in text[:3]:
+        text = _tilde(text, out)
     if not _SPECIAL.search(text):
         out.append((LIT, text))
         return
@@ -79,6 +88,22 @@ def decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
         i += 1
     if buf:
         out.append((LIT, "".join(buf)))
+
+
+def _tilde(text: str, out: list[tuple[int, str]]) -> str:
+    """The tilde-prefix at the start of a word (up to the first `/`): a plain `~` is HOME (kept
+    as `~` when the word is otherwise literal, as `Verdict.paths` promises); `~+`, `~-`,
+    `~user`, `~N` are known only at run time. A quoted character in it stops the expansion."""
+    end = text.find("/")
+    prefix = text if end < 0 else text[:end]
+    if "\\\n" in prefix:
+        fail("a line continuation next to a tilde")
+    if not prefix.startswith("~") or "\\" in prefix:  # a quoted character: no expansion
+        return text
+    if any(c in prefix for c in "*?[{}$`"):
+        fail("a tilde-prefix with a glob, brace or expansion inside is not checked")
+    out.append((HOME if prefix == "~" else TILDE, prefix))
+    return text[len(prefix) :]
 
 
 def decode_double(text: str, buf: list[str]) -> bool:
@@ -167,7 +192,7 @@ def _ansi_value(body: str, char: str, i: int) -> tuple[int, int]:
 
 
 def assemble_word(pieces: list[tuple[int, str]], raw: str) -> Word:
-    if len(pieces) == 1 and pieces[0][0] == LIT:
+    if len(pieces) == 1 and pieces[0][0] == LIT and ("~" not in raw or "=" not in raw):
         text = pieces[0][1]
         return Word(text, raw, True, text.startswith("-"), False, text)
     kinds = [kind for kind, _ in pieces]
@@ -175,25 +200,33 @@ def assemble_word(pieces: list[tuple[int, str]], raw: str) -> Word:
     if BRACE_OPEN in kinds:
         _mark_brace(pieces, kinds)
     dynamic = [i for i, kind in enumerate(kinds) if kind in _RUN_TIME]
+    if dynamic and kinds[0] == HOME:
+        dynamic.insert(0, 0)  # `~` is kept as text only in a word that is otherwise literal
+    assignment = _ASSIGNMENT_LIKE.match(raw) if "~" in raw else None
+    tilde = assignment is not None and "~" in raw[assignment.end() - 1 :]
     if not dynamic:
+        if tilde:  # `a=~/x`, `a=b:~`: bash expands the tilde after `=` and `:`
+            return Word(text, raw, False, False, False, text.partition("~")[0])
         return Word(text, raw, True, text.startswith("-"), False, text)
     first = dynamic[0]
     prefix = "".join(piece for _, piece in pieces[:first])
+    if tilde:
+        prefix = prefix.partition("~")[0]
     unquoted = DYN_UNQUOTED in kinds
     splits = unquoted or GLOB in kinds
-    flaggable = unquoted or prefix.startswith("-") or (not prefix and kinds[first] != PROCSUB)
+    quiet = (PROCSUB, TILDE, HOME)  # never expand into an option on their own
+    flaggable = unquoted or prefix.startswith("-") or (not prefix and kinds[first] not in quiet)
     return Word(text, raw, False, flaggable, splits, prefix)
 
 
 def _mark_brace(pieces: list[tuple[int, str]], kinds: list[int]) -> None:
-    """Bash expands `{a,b}` and `{1..3}` (unquoted `,` or `..` inside); `{}` and `{x}` stay."""
-    opened = -1
-    for i, kind in enumerate(kinds):
-        if kind == BRACE_OPEN and opened < 0:
-            opened = i
-        elif kind == BRACE_CLOSE and opened >= 0:
-            inner = "".join(p for k, p in pieces[opened + 1 : i] if k == LIT)
-            if "," in inner or ".." in inner or any(k in _RUN_TIME for k in kinds[opened:i]):
-                kinds[opened] = GLOB
-                return
-            opened = -1
+    """Bash expands braces holding an unquoted `,` or `..` (`{a,b}`, `{1..3}`) and looks past a
+    `}` without one (`{x}a,b}` is `x}a b`): over-approximated as any `,`, `..` or run-time
+    part between the first unquoted `{` and the last unquoted `}`; `{}` and `{x}` stay."""
+    opened = kinds.index(BRACE_OPEN)
+    closed = max((i for i, kind in enumerate(kinds) if kind == BRACE_CLOSE), default=-1)
+    if closed < opened:
+        return
+    inner = "".join(piece for _, piece in pieces[opened + 1 : closed])
+    if "," in inner or ".." in inner or any(k in _RUN_TIME for k in kinds[opened:closed]):
+        kinds[opened] = GLOB

@@ -2,9 +2,11 @@
 
 It holds what the tree walkers (`walker.py`, `words.py`) build on: the tables of tree-sitter-bash
 node and operator kinds, the `Verdict` and `Scope` values, and the checks that the parser split
-the source where bash does — no text silently skipped, no substitution hidden in text the
-parser left unparsed. Quote removal itself is `quoting.py`'s. It never runs a command.
-Pure functions and immutable tables; any thread.
+the source where bash does — no text silently skipped, no two words the parser keeps apart that
+bash reads as one (`''\\a`, `[ab]\\a`, a word glued to a redirection's target), no newline
+inside one command, no substitution hidden in text the parser left unparsed. Quote removal
+itself is `quoting.py`'s. It never runs a command. Pure functions and immutable tables; any
+thread.
 """
 
 from __future__ import annotations
@@ -189,6 +191,15 @@ def token_reason(token: str) -> str:
 _LEAF_NODES = _set("raw_string heredoc_start heredoc_body comment")
 
 
+# nodes whose children are separate shell words, and what counts as a word among them
+_WORD_LISTS = _set(
+    "command file_redirect herestring_redirect test_command unary_expression "
+    "binary_expression parenthesized_expression"
+)
+_WORDLIKE = WORD_NODES | _set("command_name test_operator regex extglob_pattern")
+_ENDS_IN_WORD = _WORDLIKE | REDIRECTS  # a redirection ends in its target word
+
+
 def _leaves(root: Node) -> list[Node]:
     out: list[Node] = []
     stack = [root]
@@ -202,9 +213,33 @@ def _leaves(root: Node) -> list[Node]:
     return out
 
 
+def check_separated(root: Node) -> None:
+    """Bash ends a word only at a blank or an operator: two words the parser keeps apart with
+    nothing between them (`''\\a`, `[ab]\\a`, `>/dev/null"x"`) are one word to bash."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _LEAF_NODES:
+            continue
+        children = node.children
+        stack.extend(children)
+        if node.type not in _WORD_LISTS:
+            continue
+        previous: Node | None = None
+        for child in children:
+            if (
+                previous is not None
+                and child.type in _WORDLIKE
+                and previous.end_byte == child.start_byte
+            ):
+                fail("two words with nothing between them (bash reads them as one)")
+            previous = child if child.type in _ENDS_IN_WORD else None
+
+
 def check_gaps(source: bytes, root: Node) -> None:
     """Bytes between tokens must be blanks, or line continuations next to blanks: bash joins
-    `-\\<newline>o` into one word where tree-sitter sees two."""
+    `-\\<newline>o` into one word where tree-sitter sees two, and a newline ends a command
+    that tree-sitter may read on across it."""
     position = 0
     for leaf in (*_leaves(root), None):
         start = leaf.start_byte if leaf is not None else len(source)
@@ -217,5 +252,22 @@ def check_gaps(source: bytes, root: Node) -> None:
                 fail("text the parser skipped")
             if not stripped and position and leaf is not None:
                 fail("a line continuation joins two words")
+            if b"\n" in stripped and leaf is not None and _inside_one_command(leaf, position):
+                fail("a newline inside one command (bash ends the command there)")
         if leaf is not None:
             position = max(position, leaf.end_byte)
+
+
+# where a newline between two tokens is no blank to bash but the end of a command
+_ENDED_BY_NEWLINE = _set(
+    "command command_name file_redirect herestring_redirect redirected_statement concatenation"
+)
+
+
+def _inside_one_command(leaf: Node, gap_start: int) -> bool:
+    """Whether the smallest node holding both `leaf` and the gap before it is one that a
+    newline ends in bash (tree-sitter reads `a<newline>\\<newline>b` as one command)."""
+    node = leaf.parent
+    while node is not None and node.start_byte >= gap_start:
+        node = node.parent
+    return node is not None and node.type in _ENDED_BY_NEWLINE

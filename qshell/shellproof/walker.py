@@ -9,15 +9,16 @@ tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ …
 again as the simple command bash runs (so `>` there is a redirection and `||` ends it), and a
 word glued to a redirection (`{NAME}>…` assigns NAME) is refused. Parse errors, unknown node
 types, text the parser skipped or split differently from bash (line continuations, carriage
-returns, blanks inside a word) and anything computed at run time where it could change the
-command are refused; `Verdict.reason` names the first. `paths` and `dynamic_paths` tell the gate
-what the command reads so it can apply the read-scope rules. It never runs the command: the
-caller runs a proven one with `sanitized_env` (no pager, git hardened through `GIT_CONFIG_*`),
-stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that environment and not
-provable from the text: git drivers the user configured (`diff.external`, textconv and filter
-drivers) still run; `diff.external` cannot be unset by configuration (an empty value makes every
-`git diff` fail), so only `GIT_EXTERNAL_DIFF` is dropped. Thread rule: one tree-sitter parser
-per thread (`threading.local`); all else is pure, so `check` is safe from any thread.
+returns, blanks inside a word, two words bash reads as one) and anything computed at run time
+where it could change the command are refused; `Verdict.reason` names the first. `paths` and
+`dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
+never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git
+hardened through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py).
+Left to that environment and not provable from the text: git drivers the user configured
+(`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
+configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
+dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
+so `check` is safe from any thread.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from qshell.shellproof.syntax import (
     check_gaps,
     check_heredoc_body,
     check_plain_pattern,
+    check_separated,
     construct_reason,
     fail,
     node_text,
@@ -369,6 +371,7 @@ class Walker:
             self.statement(root, scope)
         finally:
             self.source = source
+        check_separated(root)
 
     def double_test(self, node: Node, scope: Scope) -> None:
         kind = node.type
@@ -418,6 +421,7 @@ def _proof(command: str) -> Verdict:
     try:
         check_gaps(source, root)
         walker.statement(root, Scope())
+        check_separated(root)
     except Unproven as exc:
         return Verdict(False, exc.reason, tuple(walker.commands))
     return Verdict(

@@ -1,9 +1,12 @@
 """Where the proof's model of bash once differed from bash, class by class, shown with real bash.
 
 Each class has the proof's side (the command is refused, or read as bash reads it) and, when
-bash is installed, bash's side run in a throwaway directory: what bash really does with the
-text (writes the file, runs the command, reads the other path) is why the proof must refuse.
-Classes: ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections.
+bash is installed, bash's side run in a throwaway directory: what bash really does with the text
+(writes the file, runs the command, reads the other path) is why the proof must refuse. Classes:
+ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections, words the
+parser splits where bash does not, a newline the parser reads across, newlines inside double
+quotes, tildes, brace expansion, and what stays as it was (comments, `#` in words, `!`, extglob,
+`<(…)`).
 """
 
 from __future__ import annotations
@@ -219,3 +222,115 @@ def test_bash_assigns_path_through_a_named_descriptor_redirection(tmp_path: Path
 def test_a_brace_word_not_glued_to_a_redirection_is_just_a_word():
     assert check("echo {fd} >/dev/null").read_only
     assert check("echo {a}x>/dev/null").read_only
+
+
+# ------------------------------------------------------------------ word boundaries
+
+
+@pytest.mark.parametrize("command", ["cat [i]\\d_rsa", "cat ''\\a", 'echo "x"\\[', "cat x<(ls)"])
+def test_words_the_parser_splits_but_bash_joins_are_refused(command: str):
+    verdict = check(command)
+    assert not verdict.read_only
+    assert "nothing between them" in verdict.reason, verdict.reason
+
+
+@needs_bash
+def test_bash_reads_a_glob_glued_to_an_escaped_letter_as_one_word(tmp_path: Path):
+    (tmp_path / "id_rsa").write_text("SECRET\n")  # the parser saw `[i]` and `d_rsa`
+    assert run_bash("cat [i]\\d_rsa", tmp_path).stdout == b"SECRET\n"
+
+
+@pytest.mark.parametrize("command", ["echo a\n\\\ntouch made", "echo a\\\\\n\\\ntouch made"])
+def test_a_newline_the_parser_reads_across_ends_the_command_in_bash(command: str, tmp_path: Path):
+    assert "newline inside one command" in check(command).reason
+    if BASH is not None:
+        run_bash(command, tmp_path)
+        assert (tmp_path / "made").exists()
+
+
+def test_newlines_between_commands_and_after_operators_stay_allowed():
+    for command in ("ls\nwc -l x", "ls |\nwc", "echo $(\nls\n)", "{ ls\n}", "cat <<EOF\nx\nEOF"):
+        assert check(command).read_only, command
+
+
+def test_newlines_and_blanks_inside_double_quotes_are_kept(tmp_path: Path):
+    for word, text in (('"a\nb"', "a\nb"), ('"x\n "', "x\n "), ('" "', " "), ('"\t$X"', None)):
+        verdict = check(f"cat -- {word}")
+        assert verdict.read_only, verdict.reason
+        if text is not None:
+            assert verdict.paths == (text,)
+            if BASH is not None:
+                assert printed(word, tmp_path) == [text]
+
+
+# ------------------------------------------------------------------ tildes and braces
+
+
+@pytest.mark.parametrize("word", ["~+/x", "~-/x", "~root/.bashrc", "~0", "a=~/x", "x=b:~"])
+def test_tildes_bash_expands_at_run_time_are_not_literal_paths(word: str):
+    verdict = check(f"cat {word}")
+    assert verdict.read_only
+    assert verdict.paths == ()
+    assert verdict.dynamic_paths == (word,)
+
+
+def test_a_plain_tilde_stays_a_literal_path_as_documented():
+    assert check("cat ~/notes ~").paths == ("~/notes", "~")
+    assert check("cat '~'/x").paths == ("~/x",)
+
+
+@needs_bash
+def test_bash_expands_tildes_after_the_equals_of_an_assignment_like_word(tmp_path: Path):
+    home = tmp_path / "home"
+    assert printed("a=~/x x=b:~ --a=~ ~+", tmp_path) == [
+        f"a={home}/x",
+        f"x=b:{home}",
+        "--a=~",
+        str(tmp_path),
+    ]
+
+
+def test_braces_bash_expands_past_an_unmatched_close_are_run_time(tmp_path: Path):
+    command = "sort {x}f,-o} out"  # bash: sort 'x}f' -o out
+    assert "could be an option" in check(command).reason
+    if BASH is not None:
+        (tmp_path / "x}f").write_text("b\na\n")
+        run_bash(command, tmp_path)
+        assert (tmp_path / "out").read_text() == "a\nb\n"
+    assert check("echo {x} {}").read_only
+
+
+# ------------------------------------------------------------------ where the models agree
+
+
+def test_a_backslash_newline_inside_a_comment_does_not_continue_it(tmp_path: Path):
+    assert check("echo a # x \\\ntouch made").reason == "unknown command 'touch'"
+    if BASH is not None:
+        run_bash("echo a # x \\\ntouch made", tmp_path)
+        assert (tmp_path / "made").exists()
+
+
+def test_a_hash_inside_a_word_is_no_comment(tmp_path: Path):
+    verdict = check("cat a#b 'x'#y")
+    assert verdict.paths == ("a#b", "x#y")
+    if BASH is not None:
+        assert printed("a#b 'x'#y", tmp_path) == ["a#b", "x#y"]
+
+
+@pytest.mark.parametrize("command", ["echo @(a)", "echo !(a)", "echo +(a|b)"])
+def test_extglob_words_are_refused_and_a_syntax_error_in_bash(command: str, tmp_path: Path):
+    assert not check(command).read_only
+    if BASH is not None:
+        assert b"syntax error" in run_bash(command, tmp_path).stderr
+
+
+def test_history_expansion_is_off_in_bash_dash_c(tmp_path: Path):
+    assert check("echo !x !!").read_only
+    if BASH is not None:
+        assert printed("!x !!", tmp_path) == ["!x", "!!"]
+
+
+def test_process_substitution_stays_checked():
+    assert check("diff <(sort a) <(sort b)").read_only
+    assert not check("diff <(sort a) >(rm b)").read_only
+    assert check('echo "<(rm x)"').read_only
