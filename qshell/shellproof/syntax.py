@@ -85,7 +85,19 @@ SIMPLE_EXPANSION = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])")
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-]")
 
 
-HEREDOC_DELIMITER = re.compile(r"[A-Za-z0-9_.\-'\"\\]+")
+# a heredoc delimiter, plain or quoted as a whole (`'EOF'`, `"EOF"`, `\\EOF`): the forms whose
+# quote removal is plain (bash keeps the backslash in `'a\\b'` and `"E\\OF"`)
+HEREDOC_DELIMITER = re.compile(
+    r"([A-Za-z0-9_.\-]+)|'([A-Za-z0-9_.\-]+)'|\"([A-Za-z0-9_.\-]+)\"|\\([A-Za-z0-9_.\-]+)"
+)
+
+
+_LINE_CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")  # an unescaped backslash-newline
+
+
+def join_continuations(text: str) -> str:
+    """`text` with its line continuations removed, as bash reads an unquoted heredoc body."""
+    return _LINE_CONTINUATION.sub(r"\1", text)
 
 
 _RUNS_AFTER_DOLLAR = re.compile(rb"[({\[]")  # $( ${ $[ can run code; $name is only a value

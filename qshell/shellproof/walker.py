@@ -6,15 +6,17 @@ with tree-sitter-bash and every node is walked: only known statements, words and
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
 the corpus decides; each simple command must pass its allowlist rule in `rules`. Where
 tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ … ]` is parsed
-again as the simple command bash runs (so `>` there is a redirection and `||` ends it), and a
-word glued to a redirection (`{NAME}>…` assigns NAME) is refused. Parse errors, unknown node
-types, text the parser skipped or split differently from bash (line continuations, carriage
-returns, blanks inside a word, two words bash reads as one) and anything computed at run time
-where it could change the command are refused; `Verdict.reason` names the first. `paths` and
+again as the simple command bash runs (so `>` there is a redirection and `||` ends it), a
+heredoc ends where bash ends it (delimiters whose quote removal is plain; continued lines of
+an unquoted body joined), and a word glued to a redirection (`{NAME}>…` assigns NAME) is
+refused. Parse errors, unknown node types, text the parser skipped or split differently from
+bash (line continuations, carriage returns, blanks inside a word, two words bash reads as
+one) and anything computed at run time where it could change the command are refused;
+`Verdict.reason` names the first. `paths` and
 `dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
-never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git
-hardened through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py).
-Left to that environment and not provable from the text: git drivers the user configured
+never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
+through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that
+environment and not provable from the text: git drivers the user configured
 (`diff.external`, textconv and filter drivers) still run; `diff.external` cannot be unset by
 configuration (an empty value makes every `git diff` fail), so only `GIT_EXTERNAL_DIFF` is
 dropped. Thread rule: one tree-sitter parser per thread (`threading.local`); all else is pure,
@@ -50,6 +52,7 @@ from qshell.shellproof.syntax import (
     check_separated,
     construct_reason,
     fail,
+    join_continuations,
     node_text,
     token_reason,
 )
@@ -325,17 +328,20 @@ class Walker:
                 fail(token_reason(kind))
         if start is None or end is None:
             fail("unterminated heredoc")
-        opener = node_text(start)
-        if not HEREDOC_DELIMITER.fullmatch(opener):
+        match = HEREDOC_DELIMITER.fullmatch(node_text(start))
+        if match is None:
             fail("unusual heredoc delimiter")
-        delimiter = opener.replace("'", "").replace('"', "").replace("\\", "")
+        delimiter = next(group for group in match.groups() if group)
         if node_text(end) != delimiter:
             fail("heredoc delimiter mismatch")
         text = node_text(body) if body is not None else ""
-        for line in text.split("\n"):
+        lines = text.split("\n")
+        if match.group(1):  # bash joins continued lines of an unquoted body, delimiter too
+            lines += join_continuations(text).split("\n")
+        for line in lines:
             if (line.lstrip("\t") if dash else line) == delimiter:
                 fail("heredoc body holds its own delimiter")
-        if body is None or opener != delimiter:
+        if body is None or not match.group(1):
             return  # a quoted delimiter keeps the body literal
         check_heredoc_body(body)
         for child in body.named_children:

@@ -5,8 +5,8 @@ bash is installed, bash's side run in a throwaway directory: what bash really do
 (writes the file, runs the command, reads the other path) is why the proof must refuse. Classes:
 ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections, words the
 parser splits where bash does not, a newline the parser reads across, newlines inside double
-quotes, tildes, brace expansion, and what stays as it was (comments, `#` in words, `!`, extglob,
-`<(…)`).
+quotes, tildes, brace expansion, heredoc delimiters, and what stays as it was (comments, `#` in
+words, `!`, extglob, `<(…)`).
 """
 
 from __future__ import annotations
@@ -298,6 +298,40 @@ def test_braces_bash_expands_past_an_unmatched_close_are_run_time(tmp_path: Path
         run_bash(command, tmp_path)
         assert (tmp_path / "out").read_text() == "a\nb\n"
     assert check("echo {x} {}").read_only
+
+
+# ------------------------------------------------------------------ heredocs
+
+HEREDOC_ATTACKS = [
+    # bash joins the continued line of an unquoted body, and it is the delimiter
+    "cat <<EOF\nE\\\nOF\ntouch made\nEOF",
+    # inside quotes the backslash stays part of the delimiter
+    "cat <<'a\\b'\nx\na\\b\ntouch made\nab",
+    'cat <<"E\\OF"\nx\nE\\OF\ntouch made\nEOF',
+]
+
+
+@pytest.mark.parametrize("command", HEREDOC_ATTACKS)
+def test_heredocs_end_where_bash_ends_them(command: str, tmp_path: Path):
+    verdict = check(command)
+    assert not verdict.read_only
+    assert "heredoc" in verdict.reason, verdict.reason
+    if BASH is not None:
+        run_bash(command, tmp_path)
+        assert (tmp_path / "made").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat <<\\EOF\n$(rm x)\nEOF",
+        'cat <<"EOF"\nx\nEOF',
+        "cat <<EOF\nx\\\\\nEOF",
+        "cat <<-EOF\n\tx\n\tEOF",
+    ],
+)
+def test_ordinary_heredocs_stay_read_only(command: str):
+    assert check(command).read_only, check(command).reason
 
 
 # ------------------------------------------------------------------ where the models agree
