@@ -3,8 +3,9 @@
 `WordProver` is the half of the walker that turns one word node (plain, quoted, concatenated,
 with expansions, arithmetic or command substitutions) into a decoded `Word`, rejecting whatever
 could run code or is only known at run time where that matters. It hands the text to
-`quoting.py` as bash sees it — a double-quoted string is every byte between its quotes, also the
-newlines and blanks tree-sitter leaves outside its tokens. Substitutions are proven by recursing
+`quoting.py` as bash sees it — a double-quoted string is every byte between its quotes, also
+the newlines and blanks tree-sitter leaves outside its tokens — and refuses a backslash inside
+backquotes (bash removes it and parses the text again). Substitutions are proven by recursing
 into the statement walker it is given (`Statements`: `walker.Walker`, the other half —
 statements, pipelines, redirections and tests). Pure: no command is ever run; one prover per
 check, so not shared between threads.
@@ -218,6 +219,9 @@ class WordProver:
                 fail(f"arithmetic '{kind}' is not checked")
 
     def substitution(self, node: Node, scope: Scope) -> None:
+        if node.child_count and node.children[0].type == "`" and b"\\" in (node.text or b""):
+            # bash drops the backslash of \$ \` \\ and parses the rest again: `\`rm\``
+            fail("a backslash inside `…` (bash parses its text again)")
         inner = scope.child()
         for child in node.children:
             if child.type in REDIRECTS:

@@ -1,12 +1,12 @@
 """Where the proof's model of bash once differed from bash, class by class, shown with real bash.
 
 Each class has the proof's side (the command is refused, or read as bash reads it) and, when
-bash is installed, bash's side run in a throwaway directory: what bash really does with the text
-(writes the file, runs the command, reads the other path) is why the proof must refuse. Classes:
-ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections, words the
-parser splits where bash does not, a newline the parser reads across, newlines inside double
-quotes, tildes, brace expansion, heredoc delimiters, and what stays as it was (comments, `#` in
-words, `!`, extglob, `<(…)`).
+bash is installed, bash's side run in a throwaway directory: what bash really does with the
+text (writes the file, runs the command, reads the other path) is why the proof must refuse.
+Classes: ANSI-C quoting, `[ … ]` as the simple command it is, named descriptor redirections,
+words the parser splits where bash does not, a newline the parser reads across, newlines
+inside double quotes, tildes, brace expansion, heredoc delimiters, backslashes in backquotes,
+and what stays as it was (comments, `#` in words, `!`, extglob, `<(…)`).
 """
 
 from __future__ import annotations
@@ -332,6 +332,26 @@ def test_heredocs_end_where_bash_ends_them(command: str, tmp_path: Path):
 )
 def test_ordinary_heredocs_stay_read_only(command: str):
     assert check(command).read_only, check(command).reason
+
+
+# ------------------------------------------------------------------ backquotes
+
+BACKQUOTE_ATTACKS = [
+    "echo `echo \\`touch made\\``",  # bash: \` is a nested substitution
+    'echo `echo "\\$(touch made)"`',  # bash: \$ becomes $, then $(…) runs
+]
+
+
+@pytest.mark.parametrize("command", BACKQUOTE_ATTACKS)
+def test_backslashes_inside_backquotes_are_refused(command: str, tmp_path: Path):
+    assert "backslash inside" in check(command).reason
+    if BASH is not None:
+        run_bash(command, tmp_path)
+        assert (tmp_path / "made").exists()
+
+
+def test_plain_backquotes_stay_read_only():
+    assert check('echo `git rev-parse HEAD` "`pwd`"').read_only
 
 
 # ------------------------------------------------------------------ where the models agree
