@@ -6,8 +6,9 @@ what the command reads, for the caller's read-scope rules: as text (literal path
 the source of paths known only at run time) and as `Read`s that carry the source bash will
 expand and whether the command walks the tree below a path. A command proven read-only is
 run by the caller with `sanitized_env(...)` and at most `SHELL_TIMEOUT_S`. Inside:
-`walker.py` walks statements, `words.py` proves single words, `syntax.py` holds node tables
-and word decoders, `rules/` the per-command allowlists and `env.py` the environment.
+`walker.py` walks statements, `words.py` proves single words, `quoting.py` decodes them as
+bash does, `syntax.py` holds node tables and where bash splits text, `rules/` the per-command
+allowlists and `env.py` the environment.
 Nothing here runs a command; `check` is safe from any thread.
 """
 

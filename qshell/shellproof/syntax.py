@@ -1,10 +1,12 @@
-"""The vocabulary of the shell read-only proof: node kinds, word decoding and gap checks.
+"""The vocabulary of the shell read-only proof: node kinds, verdicts and where bash splits text.
 
-It holds what the tree walker (`walker.py`) builds on: the tables of tree-sitter-bash node and
-operator kinds, the `Verdict` and `Scope` values, the decoders that turn a word's source text
-(unquoted, double-quoted, ANSI-C quoted, brace and glob pieces) into the literal text bash
-would see or reject it, and the check that no source text was silently skipped by the parser.
-It never runs a command. Pure functions and immutable tables; any thread.
+It holds what the tree walkers (`walker.py`, `words.py`) build on: the tables of tree-sitter-bash
+node and operator kinds, the `Verdict` and `Scope` values, and the checks that the parser split
+the source where bash does — no text silently skipped, no two words the parser keeps apart that
+bash reads as one (`''\\a`, `[ab]\\a`, a word glued to a redirection's target), no newline
+inside one command, no substitution hidden in text the parser left unparsed. Quote removal
+itself is `quoting.py`'s. It never runs a command. Pure functions and immutable tables; any
+thread.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import NoReturn
 
 from tree_sitter import Node
 
-from qshell.shellproof.rules import Read, Unproven, Word
+from qshell.shellproof.rules import Read, Unproven
 
 MAX_DEPTH = 60  # nested statements and words
 
@@ -83,29 +85,25 @@ SIMPLE_EXPANSION = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])")
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-]")
 
 
-HEREDOC_DELIMITER = re.compile(r"[A-Za-z0-9_.\-'\"\\]+")
+# a heredoc delimiter, plain or quoted as a whole (`'EOF'`, `"EOF"`, `\\EOF`): the forms whose
+# quote removal is plain (bash keeps the backslash in `'a\\b'` and `"E\\OF"`)
+HEREDOC_DELIMITER = re.compile(
+    r"([A-Za-z0-9_.\-]+)|'([A-Za-z0-9_.\-]+)'|\"([A-Za-z0-9_.\-]+)\"|\\([A-Za-z0-9_.\-]+)"
+)
 
 
-_EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_({\[@*#?$!\-]")
+_LINE_CONTINUATION = re.compile(r"(?<!\\)((?:\\\\)*)\\\n")  # an unescaped backslash-newline
+
+
+def join_continuations(text: str) -> str:
+    """`text` with its line continuations removed, as bash reads an unquoted heredoc body."""
+    return _LINE_CONTINUATION.sub(r"\1", text)
 
 
 _RUNS_AFTER_DOLLAR = re.compile(rb"[({\[]")  # $( ${ $[ can run code; $name is only a value
 
 
 _RUNS_AFTER_DOLLAR_TEXT = re.compile(r"\$[({\[]")
-
-
-_ANSI_ESCAPES = dict(zip("abeEfnrtv\\'\"?", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?", strict=True))
-
-
-_ANSI_NUMERIC = re.compile(r"[0-7]{1,3}|x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}")
-
-
-# piece kinds of a word under construction
-LIT, GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB, _BRACE_OPEN, _BRACE_CLOSE = range(7)
-
-
-_RUN_TIME = frozenset((GLOB, DYN_QUOTED, DYN_UNQUOTED, PROCSUB))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,130 +138,6 @@ def fail(reason: str) -> NoReturn:
 
 def node_text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", "surrogateescape")
-
-
-def decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
-    """Quote removal of an unquoted word; specials become their own pieces."""
-    if not any(c in text for c in "\\*?[{}$` \t\n"):
-        out.append((LIT, text))
-        return
-    if "\\\n" in text and ("$" in text or "`" in text):
-        fail("a line continuation next to '$' (bash joins what the parser split)")
-    buf: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char == "\\":
-            if i + 1 < n:
-                if text[i + 1] != "\n":
-                    buf.append(text[i + 1])
-                i += 2
-                continue
-            buf.append(char)
-        elif char in "*?[{}":
-            if buf:
-                out.append((LIT, "".join(buf)))
-                buf = []
-            kind = GLOB if char in "*?[" else _BRACE_OPEN if char == "{" else _BRACE_CLOSE
-            out.append((kind, char))
-        elif char == "`" or (char == "$" and _EXPANDS_AFTER_DOLLAR.match(text, i + 1)):
-            fail("an expansion the parser did not see")
-        elif char in " \t\n":
-            fail("unquoted blank inside one word (the parser and bash disagree)")
-        else:
-            buf.append(char)
-        i += 1
-    if buf:
-        out.append((LIT, "".join(buf)))
-
-
-def decode_double(text: str, buf: list[str]) -> bool:
-    """Quote removal inside "…"; an unescaped `$` becomes NUL (checked later against what
-    follows). Returns whether a line continuation was removed."""
-    escapable = '$`"\\\n'
-    joined = False
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char == "\\" and i + 1 < n and text[i + 1] in escapable:
-            if text[i + 1] == "\n":
-                joined = True
-            else:
-                buf.append(text[i + 1])
-            i += 2
-            continue
-        if char == "`":
-            fail("an expansion the parser did not see")
-        buf.append("\0" if char == "$" else char)
-        i += 1
-    return joined
-
-
-def check_dollars(decoded: str, joined: bool) -> str:
-    """Reject a literal `$` that bash would expand (tree-sitter saw text, bash sees `$(`)."""
-    if "\0" not in decoded:
-        return decoded
-    if joined:
-        fail("a line continuation inside quotes next to '$'")
-    for match in re.finditer("\0", decoded):
-        if _EXPANDS_AFTER_DOLLAR.match(decoded, match.end()):
-            fail("an expansion the parser did not see")
-    return decoded.replace("\0", "$")
-
-
-def decode_ansi(text: str) -> str:
-    body, out, i = text[2:-1], [], 0
-    while i < len(body):
-        char = body[i]
-        if char != "\\" or i + 1 >= len(body):
-            out.append(char)
-            i += 1
-            continue
-        nxt = body[i + 1]
-        if nxt in _ANSI_ESCAPES:
-            out.append(_ANSI_ESCAPES[nxt])
-            i += 2
-            continue
-        match = _ANSI_NUMERIC.match(body, i + 1)
-        if not match:
-            fail(f"ANSI-C escape \\{nxt} is not checked")
-        digits = match.group()
-        value = int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16)
-        if value == 0:
-            fail("NUL in an ANSI-C string truncates the word")
-        out.append(chr(value))
-        i = match.end()
-    return "".join(out)
-
-
-def assemble_word(pieces: list[tuple[int, str]], raw: str) -> Word:
-    kinds = [kind for kind, _ in pieces]
-    text = "".join(piece for _, piece in pieces)
-    if _BRACE_OPEN in kinds:
-        _mark_brace(pieces, kinds)
-    dynamic = [i for i, kind in enumerate(kinds) if kind in _RUN_TIME]
-    if not dynamic:
-        return Word(text, raw, True, text.startswith("-"), False, text)
-    first = dynamic[0]
-    prefix = "".join(piece for _, piece in pieces[:first])
-    unquoted = DYN_UNQUOTED in kinds
-    splits = unquoted or GLOB in kinds
-    flaggable = unquoted or prefix.startswith("-") or (not prefix and kinds[first] != PROCSUB)
-    return Word(text, raw, False, flaggable, splits, prefix)
-
-
-def _mark_brace(pieces: list[tuple[int, str]], kinds: list[int]) -> None:
-    """Bash expands `{a,b}` and `{1..3}` (unquoted `,` or `..` inside); `{}` and `{x}` stay."""
-    opened = -1
-    for i, kind in enumerate(kinds):
-        if kind == _BRACE_OPEN and opened < 0:
-            opened = i
-        elif kind == _BRACE_CLOSE and opened >= 0:
-            inner = "".join(p for k, p in pieces[opened + 1 : i] if k == LIT)
-            if "," in inner or ".." in inner or any(k in _RUN_TIME for k in kinds[opened:i]):
-                kinds[opened] = GLOB
-                return
-            opened = -1
 
 
 def check_heredoc_body(body: Node) -> None:
@@ -329,6 +203,15 @@ def token_reason(token: str) -> str:
 _LEAF_NODES = _set("raw_string heredoc_start heredoc_body comment")
 
 
+# nodes whose children are separate shell words, and what counts as a word among them
+_WORD_LISTS = _set(
+    "command file_redirect herestring_redirect test_command unary_expression "
+    "binary_expression parenthesized_expression"
+)
+_WORDLIKE = WORD_NODES | _set("command_name test_operator regex extglob_pattern")
+_ENDS_IN_WORD = _WORDLIKE | REDIRECTS  # a redirection ends in its target word
+
+
 def _leaves(root: Node) -> list[Node]:
     out: list[Node] = []
     stack = [root]
@@ -342,9 +225,33 @@ def _leaves(root: Node) -> list[Node]:
     return out
 
 
+def check_separated(root: Node) -> None:
+    """Bash ends a word only at a blank or an operator: two words the parser keeps apart with
+    nothing between them (`''\\a`, `[ab]\\a`, `>/dev/null"x"`) are one word to bash."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type in _LEAF_NODES:
+            continue
+        children = node.children
+        stack.extend(children)
+        if node.type not in _WORD_LISTS:
+            continue
+        previous: Node | None = None
+        for child in children:
+            if (
+                previous is not None
+                and child.type in _WORDLIKE
+                and previous.end_byte == child.start_byte
+            ):
+                fail("two words with nothing between them (bash reads them as one)")
+            previous = child if child.type in _ENDS_IN_WORD else None
+
+
 def check_gaps(source: bytes, root: Node) -> None:
     """Bytes between tokens must be blanks, or line continuations next to blanks: bash joins
-    `-\\<newline>o` into one word where tree-sitter sees two."""
+    `-\\<newline>o` into one word where tree-sitter sees two, and a newline ends a command
+    that tree-sitter may read on across it."""
     position = 0
     for leaf in (*_leaves(root), None):
         start = leaf.start_byte if leaf is not None else len(source)
@@ -357,5 +264,22 @@ def check_gaps(source: bytes, root: Node) -> None:
                 fail("text the parser skipped")
             if not stripped and position and leaf is not None:
                 fail("a line continuation joins two words")
+            if b"\n" in stripped and leaf is not None and _inside_one_command(leaf, position):
+                fail("a newline inside one command (bash ends the command there)")
         if leaf is not None:
             position = max(position, leaf.end_byte)
+
+
+# where a newline between two tokens is no blank to bash but the end of a command
+_ENDED_BY_NEWLINE = _set(
+    "command command_name file_redirect herestring_redirect redirected_statement concatenation"
+)
+
+
+def _inside_one_command(leaf: Node, gap_start: int) -> bool:
+    """Whether the smallest node holding both `leaf` and the gap before it is one that a
+    newline ends in bash (tree-sitter reads `a<newline>\\<newline>b` as one command)."""
+    node = leaf.parent
+    while node is not None and node.start_byte >= gap_start:
+        node = node.parent
+    return node is not None and node.type in _ENDED_BY_NEWLINE

@@ -4,10 +4,15 @@ Speculation may run a shell command only when `check` proves it read-only. The l
 with tree-sitter-bash and every node is walked: only known statements, words and redirections
 (input, or output to `/dev/null`) pass; substitutions pass only when every inner command is
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
-the corpus decides; each simple command must pass its allowlist rule in `rules`. Parse
-errors, unknown node types, text the parser skipped or split differently from bash (line
-continuations, carriage returns, blanks inside a word) and anything computed at run time where
-it could change the command are refused; `Verdict.reason` names the first. `paths` and
+the corpus decides; each simple command must pass its allowlist rule in `rules`. Where
+tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ … ]` is parsed
+again as the simple command bash runs (so `>` there is a redirection and `||` ends it), a
+heredoc ends where bash ends it (delimiters whose quote removal is plain; continued lines of
+an unquoted body joined), and a word glued to a redirection (`{NAME}>…` assigns NAME) is
+refused. Parse errors, unknown node types, text the parser skipped or split differently from
+bash (line continuations, carriage returns, blanks inside a word, two words bash reads as
+one) and anything computed at run time where it could change the command are refused;
+`Verdict.reason` names the first. `paths` and
 `dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
 never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
 through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that
@@ -27,7 +32,7 @@ import threading
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, check_test, judge, read_of
+from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
     COND_ARITH_OPS,
@@ -41,13 +46,13 @@ from qshell.shellproof.syntax import (
     WRITE_OPS,
     Scope,
     Verdict,
-    assemble_word,
     check_gaps,
     check_heredoc_body,
     check_plain_pattern,
+    check_separated,
     construct_reason,
-    decode_unquoted,
     fail,
+    join_continuations,
     node_text,
     token_reason,
 )
@@ -237,6 +242,7 @@ class Walker:
     def redirect(self, node: Node, scope: Scope, args: list[Word] | None) -> None:
         """Only input, /dev/null and fd duplication; extra target words are command arguments
         (`grep x 2>/dev/null file`), appended to `args` (rejected where there is no command)."""
+        self.glued(node)
         kind = node.type
         if kind == "heredoc_redirect":
             self.heredoc(node, scope)
@@ -286,6 +292,18 @@ class Walker:
         else:
             fail(f"redirection '{operator}' is not checked")
 
+    def glued(self, node: Node) -> None:
+        """What bash makes of a word glued to a redirection: `{NAME}>…` opens a descriptor and
+        assigns its number to NAME (PATH included); digits would be the descriptor number."""
+        start = i = node.start_byte
+        while i > 0 and self.source[i - 1 : i] not in b" \t\n;&|()<>":
+            i -= 1
+        word = self.source[i:start]
+        if word.startswith(b"{") and word.endswith(b"}"):
+            fail("named descriptor redirection {NAME}<… assigns a variable")
+        if word and node.child_count and node.children[0].type == "file_descriptor":
+            fail("a descriptor number glued to the word before it")
+
     def heredoc(self, node: Node, scope: Scope) -> None:
         self.heredocs += 1
         if self.heredocs > 1:
@@ -310,17 +328,20 @@ class Walker:
                 fail(token_reason(kind))
         if start is None or end is None:
             fail("unterminated heredoc")
-        opener = node_text(start)
-        if not HEREDOC_DELIMITER.fullmatch(opener):
+        match = HEREDOC_DELIMITER.fullmatch(node_text(start))
+        if match is None:
             fail("unusual heredoc delimiter")
-        delimiter = opener.replace("'", "").replace('"', "").replace("\\", "")
+        delimiter = next(group for group in match.groups() if group)
         if node_text(end) != delimiter:
             fail("heredoc delimiter mismatch")
         text = node_text(body) if body is not None else ""
-        for line in text.split("\n"):
+        lines = text.split("\n")
+        if match.group(1):  # bash joins continued lines of an unquoted body, delimiter too
+            lines += join_continuations(text).split("\n")
+        for line in lines:
             if (line.lstrip("\t") if dash else line) == delimiter:
                 fail("heredoc body holds its own delimiter")
-        if body is None or opener != delimiter:
+        if body is None or not match.group(1):
             return  # a quoted delimiter keeps the body literal
         check_heredoc_body(body)
         for child in body.named_children:
@@ -336,33 +357,27 @@ class Walker:
         if not children or children[0].type not in ("[", "[["):
             fail("unusual test command")
         if children[0].type == "[":
-            words: list[Word] = []
-            for child in children[1:-1]:
-                self.flatten_test(child, scope, words)
-            judged = check_test("test", words)
-            for read in judged.reads:
-                self.read(read, scope)
-        else:
-            for child in children[1:-1]:
-                self.double_test(child, scope)
-        self.commands.append(children[0].type)
+            self.bracket(node, scope)
+            return
+        for child in children[1:-1]:
+            self.double_test(child, scope)
+        self.commands.append("[[")
 
-    def flatten_test(self, node: Node, scope: Scope, out: list[Word]) -> None:
-        kind = node.type
-        if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
-            for child in node.children:
-                self.flatten_test(child, scope, out)
-        elif kind == "test_operator" or not node.is_named:
-            text = node_text(node)
-            out.append(Word(text, text, True, text.startswith("-"), False, text))
-        elif kind in ("extglob_pattern", "regex"):
-            pieces: list[tuple[int, str]] = []
-            decode_unquoted(node_text(node), pieces)
-            out.append(assemble_word(pieces, node_text(node)))
-        elif kind in WORD_NODES:
-            out.append(self.words.word(node, scope))
-        else:
-            fail(f"unsupported '{kind}' in [ … ]")
+    def bracket(self, node: Node, scope: Scope) -> None:
+        """Bash runs `[` as a simple command, where `>` and `<` are redirections and `||`, `|`
+        and `&` end it; tree-sitter reads a test expression. The text is parsed again as the
+        command `\\[ …` and proven like any other (its rule is `test`'s)."""
+        text = b"\\" + (node.text or b"")
+        root = _parser().parse(text).root_node
+        if root.has_error:
+            fail("[ … ] does not parse as the simple command bash runs")
+        check_gaps(text, root)
+        source, self.source = self.source, text
+        try:
+            self.statement(root, scope)
+        finally:
+            self.source = source
+        check_separated(root)
 
     def double_test(self, node: Node, scope: Scope) -> None:
         kind = node.type
@@ -412,6 +427,7 @@ def _proof(command: str) -> Verdict:
     try:
         check_gaps(source, root)
         walker.statement(root, Scope())
+        check_separated(root)
     except Unproven as exc:
         return Verdict(False, exc.reason, tuple(walker.commands))
     return Verdict(

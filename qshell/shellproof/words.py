@@ -2,10 +2,13 @@
 
 `WordProver` is the half of the walker that turns one word node (plain, quoted, concatenated,
 with expansions, arithmetic or command substitutions) into a decoded `Word`, rejecting whatever
-could run code or is only known at run time where that matters; substitutions are proven by
-recursing into the statement walker it is given (`Statements`: `walker.Walker`, the other
-half — statements, pipelines, redirections and tests). Pure: no command is ever run; one
-prover per check, so not shared between threads.
+could run code or is only known at run time where that matters. It hands the text to
+`quoting.py` as bash sees it — a double-quoted string is every byte between its quotes, also
+the newlines and blanks tree-sitter leaves outside its tokens — and refuses a backslash inside
+backquotes (bash removes it and parses the text again). Substitutions are proven by recursing
+into the statement walker it is given (`Statements`: `walker.Walker`, the other half —
+statements, pipelines, redirections and tests). Pure: no command is ever run; one prover per
+check, so not shared between threads.
 """
 
 from __future__ import annotations
@@ -14,28 +17,30 @@ from typing import Protocol
 
 from tree_sitter import Node
 
+from qshell.shellproof.quoting import (
+    DYN_QUOTED,
+    DYN_UNQUOTED,
+    GLOB,
+    LIT,
+    PROCSUB,
+    assemble_word,
+    check_dollars,
+    decode_ansi,
+    decode_double,
+    decode_unquoted,
+)
 from qshell.shellproof.rules import Word
 from qshell.shellproof.syntax import (
     ARITH_ASSIGN,
     ARITH_NODES,
-    DYN_QUOTED,
-    DYN_UNQUOTED,
     EXPANSION_OPS,
     EXPANSION_REJECTS,
-    GLOB,
-    LIT,
     MAX_DEPTH,
-    PROCSUB,
     REDIRECTS,
     SIMPLE_EXPANSION,
     VARIABLE_NAME,
     Scope,
-    assemble_word,
-    check_dollars,
     check_plain_pattern,
-    decode_ansi,
-    decode_double,
-    decode_unquoted,
     fail,
     node_text,
     token_reason,
@@ -89,10 +94,11 @@ class WordProver:
                     out.append((LIT, "$"))
                 else:
                     fail(token_reason(child.type))
-        elif kind == "simple_expansion":
-            if not SIMPLE_EXPANSION.fullmatch(node_text(node)):
+        elif kind == "simple_expansion":  # in a string, its node may start at blanks before it
+            text = node_text(node).lstrip(" \t\n") if quoted else node_text(node)
+            if not SIMPLE_EXPANSION.fullmatch(text):
                 fail("unusual $ expansion")
-            out.append((dyn, node_text(node)))
+            out.append((dyn, text))
         elif kind == "expansion":
             self.expansion(node, scope)
             out.append((dyn, node_text(node)))
@@ -113,15 +119,27 @@ class WordProver:
             fail(f"unsupported word '{kind}'")
 
     def double_quoted(self, node: Node, scope: Scope, out: list[tuple[int, str]]) -> None:
-        """Check a "…" string; append its pieces to `out`."""
+        """Check a "…" string; append its pieces to `out`. Its text is all the bytes between the
+        quotes outside expansions: the parser leaves newlines, and blanks before a closing
+        quote or a `$`, out of its tokens."""
         buf: list[str] = []
         dynamic: list[str] = []
         joined = False
-        for child in node.children:
+        source, base = node.text or b"", node.start_byte
+        position = 1  # after the opening quote
+        for child in node.children[1:-1]:
             kind = child.type
             if kind == "string_content":
-                joined |= decode_double(node_text(child), buf)
-            elif kind in (
+                continue
+            start = child.end_byte - base - 1  # a `$` token may span blanks before it
+            if child.is_named:  # so may an expansion: they are the string's text
+                text = child.text or b""
+                start = child.start_byte - base + len(text) - len(text.lstrip(b" \t\n"))
+            if start < position:
+                fail(f"unusual '{kind}' in a string")
+            joined |= decode_double(source[position:start].decode("utf-8", "surrogateescape"), buf)
+            position = child.end_byte - base
+            if kind in (
                 "simple_expansion",
                 "expansion",
                 "command_substitution",
@@ -129,14 +147,17 @@ class WordProver:
             ):
                 self.pieces(child, scope, [], quoted=True)
                 buf.append("\x01")
-                dynamic.append(node_text(child))
+                dynamic.append(node_text(child).lstrip(" \t\n"))
             elif kind == "$":
                 buf.append("\0")
-            elif kind != '"':
+            else:
                 fail(f"unsupported '{kind}' in a string")
+        if node.child_count < 2 or not source.endswith(b'"') or not source.startswith(b'"'):
+            fail("unterminated string")
+        joined |= decode_double(source[position:-1].decode("utf-8", "surrogateescape"), buf)
         literals = check_dollars("".join(buf), joined).split("\x01")
-        for literal, raw in zip(literals, [*dynamic, ""], strict=True):
-            if literal:
+        for i, (literal, raw) in enumerate(zip(literals, [*dynamic, ""], strict=True)):
+            if literal or i == 0:  # even "" is a quoted part: `""~` is no tilde
                 out.append((LIT, literal))
             if raw:
                 out.append((DYN_QUOTED, raw))
@@ -198,6 +219,9 @@ class WordProver:
                 fail(f"arithmetic '{kind}' is not checked")
 
     def substitution(self, node: Node, scope: Scope) -> None:
+        if node.child_count and node.children[0].type == "`" and b"\\" in (node.text or b""):
+            # bash drops the backslash of \$ \` \\ and parses the rest again: `\`rm\``
+            fail("a backslash inside `…` (bash parses its text again)")
         inner = scope.child()
         for child in node.children:
             if child.type in REDIRECTS:
