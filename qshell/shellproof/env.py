@@ -1,6 +1,8 @@
 """The environment a proven read-only shell command runs in.
 
-`sanitized_env` removes everything that would make a read-only command load or run code
+`sanitized_env` pins the locale to C.UTF-8 (the proof reads text as UTF-8, where no byte
+of a non-ASCII character is an ASCII one), removes everything that would make a read-only
+command load or run code
 (`LD_*`, `BASH_ENV`, exported functions, tool option variables), page, prompt, or hand secrets
 to the model (`*KEY*`, `*TOKEN*`, …), drops relative and in-project PATH entries, and hardens
 git through `GIT_CONFIG_*` (no fsmonitor, hooks, pager, attributes file or network); a proven
@@ -28,7 +30,18 @@ _DROPPED_ENV = _set(
     "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
     "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD"
 )
-_DROPPED_PREFIXES = ("GIT_", "BASH_FUNC_", "LD_", "DYLD_", "PYTHON", "PERL", "NODE_", "RUBY")
+_DROPPED_PREFIXES = (
+    "GIT_",
+    "BASH_FUNC_",
+    "LD_",
+    "DYLD_",
+    "PYTHON",
+    "PERL",
+    "NODE_",
+    "RUBY",
+    "LC_",  # the locale is pinned: in a multibyte locale such as SJIS or GBK a byte of a
+    "LANG",  # non-ASCII character can be a `\` or `|`, and bash would split the line elsewhere
+)
 
 # `env`, `printenv` and `echo $X` would hand these to the model
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
@@ -76,6 +89,8 @@ def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[s
         LESSSECURE="1",
         TERM="dumb",
         NO_COLOR="1",
+        LANG="C.UTF-8",
+        LC_ALL="C.UTF-8",
         GIT_CONFIG_NOSYSTEM="1",
         GIT_ATTR_NOSYSTEM="1",
         GIT_OPTIONAL_LOCKS="0",

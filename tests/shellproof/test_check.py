@@ -592,3 +592,10 @@ def test_bash_runs_nothing_unexpected_for_a_proven_command(tmp_path: Path, text:
         )
     assert not log.exists(), log.read_text()
     assert sorted((p.name, p.read_bytes()) for p in work.iterdir()) == before
+
+
+def test_sanitized_env_pins_the_locale_the_proof_reads_text_in():
+    base = {"LANG": "ja_JP.SJIS", "LC_CTYPE": "zh_CN.GBK", "LANGUAGE": "ja", "PATH": "/bin"}
+    env = sanitized_env(base)
+    assert env["LC_ALL"] == env["LANG"] == "C.UTF-8"
+    assert "LC_CTYPE" not in env and "LANGUAGE" not in env
