@@ -14,21 +14,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from qshell.shellproof.rules.archive import COMPRESS_STREAMING, compressor_rule, tar_rule
+from qshell.shellproof.rules.awk import awk_rule
 from qshell.shellproof.rules.custom import (
-    COMPRESS_STREAMING,
     check_test,
     command_rule,
-    compressor_rule,
     date_rule,
     env_rule,
-    find_rule,
-    ip_rule,
     printf_rule,
-    tar_rule,
     xargs_rule,
 )
 from qshell.shellproof.rules.git import git_rule
 from qshell.shellproof.rules.plain import SPECS
+from qshell.shellproof.rules.sed import sed_rule
 from qshell.shellproof.rules.spec import (
     TRUSTED_DIRS,
     Judged,
@@ -41,7 +39,8 @@ from qshell.shellproof.rules.spec import (
     spec_rule,
     word_set,
 )
-from qshell.shellproof.rules.text import awk_rule, sed_rule
+from qshell.shellproof.rules.system import ip_rule
+from qshell.shellproof.rules.walkers import find_rule
 
 __all__ = [
     "TRUSTED_DIRS",

@@ -1,0 +1,100 @@
+"""Rules for commands that walk a directory tree: find and tree.
+
+Every path they start from is reported as a recursive read (the caller walks it for secrets
+and symlinks leading out); walks that follow symbolic links are refused, and so is every
+expression or option that writes or runs a program (find -exec/-delete/-fprint, tree -o/-R).
+Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from qshell.shellproof.rules.spec import (
+    Judged,
+    Read,
+    Unproven,
+    Word,
+    collect,
+    literal_read,
+    named_inside,
+    read_of,
+    runtime_read,
+    word_set,
+)
+
+# ---------------------------------------------------------------- find
+
+FIND_DENY = {
+    "-exec": "find -exec runs a command",
+    "-execdir": "find -execdir runs a command",
+    "-ok": "find -ok runs a command",
+    "-okdir": "find -okdir runs a command",
+    "-delete": "find -delete deletes files",
+    "-fls": "find -fls writes a file",
+    "-fprint": "find -fprint writes a file",
+    "-fprint0": "find -fprint0 writes a file",
+    "-fprintf": "find -fprintf writes a file",
+}
+FIND_NULLARY = word_set(
+    "-depth -d -mount -xdev -noleaf -ignore_readdir_race "
+    "-noignore_readdir_race -daystart -follow -warn -nowarn -empty "
+    "-executable -readable -writable -false -true -nogroup -nouser -print "
+    "-print0 -prune -quit -ls -not -a -and -o -or ! ( ) ,"
+)
+FIND_UNARY = word_set(
+    "-maxdepth -mindepth -amin -anewer -atime -cmin -cnewer -ctime -fstype "
+    "-gid -group -ilname -iname -inum -ipath -iregex -iwholename -links "
+    "-lname -mmin -mtime -name -newer -path -perm -regex -samefile -size "
+    "-type -uid -used -user -wholename -xtype -context -regextype -printf "
+    "-files0-from"
+)
+FIND_PATH_VALUES = word_set("-anewer -cnewer -newer -samefile -files0-from")
+FIND_NEWER_XY = re.compile(r"-newer[aBcm][aBcmt]")
+FIND_SIGNED = re.compile(r"-\d")  # -mtime -7, -size -10k
+FIND_SYMBOLIC_MODE = re.compile(r"-[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXstugo]*)*")
+
+
+def find_rule(name: str, args: Sequence[Word]) -> Judged:
+    reads: list[Read] = []
+    i = 0
+    while i < len(args) and args[i].literal and args[i].text in ("-H", "-L", "-P", "-D"):
+        i += 2 if args[i].text == "-D" else 1
+    starts = 0
+    while i < len(args):
+        word = args[i]
+        if word.literal and (word.text.startswith("-") or word.text in ("(", "!", ")", ",")):
+            break
+        if word.flaggable:
+            raise Unproven(f"find: starting point {word.raw!r} could be an option at run time")
+        collect((word,), reads, recursive=True)
+        starts += 1
+        i += 1
+    if not starts:
+        reads.append(literal_read(".", recursive=True))
+    while i < len(args):
+        word = args[i]
+        if not word.literal:
+            raise Unproven(f"find: expression word {word.raw!r} is computed at run time")
+        text = word.text
+        if text in FIND_DENY:
+            raise Unproven(FIND_DENY[text])
+        if text in FIND_NULLARY:
+            i += 1
+            continue
+        if text not in FIND_UNARY and not FIND_NEWER_XY.fullmatch(text):
+            raise Unproven(f"unknown find expression {text}")
+        if i + 1 >= len(args) or not args[i + 1].literal:
+            raise Unproven(f"find {text} needs a literal value")
+        value = args[i + 1].text
+        value_word = args[i + 1]
+        mode = text == "-perm" and FIND_SYMBOLIC_MODE.fullmatch(value)
+        if value.startswith("-") and not FIND_SIGNED.match(value) and not mode:
+            raise Unproven(f"find {text} {value}: the value looks like an option")
+        if text in FIND_PATH_VALUES or (FIND_NEWER_XY.fullmatch(text) and text[-1] != "t"):
+            reads.append(read_of(value_word))
+        if text == "-files0-from":
+            reads.append(runtime_read(named_inside(value)))
+        i += 2
+    return Judged("find", tuple(reads))
