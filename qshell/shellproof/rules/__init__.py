@@ -14,7 +14,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.shellproof.rules.archive import COMPRESS_STREAMING, compressor_rule, tar_rule
+from qshell.shellproof.rules.archive import (
+    COMPRESS_STREAMING,
+    compressor_rule,
+    tar_rule,
+    xxd_rule,
+)
 from qshell.shellproof.rules.awk import awk_rule
 from qshell.shellproof.rules.custom import (
     check_test,
@@ -74,6 +79,7 @@ RULES.update(
         "[": check_test,
         "ip": ip_rule,
         "tar": tar_rule,
+        "xxd": xxd_rule,
         **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), compressor_rule),
         **dict.fromkeys(COMPRESS_STREAMING, compressor_rule),
     }

@@ -70,3 +70,62 @@ def tar_rule(name: str, args: Sequence[Word]) -> Judged:
         if not archive.literal or ":" in archive.text:
             raise Unproven("tar archive that may be remote or computed at run time")
     return Judged(name, tuple(read_of(a) for a in archives))
+
+
+# ---------------------------------------------------------------- xxd
+
+# xxd matches each option word by its first two characters (`-ps` is `-p`, `-revert` is
+# `-r`; `--x` is `-x`), reads options only up to its first operand, and writes its second
+# operand: `xxd in -r` writes a file named `-r`.
+XXD_FLAGS = frozenset("abeupiCdrE")
+XXD_VALUES = {"c": "ols", "g": "roup", "o": "ffset", "s": "eek", "l": "en", "n": "ame", "R": ""}
+
+
+def _xxd_option(word: Word, following: Word | None) -> int:
+    """How many words the option `word` takes (1, or 2 with its value); raises on others."""
+    text = word.text
+    pp = text[1:] if text.startswith("--") and len(text) > 2 else text
+    letter, rest = pp[1:2], pp[2:]
+    if letter in XXD_FLAGS or (letter == "c" and rest.startswith("apitalize")):
+        return 1
+    if letter not in XXD_VALUES:
+        raise Unproven(f"xxd option {text} is not checked")
+    long_rest = XXD_VALUES[letter]
+    attached = bool(rest) and not (long_rest and rest.startswith(long_rest))
+    if letter == "s" and rest.startswith("kip"):
+        attached = False
+    if attached:
+        return 1
+    if following is None:
+        raise Unproven(f"xxd {text} needs a value")
+    if following.splits:
+        raise Unproven(f"xxd: value {following.raw!r} may expand to several words")
+    return 2
+
+
+def xxd_rule(name: str, args: Sequence[Word]) -> Judged:
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.literal:
+            if word.flaggable:
+                raise Unproven(f"xxd: {word.raw!r} could be an option at run time")
+            break
+        text = word.text
+        pp = text[1:] if text.startswith("--") and len(text) > 2 else text
+        if pp == "--":
+            i += 1
+            break
+        if not (pp.startswith("-") and len(pp) > 1):
+            break  # `-` and every other word: the first operand, options end here
+        i += _xxd_option(word, args[i + 1] if i + 1 < len(args) else None)
+    operands = args[i:]
+    for word in operands:
+        if word.splits:
+            raise Unproven(f"xxd: {word.raw!r} may expand to several operands")
+    if len(operands) > 1 and not (operands[1].literal and operands[1].text == "-"):
+        raise Unproven(f"xxd writes its second operand {operands[1].raw!r}")
+    if len(operands) > 2:
+        raise Unproven("xxd takes at most two operands")
+    reads = tuple(read_of(w) for w in operands[:1] if not (w.literal and w.text == "-"))
+    return Judged(name, reads)

@@ -46,7 +46,6 @@ SPECS: dict[str, Spec] = {
     "hexdump": Spec(short_values="efns", path_values=word_set("-f")),
     "hd": Spec(short_values="efns", path_values=word_set("-f")),
     "strings": Spec(short_values="nteT"),
-    "xxd": Spec(short_values="cglos", max_operands=1),
     "ls": Spec(
         short_values="IwT",
         long_values=word_set("ignore hide width tabsize format sort time"),

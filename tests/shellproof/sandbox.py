@@ -1,0 +1,158 @@
+"""A throwaway directory to run real tools in, and what running one there changed.
+
+`Sandbox` lays out a small project (text, hex, JSON, archives, a subdirectory, a symlink)
+and an empty HOME under a pytest tmp_path, runs a bash command line there with a minimal
+environment and a timeout, and snapshots every entry (name, mode, mtime, content or link
+target) of both trees so a test can tell whether the command wrote anything. The
+environment carries `MARKER`, a value that appears in a command's output only when the
+command printed its environment. Never run a command that touches the network with it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from qshell.shellproof import check
+
+MARKER = "qshell-env-marker-5f3a"
+RUN_TIMEOUT_S = 10.0
+TEXT = b"hello\nworld\nTODO fix\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One argument form of a tool: what the proof must say and what running it shows.
+
+    `verdict` is "ro" (proven read-only) or a piece of the refusal reason; `run` is SAME (it
+    must leave both trees byte-identical and print no environment), WRITES (the real tool
+    does change the directory), LEAKS (the real tool prints its environment) or NO (never run:
+    network, programs, or nothing to show)."""
+
+    command: str
+    verdict: str = "ro"
+    run: str = "same"
+
+
+SAME, WRITES, LEAKS, NO = "same", "writes", "leaks", "no"
+
+
+def tool_of(command: str) -> str:
+    return command.split()[0]
+
+
+Snapshot = dict[str, tuple[int, int, bytes]]
+
+
+def snapshot(top: Path) -> Snapshot:
+    """Every entry below `top` (hidden ones too, symlinks not followed)."""
+    out: Snapshot = {}
+    for directory, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = Path(directory, name)
+            info = path.lstat()
+            if path.is_symlink():
+                body = b"-> " + os.readlink(path).encode()
+            elif path.is_file():
+                body = path.read_bytes()
+            else:
+                body = b""
+            out[str(path.relative_to(top))] = (info.st_mode, info.st_mtime_ns, body)
+    return out
+
+
+class Sandbox:
+    """A project directory and an empty HOME to run one real tool in."""
+
+    def __init__(self, root: Path) -> None:
+        self.work = root / "work"
+        self.home = root / "home"
+        self.work.mkdir()
+        self.home.mkdir()
+        self._populate()
+
+    def _populate(self) -> None:
+        work = self.work
+        (work / "data.txt").write_bytes(TEXT)
+        (work / "hex.txt").write_text(TEXT.hex() + "\n")
+        (work / "data.json").write_text('{"name": "qshell", "list": [1, 2]}\n')
+        (work / "sub").mkdir()
+        (work / "sub" / "inner.txt").write_bytes(TEXT)
+        (work / "link.txt").symlink_to("data.txt")
+        (work / "data.gz").write_bytes(gzip.compress(TEXT, mtime=0))
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            info = tarfile.TarInfo("member.txt")
+            info.size = len(TEXT)
+            archive.addfile(info, io.BytesIO(TEXT))
+        (work / "archive.tar").write_bytes(buffer.getvalue())
+        (work / "archive.tar.gz").write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+            "HOME": str(self.home),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "TERM": "dumb",
+            "NO_COLOR": "1",
+            "MARKER": MARKER,
+        }
+
+    def run(self, command: str) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run(
+                ["bash", "--noprofile", "--norc", "-c", command],
+                cwd=self.work,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=RUN_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command!r} did not end within {RUN_TIMEOUT_S} s")
+
+    def state(self) -> tuple[Snapshot, Snapshot]:
+        return snapshot(self.work), snapshot(self.home)
+
+
+def require(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+def assert_verdict(case: Case) -> None:
+    verdict = check(case.command)
+    if case.verdict == "ro":
+        assert verdict.read_only, f"{case.command!r}: {verdict.reason}"
+    else:
+        assert not verdict.read_only, f"{case.command!r} was proven read-only"
+        assert case.verdict in verdict.reason, verdict.reason
+
+
+def run_case(case: Case, sandbox: Sandbox) -> None:
+    """Check the proof's verdict, then show on the real tool that it is right."""
+    assert_verdict(case)
+    if case.run == NO:
+        return
+    require(tool_of(case.command))
+    before = sandbox.state()
+    done = sandbox.run(case.command)
+    output = done.stdout + done.stderr
+    after = sandbox.state()
+    if case.run == SAME:
+        assert after == before, f"{case.command!r} changed the directory"
+        assert MARKER.encode() not in output, f"{case.command!r} printed its environment"
+    elif case.run == WRITES:
+        assert after != before, f"{case.command!r} wrote nothing: {output!r}"
+    else:
+        assert MARKER.encode() in output, f"{case.command!r} printed no environment"

@@ -1,0 +1,58 @@
+"""Every tool rule against the real tool: each argument form the proof accepts leaves a
+throwaway directory and HOME byte-identical when the tool really runs, and the forms it
+refuses because they write (or print the environment) really do, where that is harmless.
+Each form skips when its tool is not installed (.ci/run installs them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.shellproof.sandbox import NO, WRITES, Case, Sandbox, run_case
+
+XXD = [
+    Case("xxd data.txt"),
+    Case("xxd -ps data.txt"),
+    Case("xxd -p data.txt"),
+    Case("xxd -plain data.txt"),
+    Case("xxd --ps data.txt"),
+    Case("xxd -c 4 data.txt"),
+    Case("xxd -c4 data.txt"),
+    Case("xxd -cols 4 data.txt"),
+    Case("xxd -s 2 data.txt"),
+    Case("xxd -s -2 data.txt"),
+    Case("xxd -seek 2 data.txt"),
+    Case("xxd -s2 -l 3 -g 1 data.txt"),
+    Case("xxd -len 3 -u data.txt"),
+    Case("xxd -r -p hex.txt"),
+    Case("xxd -r -ps hex.txt"),
+    Case("xxd -revert -plain hex.txt -"),
+    Case("xxd -i data.txt"),
+    Case("xxd -n name -i data.txt"),
+    Case("xxd -capitalize -i data.txt"),
+    Case("xxd -b -R never data.txt"),
+    Case("xxd -- data.txt"),
+    Case("xxd --- data.txt"),
+    Case("xxd data.txt -"),
+    Case("xxd - < data.txt"),
+    Case("xxd < data.txt"),
+    Case("xxd -r -ps hex.txt out", "writes its second operand", WRITES),
+    Case("xxd -ps hex.txt out", "writes its second operand", WRITES),
+    Case("xxd data.txt -r", "writes its second operand", WRITES),
+    Case("xxd data.txt -c", "writes its second operand", WRITES),
+    Case("xxd -s 1 data.txt out", "writes its second operand", WRITES),
+    Case("xxd -- data.txt -- ", "writes its second operand", WRITES),
+    Case("xxd -c 4 data.txt out extra", "writes its second operand", NO),
+    Case("xxd $opt data.txt", "could be an option", NO),
+    Case('xxd data.txt "$out"', "writes its second operand", NO),
+    Case("xxd data.txt $out", "several operands", NO),
+    Case("xxd -x data.txt", "not checked", NO),
+]
+
+TABLE = XXD
+
+
+@pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])
+def test_each_argument_form_matches_what_the_real_tool_does(case: Case, tmp_path: Path):
+    run_case(case, Sandbox(tmp_path))
