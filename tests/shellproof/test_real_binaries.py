@@ -50,7 +50,43 @@ XXD = [
     Case("xxd -x data.txt", "not checked", NO),
 ]
 
-TABLE = XXD
+TREE = [
+    Case("tree"),
+    Case("tree -L 1"),
+    Case("tree -L1 sub"),
+    Case("tree -a -L 2 sub"),
+    Case("tree -dL 1"),
+    Case("tree -P '*.txt' -I sub"),
+    Case("tree -PI '*.txt' sub"),
+    Case("tree -LP 1 '*.txt' sub"),
+    Case("tree -J"),
+    Case("tree -X -L 1"),
+    Case("tree --charset ascii"),
+    Case("tree --charset=ascii -L 1"),
+    Case("tree -H . -L 1"),
+    Case("tree -TH title . sub"),
+    Case("tree --du -h -- sub"),
+    Case("tree --noreport --filelimit 5 --sort=name"),
+    Case("tree --timefmt %Y -L 1 --dirsfirst"),
+    Case("tree --gitignore --prune -f"),
+    Case("tree --fromfile data.txt"),
+    Case("tree --infofile=data.txt -L 1"),
+    Case("tree -Lo 1 out", "tree -o writes", WRITES),
+    Case("tree -o out", "tree -o writes", WRITES),
+    Case("tree -ao out sub", "tree -o writes", WRITES),
+    Case("tree -L 1 sub -o out", "tree -o writes", WRITES),
+    Case("tree -PLo '*.txt' 1 out", "tree -o writes", WRITES),
+    Case("tree -R -L 1 -H .", "tree -R writes", WRITES),
+    Case("tree -L2o out", "tree -o writes", NO),
+    Case("tree -l", "follows symbolic links", NO),
+    Case("tree -Ll 1", "follows symbolic links", NO),
+    Case("tree $x", "could be an option", NO),
+    Case("tree -P $x", "several words", NO),
+    Case("tree --bogus", "unknown option", NO),
+    Case("tree -L", "needs a value", NO),
+]
+
+TABLE = XXD + TREE
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

@@ -45,7 +45,7 @@ from qshell.shellproof.rules.spec import (
     word_set,
 )
 from qshell.shellproof.rules.system import ip_rule
-from qshell.shellproof.rules.walkers import find_rule
+from qshell.shellproof.rules.walkers import find_rule, tree_rule
 
 __all__ = [
     "TRUSTED_DIRS",
@@ -64,6 +64,7 @@ RULES.update(
     {
         "git": git_rule,
         "find": find_rule,
+        "tree": tree_rule,
         "sed": sed_rule,
         "gsed": sed_rule,
         "awk": awk_rule,

@@ -240,11 +240,6 @@ SPECS: dict[str, Spec] = {
         },
         digits=True,
     ),
-    "tree": Spec(
-        short_values="LPIHT",
-        long_values=word_set("charset filelimit timefmt sort"),
-        deny={"-o": "tree -o writes a file", "-R": "tree -R writes 00Tree.html files"},
-    ),
     "shuf": Spec(
         short_values="in",
         deny={"-o": "shuf -o writes a file", "--output": "shuf --output writes a file"},

@@ -98,3 +98,95 @@ def find_rule(name: str, args: Sequence[Word]) -> Judged:
             reads.append(runtime_read(named_inside(value)))
         i += 2
     return Judged("find", tuple(reads))
+
+
+# ---------------------------------------------------------------- tree
+
+# tree reads options anywhere before `--`; in a cluster every letter that takes a value takes
+# the next unused word, in order (`tree -Lo 1 out` writes `out`), and so does a long option
+# given without `=`. -L may carry its level as attached digits (tree 2.1.1 and later).
+TREE_FLAGS = frozenset("NqQdshugfFapiCnxASDtcrvUXJ")
+TREE_VALUES = frozenset("PITHL")
+TREE_DENY = {
+    "l": "tree -l follows symbolic links while it walks the tree",
+    "o": "tree -o writes a file",
+    "R": "tree -R writes 00Tree.html files",
+}
+TREE_LONG = word_set(
+    "inodes device noreport nolinks dirsfirst filesfirst si du prune ignore-case matchdirs "
+    "metafirst gitignore info fflinks hyperlink condense acl selinux opt-toggle version help"
+)
+TREE_LONG_VALUES = word_set("filelimit charset timefmt sort scheme authority compress")
+TREE_PATH_VALUES = word_set("gitfile infofile hintro houtro")
+TREE_FROM_FILE = word_set("--fromfile --fromtabfile")
+
+
+def _tree_value(args: Sequence[Word], n: int, option: str) -> Word:
+    if n >= len(args):
+        raise Unproven(f"tree {option} needs a value")
+    if args[n].splits:
+        raise Unproven(f"tree: value {args[n].raw!r} may expand to several words")
+    return args[n]
+
+
+def _tree_cluster(text: str, args: Sequence[Word], n: int) -> int:
+    """Check one cluster of short options; returns the index of the next unused word."""
+    j = 1
+    while j < len(text):
+        char = text[j]
+        if char in TREE_DENY:
+            raise Unproven(TREE_DENY[char])
+        if char == "L" and text[j + 1 : j + 2].isdigit():
+            while text[j + 1 : j + 2].isdigit():
+                j += 1
+        elif char in TREE_VALUES:
+            _tree_value(args, n, "-" + char)
+            n += 1
+        elif char not in TREE_FLAGS:
+            raise Unproven(f"unknown option -{char} for tree")
+        j += 1
+    return n
+
+
+def _tree_long(text: str, args: Sequence[Word], n: int, reads: list[Read]) -> int:
+    opt, eq, attached = text[2:].partition("=")
+    if not eq and (opt in TREE_LONG or text in TREE_FROM_FILE):
+        return n
+    if opt not in TREE_LONG_VALUES and opt not in TREE_PATH_VALUES:
+        raise Unproven(f"unknown option {text} for tree")
+    value = None
+    if not eq:
+        value = _tree_value(args, n, text)
+        n += 1
+    if opt in TREE_PATH_VALUES:
+        reads.append(read_of(value) if value is not None else literal_read(attached))
+    return n
+
+
+def tree_rule(name: str, args: Sequence[Word]) -> Judged:
+    reads: list[Read] = []
+    dirs: list[Word] = []
+    from_file = False
+    options = True
+    n = 0
+    while n < len(args):
+        word = args[n]
+        n += 1
+        text = word.text
+        if not word.literal:
+            if options and word.flaggable:
+                raise Unproven(f"tree: {word.raw!r} could be an option at run time")
+            dirs.append(word)
+        elif not (options and text.startswith("-") and len(text) > 1):
+            dirs.append(word)
+        elif text == "--":
+            options = False
+        elif text.startswith("--"):
+            n = _tree_long(text, args, n, reads)
+            from_file |= text in TREE_FROM_FILE
+        else:
+            n = _tree_cluster(text, args, n)
+    collect(dirs, reads, recursive=not from_file)
+    if not dirs:
+        reads.append(literal_read(".", recursive=not from_file))
+    return Judged(name, tuple(reads))

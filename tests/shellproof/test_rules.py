@@ -1,0 +1,62 @@
+"""The per-command rules of the shell read-only proof: what each command reads (option values
+that name files, recursive walks, the directory walked when no path is given), and the
+forms refused because they follow symlinks, resolve names over the network, read outside
+the project by design or print a process environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from qshell.shellproof import Read, check
+
+
+def reads(command: str) -> tuple[Read, ...]:
+    verdict = check(command)
+    assert verdict.read_only, verdict.reason
+    return verdict.reads
+
+
+def walked(command: str) -> list[str]:
+    """The paths `command` reads recursively."""
+    return [r.text for r in reads(command) if r.recursive]
+
+
+def flat(command: str) -> list[str]:
+    """The paths `command` reads without walking below them."""
+    return [r.text for r in reads(command) if not r.recursive]
+
+
+def refused(command: str, reason: str) -> None:
+    verdict = check(command)
+    assert not verdict.read_only, f"{command!r} was proven read-only"
+    assert reason in verdict.reason, verdict.reason
+
+
+def test_xxd_reads_only_its_first_operand():
+    assert flat("xxd -s 2 -c 4 data.bin") == ["data.bin"]
+    assert flat("xxd -r -p hex.txt -") == ["hex.txt"]
+    assert flat("xxd - < in") == ["in"]
+
+
+def test_tree_walks_each_directory_and_the_current_one_by_default():
+    assert walked("tree -L 2 src tests") == ["src", "tests"]
+    assert walked("tree -PI '*.py' build src") == ["src"]
+    assert walked("tree -a") == ["."]
+    assert flat("tree --gitfile=ignore.txt --infofile info.txt --hintro h.html") == [
+        "ignore.txt",
+        "info.txt",
+        "h.html",
+    ]
+    assert flat("tree --fromfile listing.txt") == ["listing.txt"]
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("tree -Lo 1 out", "tree -o writes"),
+        ("tree -l src", "follows symbolic links"),
+        ("xxd in -r", "writes its second operand"),
+    ],
+)
+def test_tool_model_bypasses_are_refused(command: str, reason: str):
+    refused(command, reason)
