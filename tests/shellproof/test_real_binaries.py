@@ -86,7 +86,35 @@ TREE = [
     Case("tree -L", "needs a value", NO),
 ]
 
-TABLE = XXD + TREE
+TAR = [
+    Case("tar tf archive.tar"),
+    Case("tar tvf archive.tar"),
+    Case("tar tzf archive.tar.gz"),
+    Case("tar tfv archive.tar"),
+    Case("tar tff archive.tar archive.tar"),
+    Case("tar -tf archive.tar"),
+    Case("tar -tvf archive.tar member.txt"),
+    Case("tar -tzvf archive.tar.gz"),
+    Case("tar -t -f archive.tar --verbose"),
+    Case("tar --list --file=archive.tar"),
+    Case("tar --list --file archive.tar member.txt"),
+    Case("tar tf - < archive.tar"),
+    Case("tar tf archive.tar -v"),
+    Case("tar xf archive.tar", "key letter x", WRITES),
+    Case("tar -xf archive.tar", "unknown option -x", WRITES),
+    Case("tar cf new.tar data.txt", "key letter c", WRITES),
+    Case("tar -cf new.tar data.txt", "unknown option -c", WRITES),
+    Case("tar tfv host:file", "remote", NO),
+    Case("tar tvf user@host:archive.tar", "remote", NO),
+    Case("tar -tf host:archive.tar", "remote", NO),
+    Case("tar tf", "needs a value", NO),
+    Case("tar tf $archive", "computed at run time", NO),
+    Case("tar --rsh-command=/bin/sh -tf a:b", "unknown option", NO),
+    Case("tar -tf archive.tar --to-command=sh", "unknown option", NO),
+    Case("tar -tf archive.tar -I sh", "unknown option -I", NO),
+]
+
+TABLE = XXD + TREE + TAR
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

@@ -60,3 +60,10 @@ def test_tree_walks_each_directory_and_the_current_one_by_default():
 )
 def test_tool_model_bypasses_are_refused(command: str, reason: str):
     refused(command, reason)
+
+
+def test_tar_old_style_key_letters_take_the_following_words_in_order():
+    assert flat("tar tvf archive.tar") == ["archive.tar"]
+    assert flat("tar tff a.tar b.tar member") == ["a.tar", "b.tar"]
+    refused("tar tfv host:file", "remote")
+    assert flat("tar tf -v") == ["-v"]  # the archive is a file named -v

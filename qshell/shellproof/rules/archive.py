@@ -55,12 +55,36 @@ TAR_SPEC = Spec(
 )
 
 
-def tar_rule(name: str, args: Sequence[Word]) -> Judged:
+TAR_OLD_FLAGS = frozenset("tvzjJ")
+TAR_OLD_VALUES = frozenset("f")
+
+
+def _tar_new_style(args: Sequence[Word]) -> list[Word]:
+    """The arguments with an old-style key (`tar tfv host:file`) spelled as new-style options:
+    GNU tar gives each of its letters that takes a value the next unused word, in order, and
+    only then reads the rest (`f` takes `host:file`, not `v`)."""
     words = list(args)
-    if words and words[0].literal and not words[0].text.startswith("-"):
-        words[0] = literal_word("-" + words[0].text)  # old style: `tar tzf a.tgz`
-    parsed = parse(name, TAR_SPEC, words)
-    keys = [k for k, _ in parsed.flags]
+    if not words or not words[0].literal or words[0].text.startswith("-"):
+        return words
+    key, rest = words[0].text, words[1:]
+    options: list[Word] = []
+    used = 0
+    for char in key:
+        if char in TAR_OLD_VALUES:
+            if used >= len(rest):
+                raise Unproven(f"tar key letter {char} needs a value")
+            options += [literal_word("-" + char), rest[used]]
+            used += 1
+        elif char in TAR_OLD_FLAGS:
+            options.append(literal_word("-" + char))
+        else:
+            raise Unproven(f"tar key letter {char} is not checked")
+    return options + rest[used:]
+
+
+def tar_rule(name: str, args: Sequence[Word]) -> Judged:
+    parsed = parse(name, TAR_SPEC, _tar_new_style(args))
+    keys = parsed.keys()
     if "-t" not in keys and "--list" not in keys:
         raise Unproven("tar without -t (list) writes or extracts")
     archives = [v for k, v in parsed.flags if k in ("-f", "--file") and v is not None]
@@ -68,8 +92,8 @@ def tar_rule(name: str, args: Sequence[Word]) -> Judged:
         raise Unproven("tar without -f reads $TAPE, which may be remote")
     for archive in archives:
         if not archive.literal or ":" in archive.text:
-            raise Unproven("tar archive that may be remote or computed at run time")
-    return Judged(name, tuple(read_of(a) for a in archives))
+            raise Unproven("tar archive that may be remote (rsh) or computed at run time")
+    return Judged(name, tuple(read_of(a) for a in archives if a.text != "-"))
 
 
 # ---------------------------------------------------------------- xxd
