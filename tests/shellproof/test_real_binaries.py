@@ -114,7 +114,49 @@ TAR = [
     Case("tar -tf archive.tar -I sh", "unknown option -I", NO),
 ]
 
-TABLE = XXD + TREE + TAR
+SED = [
+    Case("sed -n 1p data.txt"),
+    Case("sed 's/o/0/2g' data.txt"),
+    Case("sed -n ':a;N;$!ba;p' data.txt"),
+    Case("sed ':a;N;$!ba;s/\\n/ /g' data.txt"),
+    Case("sed -n ': a;N;$!b a;p' data.txt"),
+    Case("sed -n '/o/{p;b};p' data.txt"),
+    Case("sed 'bend;s/o/0/;:end' data.txt"),
+    Case("sed -n 'tx;p;:x' data.txt"),
+    Case("sed -n 'Tx;p;:x' data.txt"),
+    Case("sed -n '$!{h;d};x;G;p' data.txt"),
+    Case("sed 'r sub/inner.txt' data.txt"),
+    Case("sed '1R data.txt' data.txt"),
+    Case("sed '1r /dev/stdin' data.txt < data.txt"),
+    Case("sed --debug -n 1p data.txt"),
+    Case("sed -E 's/(l+)/[\\1]/' data.txt"),
+    Case("sed -z 's/\\n/,/g' data.txt"),
+    Case("sed -s -n '$p' data.txt sub/inner.txt"),
+    Case("sed -n '1~2p;0,/o/p' data.txt"),
+    Case("sed = data.txt"),
+    Case("sed -n l data.txt"),
+    Case("sed 'y/abc/xyz/' data.txt"),
+    Case("sed '1i\\\ninserted' data.txt"),
+    Case("sed '$a appended; w out' data.txt"),
+    Case("sed 2q data.txt"),
+    Case("sed -e 1d -e '/TODO/,$d' data.txt"),
+    Case("sed -n ':a w out' data.txt", "label", WRITES),
+    Case("sed -n ':a\tw out' data.txt", "label", WRITES),
+    Case("sed -n 'bx w out\n:x' data.txt", "label", WRITES),
+    Case("sed ':a e touch marker' data.txt", "label", WRITES),
+    Case("sed -n 'ba;w out' data.txt", "sed w writes", NO),
+    Case("sed -i s/o/0/ data.txt", "sed -i edits", WRITES),
+    Case("sed --in-place=.bak 1d data.txt", "sed -i edits", WRITES),
+    Case("sed -n 's/o/0/w out' data.txt", "s///w", WRITES),
+    Case("sed 'w out' data.txt", "sed w writes", WRITES),
+    Case("sed 's/x/y/w /dev/stdout' data.txt", "s///w", NO),
+    Case("sed ':a}' data.txt", "unbalanced braces", NO),
+    Case("sed ':a\\b' data.txt", "label", NO),
+    Case("sed r data.txt", "without a file name", NO),
+    Case("sed -f script.sed data.txt", "sed -f", NO),
+]
+
+TABLE = XXD + TREE + TAR + SED
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

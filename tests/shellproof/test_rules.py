@@ -67,3 +67,23 @@ def test_tar_old_style_key_letters_take_the_following_words_in_order():
     assert flat("tar tff a.tar b.tar member") == ["a.tar", "b.tar"]
     refused("tar tfv host:file", "remote")
     assert flat("tar tf -v") == ["-v"]  # the archive is a file named -v
+
+
+def test_sed_r_and_R_report_the_file_they_read_up_to_the_end_of_the_line():
+    assert flat("sed 'r /etc/shadow' f") == ["/etc/shadow", "f"]
+    assert flat("sed -e '1R notes; p' f") == ["notes; p", "f"]
+    assert flat("sed '$r /dev/stdin' f") == ["f"]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [":a w f", ":a\te id", "bx w f\n:x", "ta w f", ":a#c", ":a\\b", "b x}", ":"],
+)
+def test_sed_labels_that_seds_end_at_different_places_are_refused(script: str):
+    verdict = check(f"sed -n '{script}' file")
+    assert not verdict.read_only
+
+
+@pytest.mark.parametrize("script", [":a;N;$!ba;p", ": a;b a", "/x/{p;b};p", "bend;p;:end", "tx"])
+def test_sed_labels_that_end_at_a_semicolon_newline_or_brace_are_allowed(script: str):
+    assert check(f"sed -n '{script}' file").read_only

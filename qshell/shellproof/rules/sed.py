@@ -1,11 +1,14 @@
 """sed rules of the shell read-only proof: scripts are parsed conservatively.
 
-sed is read-only without -i and without the w/W/e commands or s///w/e flags. Anything the
-small parser here does not understand is unproven. Pure functions; any thread.
+sed is read-only without -i and without the w/W/e commands or s///w/e flags; the files its
+r/R commands read are reported. Labels are modelled as GNU sed ends them (at a blank or
+`;`, where another command may start) and proven only where every sed agrees. Anything
+the small parser here does not understand is unproven. Pure functions; any thread.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from qshell.shellproof.rules.spec import (
@@ -15,6 +18,7 @@ from qshell.shellproof.rules.spec import (
     Unproven,
     Word,
     collect,
+    literal_read,
     parse,
     word_set,
 )
@@ -40,11 +44,13 @@ SED_PLAIN = frozenset("pPdDnNgGhHxz=F")
 SED_FORBIDDEN = {
     "w": "sed w writes a file",
     "W": "sed W writes a file",
-    "r": "sed r reads a file that is not shown",
-    "R": "sed R reads a file that is not shown",
     "e": "sed e runs a command",
     "v": "sed v is not checked",
 }
+# GNU sed ends a label at a blank or `;` and reads the next command right after it
+# (`:a w f` defines `a`, then writes f); other seds read it to the end of the line. Only a
+# label that every sed ends at the same place is proven.
+SED_LABEL = re.compile(r"[ \t]*([A-Za-z0-9_.]*)[ \t]*(?=$|[;\n}])")
 
 
 class _SedScript:
@@ -53,6 +59,7 @@ class _SedScript:
     def __init__(self, script: str) -> None:
         self.s = script
         self.i = 0
+        self.files: list[str] = []  # read by r and R
 
     def _peek(self) -> str:
         return self.s[self.i] if self.i < len(self.s) else ""
@@ -174,8 +181,9 @@ class _SedScript:
                 self._substitute(command)
                 self._end()
             elif command and command in "btT:":
-                while self._peek() not in ("", ";", "\n"):
-                    self.i += 1
+                self._label(command)
+            elif command and command in "rR":
+                self._filename(command)
             elif command and command in "aic":
                 self._text()
             elif command in SED_FORBIDDEN:
@@ -184,6 +192,25 @@ class _SedScript:
                 raise Unproven(f"sed command {command!r} is not checked")
         if depth:
             raise Unproven("sed: unbalanced braces")
+
+    def _label(self, command: str) -> None:
+        found = SED_LABEL.match(self.s, self.i)
+        if found is None:
+            raise Unproven(f"sed {command}: a label that seds end at different places")
+        if command == ":" and not found.group(1):
+            raise Unproven("sed : without a label")
+        self.i = found.end()
+
+    def _filename(self, command: str) -> None:
+        """r/R FILE: the file name is the rest of the line, blanks before it skipped."""
+        self._blank()
+        end = self.s.find("\n", self.i)
+        end = len(self.s) if end < 0 else end
+        name = self.s[self.i : end]
+        if not name:
+            raise Unproven(f"sed {command} without a file name")
+        self.files.append(name)
+        self.i = end
 
     def _text(self) -> None:
         """a/i/c text: to the end of the line, continued by a trailing backslash."""
@@ -210,7 +237,8 @@ def sed_rule(name: str, args: Sequence[Word]) -> Judged:
     for script in scripts:
         if not script.literal:
             raise Unproven("sed script computed at run time")
-    _SedScript("\n".join(s.text for s in scripts)).check()
-    reads: list[Read] = []
+    parser = _SedScript("\n".join(s.text for s in scripts))
+    parser.check()
+    reads: list[Read] = [literal_read(n) for n in parser.files if n != "/dev/stdin"]
     collect(operands, reads)
     return Judged(name, tuple(reads))

@@ -77,17 +77,24 @@ class Read:
 PROC_ENVIRON = re.compile(r"/proc/.*environ|/environ['\"]?$")
 
 
+def refuse_environ(*texts: str) -> None:
+    """A process environment (`/proc/*/environ`) is refused as far as the text shows it; the
+    caller still resolves where a path leads."""
+    for text in texts:
+        if PROC_ENVIRON.search(text):
+            raise Unproven(f"{text} is a process environment (secrets)")
+
+
 def read_of(word: Word, *, recursive: bool = False) -> Read:
-    """The read of a path operand; a process environment (`/proc/*/environ`) is refused here
-    already, as far as the text shows it (the caller still resolves what a path leads to)."""
-    if PROC_ENVIRON.search(word.text) or PROC_ENVIRON.search(word.raw):
-        raise Unproven(f"{word.raw} is a process environment (secrets)")
+    """The read of a path operand."""
+    refuse_environ(word.text, word.raw)
     return Read(word.text if word.literal else word.raw, word.raw, word.literal, recursive)
 
 
 def literal_read(text: str, *, recursive: bool = False) -> Read:
     """A read of a known path that is no shell word of its own (a default `.`, the path in
     `rev:path`): its `raw` is quoted, so expanding it gives the path itself."""
+    refuse_environ(text)
     return Read(text, shlex.quote(text), True, recursive)
 
 
