@@ -44,7 +44,7 @@ from qshell.shellproof.rules.spec import (
     spec_rule,
     word_set,
 )
-from qshell.shellproof.rules.system import ip_rule
+from qshell.shellproof.rules.system import ip_rule, netstat_rule, ss_rule
 from qshell.shellproof.rules.walkers import find_rule, tree_rule
 
 __all__ = [
@@ -79,6 +79,8 @@ RULES.update(
         "test": check_test,
         "[": check_test,
         "ip": ip_rule,
+        "ss": ss_rule,
+        "netstat": netstat_rule,
         "tar": tar_rule,
         "xxd": xxd_rule,
         **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), compressor_rule),

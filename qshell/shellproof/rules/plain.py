@@ -144,33 +144,6 @@ SPECS: dict[str, Spec] = {
     "ps": OPEN_NO_PATHS,
     "pidof": OPEN_NO_PATHS,
     "lsb_release": OPEN_NO_PATHS,
-    "ss": Spec(
-        short="tuwxlnpaes46mioHOr0SM",
-        short_values="fAF",
-        long=word_set(
-            "tcp udp raw unix listening numeric processes all extended summary "
-            "memory info options resolve no-header oneline ipv4 ipv6 help version"
-        ),
-        long_values=word_set("family query filter"),
-        deny={
-            "-K": "ss -K kills sockets",
-            "--kill": "ss --kill kills sockets",
-            "-D": "ss -D writes a file",
-            "--diag": "ss --diag writes a file",
-            "-E": "never ends: ss -E",
-            "--events": "never ends: ss --events",
-        },
-        operands=NONE,
-    ),
-    "netstat": Spec(
-        short="tulnparisexWgov46",
-        long=word_set(
-            "tcp udp listening numeric programs all route interfaces statistics "
-            "extended wide groups timers verbose"
-        ),
-        deny={"-c": "never ends: netstat -c", "--continuous": "never ends: netstat -c"},
-        operands=NONE,
-    ),
     "printenv": Spec(short="0", long=word_set("null help version"), operands=NONE),
     "pgrep": Spec(
         short="acfilnovwx",
@@ -181,9 +154,9 @@ SPECS: dict[str, Spec] = {
         long_values=word_set("delimiter pgroup group parent session terminal euid uid"),
         operands=NONE,
     ),
-    "hostname": Spec(  # -f, -i, -A, -d and -y ask DNS or NIS: network
-        short="sI",
-        long=word_set("short all-ip-addresses help version"),
+    "hostname": Spec(  # -f, -i, -A, -d, -y (and -s in some versions) ask DNS or NIS
+        short="I",
+        long=word_set("all-ip-addresses help version"),
         max_operands=0,
     ),
     "mount": Spec(
