@@ -215,7 +215,56 @@ NETWORK = [
     Case("whois example.com", "unknown command", NO),
 ]
 
-TABLE = XXD + TREE + TAR + SED + NETWORK
+WALKERS = [
+    Case("grep -rn TODO ."),
+    Case("grep -r TODO"),
+    Case("grep -d recurse TODO"),
+    Case("grep --directories=rec -l TODO"),
+    Case("grep -n TODO *"),
+    Case("grep -e TODO -- *"),
+    Case("grep -f data.txt -r sub"),
+    Case("grep --exclude-from=data.txt -rl TODO"),
+    Case("grep -R TODO .", "follows symbolic links", NO),
+    Case("grep --dereference-recursive TODO", "follows symbolic links", NO),
+    Case("grep $pattern data.txt", "could be an option", NO),
+    Case("rg TODO"),
+    Case("rg -n TODO sub"),
+    Case("rg --files"),
+    Case("rg -e TODO -g '*.txt'"),
+    Case("rg -L TODO", "follows symbolic links", NO),
+    Case("rg --follow TODO", "follows symbolic links", NO),
+    Case("fdfind"),
+    Case("fdfind -e txt"),
+    Case("fdfind inner sub"),
+    Case("fdfind -L txt", "follows symbolic links", NO),
+    Case("fdfind -x rm", "fd -x runs", NO),
+    Case("fdfind --base-directory sub", "base-directory", NO),
+    Case("ls -R"),
+    Case("ls -laR sub"),
+    Case("ls -L link.txt"),
+    Case("ls -RL", "follows symbolic links", NO),
+    Case("ls --recursive --dereference", "follows symbolic links", NO),
+    Case("du -sh *"),
+    Case("du -a --max-depth=1"),
+    Case("du -D link.txt"),
+    Case("du -L", "follows symbolic links", NO),
+    Case("du -sL sub", "follows symbolic links", NO),
+    Case("diff data.txt sub/inner.txt"),
+    Case("diff -r --no-dereference sub sub"),
+    Case("diff -u -X data.txt data.txt hex.txt"),
+    Case("diff -r sub sub", "add --no-dereference", NO),
+    Case("diff -l data.txt hex.txt", "runs pr", NO),
+    Case("find . -name '*.txt'"),
+    Case("find -H sub -type f"),
+    Case("find . -newer data.txt -printf '%p\\n'"),
+    Case("find -L .", "follows symbolic links", NO),
+    Case("find . -follow -name x", "follows symbolic links", NO),
+    Case("find . -name '*.gz' -delete", "find -delete", WRITES),
+    Case("find . -fprint out", "find -fprint", WRITES),
+    Case("find . -exec touch marker \\;", "find -exec", WRITES),
+]
+
+TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

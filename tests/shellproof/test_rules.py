@@ -87,3 +87,63 @@ def test_sed_labels_that_seds_end_at_different_places_are_refused(script: str):
 @pytest.mark.parametrize("script", [":a;N;$!ba;p", ": a;b a", "/x/{p;b};p", "bend;p;:end", "tx"])
 def test_sed_labels_that_end_at_a_semicolon_newline_or_brace_are_allowed(script: str):
     assert check(f"sed -n '{script}' file").read_only
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("grep -rn TODO src tests", ["src", "tests"]),
+        ("grep -r TODO", ["."]),
+        ("grep -d recurse x", ["."]),
+        ("grep --directories=rec x lib", ["lib"]),
+        ("rg foo", ["."]),
+        ("rg -e foo src", ["src"]),
+        ("rg --files", ["."]),
+        ("fd -e py", ["."]),
+        ("fd x src", ["src"]),
+        ("ls -R", ["."]),
+        ("ls -lR src", ["src"]),
+        ("du -sh .", ["."]),
+        ("du", ["."]),
+        ("diff -r --no-dereference a b", ["a", "b"]),
+        ("find src -name x", ["src"]),
+        ("find", ["."]),
+        ("tree", ["."]),
+        ("git grep TODO", ["TODO", "."]),
+        ("git grep -e a -e b", ["a", "b", "."]),
+        ("git grep -l TODO src", ["TODO", "src"]),
+    ],
+)
+def test_commands_that_walk_a_tree_report_recursive_reads(command: str, paths: list[str]):
+    assert walked(command) == paths
+
+
+def test_commands_that_do_not_walk_report_flat_reads():
+    assert walked("grep TODO file") == []
+    assert walked("ls -la src") == []
+    assert walked("diff a b") == []
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("grep -R x .", "follows symbolic links"),
+        ("grep -rR x .", "follows symbolic links"),
+        ("grep --dereference-rec x", "follows symbolic links"),
+        ("rg -L x", "follows symbolic links"),
+        ("rg --follow x", "follows symbolic links"),
+        ("fd -L x", "follows symbolic links"),
+        ("find -L . -name x", "follows symbolic links"),
+        ("find . -follow", "follows symbolic links"),
+        ("ls -RL", "follows symbolic links"),
+        ("ls -R --dereference", "follows symbolic links"),
+        ("du -L .", "follows symbolic links"),
+        ("du --dereference", "follows symbolic links"),
+        ("tree -l", "follows symbolic links"),
+        ("diff -r a b", "--no-dereference"),
+        ("grep $p file", "could be an option"),
+        ("grep -r $p", "could be an option"),
+    ],
+)
+def test_walks_that_follow_symlinks_are_refused(command: str, reason: str):
+    refused(command, reason)

@@ -45,7 +45,7 @@ from qshell.shellproof.rules.spec import (
     word_set,
 )
 from qshell.shellproof.rules.system import ip_rule, netstat_rule, ss_rule
-from qshell.shellproof.rules.walkers import find_rule, tree_rule
+from qshell.shellproof.rules.walkers import diff_rule, find_rule, grep_rule, tree_rule
 
 __all__ = [
     "TRUSTED_DIRS",
@@ -64,6 +64,10 @@ RULES.update(
     {
         "git": git_rule,
         "find": find_rule,
+        "grep": grep_rule,
+        "egrep": grep_rule,
+        "fgrep": grep_rule,
+        "diff": diff_rule,
         "tree": tree_rule,
         "sed": sed_rule,
         "gsed": sed_rule,

@@ -84,7 +84,7 @@ def _tar_new_style(args: Sequence[Word]) -> list[Word]:
 
 def tar_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, TAR_SPEC, _tar_new_style(args))
-    keys = parsed.keys()
+    keys = parsed.flag_names()
     if "-t" not in keys and "--list" not in keys:
         raise Unproven("tar without -t (list) writes or extracts")
     archives = [v for k, v in parsed.flags if k in ("-f", "--file") and v is not None]

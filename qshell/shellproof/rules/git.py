@@ -83,6 +83,26 @@ def _git_paths(operands: Sequence[Word], reads: list[Read]) -> None:
             reads.append(literal_read(inner))  # <rev>:<path> reads that file's committed content
 
 
+GREP_PATTERN_OPTION = re.compile(r"-[A-Za-z]*[ef]")  # -e/-f, maybe last in a cluster
+GREP_FILE_ATTACHED = re.compile(r"-[A-Za-z]*?f(.+)")
+
+
+def _git_grep(rest: Sequence[Word], reads: list[Read]) -> None:
+    """git grep walks the tree below each pathspec (the current directory without one); its
+    operands are patterns, revisions and paths, all reported as recursive reads."""
+    operands = _git_options("grep", rest, "O")
+    values = sum(1 for w in rest if w.literal and GREP_PATTERN_OPTION.fullmatch(w.text) is not None)
+    explicit = any(w.literal and GREP_PATTERN_OPTION.match(w.text) for w in rest)
+    for word in operands:
+        reads.append(read_of(word, recursive=True))
+    for word in rest:
+        attached = GREP_FILE_ATTACHED.fullmatch(word.text) if word.literal else None
+        if attached:
+            reads.append(literal_read(attached.group(1)))  # -fFILE: patterns from FILE
+    if len(operands) - values - (0 if explicit else 1) <= 0:
+        reads.append(literal_read(".", recursive=True))
+
+
 def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[Word]:
     """Generic check of a read-only git subcommand's arguments; returns its operands."""
     operands: list[Word] = []
@@ -210,8 +230,10 @@ def _git_config(rest: Sequence[Word]) -> list[Read]:
 def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
     reads: list[Read] = []
     label = f"git {sub}"
-    if sub in GIT_LOG_LIKE:
-        _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), reads)
+    if sub == "grep":
+        _git_grep(rest, reads)
+    elif sub in GIT_LOG_LIKE:
+        _git_paths(_git_options(sub, rest), reads)
     elif sub in ("reflog", "stash"):
         # both dispatch on their first argument only; anything else there may write
         verbs: tuple[str, ...] = ("show", "exists") if sub == "reflog" else ("list", "show")

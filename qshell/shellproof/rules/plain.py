@@ -36,10 +36,12 @@ SPECS: dict[str, Spec] = {
     "comm": OPEN,
     "join": Spec(short_values="12aejotv"),
     "cmp": Spec(short_values="in"),
-    "diff": Spec(
+    "diff": Spec(  # a recursive diff follows symlinks unless --no-dereference (walkers.py)
         short_values="CUDFILxXSW",
         digits=True,
         long_values=word_set("exclude-from from-file to-file"),
+        deny={"-l": "diff -l runs pr", "--paginate": "diff --paginate runs pr"},
+        recursive=word_set("-r --recursive"),
         path_values=word_set("-X --exclude-from --from-file --to-file"),
     ),
     "od": Spec(short_values="AjNSt"),
@@ -49,8 +51,12 @@ SPECS: dict[str, Spec] = {
     "ls": Spec(
         short_values="IwT",
         long_values=word_set("ignore hide width tabsize format sort time"),
+        recursive=word_set("-R --recursive"),
+        follows=word_set("-L --dereference"),
     ),
     "du": Spec(
+        walks=True,
+        follows=word_set("-L --dereference"),
         short_values="BdtX",
         long_values=word_set("max-depth block-size threshold exclude-from files0-from"),
         path_values=word_set("-X --exclude-from --files0-from"),
@@ -80,7 +86,9 @@ SPECS: dict[str, Spec] = {
         max_operands=1,
     ),
     "base32": Spec(short_values="w", max_operands=1),
-    "grep": Spec(
+    "grep": Spec(  # -d recurse walks too (walkers.py)
+        recursive=word_set("-r -R --recursive --dereference-recursive"),
+        follows=word_set("-R --dereference-recursive"),
         short_values="efmABCdD",
         long_values=word_set(
             "regexp file max-count after-context before-context context devices "
@@ -227,6 +235,8 @@ SPECS: dict[str, Spec] = {
         deny={"-o": "iconv -o writes a file", "--output": "iconv --output writes a file"},
     ),
     "rg": Spec(
+        walks=True,
+        follows=word_set("-L --follow"),
         short="nNiSswxvlcoFHIpLaUPqb0.u",
         short_values="efgtTABCmdrjEM",
         long=word_set(
@@ -262,6 +272,8 @@ SPECS: dict[str, Spec] = {
         operands=PATTERN,
     ),
     "fd": Spec(
+        walks=True,
+        follows=word_set("-L --follow"),
         short="HIusiFgaLp0lq1",
         short_values="dEteSocj",
         long=word_set(
@@ -273,15 +285,16 @@ SPECS: dict[str, Spec] = {
         long_values=word_set(
             "max-depth min-depth exact-depth exclude type extension size "
             "changed-within changed-before owner color threads max-results "
-            "base-directory path-separator search-path ignore-file format and"
+            "path-separator search-path ignore-file format and"
         ),
         deny={
             "-x": "fd -x runs a command",
             "--exec": "fd --exec runs a command",
             "-X": "fd -X runs a command",
             "--exec-batch": "fd --exec-batch runs a command",
+            "--base-directory": "fd --base-directory moves where its paths are read from",
         },
-        path_values=word_set("--base-directory --search-path --ignore-file"),
+        path_values=word_set("--search-path --ignore-file"),
         operands=PATTERN,
     ),
 }

@@ -162,7 +162,7 @@ class Parsed:
     operands: list[Word]
     options_end: int | None = None  # operands from this index on came after `--`
 
-    def keys(self) -> list[str]:
+    def flag_names(self) -> list[str]:
         return [key for key, _ in self.flags]
 
     def values(self, names: frozenset[str]) -> list[Word]:
@@ -316,6 +316,7 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
         first = 1
     if spec.operands == NONE:
         first = len(operands)
+    first = min(first, len(operands))
     if spec.risky:
         for i in range(first):
             if parsed.could_be_flag(i):

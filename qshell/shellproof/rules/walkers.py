@@ -1,4 +1,5 @@
-"""Rules for commands that walk a directory tree: find and tree.
+"""Rules for commands that walk a directory tree: find, tree, grep -r and diff -r (the
+table's walkers — du, rg, fd, ls -R — say so in their `Spec`).
 
 Every path they start from is reported as a recursive read (the caller walks it for secrets
 and symlinks leading out); walks that follow symbolic links are refused, and so is every
@@ -10,15 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
+from qshell.shellproof.rules.plain import SPECS
 from qshell.shellproof.rules.spec import (
     Judged,
     Read,
     Unproven,
     Word,
     collect,
+    judge_spec,
     literal_read,
     named_inside,
+    parse,
     read_of,
     runtime_read,
     word_set,
@@ -36,10 +41,11 @@ FIND_DENY = {
     "-fprint": "find -fprint writes a file",
     "-fprint0": "find -fprint0 writes a file",
     "-fprintf": "find -fprintf writes a file",
+    "-follow": "find -follow follows symbolic links while it walks the tree",
 }
 FIND_NULLARY = word_set(
     "-depth -d -mount -xdev -noleaf -ignore_readdir_race "
-    "-noignore_readdir_race -daystart -follow -warn -nowarn -empty "
+    "-noignore_readdir_race -daystart -warn -nowarn -empty "
     "-executable -readable -writable -false -true -nogroup -nouser -print "
     "-print0 -prune -quit -ls -not -a -and -o -or ! ( ) ,"
 )
@@ -60,6 +66,8 @@ def find_rule(name: str, args: Sequence[Word]) -> Judged:
     reads: list[Read] = []
     i = 0
     while i < len(args) and args[i].literal and args[i].text in ("-H", "-L", "-P", "-D"):
+        if args[i].text == "-L":
+            raise Unproven("find -L follows symbolic links while it walks the tree")
         i += 2 if args[i].text == "-D" else 1
     starts = 0
     while i < len(args):
@@ -190,3 +198,28 @@ def tree_rule(name: str, args: Sequence[Word]) -> Judged:
     if not dirs:
         reads.append(literal_read(".", recursive=not from_file))
     return Judged(name, tuple(reads))
+
+
+# ---------------------------------------------------------------- grep -r, diff -r
+
+GREP_DIRECTORIES = word_set("-d --directories")
+
+
+def grep_rule(name: str, args: Sequence[Word]) -> Judged:
+    """grep; `-d recurse` (any abbreviation argmatch accepts) walks like -r."""
+    spec = SPECS["grep"]
+    for value in parse(name, spec, args).values(GREP_DIRECTORIES):
+        if not value.literal:
+            raise Unproven("grep -d action computed at run time")
+        if len(value.text) >= 3 and "recurse".startswith(value.text):
+            spec = replace(spec, walks=True)
+    return judge_spec(name, spec, args)
+
+
+def diff_rule(name: str, args: Sequence[Word]) -> Judged:
+    """diff; a recursive diff follows symlinks unless told --no-dereference."""
+    spec = SPECS["diff"]
+    parsed = parse(name, spec, args)
+    if parsed.has(spec.recursive) and "--no-dereference" not in parsed.flag_names():
+        raise Unproven("diff -r follows symbolic links while it walks (add --no-dereference)")
+    return judge_spec(name, spec, args)
