@@ -13,11 +13,13 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 
 import pytest
 
@@ -25,6 +27,10 @@ from qshell.shellproof import check
 
 MARKER = "qshell-env-marker-5f3a"
 RUN_TIMEOUT_S = 10.0
+# the syscalls through which a tool reads a file's content or a directory's entries
+READ_CALLS = "read,pread64,readv,preadv,getdents64,mmap,sendfile,splice,copy_file_range"
+FD_PATH = re.compile(r"\d+<(/[^>]*)>")
+EXECVE = re.compile(r'^(\d+) +execve\("([^"]*)".* = 0$')
 TEXT = b"hello\nworld\nTODO fix\n"
 
 
@@ -121,8 +127,44 @@ class Sandbox:
         except subprocess.TimeoutExpired:
             pytest.fail(f"{command!r} did not end within {RUN_TIMEOUT_S} s")
 
+    def traced_reads(self, command: str) -> set[Path] | None:
+        """The files and directories inside the work tree that `command` really reads (by
+        strace), or None when strace is not installed or cannot trace here."""
+        if shutil.which("strace") is None:
+            return None
+        log = self.work.parent / "strace.log"
+        calls = f"execve,{READ_CALLS}"
+        done = self.run(f"strace -f -qq -y -e trace={calls} -o {log} bash -c {quote(command)}")
+        if not log.exists() or b"ptrace" in done.stderr:
+            return None
+        found = tool_reads(log.read_text(errors="replace"))
+        log.unlink()
+        work = self.work.resolve()
+        return {p for p in found if p == work or work in p.parents}
+
+    def expand(self, raw: str) -> list[Path]:
+        """What bash makes of a read's source text in the work tree."""
+        done = self.run(f'printf "%s\\0" {raw}')
+        return [self.work / t for t in done.stdout.decode().split("\0")[:-1] if t]
+
     def state(self) -> tuple[Snapshot, Snapshot]:
         return snapshot(self.work), snapshot(self.home)
+
+
+def tool_reads(log: str) -> set[Path]:
+    """The paths read in an strace log by the programs bash started, not by bash itself
+    (bash reads a directory to expand a glob before it runs the command)."""
+    tools: set[str] = set()
+    found: set[Path] = set()
+    for line in log.splitlines():
+        pid = line.split(" ", 1)[0]
+        started = EXECVE.match(line)
+        if started:
+            if Path(started.group(2)).name != "bash":
+                tools.add(pid)
+        elif pid in tools:
+            found.update(Path(m) for m in FD_PATH.findall(line))
+    return found
 
 
 def require(tool: str) -> None:
@@ -152,7 +194,27 @@ def run_case(case: Case, sandbox: Sandbox) -> None:
     if case.run == SAME:
         assert after == before, f"{case.command!r} changed the directory"
         assert MARKER.encode() not in output, f"{case.command!r} printed its environment"
+        assert_reads_reported(case.command, sandbox)
     elif case.run == WRITES:
         assert after != before, f"{case.command!r} wrote nothing: {output!r}"
     else:
         assert MARKER.encode() in output, f"{case.command!r} printed no environment"
+
+
+def assert_reads_reported(command: str, sandbox: Sandbox) -> None:
+    """Everything the real tool reads in the work tree is a read the proof reported: the
+    path itself, or a path below one it reported as recursive."""
+    really = sandbox.traced_reads(command)
+    if really is None:
+        return
+    reported: list[tuple[Path, bool]] = []
+    for read in check(command).reads:
+        if "$(" in read.raw:
+            return  # names that arrive at run time (xargs): nothing to compare with
+        paths = [sandbox.work / read.text] if read.literal else sandbox.expand(read.raw)
+        reported += [(Path(os.path.normpath(p)).resolve(), read.recursive) for p in paths]
+    for path in really:
+        covered = any(
+            path == top or (recursive and top in path.parents) for top, recursive in reported
+        )
+        assert covered, f"{command!r} read {path.relative_to(sandbox.work.resolve())}, not reported"

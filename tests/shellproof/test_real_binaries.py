@@ -264,7 +264,56 @@ WALKERS = [
     Case("find . -exec touch marker \\;", "find -exec", WRITES),
 ]
 
-TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS
+OPTION_PATHS = [
+    Case("jq --rawfile k data.txt -n '$k'"),
+    Case("jq -n --slurpfile k data.json '$k'"),
+    Case("jq --argfile k data.json -n '$k'"),
+    Case("jq --arg a b --argjson c 1 -r .name data.json"),
+    Case("jq -L sub -n 1"),
+    Case("jq -Lsub -c . data.json -"),
+    Case("jq -nr --indent 1 '[1]'"),
+    Case("jq . *.json"),
+    Case("jq -f data.txt data.json", "program file", NO),
+    Case("jq -nf data.txt", "program file", NO),
+    Case("jq -n 'import \"a\" as a; 1'", "loads modules", NO),
+    Case("jq $filter data.json", "could be an option", NO),
+    Case("grep -f data.txt -e x hex.txt"),
+    Case("grep --exclude-from=data.txt -rl TODO sub"),
+    Case("wc --files0-from=/dev/null"),
+    Case("wc -l --f=/dev/null"),
+    Case("du --exclude-from=data.txt -s sub"),
+    Case("sort --random-source=data.txt -R hex.txt"),
+    Case("shuf --random-source=data.txt -n 1 data.txt"),
+    Case("diff --from-file=data.txt sub/inner.txt hex.txt"),
+    Case("file -m /usr/share/misc/magic.mgc data.txt"),
+    Case("file -f data.txt"),
+    Case("hexdump -f data.txt data.json"),
+    Case("date -r data.txt +%Y"),
+    Case("findmnt -F data.txt"),
+    Case("ss -F /dev/null -tn"),
+    Case("rg --ignore-file data.txt TODO"),
+    Case("rg -f data.txt sub"),
+    Case("fdfind --ignore-file data.txt txt"),
+    Case("realpath --relative-to=sub data.txt"),
+    Case("tree --gitfile=data.txt -L 1"),
+    Case("tree --infofile data.txt -L 1"),
+    Case("sed 'R data.txt' hex.txt"),
+    Case("find . -newer data.txt -name '*.gz'"),
+    Case("who data.txt"),
+    Case("who am i"),
+    Case("users data.txt"),
+    Case("strings -n 3 data.gz"),
+    Case("strings @data.txt", "options inside the file", NO),
+    Case("strings *", "options inside the file", NO),
+    Case("xxd -s 1 data.txt"),
+    Case("tar -tvf archive.tar"),
+    Case("ls"),
+    Case("ls -la"),
+    Case("cat < data.txt"),
+    Case("xargs -a data.txt echo"),
+]
+
+TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS + OPTION_PATHS
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

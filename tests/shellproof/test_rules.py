@@ -147,3 +147,42 @@ def test_commands_that_do_not_walk_report_flat_reads():
 )
 def test_walks_that_follow_symlinks_are_refused(command: str, reason: str):
     refused(command, reason)
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("jq --rawfile k secret.txt -n '$k'", ["secret.txt"]),
+        ("jq --slurpfile k a.json . b.json", ["a.json", "b.json"]),
+        ("jq --arg name value -r . in.json", ["in.json"]),
+        ("jq -L lib -n 1", ["lib"]),
+        ("jq -Llib .", ["lib"]),
+        ("grep -f pats.txt --exclude-from=skip.txt x f", ["pats.txt", "skip.txt", "x", "f"]),
+        ("wc --f=list", ["list", "$(<list)"]),
+        ("findmnt -F tab.txt", ["tab.txt"]),
+        ("lscpu -s sysroot", ["sysroot"]),
+        ("ss -F filter.txt", ["filter.txt"]),
+        ("sed '1r inc.txt' f", ["inc.txt", "f"]),
+        ("tree --gitfile=ignore --hintro intro.html -L 1", ["ignore", "intro.html"]),
+        ("who /var/log/wtmp", ["/var/log/wtmp"]),
+        ("ls", ["."]),
+    ],
+)
+def test_option_values_that_name_files_are_reported_as_reads(command: str, paths: list[str]):
+    assert flat(command) == paths
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("jq -f prog.jq data.json", "program file"),
+        ("jq -nrf prog.jq", "program file"),
+        ("jq --run-tests t.txt", "--run-tests"),
+        ("jq 'include \"m\"; .' f", "loads modules"),
+        ("strings @options.txt", "options inside the file"),
+        ("cat /proc/self/environ", "process environment"),
+        ("sort < /proc/1/environ", "process environment"),
+    ],
+)
+def test_files_whose_content_is_never_shown_are_refused(command: str, reason: str):
+    refused(command, reason)

@@ -27,9 +27,12 @@ from qshell.shellproof.rules.custom import (
     date_rule,
     env_rule,
     printf_rule,
+    strings_rule,
+    who_rule,
     xargs_rule,
 )
 from qshell.shellproof.rules.git import git_rule
+from qshell.shellproof.rules.jq import jq_rule
 from qshell.shellproof.rules.plain import SPECS
 from qshell.shellproof.rules.sed import sed_rule
 from qshell.shellproof.rules.spec import (
@@ -63,6 +66,9 @@ RULES: dict[str, Rule] = {name: spec_rule(spec) for name, spec in SPECS.items()}
 RULES.update(
     {
         "git": git_rule,
+        "jq": jq_rule,
+        "who": who_rule,
+        "strings": strings_rule,
         "find": find_rule,
         "grep": grep_rule,
         "egrep": grep_rule,

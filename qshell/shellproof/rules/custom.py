@@ -15,6 +15,7 @@ from qshell.shellproof.rules.spec import (
     STDIN_NAMES,
     TRUSTED_DIRS,
     Judged,
+    Rule,
     Spec,
     Unproven,
     Word,
@@ -25,6 +26,7 @@ from qshell.shellproof.rules.spec import (
     runtime_read,
     word_set,
 )
+from qshell.shellproof.rules.walkers import diff_rule, grep_rule
 
 # ---------------------------------------------------------------- small custom rules
 
@@ -49,6 +51,10 @@ XARGS_SPEC = Spec(
 )
 
 
+XARGS_RULES: dict[str, Rule] = dict.fromkeys(("grep", "egrep", "fgrep"), grep_rule)
+XARGS_RULES["diff"] = diff_rule
+
+
 def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, XARGS_SPEC, args)
     target = parsed.operands
@@ -63,7 +69,8 @@ def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
         raise Unproven(
             f"xargs runs '{command}', whose options are not all read-only (input becomes arguments)"
         )
-    judged = judge_spec(command, spec, target[1:])
+    rule = XARGS_RULES.get(command)
+    judged = rule(command, target[1:]) if rule else judge_spec(command, spec, target[1:])
     lists = [v.raw for k, v in parsed.flags if k in ("-a", "--arg-file") and v is not None]
     inputs = tuple(runtime_read(named_inside(path)) for path in lists)
     return Judged(f"xargs {command}", (*judged.reads, *(inputs or (runtime_read(STDIN_NAMES),))))
@@ -167,3 +174,25 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
         if words[i].literal and words[i].text in TEST_FILE_OPS and words[i + 1].literal
     )
     return Judged("test", reads)
+
+
+WHO_SPEC = Spec(max_operands=2)
+
+
+def who_rule(name: str, args: Sequence[Word]) -> Judged:
+    """who FILE reads FILE instead of utmp; with two operands (`who am i`) it reads none."""
+    operands = parse(name, WHO_SPEC, args).operands
+    judged = judge_spec(name, WHO_SPEC, args)
+    return judged if len(operands) < 2 else Judged(name)
+
+
+STRINGS_SPEC = Spec(short_values="nteT")
+
+
+def strings_rule(name: str, args: Sequence[Word]) -> Judged:
+    """strings reads the options written in `@FILE` (binutils response files), so a word
+    that starts with `@` (or could, at run time) is refused: its file is not shown."""
+    for word in args:
+        if word.text.startswith("@") or (not word.literal and not word.prefix):
+            raise Unproven(f"strings reads the options inside the file {word.raw!r}")
+    return judge_spec(name, STRINGS_SPEC, args)

@@ -47,12 +47,12 @@ SPECS: dict[str, Spec] = {
     "od": Spec(short_values="AjNSt"),
     "hexdump": Spec(short_values="efns", path_values=word_set("-f")),
     "hd": Spec(short_values="efns", path_values=word_set("-f")),
-    "strings": Spec(short_values="nteT"),
     "ls": Spec(
         short_values="IwT",
         long_values=word_set("ignore hide width tabsize format sort time"),
         recursive=word_set("-R --recursive"),
         follows=word_set("-L --dereference"),
+        default=".",
     ),
     "du": Spec(
         walks=True,
@@ -99,13 +99,6 @@ SPECS: dict[str, Spec] = {
         pattern_flags=word_set("-e -f --regexp --file"),
         operands=PATTERN,
     ),
-    "jq": Spec(
-        short_values="fL",
-        long_values=word_set("arg argjson slurpfile rawfile indent from-file"),
-        path_values=word_set("-f --from-file --slurpfile --rawfile -L"),
-        pattern_flags=word_set("-f --from-file"),
-        operands=PATTERN,
-    ),
     "realpath": Spec(
         long_values=word_set("relative-to relative-base"),
         path_values=word_set("--relative-to --relative-base"),
@@ -128,8 +121,7 @@ SPECS: dict[str, Spec] = {
     "whoami": OPEN_NO_PATHS,
     "id": OPEN_NO_PATHS,
     "groups": OPEN_NO_PATHS,
-    "users": OPEN_NO_PATHS,
-    "who": OPEN_NO_PATHS,
+    "users": Spec(max_operands=1),  # reads FILE instead of utmp
     "w": OPEN_NO_PATHS,
     "logname": OPEN_NO_PATHS,
     "uname": OPEN_NO_PATHS,
@@ -140,10 +132,19 @@ SPECS: dict[str, Spec] = {
         deny={"-s": "never ends: free -s", "--seconds": "never ends: free --seconds"},
         operands=NONE,
     ),
-    "lscpu": OPEN_NO_PATHS,
+    "lscpu": Spec(  # reads its system files below --sysroot
+        short_values="s",
+        short_optional="epC",
+        long_values=word_set("sysroot"),
+        path_values=word_set("-s --sysroot"),
+        operands=NONE,
+    ),
     "lsblk": OPEN_NO_PATHS,
     "findmnt": Spec(
+        short_values="F",
+        long_values=word_set("tab-file"),
         deny={"-p": "never ends: findmnt --poll", "--poll": "never ends: findmnt --poll"},
+        path_values=word_set("-F --tab-file"),
         operands=NONE,
     ),
     "locale": OPEN_NO_PATHS,

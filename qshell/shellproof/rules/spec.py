@@ -141,6 +141,7 @@ class Spec:
     walks: bool = False  # reads the whole tree below each path operand (du, rg)
     recursive: frozenset[str] = frozenset()  # flags that make it walk the tree (ls -R)
     follows: frozenset[str] = frozenset()  # flags that follow symlinks in a walk: refused
+    default: str = ""  # the path it reads when given none (ls lists `.`)
 
     @property
     def open(self) -> bool:
@@ -330,6 +331,8 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
     collect(operands[first:], reads, recursive=walking)
     if walking and not operands[first:]:
         reads.append(literal_read(".", recursive=True))
+    elif spec.default and not operands[first:]:
+        reads.append(literal_read(spec.default))
     return Judged(name, tuple(reads))
 
 
