@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shellproof.sandbox import NO, WRITES, Case, Sandbox, run_case
+from tests.shellproof.sandbox import LEAKS, NO, WRITES, Case, Sandbox, run_case
 
 XXD = [
     Case("xxd data.txt"),
@@ -313,7 +313,52 @@ OPTION_PATHS = [
     Case("xargs -a data.txt echo"),
 ]
 
-TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS + OPTION_PATHS
+ENVIRONMENT = [
+    Case("ps aux"),
+    Case("ps -ef"),
+    Case("ps -eF"),
+    Case("ps -eLf"),
+    Case("ps -efH"),
+    Case("ps -eo pid,args"),
+    Case("ps -e -o pid,comm --sort=pid"),
+    Case("ps -aux"),
+    Case("ps axu --sort=-pcpu"),
+    Case("ps -u root"),
+    Case("ps -p 1 -o pid,cmd"),
+    Case("ps x"),
+    Case("ps x e", "environment", LEAKS),
+    Case("ps axe", "environment", LEAKS),
+    Case("ps auxeww", "environment", LEAKS),
+    Case("ps -efx", "not checked", LEAKS),
+    Case("ps -auxe", "value ps may refuse", LEAKS),
+    Case("ps -axe", "not checked", LEAKS),
+    Case("ps -e -u nosuchuser", "value ps may refuse", NO),
+    Case("ps $opts", "computed at run time", NO),
+    Case("printenv PATH"),
+    Case("printenv -0 HOME LANG"),
+    Case("printenv", "prints the process environment", LEAKS),
+    Case("printenv -0", "prints the process environment", LEAKS),
+    Case("env", "prints the process environment", LEAKS),
+    Case("env -0", "prints the process environment", LEAKS),
+    Case("jq -n env", "process environment", LEAKS),
+    Case("jq -n '$ENV'", "process environment", LEAKS),
+    Case("jq -n 'env.MARKER'", "process environment", LEAKS),
+    Case("jq -n '\"\\(env)\"'", "process environment", LEAKS),
+    Case("jq .env data.json"),
+    Case("jq -n --arg env x '$env'"),
+    Case("awk 'BEGIN { print ENVIRON[\"MARKER\"] }'", "ENVIRON", LEAKS),
+    Case("awk 'BEGIN { for (k in ENVIRON) print k, ENVIRON[k] }'", "ENVIRON", LEAKS),
+    Case("gawk 'BEGIN { print ENVIRON[\"MARKER\"] }'", "ENVIRON", LEAKS),
+    Case("cat /proc/self/environ", "process environment", LEAKS),
+    Case("strings /proc/self/environ", "process environment", LEAKS),
+    Case("sort -z /proc/self/environ", "process environment", LEAKS),
+    Case("xxd /proc/self/environ", "process environment", NO),
+    Case("sort < /proc/self/environ", "process environment", NO),
+    Case("cat /proc/$$/environ", "process environment", NO),
+    Case("cat /proc/*/environ", "process environment", NO),
+]
+
+TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS + OPTION_PATHS + ENVIRONMENT
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])

@@ -186,3 +186,34 @@ def test_option_values_that_name_files_are_reported_as_reads(command: str, paths
 )
 def test_files_whose_content_is_never_shown_are_refused(command: str, reason: str):
     refused(command, reason)
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("printenv", "process environment"),
+        ("env", "process environment"),
+        ("env -0", "process environment"),
+        ("ps e", "environment"),
+        ("ps auxe", "environment"),
+        ("ps -efx", "not checked"),
+        ("ps -auxe", "value ps may refuse"),
+        ("jq -n env", "process environment"),
+        ("jq -n '$ENV.HOME'", "process environment"),
+        ("jq -n '[env[]]'", "process environment"),
+        ("jq -n '\"\\(env)\"'", "process environment"),
+        ("awk 'BEGIN { print ENVIRON[\"HOME\"] }'", "ENVIRON"),
+        ("cat /proc/1/environ", "process environment"),
+        ("head -c 100 /proc/self/task/1/environ", "process environment"),
+    ],
+)
+def test_commands_that_print_a_process_environment_are_refused(command: str, reason: str):
+    refused(command, reason)
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["printenv PATH", "ps aux", "ps -ef", "ps -eo pid,args", "jq .env f.json", "jq '$env' f"],
+)
+def test_forms_that_print_no_environment_stay_allowed(command: str):
+    assert check(command).read_only, check(command).reason

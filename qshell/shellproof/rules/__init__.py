@@ -26,6 +26,7 @@ from qshell.shellproof.rules.custom import (
     command_rule,
     date_rule,
     env_rule,
+    printenv_rule,
     printf_rule,
     strings_rule,
     who_rule,
@@ -47,7 +48,7 @@ from qshell.shellproof.rules.spec import (
     spec_rule,
     word_set,
 )
-from qshell.shellproof.rules.system import ip_rule, netstat_rule, ss_rule
+from qshell.shellproof.rules.system import ip_rule, netstat_rule, ps_rule, ss_rule
 from qshell.shellproof.rules.walkers import diff_rule, find_rule, grep_rule, tree_rule
 
 __all__ = [
@@ -84,6 +85,8 @@ RULES.update(
         "xargs": xargs_rule,
         "printf": printf_rule,
         "env": env_rule,
+        "printenv": printenv_rule,
+        "ps": ps_rule,
         "command": command_rule,
         "date": date_rule,
         "test": check_test,

@@ -53,13 +53,14 @@ AWK_SPEC = Spec(
     },
 )
 # awk lexes `$5system(…)` as `$5` then `system(…)`: only a letter or `_` can glue on in front
-AWK_WORDS = re.compile(r"(?<![A-Za-z_])(system|getline|close|ARGV|ARGC)(?![A-Za-z0-9_])")
+AWK_WORDS = re.compile(r"(?<![A-Za-z_])(system|getline|close|ARGV|ARGC|ENVIRON)(?![A-Za-z0-9_])")
 AWK_WORD_REASONS = {
     "system": "awk system() runs a command",
     "getline": "awk getline reads other files or commands",
     "close": "awk close() is only needed for pipes and files",
     "ARGV": "awk ARGV changes which files are read",
     "ARGC": "awk ARGC changes which files are read",
+    "ENVIRON": "awk ENVIRON holds the process environment (secrets)",
 }
 AWK_TWO = frozenset(
     (

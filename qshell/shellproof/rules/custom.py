@@ -7,6 +7,7 @@ itself proven, printf -v, date -s, test -v, …). Pure functions; any thread.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from qshell.shellproof.rules.plain import SPECS
@@ -95,8 +96,24 @@ def printf_rule(name: str, args: Sequence[Word]) -> Judged:
 
 def env_rule(name: str, args: Sequence[Word]) -> Judged:
     if all(w.literal and w.text in ("-0", "--null") for w in args):
-        return Judged(name)
+        raise Unproven("env prints the process environment (secrets)")
     raise Unproven("env with arguments runs a command or changes the environment")
+
+
+PRINTENV_SPEC = Spec(short="0", long=word_set("null help version"), operands=NONE)
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def printenv_rule(name: str, args: Sequence[Word]) -> Judged:
+    """printenv NAME… prints those variables, as `echo "$NAME"` would; without a name it
+    prints the whole process environment."""
+    operands = parse(name, PRINTENV_SPEC, args).operands
+    if not operands:
+        raise Unproven("printenv without a name prints the process environment (secrets)")
+    for word in operands:
+        if not word.literal or not VARIABLE_NAME.fullmatch(word.text):
+            raise Unproven(f"printenv {word.raw!r} is not a literal variable name")
+    return Judged(name)
 
 
 def command_rule(name: str, args: Sequence[Word]) -> Judged:

@@ -41,8 +41,14 @@ JQ_DENY = {
 JQ_PROGRAM = re.compile(r"(?<![A-Za-z0-9_$])(import|include|modulemeta|get_search_list)\b")
 
 
+# `env` and `$ENV` are the process environment; `.env` and `$env` are a field and a variable
+JQ_ENVIRONMENT = re.compile(r"\$__prog_env|\$ENV\b|(?<![A-Za-z0-9_$.])(?<![^.]\.)env\b|\.\.env\b")
+
+
 def jq_program_reason(program: str) -> str | None:
     """Why the jq program is not proven read-only, or None."""
+    if JQ_ENVIRONMENT.search(program):
+        return "jq env and $ENV hold the process environment (secrets)"
     found = JQ_PROGRAM.search(program)
     if found:
         return f"jq {found.group(1)} loads modules from files that are not shown"

@@ -150,10 +150,8 @@ SPECS: dict[str, Spec] = {
     "locale": OPEN_NO_PATHS,
     "getconf": OPEN_NO_PATHS,
     "cal": OPEN_NO_PATHS,
-    "ps": OPEN_NO_PATHS,
     "pidof": OPEN_NO_PATHS,
     "lsb_release": OPEN_NO_PATHS,
-    "printenv": Spec(short="0", long=word_set("null help version"), operands=NONE),
     "pgrep": Spec(
         short="acfilnovwx",
         short_values="dgGPstuU",

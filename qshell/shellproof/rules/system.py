@@ -213,3 +213,68 @@ def ss_rule(name: str, args: Sequence[Word]) -> Judged:
                 raise Unproven(f"ss filter word {text!r} may be a host name to look up")
             previous = text
     return judged
+
+
+# ---------------------------------------------------------------- ps
+
+# procps: a word without a dash holds BSD options, where `e` shows each process's
+# environment; a dash word holds System V options, but when any word fails to parse that
+# way ps parses every word again as BSD (`ps -efx` shows environments). So `e` may appear
+# only in dash words, and then only when every word is one ps surely parses System V style.
+PS_SYSV_FLAGS = frozenset("AadeFfHjlLNTwycZ")
+PS_SYSV_VALUES = frozenset("CGgoOpqstuU")
+PS_BSD_FLAGS = frozenset("auxwlfjvsrScmhHXZn")
+PS_LONG = word_set("forest headers no-headers cumulative help version")
+PS_LONG_VALUES = word_set("sort cols columns width lines rows format pid ppid user group")
+
+
+PS_FORMAT = re.compile(r"[a-z0-9_,:=%+-]+")
+
+
+def _ps_word(word: Word, following: Word | None) -> tuple[int, bool, bool]:
+    """(words taken, whether it holds System V `e`, whether it gives a value System V ps
+    may refuse where BSD ps would not)."""
+    text = word.text
+    if text.startswith("--"):
+        opt, eq, _ = text[2:].partition("=")
+        if opt in PS_LONG and not eq:
+            return 1, False, False
+        if opt not in PS_LONG_VALUES:
+            raise Unproven(f"unknown option {text} for ps")
+        return (1 if eq else _ps_value(following, text)), False, False
+    if not text.startswith("-"):
+        if "e" in text:
+            raise Unproven("ps e shows every process's environment (secrets)")
+        if any(char not in PS_BSD_FLAGS for char in text):
+            raise Unproven(f"ps BSD options {text} are not checked")
+        return 1, False, False
+    for j, char in enumerate(text[1:], 1):
+        if char in PS_SYSV_VALUES:
+            attached = text[j + 1 :]
+            value = attached or (following.text if following and following.literal else "")
+            risky = char not in "oO" or PS_FORMAT.fullmatch(value) is None
+            return (1 if attached else _ps_value(following, "-" + char)), "e" in text, risky
+        if char not in PS_SYSV_FLAGS:
+            raise Unproven(f"ps option -{char} is not checked")
+    return 1, "e" in text, False
+
+
+def _ps_value(following: Word | None, option: str) -> int:
+    if following is None or following.splits:
+        raise Unproven(f"ps {option} needs one value")
+    return 2
+
+
+def ps_rule(name: str, args: Sequence[Word]) -> Judged:
+    has_e = risky = False
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if not word.literal:
+            raise Unproven(f"ps: argument {word.raw!r} is computed at run time")
+        taken, e, refusable = _ps_word(word, args[i + 1] if i + 1 < len(args) else None)
+        has_e, risky = has_e or e, risky or refusable
+        i += taken
+    if has_e and risky:
+        raise Unproven("ps -e with a value ps may refuse, which makes it read -e as BSD e")
+    return Judged(name)
