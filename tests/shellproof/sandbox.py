@@ -23,7 +23,7 @@ from shlex import quote
 
 import pytest
 
-from qshell.shellproof import check
+from qshell.shellproof import check, sanitized_env
 
 MARKER = "qshell-env-marker-5f3a"
 RUN_TIMEOUT_S = 10.0
@@ -102,7 +102,23 @@ class Sandbox:
         (work / "archive.tar").write_bytes(buffer.getvalue())
         (work / "archive.tar.gz").write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
 
+    def init_git(self) -> None:
+        """Make the work tree a git repository with one commit (before any snapshot)."""
+        steps = [
+            "git init -q",
+            "git add data.txt hex.txt sub",
+            "git -c user.name=t -c user.email=t@x commit -qm first",
+            "git config user.name tester",
+        ]
+        for step in steps:
+            assert self.run(step).returncode == 0, step
+
     def env(self) -> dict[str, str]:
+        """The environment a proven command runs in (shellproof.sanitized_env), over a
+        minimal one."""
+        return sanitized_env(self.base_env(), root=str(self.work))
+
+    def base_env(self) -> dict[str, str]:
         return {
             "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": str(self.home),
@@ -213,6 +229,18 @@ def assert_reads_reported(command: str, sandbox: Sandbox) -> None:
             return  # names that arrive at run time (xargs): nothing to compare with
         paths = [sandbox.work / read.text] if read.literal else sandbox.expand(read.raw)
         reported += [(Path(os.path.normpath(p)).resolve(), read.recursive) for p in paths]
+    if command.startswith("git "):
+        # git reads its own repository, lists directories, and reads the tracked files it
+        # compares (status, diff): the proof reports none of these (a tracked secret is the
+        # caller's to check, from `git ls-files`)
+        git = (sandbox.work / ".git").resolve()
+        listed = sandbox.run("git ls-files").stdout.decode().split()
+        tracked = {(sandbox.work / name).resolve() for name in listed}
+        really = {
+            p
+            for p in really
+            if p != git and git not in p.parents and not p.is_dir() and p not in tracked
+        }
     for path in really:
         covered = any(
             path == top or (recursive and top in path.parents) for top, recursive in reported

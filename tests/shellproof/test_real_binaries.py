@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.shellproof.sandbox import LEAKS, NO, WRITES, Case, Sandbox, run_case
+from tests.shellproof.sandbox import LEAKS, NO, WRITES, Case, Sandbox, require, run_case
 
 XXD = [
     Case("xxd data.txt"),
@@ -358,9 +358,58 @@ ENVIRONMENT = [
     Case("cat /proc/*/environ", "process environment", NO),
 ]
 
-TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS + OPTION_PATHS + ENVIRONMENT
+GIT = [
+    Case("git status"),
+    Case("git status --short"),
+    Case("git log --oneline"),
+    Case("git log -p -L1,2:data.txt"),
+    Case("git diff HEAD"),
+    Case("git show HEAD:data.txt"),
+    Case("git --no-pager log -n 1 --format=%s"),
+    Case("git grep TODO"),
+    Case("git grep -n -e TODO -- sub"),
+    Case("git blame --contents=hex.txt data.txt"),
+    Case("git ls-files --exclude-from=data.txt -o"),
+    Case("git log --pathspec-from-file=/dev/null --oneline"),
+    Case("git config --get user.name"),
+    Case("git config user.name"),
+    Case("git config --local --list"),
+    Case("git config -f .git/config -l"),
+    Case("git var GIT_AUTHOR_IDENT"),
+    Case("git branch -v"),
+    Case("git tag -l"),
+    Case("git rev-parse --show-toplevel"),
+    Case("git config --list", "outside the project", NO),
+    Case("git config -l --show-origin", "outside the project", NO),
+    Case("git config --get-regexp .", "outside the project", NO),
+    Case("git config --global --get user.name", "outside the project", NO),
+    Case("git config --get credential.helper", "credential", NO),
+    Case("git config --includes --local -l", "includes", NO),
+    Case("git var -l", "outside the project", NO),
+    Case("git config user.name other", "sets values", WRITES),
+    Case("git -c alias.x='!touch marker' x", "git -c", WRITES),
+    Case("git --config-env=alias.x=MARKER x", "config-env", NO),
+    Case("git --exec-path=sub log", "exec-path", NO),
+    Case("git --git-dir=sub log", "git-dir", NO),
+    Case("git -C sub log", "git -C", NO),
+    Case("git log --ext-diff -p", "external diff", NO),
+    Case("git log -p --textconv", "textconv", NO),
+    Case("git log --show-signature", "gpg", NO),
+    Case("git log --format=%GK", "gpg", NO),
+    Case("git for-each-ref --format='%(signature)'", "gpg", NO),
+    Case("git log --output=out", "writes a file", WRITES),
+    Case("git fetch", "network", NO),
+    Case("git ls-remote origin", "network", NO),
+    Case("git remote show origin", "network", NO),
+]
+
+TABLE = XXD + TREE + TAR + SED + NETWORK + WALKERS + OPTION_PATHS + ENVIRONMENT + GIT
 
 
 @pytest.mark.parametrize("case", TABLE, ids=[c.command for c in TABLE])
 def test_each_argument_form_matches_what_the_real_tool_does(case: Case, tmp_path: Path):
-    run_case(case, Sandbox(tmp_path))
+    sandbox = Sandbox(tmp_path)
+    if case.command.startswith("git ") and case.run != NO:
+        require("git")
+        sandbox.init_git()
+    run_case(case, sandbox)

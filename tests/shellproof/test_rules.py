@@ -217,3 +217,52 @@ def test_commands_that_print_a_process_environment_are_refused(command: str, rea
 )
 def test_forms_that_print_no_environment_stay_allowed(command: str):
     assert check(command).read_only, check(command).reason
+
+
+@pytest.mark.parametrize(
+    ("command", "reason"),
+    [
+        ("git config --list", "outside the project"),
+        ("git config -l", "outside the project"),
+        ("git config list", "outside the project"),
+        ("git config --get-regexp '.*'", "outside the project"),
+        ("git config --global user.name", "outside the project"),
+        ("git config --system -l", "outside the project"),
+        ("git config --includes --local -l", "includes"),
+        ("git config --get credential.helper", "credential"),
+        ("git config url.https://x.insteadof", "credential"),
+        ("git var -l", "outside the project"),
+        ("git for-each-ref --format='%(signature)'", "gpg"),
+        ("git log --format=%GS", "gpg"),
+        ("git --upload-pack=x log", "unknown git option"),
+        ("git -c core.fsmonitor=x status", "git -c"),
+        ("git --config-env=core.pager=P log", "git --config-env"),
+        ("git --exec-path=/tmp log", "git --exec-path"),
+        ("git --git-dir=x log", "git --git-dir"),
+        ("git --work-tree=x status", "git --work-tree"),
+        ("git diff --ext", "external diff"),
+        ("git show --textconv HEAD", "textconv"),
+        ("git log --show-sig", "gpg"),
+    ],
+)
+def test_git_forms_that_read_outside_or_run_programs_are_refused(command: str, reason: str):
+    refused(command, reason)
+
+
+@pytest.mark.parametrize(
+    ("command", "paths"),
+    [
+        ("git config --local --list", []),
+        ("git config -f .gitmodules -l", [".gitmodules"]),
+        ("git config --get user.email", []),
+        ("git blame --contents=work.txt f.py", ["work.txt", "f.py"]),
+        ("git blame -Srevs.txt f.py", ["revs.txt", "f.py"]),
+        ("git blame --ignore-revs-file=.git-blame-ignore-revs f", [".git-blame-ignore-revs", "f"]),
+        ("git ls-files --exclude-from=ex.txt -o", ["ex.txt"]),
+        ("git diff -Oorder.txt", ["order.txt"]),
+        ("git log -L:main:src/a.py", ["src/a.py"]),
+        ("git --no-lazy-fetch log", []),
+    ],
+)
+def test_git_option_values_that_name_files_are_reported(command: str, paths: list[str]):
+    assert flat(command) == paths
