@@ -139,7 +139,11 @@ SPECS: dict[str, Spec] = {
         path_values=word_set("-s --sysroot"),
         operands=NONE,
     ),
-    "lsblk": OPEN_NO_PATHS,
+    "lsblk": Spec(  # reads its system files below --sysroot
+        long_values=word_set("sysroot"),
+        path_values=word_set("--sysroot"),
+        operands=NONE,
+    ),
     "findmnt": Spec(
         short_values="F",
         long_values=word_set("tab-file"),
