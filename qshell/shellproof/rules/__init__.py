@@ -1,12 +1,18 @@
 """Per-command rules of the shell read-only proof: which commands, flags and operands are read-only.
 
 `walker.py` walks the bash syntax tree and hands every simple command here as a name plus its
-decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`) or raises
-`Unproven` naming the first thing it cannot prove. The tables (spec.py, plain.py, git.py,
-text.py, custom.py) are allowlists: a command, flag, git subcommand or sed/awk construct missing
-from them is unproven, so a gap costs a false rejection, never a write. Nothing here parses
-shell syntax, runs a program or touches the filesystem. Immutable tables and pure functions:
-safe from any thread.
+decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`: every
+path, option values naming files included, walks marked recursive) or raises `Unproven`
+naming the first thing it cannot prove. The rules model each tool's own argument grammar
+(spec.py: the flag vocabulary and GNU-style parser; plain.py: the table; walkers.py: find,
+tree, grep -r, diff -r; archive.py: compressors, tar, xxd; sed.py, awk.py, jq.py: their
+languages; system.py: network, process and environment listings; git.py; custom.py: xargs,
+printf, env, date, test, …). They are allowlists: a command, flag, git subcommand or script
+construct missing from them is unproven, so a gap costs a false rejection, never a write;
+walks that follow symlinks, name lookups over the network, reads outside the project by
+design and printed process environments are refused. Nothing here parses shell syntax, runs
+a program or touches the filesystem. Immutable tables and pure functions: safe from any
+thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The vocabulary of the shell read-only rules: decoded words, flag specs and their parser.
 
-`Spec` describes a command's flags (harmless, taking a value, writing or executing) and what its
-operands are; `parse` splits arguments by it and `judge_spec` turns the result into a `Judged`
-(what the command reads) or raises `Unproven`. Pure functions and immutable values; any thread.
+`Spec` describes a command's flags (harmless, taking a value, naming a file, writing or
+executing, walking the tree, following symlinks) and what its operands are; `parse` splits
+arguments by it and `judge_spec` turns the result into a `Judged` (what the command reads,
+recursive where it walks) or raises `Unproven`. `Read` is the interface to the caller's
+read-scope rules. Pure functions and immutable values; any thread.
 """
 
 from __future__ import annotations
