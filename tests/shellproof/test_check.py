@@ -187,7 +187,6 @@ BYPASSES = [
     ("sed 's/a/b/e' f", "s///e"),
     ("sed '1etouch marker' f", "sed e runs"),
     ("sed -e 's/a/b/' -e 'woutput' f", "sed w writes"),
-    ("sed 'r /etc/shadow' f", "sed r reads"),
     ("sed -f script.sed f", "sed -f"),
     # awk
     ("awk 'BEGIN {system(\"rm -rf /\")}'", "system()"),

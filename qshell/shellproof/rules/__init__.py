@@ -1,12 +1,18 @@
 """Per-command rules of the shell read-only proof: which commands, flags and operands are read-only.
 
 `walker.py` walks the bash syntax tree and hands every simple command here as a name plus its
-decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`) or raises
-`Unproven` naming the first thing it cannot prove. The tables (spec.py, plain.py, git.py,
-text.py, custom.py) are allowlists: a command, flag, git subcommand or sed/awk construct missing
-from them is unproven, so a gap costs a false rejection, never a write. Nothing here parses
-shell syntax, runs a program or touches the filesystem. Immutable tables and pure functions:
-safe from any thread.
+decoded arguments (`Word`); `judge` either returns what the command reads (`Judged`: every
+path, option values naming files included, walks marked recursive) or raises `Unproven`
+naming the first thing it cannot prove. The rules model each tool's own argument grammar
+(spec.py: the flag vocabulary and GNU-style parser; plain.py: the table; walkers.py: find,
+tree, grep -r, diff -r; archive.py: compressors, tar, xxd; sed.py, awk.py, jq.py: their
+languages; system.py: network, process and environment listings; git.py; custom.py: xargs,
+printf, env, date, test, …). They are allowlists: a command, flag, git subcommand or script
+construct missing from them is unproven, so a gap costs a false rejection, never a write;
+walks that follow symlinks, name lookups over the network, reads outside the project by
+design and printed process environments are refused. Nothing here parses shell syntax, runs
+a program or touches the filesystem. Immutable tables and pure functions: safe from any
+thread.
 """
 
 from __future__ import annotations
@@ -14,21 +20,28 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from qshell.shellproof.rules.custom import (
+from qshell.shellproof.rules.archive import (
     COMPRESS_STREAMING,
+    compressor_rule,
+    tar_rule,
+    xxd_rule,
+)
+from qshell.shellproof.rules.awk import awk_rule
+from qshell.shellproof.rules.custom import (
     check_test,
     command_rule,
-    compressor_rule,
     date_rule,
     env_rule,
-    find_rule,
-    ip_rule,
+    printenv_rule,
     printf_rule,
-    tar_rule,
+    strings_rule,
+    who_rule,
     xargs_rule,
 )
 from qshell.shellproof.rules.git import git_rule
+from qshell.shellproof.rules.jq import jq_rule
 from qshell.shellproof.rules.plain import SPECS
+from qshell.shellproof.rules.sed import sed_rule
 from qshell.shellproof.rules.spec import (
     TRUSTED_DIRS,
     Judged,
@@ -41,7 +54,8 @@ from qshell.shellproof.rules.spec import (
     spec_rule,
     word_set,
 )
-from qshell.shellproof.rules.text import awk_rule, sed_rule
+from qshell.shellproof.rules.system import ip_rule, netstat_rule, ps_rule, ss_rule
+from qshell.shellproof.rules.walkers import diff_rule, find_rule, grep_rule, tree_rule
 
 __all__ = [
     "TRUSTED_DIRS",
@@ -59,7 +73,15 @@ RULES: dict[str, Rule] = {name: spec_rule(spec) for name, spec in SPECS.items()}
 RULES.update(
     {
         "git": git_rule,
+        "jq": jq_rule,
+        "who": who_rule,
+        "strings": strings_rule,
         "find": find_rule,
+        "grep": grep_rule,
+        "egrep": grep_rule,
+        "fgrep": grep_rule,
+        "diff": diff_rule,
+        "tree": tree_rule,
         "sed": sed_rule,
         "gsed": sed_rule,
         "awk": awk_rule,
@@ -69,12 +91,17 @@ RULES.update(
         "xargs": xargs_rule,
         "printf": printf_rule,
         "env": env_rule,
+        "printenv": printenv_rule,
+        "ps": ps_rule,
         "command": command_rule,
         "date": date_rule,
         "test": check_test,
         "[": check_test,
         "ip": ip_rule,
+        "ss": ss_rule,
+        "netstat": netstat_rule,
         "tar": tar_rule,
+        "xxd": xxd_rule,
         **dict.fromkeys(("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz"), compressor_rule),
         **dict.fromkeys(COMPRESS_STREAMING, compressor_rule),
     }

@@ -1,9 +1,8 @@
-"""Rules for commands whose flags need more than a table: find, xargs, printf, env, command,
-date, test/[, ip, compressors and tar.
+"""Rules for small commands whose flags need more than a table: xargs, printf, env, command,
+date and test/[.
 
-Each returns what the command reads or raises `Unproven` (find -exec/-delete/-fprint, xargs with
-a command that is not itself proven, compressors that would write files, …). Pure functions;
-any thread.
+Each returns what the command reads or raises `Unproven` (xargs with a command that is not
+itself proven, printf -v, date -s, test -v, …). Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -17,96 +16,18 @@ from qshell.shellproof.rules.spec import (
     STDIN_NAMES,
     TRUSTED_DIRS,
     Judged,
-    Read,
+    Rule,
     Spec,
     Unproven,
     Word,
-    collect,
     judge_spec,
-    literal_read,
-    literal_word,
     named_inside,
     parse,
     read_of,
     runtime_read,
     word_set,
 )
-
-# ---------------------------------------------------------------- find
-
-FIND_DENY = {
-    "-exec": "find -exec runs a command",
-    "-execdir": "find -execdir runs a command",
-    "-ok": "find -ok runs a command",
-    "-okdir": "find -okdir runs a command",
-    "-delete": "find -delete deletes files",
-    "-fls": "find -fls writes a file",
-    "-fprint": "find -fprint writes a file",
-    "-fprint0": "find -fprint0 writes a file",
-    "-fprintf": "find -fprintf writes a file",
-}
-FIND_NULLARY = word_set(
-    "-depth -d -mount -xdev -noleaf -ignore_readdir_race "
-    "-noignore_readdir_race -daystart -follow -warn -nowarn -empty "
-    "-executable -readable -writable -false -true -nogroup -nouser -print "
-    "-print0 -prune -quit -ls -not -a -and -o -or ! ( ) ,"
-)
-FIND_UNARY = word_set(
-    "-maxdepth -mindepth -amin -anewer -atime -cmin -cnewer -ctime -fstype "
-    "-gid -group -ilname -iname -inum -ipath -iregex -iwholename -links "
-    "-lname -mmin -mtime -name -newer -path -perm -regex -samefile -size "
-    "-type -uid -used -user -wholename -xtype -context -regextype -printf "
-    "-files0-from"
-)
-FIND_PATH_VALUES = word_set("-anewer -cnewer -newer -samefile -files0-from")
-FIND_NEWER_XY = re.compile(r"-newer[aBcm][aBcmt]")
-FIND_SIGNED = re.compile(r"-\d")  # -mtime -7, -size -10k
-FIND_SYMBOLIC_MODE = re.compile(r"-[ugoa]*[-+=][rwxXstugo]*(,[ugoa]*[-+=][rwxXstugo]*)*")
-
-
-def find_rule(name: str, args: Sequence[Word]) -> Judged:
-    reads: list[Read] = []
-    i = 0
-    while i < len(args) and args[i].literal and args[i].text in ("-H", "-L", "-P", "-D"):
-        i += 2 if args[i].text == "-D" else 1
-    starts = 0
-    while i < len(args):
-        word = args[i]
-        if word.literal and (word.text.startswith("-") or word.text in ("(", "!", ")", ",")):
-            break
-        if word.flaggable:
-            raise Unproven(f"find: starting point {word.raw!r} could be an option at run time")
-        collect((word,), reads, recursive=True)
-        starts += 1
-        i += 1
-    if not starts:
-        reads.append(literal_read(".", recursive=True))
-    while i < len(args):
-        word = args[i]
-        if not word.literal:
-            raise Unproven(f"find: expression word {word.raw!r} is computed at run time")
-        text = word.text
-        if text in FIND_DENY:
-            raise Unproven(FIND_DENY[text])
-        if text in FIND_NULLARY:
-            i += 1
-            continue
-        if text not in FIND_UNARY and not FIND_NEWER_XY.fullmatch(text):
-            raise Unproven(f"unknown find expression {text}")
-        if i + 1 >= len(args) or not args[i + 1].literal:
-            raise Unproven(f"find {text} needs a literal value")
-        value = args[i + 1].text
-        value_word = args[i + 1]
-        mode = text == "-perm" and FIND_SYMBOLIC_MODE.fullmatch(value)
-        if value.startswith("-") and not FIND_SIGNED.match(value) and not mode:
-            raise Unproven(f"find {text} {value}: the value looks like an option")
-        if text in FIND_PATH_VALUES or (FIND_NEWER_XY.fullmatch(text) and text[-1] != "t"):
-            reads.append(read_of(value_word))
-        if text == "-files0-from":
-            reads.append(runtime_read(named_inside(value)))
-        i += 2
-    return Judged("find", tuple(reads))
-
+from qshell.shellproof.rules.walkers import diff_rule, grep_rule
 
 # ---------------------------------------------------------------- small custom rules
 
@@ -131,6 +52,10 @@ XARGS_SPEC = Spec(
 )
 
 
+XARGS_RULES: dict[str, Rule] = dict.fromkeys(("grep", "egrep", "fgrep"), grep_rule)
+XARGS_RULES["diff"] = diff_rule
+
+
 def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
     parsed = parse(name, XARGS_SPEC, args)
     target = parsed.operands
@@ -145,7 +70,8 @@ def xargs_rule(name: str, args: Sequence[Word]) -> Judged:
         raise Unproven(
             f"xargs runs '{command}', whose options are not all read-only (input becomes arguments)"
         )
-    judged = judge_spec(command, spec, target[1:])
+    rule = XARGS_RULES.get(command)
+    judged = rule(command, target[1:]) if rule else judge_spec(command, spec, target[1:])
     lists = [v.raw for k, v in parsed.flags if k in ("-a", "--arg-file") and v is not None]
     inputs = tuple(runtime_read(named_inside(path)) for path in lists)
     return Judged(f"xargs {command}", (*judged.reads, *(inputs or (runtime_read(STDIN_NAMES),))))
@@ -170,8 +96,24 @@ def printf_rule(name: str, args: Sequence[Word]) -> Judged:
 
 def env_rule(name: str, args: Sequence[Word]) -> Judged:
     if all(w.literal and w.text in ("-0", "--null") for w in args):
-        return Judged(name)
+        raise Unproven("env prints the process environment (secrets)")
     raise Unproven("env with arguments runs a command or changes the environment")
+
+
+PRINTENV_SPEC = Spec(short="0", long=word_set("null help version"), operands=NONE)
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def printenv_rule(name: str, args: Sequence[Word]) -> Judged:
+    """printenv NAME… prints those variables, as `echo "$NAME"` would; without a name it
+    prints the whole process environment."""
+    operands = parse(name, PRINTENV_SPEC, args).operands
+    if not operands:
+        raise Unproven("printenv without a name prints the process environment (secrets)")
+    for word in operands:
+        if not word.literal or not VARIABLE_NAME.fullmatch(word.text):
+            raise Unproven(f"printenv {word.raw!r} is not a literal variable name")
+    return Judged(name)
 
 
 def command_rule(name: str, args: Sequence[Word]) -> Judged:
@@ -251,73 +193,23 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
     return Judged("test", reads)
 
 
-IP_OBJECTS = word_set(
-    "address addr a link l route r ro neighbour neighbor neigh n rule ru maddress maddr"
-)
-IP_OPTIONS = word_set(
-    "-4 -6 -br -brief -c -color -d -details -s -stats -statistics -h -human "
-    "-j -json -p -pretty -o -oneline -r -resolve -a -all"
-)
+WHO_SPEC = Spec(max_operands=2)
 
 
-def ip_rule(name: str, args: Sequence[Word]) -> Judged:
-    texts = [w.text if w.literal else "$" for w in args]
-    while texts and texts[0].startswith("-"):
-        if texts[0].split("=")[0] not in IP_OPTIONS:
-            raise Unproven(f"ip option {texts[0]} is not checked")
-        texts.pop(0)
-    if not texts or texts[0] not in IP_OBJECTS:
-        raise Unproven(f"ip {texts[0] if texts else ''}".rstrip() + " is not a listing")
-    if len(texts) > 1 and texts[1] not in ("show", "list", "ls", "lst"):
-        raise Unproven(f"ip {texts[0]} {texts[1]} changes the network (only show/list)")
-    if "$" in texts:
-        raise Unproven("ip argument computed at run time")
-    return Judged("ip")
+def who_rule(name: str, args: Sequence[Word]) -> Judged:
+    """who FILE reads FILE instead of utmp; with two operands (`who am i`) it reads none."""
+    operands = parse(name, WHO_SPEC, args).operands
+    judged = judge_spec(name, WHO_SPEC, args)
+    return judged if len(operands) < 2 else Judged(name)
 
 
-COMPRESS_SPEC = Spec(
-    short="cdklntqvN123456789",
-    long=word_set(
-        "stdout to-stdout decompress uncompress keep list test quiet verbose "
-        "name no-name help version"
-    ),
-)
-COMPRESS_STREAMING = word_set("zcat bzcat xzcat")
+STRINGS_SPEC = Spec(short_values="nteT")
 
 
-def compressor_rule(name: str, args: Sequence[Word]) -> Judged:
-    judged = judge_spec(name, COMPRESS_SPEC, args)
-    if name not in COMPRESS_STREAMING:
-        keys = {k for k, _ in parse(name, COMPRESS_SPEC, args).flags}
-        if not keys & {"-c", "-l", "-t", "--stdout", "--to-stdout", "--list", "--test"}:
-            raise Unproven(f"{name} without -c, -l or -t writes files")
-    return judged
-
-
-TAR_SPEC = Spec(
-    short="tvzjJ",
-    short_values="f",
-    long=word_set(
-        "list verbose gzip gunzip bzip2 xz zstd force-local numeric-owner "
-        "no-wildcards wildcards help version"
-    ),
-    long_values=word_set("file exclude"),
-    operands=NONE,
-)
-
-
-def tar_rule(name: str, args: Sequence[Word]) -> Judged:
-    words = list(args)
-    if words and words[0].literal and not words[0].text.startswith("-"):
-        words[0] = literal_word("-" + words[0].text)  # old style: `tar tzf a.tgz`
-    parsed = parse(name, TAR_SPEC, words)
-    keys = [k for k, _ in parsed.flags]
-    if "-t" not in keys and "--list" not in keys:
-        raise Unproven("tar without -t (list) writes or extracts")
-    archives = [v for k, v in parsed.flags if k in ("-f", "--file") and v is not None]
-    if not archives:
-        raise Unproven("tar without -f reads $TAPE, which may be remote")
-    for archive in archives:
-        if not archive.literal or ":" in archive.text:
-            raise Unproven("tar archive that may be remote or computed at run time")
-    return Judged(name, tuple(read_of(a) for a in archives))
+def strings_rule(name: str, args: Sequence[Word]) -> Judged:
+    """strings reads the options written in `@FILE` (binutils response files), so a word
+    that starts with `@` (or could, at run time) is refused: its file is not shown."""
+    for word in args:
+        if word.text.startswith("@") or (not word.literal and not word.prefix):
+            raise Unproven(f"strings reads the options inside the file {word.raw!r}")
+    return judge_spec(name, STRINGS_SPEC, args)

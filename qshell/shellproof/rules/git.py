@@ -8,7 +8,6 @@ allowed only with their listing flags. Pure functions; any thread.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 
 from qshell.shellproof.rules.spec import (
@@ -17,7 +16,10 @@ from qshell.shellproof.rules.spec import (
     Unproven,
     Word,
     literal_read,
+    literal_word,
+    named_inside,
     read_of,
+    runtime_read,
     word_set,
 )
 
@@ -25,7 +27,7 @@ from qshell.shellproof.rules.spec import (
 
 GIT_GLOBAL_FLAGS = word_set(
     "--no-pager -P --no-replace-objects --literal-pathspecs --glob-pathspecs "
-    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice"
+    "--noglob-pathspecs --icase-pathspecs --no-optional-locks --no-advice --no-lazy-fetch"
 )
 GIT_GLOBAL_DENY = {
     "-c": "git -c sets configuration, which can run programs",
@@ -81,10 +83,66 @@ def _git_paths(operands: Sequence[Word], reads: list[Read]) -> None:
         _, colon, inner = word.text.partition(":")
         if colon and inner:
             reads.append(literal_read(inner))  # <rev>:<path> reads that file's committed content
+            last = inner.rpartition(":")[2]
+            if last and last != inner:
+                reads.append(literal_read(last))  # -L :<func>:<file> given as two words
 
 
-def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[Word]:
-    """Generic check of a read-only git subcommand's arguments; returns its operands."""
+GREP_PATTERN_OPTION = re.compile(r"-[A-Za-z]*[ef]")  # -e/-f, maybe last in a cluster
+GREP_FILE_ATTACHED = re.compile(r"-[A-Za-z]*?f(.+)")
+
+
+def _git_grep(rest: Sequence[Word], reads: list[Read]) -> None:
+    """git grep walks the tree below each pathspec (the current directory without one); its
+    operands are patterns, revisions and paths, all reported as recursive reads."""
+    operands = _git_options("grep", rest, "O")
+    values = sum(1 for w in rest if w.literal and GREP_PATTERN_OPTION.fullmatch(w.text) is not None)
+    explicit = any(w.literal and GREP_PATTERN_OPTION.match(w.text) for w in rest)
+    for word in operands:
+        reads.append(read_of(word, recursive=True))
+    for word in rest:
+        attached = GREP_FILE_ATTACHED.fullmatch(word.text) if word.literal else None
+        if attached:
+            reads.append(literal_read(attached.group(1)))  # -fFILE: patterns from FILE
+    if len(operands) - values - (0 if explicit else 1) <= 0:
+        reads.append(literal_read(".", recursive=True))
+
+
+# options whose value is a file git reads (`--contents=F`; a value given as the next word is
+# an operand, reported anyway), and short ones taking it attached (`-Ofile`)
+GIT_PATH_OPTIONS = word_set(
+    "contents ignore-revs-file exclude-from pathspec-from-file orderfile exclude-per-directory"
+)
+GIT_SHORT_PATHS = {"blame": "S", "annotate": "S", "ls-files": "X"}
+GIT_DIFF_ORDER = word_set(
+    "log show diff whatchanged diff-tree diff-files diff-index range-diff"
+)  # -O<orderfile>
+
+
+def _short_paths(sub: str) -> str:
+    return GIT_SHORT_PATHS.get(sub, "") + ("O" if sub in GIT_DIFF_ORDER else "")
+
+
+def _git_option_reads(sub: str, word: Word, reads: list[Read]) -> None:
+    """The file named in an option's own word (`--contents=F`, `-SF`, `-Ofile`)."""
+    text = word.text
+    if text.startswith("--"):
+        opt, eq, value = text[2:].partition("=")
+        if eq and opt in GIT_PATH_OPTIONS:
+            reads.append(read_of(word) if not word.literal else literal_read(value))
+            if opt == "pathspec-from-file":
+                reads.append(runtime_read(named_inside(value)))
+    elif len(text) > 2 and text[1] in _short_paths(sub):
+        reads.append(literal_read(text[2:]))
+    elif text.startswith("-L") and ":" in text:  # -L<range>:<file>, -L:<func>:<file>
+        reads.append(literal_read(text.rpartition(":")[2]))
+
+
+def _git_options(
+    sub: str, rest: Sequence[Word], deny_short: str = "", reads: list[Read] | None = None
+) -> list[Word]:
+    """Generic check of a read-only git subcommand's arguments; returns its operands and
+    adds the files named inside option words to `reads`."""
     operands: list[Word] = []
     ended = False
     for word in rest:
@@ -96,7 +154,7 @@ def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[W
             continue
         if not word.literal:
             text = word.fixed_option  # --name=$(…): judge the name, the value is data
-        if "%G" in word.text:
+        if "%G" in word.text or "%(signature" in word.text:
             raise Unproven("git format %G runs gpg")
         if ended or text == "-" or not text.startswith("-"):
             operands.append(word)
@@ -109,6 +167,8 @@ def _git_options(sub: str, rest: Sequence[Word], deny_short: str = "") -> list[W
                     raise Unproven(reason)
         elif any(char in text[1:] for char in deny_short):
             raise Unproven(f"git {sub} {text} runs a pager or writes")
+        if reads is not None and not ended and text.startswith("-"):
+            _git_option_reads(sub, word, reads)
     return operands
 
 
@@ -161,57 +221,91 @@ TAG_LONGS = word_set(
     "list contains no-contains merged no-merged points-at sort format column "
     "no-column color ignore-case omit-empty"
 )
-CONFIG_READS = word_set("--get --get-all --get-regexp --get-urlmatch --list -l")
+CONFIG_DUMPS = word_set("--list -l --get-regexp --get-urlmatch")  # every matching value
+CONFIG_GETS = word_set("--get --get-all")
+CONFIG_SCOPES = word_set("--local --worktree --file -f")  # the repository's own files
 CONFIG_FLAGS = word_set(
-    "--local --global --system --worktree --show-origin --show-scope "
-    "--name-only -z --null --bool --int --bool-or-int --path --expiry-date "
-    "--includes --no-includes --all --regexp --fixed-value"
+    "--show-origin --show-scope --name-only -z --null --bool --int --bool-or-int --path "
+    "--expiry-date --no-includes --all --regexp --fixed-value"
 )
-CONFIG_VALUES = word_set("--type --default --file -f --blob --url --value")
+CONFIG_VALUES = word_set("--type --default --file -f --url --value")
+CONFIG_OUTSIDE = {
+    "--global": "git config --global reads the user's configuration outside the project",
+    "--system": "git config --system reads the system configuration outside the project",
+    "--includes": "git config --includes reads the files the configuration includes",
+    "--blob": "git config --blob is not checked",
+}
+# a key read from every scope (the user's ~/.gitconfig too) is proven only in sections that
+# hold no credentials (credential.*, http.*.extraHeader, url.*.insteadOf, tokens do)
+CONFIG_SAFE_SECTIONS = word_set(
+    "user core remote branch init pull push merge diff log color alias status fetch "
+    "rebase tag commit submodule format advice gc"
+)
+
+
+def _config_value(rest: Sequence[Word], i: int, word: Word, option: str) -> tuple[Word, int]:
+    _, eq, attached = word.text.partition("=")
+    if eq:
+        return literal_word(attached), i
+    if i >= len(rest) or not rest[i].literal:
+        raise Unproven(f"git config {option} needs a literal value")
+    return rest[i], i + 1
 
 
 def _git_config(rest: Sequence[Word]) -> list[Read]:
-    reads = False
+    """git config reads: a value by key, or a listing of the project's own files only."""
     paths: list[Read] = []
-    operands = 0
+    names: list[str] = []
+    dump = get = scoped = False
     i = 0
     while i < len(rest):
         word = rest[i]
         i += 1
         if not word.literal:
             raise Unproven(f"git config: argument {word.raw!r} is computed at run time")
-        opt, eq, value = word.text.partition("=")
-        if word.text in CONFIG_READS:
-            reads = True
-        elif opt in CONFIG_VALUES:
-            if not eq:
-                if i >= len(rest) or not rest[i].literal:
-                    raise Unproven(f"git config {opt} needs a literal value")
-                value = rest[i].text
-                raw = rest[i].raw
-                i += 1
-            else:
-                raw = shlex.quote(value)
+        opt = word.text.partition("=")[0]
+        if opt in CONFIG_OUTSIDE:
+            raise Unproven(CONFIG_OUTSIDE[opt])
+        scoped |= opt in CONFIG_SCOPES
+        if opt in CONFIG_VALUES:
+            value, i = _config_value(rest, i, word, opt)
             if opt in ("--file", "-f"):
-                paths.append(Read(value, raw, True))
-        elif word.text in CONFIG_FLAGS:
+                paths.append(read_of(value))
+        elif word.text in CONFIG_DUMPS:
+            dump = True
+        elif word.text in CONFIG_GETS:
+            get = True
+        elif word.text in CONFIG_FLAGS or word.text in CONFIG_SCOPES:
             pass
         elif word.text.startswith("-"):
             raise Unproven(f"git config {word.text} is not a read")
         else:
-            reads |= operands == 0 and word.text in ("get", "list")
-            operands += 1
-    single_key = operands == 1 and "." in rest[-1].text and not rest[-1].text.startswith("-")
-    if not reads and not single_key:
+            names.append(word.text)
+    if names[:1] in (["list"], ["get"]):  # git 2.46 subcommands
+        dump, get, names = dump or names[0] == "list", get or names[0] == "get", names[1:]
+    if dump:
+        if not scoped:
+            raise Unproven(
+                "git config --list/--get-regexp reads the user's configuration outside the project"
+            )
+        return paths
+    if not names or len(names) > (2 if get else 1) or "." not in names[0]:
         raise Unproven("git config without --get or --list sets values")
+    section = names[0].partition(".")[0].lower()
+    if not scoped and section not in CONFIG_SAFE_SECTIONS:
+        raise Unproven(f"git config {names[0]} may read a credential outside the project")
     return paths
 
 
 def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
     reads: list[Read] = []
     label = f"git {sub}"
-    if sub in GIT_LOG_LIKE:
-        _git_paths(_git_options(sub, rest, "O" if sub == "grep" else ""), reads)
+    if sub == "grep":
+        _git_grep(rest, reads)
+    elif sub == "var" and any(w.text in ("-l", "--list") for w in rest):
+        raise Unproven("git var -l lists the user's configuration outside the project")
+    elif sub in GIT_LOG_LIKE:
+        _git_paths(_git_options(sub, rest, reads=reads), reads)
     elif sub in ("reflog", "stash"):
         # both dispatch on their first argument only; anything else there may write
         verbs: tuple[str, ...] = ("show", "exists") if sub == "reflog" else ("list", "show")

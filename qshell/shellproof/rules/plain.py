@@ -36,22 +36,27 @@ SPECS: dict[str, Spec] = {
     "comm": OPEN,
     "join": Spec(short_values="12aejotv"),
     "cmp": Spec(short_values="in"),
-    "diff": Spec(
+    "diff": Spec(  # a recursive diff follows symlinks unless --no-dereference (walkers.py)
         short_values="CUDFILxXSW",
         digits=True,
         long_values=word_set("exclude-from from-file to-file"),
+        deny={"-l": "diff -l runs pr", "--paginate": "diff --paginate runs pr"},
+        recursive=word_set("-r --recursive"),
         path_values=word_set("-X --exclude-from --from-file --to-file"),
     ),
     "od": Spec(short_values="AjNSt"),
     "hexdump": Spec(short_values="efns", path_values=word_set("-f")),
     "hd": Spec(short_values="efns", path_values=word_set("-f")),
-    "strings": Spec(short_values="nteT"),
-    "xxd": Spec(short_values="cglos", max_operands=1),
     "ls": Spec(
         short_values="IwT",
         long_values=word_set("ignore hide width tabsize format sort time"),
+        recursive=word_set("-R --recursive"),
+        follows=word_set("-L --dereference"),
+        default=".",
     ),
     "du": Spec(
+        walks=True,
+        follows=word_set("-L --dereference"),
         short_values="BdtX",
         long_values=word_set("max-depth block-size threshold exclude-from files0-from"),
         path_values=word_set("-X --exclude-from --files0-from"),
@@ -81,7 +86,9 @@ SPECS: dict[str, Spec] = {
         max_operands=1,
     ),
     "base32": Spec(short_values="w", max_operands=1),
-    "grep": Spec(
+    "grep": Spec(  # -d recurse walks too (walkers.py)
+        recursive=word_set("-r -R --recursive --dereference-recursive"),
+        follows=word_set("-R --dereference-recursive"),
         short_values="efmABCdD",
         long_values=word_set(
             "regexp file max-count after-context before-context context devices "
@@ -90,13 +97,6 @@ SPECS: dict[str, Spec] = {
         ),
         path_values=word_set("-f --file --exclude-from"),
         pattern_flags=word_set("-e -f --regexp --file"),
-        operands=PATTERN,
-    ),
-    "jq": Spec(
-        short_values="fL",
-        long_values=word_set("arg argjson slurpfile rawfile indent from-file"),
-        path_values=word_set("-f --from-file --slurpfile --rawfile -L"),
-        pattern_flags=word_set("-f --from-file"),
         operands=PATTERN,
     ),
     "realpath": Spec(
@@ -121,8 +121,7 @@ SPECS: dict[str, Spec] = {
     "whoami": OPEN_NO_PATHS,
     "id": OPEN_NO_PATHS,
     "groups": OPEN_NO_PATHS,
-    "users": OPEN_NO_PATHS,
-    "who": OPEN_NO_PATHS,
+    "users": Spec(max_operands=1),  # reads FILE instead of utmp
     "w": OPEN_NO_PATHS,
     "logname": OPEN_NO_PATHS,
     "uname": OPEN_NO_PATHS,
@@ -133,46 +132,30 @@ SPECS: dict[str, Spec] = {
         deny={"-s": "never ends: free -s", "--seconds": "never ends: free --seconds"},
         operands=NONE,
     ),
-    "lscpu": OPEN_NO_PATHS,
-    "lsblk": OPEN_NO_PATHS,
+    "lscpu": Spec(  # reads its system files below --sysroot
+        short_values="s",
+        short_optional="epC",
+        long_values=word_set("sysroot"),
+        path_values=word_set("-s --sysroot"),
+        operands=NONE,
+    ),
+    "lsblk": Spec(  # reads its system files below --sysroot
+        long_values=word_set("sysroot"),
+        path_values=word_set("--sysroot"),
+        operands=NONE,
+    ),
     "findmnt": Spec(
+        short_values="F",
+        long_values=word_set("tab-file"),
         deny={"-p": "never ends: findmnt --poll", "--poll": "never ends: findmnt --poll"},
+        path_values=word_set("-F --tab-file"),
         operands=NONE,
     ),
     "locale": OPEN_NO_PATHS,
     "getconf": OPEN_NO_PATHS,
     "cal": OPEN_NO_PATHS,
-    "ps": OPEN_NO_PATHS,
     "pidof": OPEN_NO_PATHS,
     "lsb_release": OPEN_NO_PATHS,
-    "ss": Spec(
-        short="tuwxlnpaes46mioHOr0SM",
-        short_values="fAF",
-        long=word_set(
-            "tcp udp raw unix listening numeric processes all extended summary "
-            "memory info options resolve no-header oneline ipv4 ipv6 help version"
-        ),
-        long_values=word_set("family query filter"),
-        deny={
-            "-K": "ss -K kills sockets",
-            "--kill": "ss --kill kills sockets",
-            "-D": "ss -D writes a file",
-            "--diag": "ss --diag writes a file",
-            "-E": "never ends: ss -E",
-            "--events": "never ends: ss --events",
-        },
-        operands=NONE,
-    ),
-    "netstat": Spec(
-        short="tulnparisexWgov46",
-        long=word_set(
-            "tcp udp listening numeric programs all route interfaces statistics "
-            "extended wide groups timers verbose"
-        ),
-        deny={"-c": "never ends: netstat -c", "--continuous": "never ends: netstat -c"},
-        operands=NONE,
-    ),
-    "printenv": Spec(short="0", long=word_set("null help version"), operands=NONE),
     "pgrep": Spec(
         short="acfilnovwx",
         short_values="dgGPstuU",
@@ -182,9 +165,9 @@ SPECS: dict[str, Spec] = {
         long_values=word_set("delimiter pgroup group parent session terminal euid uid"),
         operands=NONE,
     ),
-    "hostname": Spec(  # -f, -i, -A, -d and -y ask DNS or NIS: network
-        short="sI",
-        long=word_set("short all-ip-addresses help version"),
+    "hostname": Spec(  # -f, -i, -A, -d, -y (and -s in some versions) ask DNS or NIS
+        short="I",
+        long=word_set("all-ip-addresses help version"),
         max_operands=0,
     ),
     "mount": Spec(
@@ -241,11 +224,6 @@ SPECS: dict[str, Spec] = {
         },
         digits=True,
     ),
-    "tree": Spec(
-        short_values="LPIHT",
-        long_values=word_set("charset filelimit timefmt sort"),
-        deny={"-o": "tree -o writes a file", "-R": "tree -R writes 00Tree.html files"},
-    ),
     "shuf": Spec(
         short_values="in",
         deny={"-o": "shuf -o writes a file", "--output": "shuf --output writes a file"},
@@ -260,6 +238,8 @@ SPECS: dict[str, Spec] = {
         deny={"-o": "iconv -o writes a file", "--output": "iconv --output writes a file"},
     ),
     "rg": Spec(
+        walks=True,
+        follows=word_set("-L --follow"),
         short="nNiSswxvlcoFHIpLaUPqb0.u",
         short_values="efgtTABCmdrjEM",
         long=word_set(
@@ -295,6 +275,8 @@ SPECS: dict[str, Spec] = {
         operands=PATTERN,
     ),
     "fd": Spec(
+        walks=True,
+        follows=word_set("-L --follow"),
         short="HIusiFgaLp0lq1",
         short_values="dEteSocj",
         long=word_set(
@@ -306,15 +288,16 @@ SPECS: dict[str, Spec] = {
         long_values=word_set(
             "max-depth min-depth exact-depth exclude type extension size "
             "changed-within changed-before owner color threads max-results "
-            "base-directory path-separator search-path ignore-file format and"
+            "path-separator search-path ignore-file format and"
         ),
         deny={
             "-x": "fd -x runs a command",
             "--exec": "fd --exec runs a command",
             "-X": "fd -X runs a command",
             "--exec-batch": "fd --exec-batch runs a command",
+            "--base-directory": "fd --base-directory moves where its paths are read from",
         },
-        path_values=word_set("--base-directory --search-path --ignore-file"),
+        path_values=word_set("--search-path --ignore-file"),
         operands=PATTERN,
     ),
 }

@@ -1,8 +1,10 @@
 """The vocabulary of the shell read-only rules: decoded words, flag specs and their parser.
 
-`Spec` describes a command's flags (harmless, taking a value, writing or executing) and what its
-operands are; `parse` splits arguments by it and `judge_spec` turns the result into a `Judged`
-(what the command reads) or raises `Unproven`. Pure functions and immutable values; any thread.
+`Spec` describes a command's flags (harmless, taking a value, naming a file, writing or
+executing, walking the tree, following symlinks) and what its operands are; `parse` splits
+arguments by it and `judge_spec` turns the result into a `Judged` (what the command reads,
+recursive where it walks) or raises `Unproven`. `Read` is the interface to the caller's
+read-scope rules. Pure functions and immutable values; any thread.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ class Read:
     run time; `raw` is the shell source bash expands (braces, tildes, globs) to find the
     files actually read; `recursive` says the command also reads everything below it;
     `cwd` is where a subshell's `cd` moved before it (relative paths are read from there).
+    A read that is not `literal` comes from a word bash expands at run time: any word it
+    expands to that starts with `-` would reach the command as an option, not a path, so the
+    caller must refuse such an expansion (a glob matching a file named `-r` or
+    `--files0-from=.env`).
     """
 
     text: str
@@ -70,14 +76,27 @@ class Read:
     cwd: str = ""
 
 
+PROC_ENVIRON = re.compile(r"/proc/.*environ|/environ['\"]?$")
+
+
+def refuse_environ(*texts: str) -> None:
+    """A process environment (`/proc/*/environ`) is refused as far as the text shows it; the
+    caller still resolves where a path leads."""
+    for text in texts:
+        if PROC_ENVIRON.search(text):
+            raise Unproven(f"{text} is a process environment (secrets)")
+
+
 def read_of(word: Word, *, recursive: bool = False) -> Read:
     """The read of a path operand."""
+    refuse_environ(word.text, word.raw)
     return Read(word.text if word.literal else word.raw, word.raw, word.literal, recursive)
 
 
 def literal_read(text: str, *, recursive: bool = False) -> Read:
     """A read of a known path that is no shell word of its own (a default `.`, the path in
     `rev:path`): its `raw` is quoted, so expanding it gives the path itself."""
+    refuse_environ(text)
     return Read(text, shlex.quote(text), True, recursive)
 
 
@@ -121,6 +140,10 @@ class Spec:
     max_operands: int | None = None  # more operands would be written to
     digits: bool = False  # -NUM is an option (head -20)
     stop_at_operand: bool = False  # options end at the first operand (xargs)
+    walks: bool = False  # reads the whole tree below each path operand (du, rg)
+    recursive: frozenset[str] = frozenset()  # flags that make it walk the tree (ls -R)
+    follows: frozenset[str] = frozenset()  # flags that follow symlinks in a walk: refused
+    default: str = ""  # the path it reads when given none (ls lists `.`)
 
     @property
     def open(self) -> bool:
@@ -129,11 +152,34 @@ class Spec:
             self.short is None and self.long is None and not self.deny and self.max_operands is None
         )
 
+    @property
+    def risky(self) -> bool:
+        """Some flag reads a file, walks a tree or follows symlinks: a run-time word that could
+        become a flag must at least be reported as a read (the caller refuses it as a flag)."""
+        return bool(self.path_values or self.indirect or self.recursive or self.follows)
+
 
 @dataclass(slots=True)
 class Parsed:
     flags: list[tuple[str, Word | None]]
     operands: list[Word]
+    options_end: int | None = None  # operands from this index on came after `--`
+
+    def flag_names(self) -> list[str]:
+        return [key for key, _ in self.flags]
+
+    def values(self, names: frozenset[str]) -> list[Word]:
+        """The values given to the flags in `names` (or their abbreviations)."""
+        return [v for k, v in self.flags if v is not None and names_flag(k, names)]
+
+    def has(self, names: frozenset[str]) -> bool:
+        return any(names_flag(k, names) for k, _ in self.flags)
+
+    def could_be_flag(self, index: int) -> bool:
+        """Operand `index` is computed at run time and could still turn into an option."""
+        word = self.operands[index]
+        before_end = self.options_end is None or index < self.options_end
+        return before_end and not word.literal and word.flaggable
 
 
 def word_set(names: str) -> frozenset[str]:
@@ -217,6 +263,7 @@ def parse(name: str, spec: Spec, args: Sequence[Word]) -> Parsed:
         text = word.text
         if text == "--":
             ended = True
+            out.options_end = len(out.operands)
         elif len(text) < 2 or text[0] != "-":
             out.operands.append(word)
         elif text.startswith("--"):
@@ -241,10 +288,11 @@ def named_inside(path: str) -> str:
     return f"$(<{path})"
 
 
-def _names(key: str, names: frozenset[str]) -> bool:
-    """`key` is one of `names`, or a GNU abbreviation of one of its long options."""
+def names_flag(key: str, names: frozenset[str]) -> bool:
+    """`key` is one of `names`, or a GNU abbreviation of one of its long options (`--f` may
+    be the only long option starting with f)."""
     return key in names or (
-        key.startswith("--") and len(key) > 3 and any(n.startswith(key) for n in names)
+        key.startswith("--") and len(key) > 2 and any(n.startswith(key) for n in names)
     )
 
 
@@ -259,18 +307,34 @@ def judge_spec(name: str, spec: Spec, args: Sequence[Word]) -> Judged:
             if word.splits:
                 raise Unproven(f"{name}: {word.raw!r} may expand to several operands")
     reads: list[Read] = []
-    values = [v for k, v in parsed.flags if v is not None and _names(k, spec.path_values)]
-    collect(values, reads)
+    collect(parsed.values(spec.path_values), reads)
     for key, value in parsed.flags:
-        if _names(key, spec.indirect):  # the files it reads are named inside another file
+        if names_flag(key, spec.indirect):  # the files it reads are named inside another file
             lists = [value] if value is not None else parsed.operands
             reads.extend(runtime_read(named_inside(w.raw if w.literal else "…")) for w in lists)
             if not lists:
                 reads.append(runtime_read(STDIN_NAMES))
-    if spec.operands == PATTERN and not any(_names(k, spec.pattern_flags) for k, _ in parsed.flags):
-        operands = operands[1:]
-    if spec.operands != NONE:
-        collect(operands, reads)
+    first = 0
+    if spec.operands == PATTERN and not parsed.has(spec.pattern_flags):
+        first = 1
+    if spec.operands == NONE:
+        first = len(operands)
+    first = min(first, len(operands))
+    if spec.risky:
+        for i in range(first):
+            if parsed.could_be_flag(i):
+                raise Unproven(
+                    f"{name}: {operands[i].raw!r} could be an option at run time (one that "
+                    "reads a file or walks a tree); give a pattern with -e"
+                )
+    walking = spec.walks or parsed.has(spec.recursive)
+    if walking and parsed.has(spec.follows):
+        raise Unproven(f"{name} follows symbolic links while it walks the tree")
+    collect(operands[first:], reads, recursive=walking)
+    if walking and not operands[first:]:
+        reads.append(literal_read(".", recursive=True))
+    elif spec.default and not operands[first:]:
+        reads.append(literal_read(spec.default))
     return Judged(name, tuple(reads))
 
 
