@@ -5,7 +5,8 @@ directory: `upper/<project-relative path>` holds each written file and nothing e
 `meta.jsonl` (each original's sha256 and mode, or that it did not exist), `incoming/`
 (whole copies about to be renamed in) and `journal.json` sit beside it. Its `view`
 (view.py) is the FileView tools get during a speculation. Every path is resolved with
-symlinks followed; one outside the project root, or a symlink inside the overlay, raises
+symlinks followed; one outside the project root, through a symlink loop, or a symlink
+inside the overlay, raises
 OverlayEscape here, and is a Conflict again at apply time (journal.py). It never writes
 the real tree except through `apply`, never deletes or renames (no tool does yet: the gate
 treats either as a boundary), and never uses a directory it does not own. Thread-safe: one
@@ -136,11 +137,14 @@ class Overlay:
         raw = Path(path)
         if not raw.is_absolute():
             raise OverlayEscape(raw, "is not an absolute path")
-        resolved = Path(os.path.realpath(raw))
+        resolved = self.resolver.resolve(raw)
         if not self.resolver.is_inside_root(resolved):
             raise OverlayEscape(raw, f"resolves outside the project root {self.root}")
         rel = resolved.relative_to(self.root).as_posix()
-        return ("" if rel == "." else rel), resolved
+        rel = "" if rel == "." else rel
+        if rel and any(part in ("", ".", "..") for part in rel.split("/")):
+            raise OverlayEscape(raw, "goes through a symlink loop")
+        return rel, resolved
 
     def kind(self, rel: str) -> str | None:
         """'file' for a written file, 'dir' for a directory of the upper layer, else None."""

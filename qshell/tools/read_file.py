@@ -1,11 +1,12 @@
 """read_file: show a text file to the model as numbered lines, one page at a time.
 
-It reads and stats the file through `ctx.view`. On the real disk it streams the file (never
-loading more than one page plus a counting buffer); any other view hands over the whole
-content. It numbers lines `cat -n` style from 1, truncates very long lines and tells the
-model which offset to read next. It refuses binary files, directories and special files,
-and never writes. Reads outside the root are allowed here; approval is the policy layer's
-job via `accesses()`. Stateless: one instance serves concurrent calls from any thread.
+It reads and stats the file through `ctx.view`, streaming it where the view can (the real
+disk and the speculation overlay: never more than one page plus a counting buffer in
+memory, however large the file). It numbers lines `cat -n` style from 1, truncates very
+long lines and tells the model which offset to read next. It refuses binary files,
+directories and special files, and never writes. Reads outside the root are
+allowed here; approval is the policy layer's job via `accesses()`. Stateless: one instance
+serves concurrent calls from any thread.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files
 from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.fileview import open_stream
 
 DEFAULT_LIMIT_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -84,7 +86,7 @@ class ReadFileTool:
         offset = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT_LINES
         try:
-            with files.open_binary(ctx.view, path) as fh:
+            with open_stream(ctx.view, path) as fh:
                 if files.looks_binary(fh.read(files.SNIFF_BYTES)):
                     return ToolResult.fail(
                         ErrorType.BINARY_FILE, f"{shown} is a binary file (or not UTF-8 text)"
