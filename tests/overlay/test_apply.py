@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qshell.overlay import Overlay, journal, recover, sweep_stale
+from qshell.overlay import Overlay, journal, recover, renameat, sweep_stale
 from qshell.overlay.journal import (
     APPEARED,
     BAD_COPY,
@@ -254,17 +254,17 @@ def test_a_recorded_path_that_is_not_plain_and_relative_is_refused_at_apply(over
 
 def test_a_rename_that_fails_midway_leaves_the_real_tree_untouched(overlay, project, monkeypatch):
     before = speculate(overlay, project)
-    real_replace = os.replace
+    real_exchange = renameat.exchange  # staged copies of existing files are swapped in by it
     staged = []
 
-    def failing_replace(src, dst, **kwargs):
+    def failing_exchange(dir_fd, src, dst):
         if str(src).startswith(STAGE_PREFIX):
             staged.append(src)
             if len(staged) == 2:
                 raise OSError(errno.EIO, "injected failure")
-        return real_replace(src, dst, **kwargs)
+        return real_exchange(dir_fd, src, dst)
 
-    monkeypatch.setattr(journal.os, "replace", failing_replace)
+    monkeypatch.setattr(renameat, "exchange", failing_exchange)
     with pytest.raises(ApplyFailed, match="injected failure"):
         overlay.apply()
     monkeypatch.undo()
@@ -384,17 +384,17 @@ def crash_before_the_commit_point(monkeypatch) -> None:
 
 
 def crash_at_the_second_rename(monkeypatch) -> None:
-    real_replace = os.replace
+    real_exchange = renameat.exchange  # staged copies of existing files are swapped in by it
     staged: list[str] = []
 
-    def replace(src, dst, **kwargs):
+    def exchange(dir_fd, src, dst):
         if str(src).startswith(STAGE_PREFIX):
             staged.append(src)
             if len(staged) == 2:
                 raise Crash("second rename")
-        real_replace(src, dst, **kwargs)
+        real_exchange(dir_fd, src, dst)
 
-    monkeypatch.setattr(journal.os, "replace", replace)
+    monkeypatch.setattr(renameat, "exchange", exchange)
 
 
 def crash(overlay: Overlay, monkeypatch, inject) -> None:

@@ -1,0 +1,104 @@
+"""The check before an apply: may every written file go in?
+
+`plan` compares each written file with the real tree — same content as when the overlay
+copied it (or still absent for a new one), no symlink on the way. It returns the journal
+the apply would follow and every conflict at once; it touches nothing. Pure functions over
+directory descriptors; any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat as stat_module
+from collections.abc import Sequence
+from pathlib import Path
+
+from qshell.overlay.dirfd import (
+    BLOCKED,
+    ESCAPED,
+    PathRefused,
+    hash_at,
+    lstat_at,
+    open_dir,
+    split_rel,
+)
+from qshell.overlay.records import (
+    APPEARED,
+    BACKUP_PREFIX,
+    BAD_COPY,
+    CHANGED,
+    DELETED,
+    STAGE_PREFIX,
+    Conflict,
+    JournalState,
+    Original,
+    Phase,
+    Step,
+)
+
+
+def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result | None]:
+    """(missing ancestors, lstat of the leaf or None); PathRefused for a symlink on the way."""
+    for depth in range(1, len(parts)):
+        info = lstat_at(base, "/".join(parts[:depth]))
+        if info is None:
+            return ["/".join(parts[:i]) for i in range(depth, len(parts))], None
+        if not stat_module.S_ISDIR(info.st_mode):
+            raise PathRefused(ESCAPED if stat_module.S_ISLNK(info.st_mode) else BLOCKED)
+    leaf = lstat_at(base, "/".join(parts))
+    if leaf is not None and stat_module.S_ISLNK(leaf.st_mode):
+        raise PathRefused(ESCAPED)
+    return [], leaf
+
+
+def _check(
+    root_fd: int, upper_fd: int, item: Original, token: str
+) -> Conflict | tuple[Step, list[str]]:
+    """The journal step for one file and its missing directories, or why it cannot apply."""
+    parts = split_rel(item.rel)
+    try:
+        copy = _inspect(upper_fd, parts)[1]
+    except PathRefused:
+        copy = None
+    if copy is None or not stat_module.S_ISREG(copy.st_mode):
+        return Conflict(item.rel, BAD_COPY)
+    try:
+        missing, info = _inspect(root_fd, parts)
+    except PathRefused as exc:
+        return Conflict(item.rel, exc.reason)
+    staged = f"{STAGE_PREFIX}{token}"
+    if not item.existed:
+        if info is not None:
+            return Conflict(item.rel, APPEARED)
+        return Step(item.rel, staged, None, item.mode, None), missing
+    if info is None:
+        return Conflict(item.rel, DELETED)
+    found = hash_at(root_fd, item.rel)
+    if found is None or found[0] != item.sha256:
+        return Conflict(item.rel, CHANGED)
+    mode = stat_module.S_IMODE(found[1].st_mode)  # the user's mode now, kept
+    return Step(item.rel, staged, f"{BACKUP_PREFIX}{token}", mode, item.sha256), []
+
+
+def plan(
+    root: Path, upper: Path, pending: Sequence[Original]
+) -> tuple[JournalState, list[Conflict]]:
+    """The journal an apply would follow, and every conflict that stops it. Touches nothing."""
+    token = secrets.token_hex(6)
+    state = JournalState(str(root), Phase.STAGING, [], [])
+    conflicts: list[Conflict] = []
+    dirs: dict[str, None] = {}
+    with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
+        for index, item in enumerate(pending):
+            try:
+                result = _check(root_fd, upper_fd, item, f"{token}-{index}")
+            except PathRefused as exc:
+                result = Conflict(item.rel, exc.reason)
+            if isinstance(result, Conflict):
+                conflicts.append(result)
+                continue
+            state.files.append(result[0])
+            dirs.update(dict.fromkeys(result[1]))
+    state.dirs = sorted(dirs, key=lambda d: d.count("/"))
+    return state, conflicts
