@@ -1,10 +1,16 @@
-"""Where overlays live: the private base directory, and which overlays this process owns.
+"""Where overlays live: a private base directory outside the project, and which overlays this
+process owns.
 
-Every overlay is a directory `<tempdir>/qshell-speculation-<uid>/<pid>/overlay-…/` holding
-`upper/` and `incoming/`. This module makes and checks those private directories (0700,
-owned by this user, not a symlink, writable by nobody else) and keeps the set of overlays
-this process made and has not released, so that a sweep never takes a live one. It never
-looks inside an overlay. Thread-safe: one lock guards the set and serialises making an
+Every overlay is a directory `<base>/<pid>/overlay-…/` holding `upper/` and `incoming/`.
+The base is, in order, `<tempdir>/qshell-speculation-<uid>`,
+`$XDG_RUNTIME_DIR/qshell-speculation` and `<state dir>/speculation`: the first that does
+not lie inside the project root, since a base inside it could be written by an accepted
+speculation (`cd /tmp && qshell`, or `TMPDIR=$HOME/tmp` for a project in `$HOME`); when
+all do, or an explicit base does, there is no overlay (OverlayUnavailable: speculation is
+off). This module makes and checks those private directories (0700, owned by this user,
+not a symlink, writable by nobody else) and keeps the set of overlays this process made
+and has not released, so that a sweep never takes a live one. It never looks inside an
+overlay. Thread-safe: one lock guards the set and serialises making an
 overlay against sweeping this process's own pid directory.
 """
 
@@ -15,13 +21,15 @@ import os
 import stat as stat_module
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from qshell.dirs import PRIVATE_DIR_MODE
+from qshell.dirs import PRIVATE_DIR_MODE, Dirs
 from qshell.overlay.errors import OverlayUnavailable
 
 BASE_DIR_PREFIX = "qshell-speculation-"
+RUNTIME_BASE_NAME = "qshell-speculation"
+STATE_BASE_NAME = "speculation"
 OVERLAY_PREFIX = "overlay-"
 UPPER_DIR_NAME = "upper"
 INCOMING_DIR_NAME = "incoming"
@@ -31,7 +39,44 @@ _LIVE_LOCK = threading.Lock()  # guards _LIVE; serialises making overlays agains
 
 
 def default_base_dir() -> Path:
+    """The first choice of base: the per-user directory under the temp dir."""
     return Path(tempfile.gettempdir()) / f"{BASE_DIR_PREFIX}{os.getuid()}"
+
+
+def candidate_bases(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Every base an overlay may use, in order of preference."""
+    environ = os.environ if environ is None else environ
+    bases = [default_base_dir()]
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime):
+        bases.append(Path(runtime) / RUNTIME_BASE_NAME)
+    bases.append(Dirs.from_environ(environ).state / STATE_BASE_NAME)
+    return bases
+
+
+def inside(path: Path, root: Path) -> bool:
+    """True when `path` (its existing part resolved) is `root` or lies below it."""
+    real = Path(os.path.realpath(path))
+    return real == root or real.is_relative_to(root)
+
+
+def choose_base(
+    root: Path, base_dir: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The base for a new overlay of the project at `root` (resolved): never inside it."""
+    if base_dir is not None:
+        if inside(base_dir, root):
+            raise OverlayUnavailable(
+                f"the overlay directory {base_dir} is inside the project root {root}"
+            )
+        return base_dir
+    for base in candidate_bases(environ):
+        if not inside(base, root):
+            return base
+    raise OverlayUnavailable(
+        f"every private directory for overlays is inside the project root {root}; "
+        "set TMPDIR to a directory outside the project to speculate"
+    )
 
 
 def private_dir(path: Path, *, create: bool = True) -> None:
@@ -57,6 +102,8 @@ def private_dir(path: Path, *, create: bool = True) -> None:
 
 def new_overlay_dir(base: Path) -> Path:
     """A fresh, live overlay directory (with `upper/` and `incoming/`) under `base`."""
+    with contextlib.suppress(OSError):  # the state dir may not exist yet; private_dir says
+        base.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     private_dir(base)
     with _LIVE_LOCK:
         pid_dir = base / str(os.getpid())

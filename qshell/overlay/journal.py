@@ -16,7 +16,8 @@ original becomes the backup, deleted after the commit point. A process that wrot
 a descriptor opened before the swap can still write to the backup afterwards: that much no
 rename can see. Every step goes through directory descriptors opened with O_NOFOLLOW from
 the root. Before the commit point a failure or crash is rolled back (in-process, or by
-`recover_journal` at the next start); after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
+`recover_journal` at the next start, which trusts only journals trust.py vouches for);
+after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
 after a crash is left as found and reported. It never touches paths outside the root.
 Stateless functions (staging uses a short-lived thread pool); the overlay's lock
 serialises applies.
@@ -35,7 +36,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from qshell.overlay import renameat
+from qshell.dirs import PRIVATE_FILE_MODE
+from qshell.overlay import renameat, trust
 from qshell.overlay.dirfd import (
     ESCAPED,
     READ_FLAGS,
@@ -49,12 +51,10 @@ from qshell.overlay.dirfd import (
 from qshell.overlay.plan import plan
 from qshell.overlay.records import (
     APPEARED,
-    BACKUP_PREFIX,
     BAD_COPY,
     CHANGED,
     DELETED,
     JOURNAL_NAME,
-    JOURNAL_VERSION,
     STAGE_PREFIX,
     ApplyConflict,
     ApplyFailed,
@@ -376,11 +376,12 @@ def _swap_back(parent: int, holder: str, name: str, step: Step) -> bool:
 
 
 def write_journal(path: Path, state: JournalState) -> None:
-    """Replace the journal atomically and durably."""
+    """Replace the journal atomically and durably (0600, as trust.py requires)."""
     temp = path.with_name(path.name + ".tmp")
     data = json.dumps({**vars(state), "files": [vars(step) for step in state.files]})
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-    with open(os.open(temp, flags, 0o600), "w", encoding="utf-8") as out:
+    with open(os.open(temp, flags, PRIVATE_FILE_MODE), "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), PRIVATE_FILE_MODE)
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
@@ -389,45 +390,28 @@ def write_journal(path: Path, state: JournalState) -> None:
         os.fsync(fd)
 
 
-def _load(path: Path) -> JournalState:
-    try:
-        raw = json.loads(path.read_bytes())
-        steps = [Step(**s) for s in raw["files"]]
-        state = JournalState(**{**raw, "phase": Phase(raw["phase"]), "files": steps})
-        for rel in [*state.dirs, *(step.rel for step in state.files)]:
-            split_rel(rel)
-    except (KeyError, TypeError, ValueError, PathRefused) as exc:
-        raise ValueError(f"{path} is not a journal this version can recover") from exc
-    names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
-    if (
-        state.version != JOURNAL_VERSION
-        or not Path(state.root).is_absolute()
-        or any("/" in n or not n.startswith((STAGE_PREFIX, BACKUP_PREFIX)) for n in names)
-    ):
-        raise ValueError(f"{path} is not a journal this version can recover")
-    return state
-
-
-def recover_journal(path: Path) -> Recovery | None:
+def recover_journal(path: Path, root: Path | None = None) -> Recovery | None:
     """Bring the tree a journal describes to all-old, or finish an all-new one.
 
     Before the commit point it rolls back; after it, it removes the backups. The journal is
-    deleted once done; None when there was none. Raises OSError or ValueError when it
-    cannot, keeping the journal for another try.
+    deleted once done; None when there was none. Only a journal trust.py vouches for, for
+    the project at `root` (None: the overlay's owner vouches), is followed: ValueError
+    when it cannot be trusted or read, trust.ForeignJournal when it is another project's,
+    OSError when recovery fails; each keeps the journal.
     """
-    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
     try:
-        state = _load(path)
+        state = trust.load_trusted(path, root)
     except FileNotFoundError:
         return None
-    root = Path(state.root)
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)
+    recovered = Path(state.root)
     kept: tuple[str, ...]
-    if not root.is_dir():
+    if not recovered.is_dir():
         direction, kept = "rolled back", ()  # the project is gone: nothing to restore into
     elif state.phase is Phase.COMMITTED:
         direction, kept = "completed", ()
-        _finish(root, state)
+        _finish(recovered, state)
     else:
-        direction, kept = "rolled back", _roll_back(root, state)
+        direction, kept = "rolled back", _roll_back(recovered, state)
     path.unlink()
     return Recovery(direction, kept)

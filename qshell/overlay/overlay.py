@@ -1,6 +1,6 @@
 """The copy-on-write overlay a speculation writes into.
 
-Writes land in a private directory (base_dir.py) laid out as a Linux overlayfs upper
+Writes land in a private directory outside the project (base_dir.py) laid out as a Linux overlayfs upper
 directory: `upper/<project-relative path>` holds each written file and nothing else;
 `meta.jsonl` (each original's sha256 and mode, or that it did not exist), `incoming/`
 (whole copies about to be renamed in) and `journal.json` sit beside it. Its `view`
@@ -34,7 +34,9 @@ from qshell.overlay import journal
 from qshell.overlay.base_dir import (
     INCOMING_DIR_NAME,
     UPPER_DIR_NAME,
-    default_base_dir,
+    candidate_bases,
+    choose_base,
+    inside,
     new_overlay_dir,
     release,
 )
@@ -63,14 +65,16 @@ class Overlay:
         self._originals: dict[str, Original] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._discarded = False
+        bases = {*candidate_bases(), directory.parent.parent}
+        self._bases = [Path(os.path.realpath(b)) for b in bases]
 
     @classmethod
     def create(cls, root: Path, resolver: PathResolver, *, base_dir: Path | None = None) -> Overlay:
-        """A fresh overlay; OverlayUnavailable when the private parent is unsafe."""
+        """A fresh overlay, in a private base outside the project root; OverlayUnavailable
+        when the base is unsafe or every candidate is inside the root (base_dir.py)."""
         if Path(root).resolve() != resolver.root:
             raise OverlayUnavailable(f"{root} is not the resolver's root {resolver.root}")
-        base = base_dir if base_dir is not None else default_base_dir()
-        directory = new_overlay_dir(base)
+        directory = new_overlay_dir(choose_base(resolver.root, base_dir))
         return cls(resolver, directory)
 
     def __enter__(self) -> Overlay:
@@ -123,7 +127,7 @@ class Overlay:
             if self._discarded:
                 return
             self._discarded = True
-        if recover_overlay(self.directory):  # else kept for the sweep at the next start
+        if recover_overlay(self.directory, self.root):  # else kept for the sweep at the next start
             release(self.directory, remove=lambda d: shutil.rmtree(d, ignore_errors=True))
         else:
             release(self.directory)
@@ -175,8 +179,14 @@ class Overlay:
             raise OverlayEscape(where, "goes through a symlink inside the overlay") from None
 
     def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
-        """Write a whole file into the upper layer, recording its original at the first write."""
+        """Write a whole file into the upper layer, recording its original at the first write.
+
+        A path inside a base directory of overlays (a project that contains the temp dir)
+        is an escape: an accepted write there could plant a journal or change another
+        session's overlay."""
         rel, resolved = self.locate(path)
+        if any(inside(resolved, base) for base in self._bases):
+            raise OverlayEscape(path, "is inside qshell's private speculation directory")
         parts = rel.split("/")
         with self._lock:
             self._check_open()

@@ -1,10 +1,13 @@
 """Overlays left behind by processes that died: finish or roll back their applies, then remove.
 
-At start-up `sweep_stale` looks at every pid directory under the base directory; those of
-processes that no longer run (and overlays of an earlier process that had this pid) are
-stale. Each stale overlay's journal is recovered first (journal.py: an interrupted apply is
-finished or rolled back), and only then is the directory removed; one that cannot be
-recovered is kept for the next start. `recover_overlay` is also what `Overlay.discard` runs.
+At start-up `sweep_stale` looks at every pid directory under the base directories
+(base_dir.py); those of processes that no longer run (and overlays of an earlier process
+that had this pid) are stale. Each stale overlay's journal is recovered first (journal.py:
+an interrupted apply is finished or rolled back) — only a journal trust.py vouches for, and
+only for the project being started (`root`); another project's is left for a start there,
+and its overlay kept — and only then is the directory removed; one that cannot be
+recovered is kept for the next start. `recover` does the recovery alone. `recover_overlay`
+is also what `Overlay.discard` runs.
 It never touches an overlay this process still owns. Any thread; the base directory's lock
 (base_dir.py) keeps a sweep from taking an overlay being made.
 """
@@ -16,8 +19,14 @@ import os
 import shutil
 from pathlib import Path
 
-from qshell.overlay import journal
-from qshell.overlay.base_dir import existing_base, overlays_in, released_overlays
+from qshell.overlay import journal, trust
+from qshell.overlay.base_dir import (
+    candidate_bases,
+    existing_base,
+    overlays_in,
+    released_overlays,
+)
+from qshell.overlay.errors import OverlayUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +51,15 @@ def _stale_dirs(base: Path) -> list[Path]:
     return stale
 
 
-def recover_overlay(directory: Path) -> bool:
-    """Finish or roll back an interrupted apply; False (with a warning) when that failed."""
+def recover_overlay(directory: Path, root: Path | None) -> bool:
+    """Finish or roll back an interrupted apply of the project at `root` (None: the caller
+    owns the overlay). False when the journal stays: another project's, untrusted, or
+    recovery failed (with a warning)."""
     try:
-        outcome = journal.recover_journal(directory / journal.JOURNAL_NAME)
+        outcome = journal.recover_journal(directory / journal.JOURNAL_NAME, root)
+    except trust.ForeignJournal as exc:
+        log.debug("left for its own project: %s", exc)
+        return False
     except (OSError, ValueError) as exc:
         log.warning("could not recover the interrupted apply in %s: %s", directory, exc)
         return False
@@ -54,25 +68,57 @@ def recover_overlay(directory: Path) -> bool:
     return True
 
 
-def recover(base_dir: Path | None = None) -> int:
-    """Recover the journals of overlays no live process owns; returns how many there were."""
-    base = existing_base(base_dir)
-    stale = _stale_dirs(base) if base is not None else []
-    found = [o for s in stale for o in overlays_in(s) if (o / journal.JOURNAL_NAME).exists()]
-    return sum(recover_overlay(o) for o in found)
+def _bases(base_dir: Path | None) -> list[Path]:
+    """The existing base directories to look in (OverlayUnavailable for an unsafe explicit
+    one; an unsafe default one is skipped)."""
+    if base_dir is not None:
+        found = existing_base(base_dir)
+        return [] if found is None else [found]
+    bases = []
+    for candidate in dict.fromkeys(candidate_bases()):
+        try:
+            found = existing_base(candidate)
+        except OverlayUnavailable as exc:
+            log.warning("not sweeping speculation overlays: %s", exc)
+            continue
+        if found is not None:
+            bases.append(found)
+    return bases
 
 
-def sweep_stale(base_dir: Path | None = None) -> int:
-    """Remove overlays of processes that no longer run, recovering their journals first.
+def recover(base_dir: Path | None = None, *, root: Path | None = None) -> int:
+    """Recover the journals for the project at `root` of overlays no live process owns;
+    returns how many there were. Without a root nothing is recovered: a journal is only
+    ever rolled in the project it belongs to."""
+    if root is None:
+        return 0
+    found = [
+        overlay
+        for base in _bases(base_dir)
+        for stale in _stale_dirs(base)
+        for overlay in overlays_in(stale)
+        if (overlay / journal.JOURNAL_NAME).exists()
+    ]
+    return sum(recover_overlay(o, root) for o in found)
+
+
+def sweep_stale(base_dir: Path | None = None, *, root: Path | None = None) -> int:
+    """Remove overlays of processes that no longer run, recovering their journals for
+    `root` first.
 
     Returns how many stale directories (dead pid directories, plus leftovers of an earlier
-    process that had this pid) were removed. One whose journal cannot be recovered is kept
-    for the next start. OverlayUnavailable when the base directory is unsafe.
+    process that had this pid) were removed. One with a journal that is not `root`'s (or
+    any journal, without a root), or that cannot be recovered, is kept. OverlayUnavailable
+    when an explicit `base_dir` is unsafe.
     """
-    base = existing_base(base_dir)
     removed = 0
-    for stale in _stale_dirs(base) if base is not None else []:
-        if all([recover_overlay(o) for o in overlays_in(stale)]):
-            shutil.rmtree(stale, ignore_errors=True)
-            removed += 1
+    for base in _bases(base_dir):
+        for stale in _stale_dirs(base):
+            overlays = overlays_in(stale)
+            pending = [o for o in overlays if (o / journal.JOURNAL_NAME).exists()]
+            if root is None and pending:
+                continue
+            if all([recover_overlay(o, root) for o in pending]):
+                shutil.rmtree(stale, ignore_errors=True)
+                removed += 1
     return removed

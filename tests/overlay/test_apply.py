@@ -439,7 +439,7 @@ def test_the_sweep_at_start_up_recovers_a_dead_processes_journal(tmp_path, monke
     base = overlay.directory.parent.parent
     dead = base / str(DEAD_PID)
     overlay.directory.parent.rename(dead)
-    assert sweep_stale(base) == 1
+    assert sweep_stale(base, root=root) == 1
     assert snapshot(root) == before
     assert no_litter(root)
     assert not dead.exists()
@@ -460,7 +460,7 @@ def test_recover_at_start_up_rolls_back_without_removing_anything(tmp_path, monk
     crash(overlay, monkeypatch, crash_at_the_second_rename)
     base = overlay.directory.parent.parent
     overlay.directory.parent.rename(base / str(DEAD_PID))
-    assert recover(base) == 1
+    assert recover(base, root=root) == 1
     assert snapshot(root) == before
     assert (base / str(DEAD_PID) / overlay.directory.name / "upper").is_dir()
-    assert recover(base) == 0
+    assert recover(base, root=root) == 0

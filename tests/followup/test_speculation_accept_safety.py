@@ -1,0 +1,101 @@
+"""End to end through a Speculation and `accept`: no accept ever loses a user's edit.
+
+A user edit between a speculative read and write, a file made read-only meanwhile, and a
+temp dir inside the project each leave the user's files as they were, and the prompt runs
+normally; a symlink loop is a tool error, not a crashed speculation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from qshell.agent.policy import MainToolRunner
+from qshell.cancel import CancelToken
+from qshell.config import ApprovalMode
+from qshell.followup.gate import BoundaryType
+from qshell.followup.speculation import Outcome, Speculation, Status, accept
+from qshell.llm.base import StreamDone, StreamEvent
+from qshell.llm.messages import ChatRequest, Message, Usage
+from qshell.overlay import Overlay, base_dir, sweep_stale
+from tests.agent.scripted import call
+from tests.agent.test_conversation import consume, make_conversation
+from tests.overlay.test_overlay import snapshot
+
+
+def read_call(path: str = "a.txt", id_: str = "r1") -> Message:
+    return Message.assistant("", [call("read_file", json.dumps({"path": path}), id_)])
+
+
+def write_call(path: str, content: str, id_: str = "w1") -> Message:
+    args = json.dumps({"path": path, "content": content})
+    return Message.assistant("", [call("write_file", args, id_)])
+
+
+def shell_call(command: str, id_: str = "s1") -> Message:
+    return Message.assistant("", [call("shell", json.dumps({"command": command}), id_)])
+
+
+def after(action: Callable[[], None], message: Message):
+    """A model round that first lets `action` happen (the user, meanwhile), then answers."""
+
+    def step(request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        action()
+        stop = "tool_use" if message.tool_calls else "end_turn"
+        yield StreamDone(message, Usage(prompt_tokens=10, completion_tokens=2), stop)
+
+    return step
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    setup = make_conversation(tmp_path)
+    (setup.root / "a.txt").write_text("one\n")
+    setup.script(Message.assistant("hello"))
+    consume(setup.conversation.turn("hi"))
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    return setup
+
+
+def speculate(setup, *steps) -> Speculation:
+    setup.script(*steps)
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    spec = Speculation(session, "update a.txt", overlay)
+    spec.run()
+    return spec
+
+
+def run_accept(setup, spec, *, outcome: Outcome) -> list:
+    runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
+    acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
+    assert acceptance.outcome is outcome, acceptance.detail
+    return list(acceptance.events)
+
+
+def user_edit(setup) -> Callable[[], None]:
+    return lambda: (setup.root / "a.txt").write_text("the user's edit\n")
+
+
+def test_with_the_temp_dir_inside_the_project_nothing_outside_is_deleted(
+    setup, tmp_path, monkeypatch
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("keep\n")
+    inner = setup.root / "tmp"
+    inner.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(inner))
+    base = base_dir.default_base_dir()
+    planted = base / "1073741831" / "overlay-x" / "journal.json"
+    spec = speculate(setup, write_call(str(planted.relative_to(setup.root)), "{}"))
+    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
+    assert not spec.overlay.directory.resolve().is_relative_to(setup.root)
+    spec.overlay.discard()
+    for root in (setup.root, outside, None):
+        sweep_stale(root=root)
+    assert snapshot(outside) == {"precious.txt": b"keep\n"}
+    assert not planted.exists()
