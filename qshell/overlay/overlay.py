@@ -3,7 +3,8 @@
 Writes land in a private directory outside the project (base_dir.py) laid out as a Linux overlayfs upper
 directory: `upper/<project-relative path>` holds each written file and nothing else;
 `meta.jsonl` (each original's sha256 and mode, or that it did not exist), `incoming/`
-(whole copies about to be renamed in) and `journal.json` sit beside it. Its `view`
+(whole copies about to be renamed in), `lock` (held for the overlay's life, lease.py) and
+`journal.json` sit beside it. Its `view`
 (view.py) is the FileView tools get during a speculation. Every path is resolved with
 symlinks followed; one outside the project root, through a symlink loop, or a symlink
 inside the overlay, raises
@@ -21,7 +22,6 @@ import errno
 import json
 import os
 import secrets
-import shutil
 import stat as stat_module
 import threading
 from collections.abc import Iterator
@@ -38,11 +38,12 @@ from qshell.overlay.base_dir import (
     choose_base,
     inside,
     new_overlay_dir,
-    release,
+    remove_overlay,
 )
 from qshell.overlay.dirfd import PathRefused, hash_at, open_chain, open_dir
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, os_error
 from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original
+from qshell.overlay.lease import Lease
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
@@ -55,12 +56,13 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CL
 class Overlay:
     """One speculation's copy-on-write layer over the project at `resolver.root`."""
 
-    def __init__(self, resolver: PathResolver, directory: Path) -> None:
+    def __init__(self, resolver: PathResolver, directory: Path, lease: Lease | None = None) -> None:
         self.resolver = resolver
         self.root = resolver.root
         self.directory = directory
         self.upper = directory / UPPER_DIR_NAME
         self.view = OverlayView(self)
+        self.lease = lease  # held until discard: while it is, no sweep takes this overlay
         self._lock = threading.Lock()
         self._originals: dict[str, Original] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
@@ -74,8 +76,8 @@ class Overlay:
         when the base is unsafe or every candidate is inside the root (base_dir.py)."""
         if Path(root).resolve() != resolver.root:
             raise OverlayUnavailable(f"{root} is not the resolver's root {resolver.root}")
-        directory = new_overlay_dir(choose_base(resolver.root, base_dir))
-        return cls(resolver, directory)
+        directory, lease = new_overlay_dir(choose_base(resolver.root, base_dir))
+        return cls(resolver, directory, lease)
 
     def __enter__(self) -> Overlay:
         return self
@@ -122,15 +124,18 @@ class Overlay:
             )
 
     def discard(self) -> None:
-        """Remove the overlay directory. Idempotent; a pending journal is recovered first."""
+        """Remove the overlay directory, then give up its lock. Idempotent; a pending
+        journal is recovered first (if that fails, the overlay is kept for the next start)."""
         with self._lock:
             if self._discarded:
                 return
             self._discarded = True
-        if recover_overlay(self.directory, self.root):  # else kept for the sweep at the next start
-            release(self.directory, remove=lambda d: shutil.rmtree(d, ignore_errors=True))
-        else:
-            release(self.directory)
+        try:
+            if recover_overlay(self.directory, self.root):
+                remove_overlay(self.directory)
+        finally:
+            if self.lease is not None:
+                self.lease.release()
 
     def _check_open(self) -> None:
         if self._discarded:

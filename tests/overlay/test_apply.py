@@ -436,6 +436,7 @@ def test_the_sweep_at_start_up_recovers_a_dead_processes_journal(tmp_path, monke
     root, overlay = fresh(tmp_path, "sweep")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     dead = base / str(DEAD_PID)
     overlay.directory.parent.rename(dead)
@@ -458,6 +459,7 @@ def test_recover_at_start_up_rolls_back_without_removing_anything(tmp_path, monk
     root, overlay = fresh(tmp_path, "recover")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     overlay.directory.parent.rename(base / str(DEAD_PID))
     assert recover(base, root=root) == 1
