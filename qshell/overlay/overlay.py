@@ -44,6 +44,7 @@ from qshell.overlay.dirfd import PathRefused, hash_at, open_chain, open_dir
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, os_error
 from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original
 from qshell.overlay.lease import Lease
+from qshell.overlay.plan import may_write
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
@@ -252,10 +253,10 @@ def _snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
         raise os_error(errno.EISDIR, resolved)
     if not stat_module.S_ISREG(info.st_mode):
         raise OverlayEscape(resolved, "is not a regular file")
-    if not os.access(resolved, os.W_OK):
-        raise os_error(errno.EACCES, resolved)
     with open_dir(resolved.parent) as parent:
         found = hash_at(parent, resolved.name)
+        if not may_write(info) or not may_write(os.fstat(parent), directory=True):
+            raise os_error(errno.EACCES, resolved)  # as the write itself would fail (plan.py)
     if found is None:
         raise OverlayEscape(resolved, "changed while it was being copied")
     return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))

@@ -1,9 +1,12 @@
 """The check before an apply: may every written file go in?
 
-`plan` compares each written file with the real tree — same content as when the overlay
-copied it (or still absent for a new one), no symlink on the way. It returns the journal
-the apply would follow and every conflict at once; it touches nothing. Pure functions over
-directory descriptors; any thread.
+`plan` compares each written file with the real tree — same content and mode as when the
+overlay copied it (or still absent for a new one), no symlink on the way, and writable by
+this user, as is its directory. It returns the journal the apply would follow and every conflict at once; it
+touches nothing. Write permission is judged from the mode bits for this user's class
+(owner, group, other), not `os.access`: for root, which may write anything, a file or
+directory with no write bit at all counts as read-only, since someone made it so. Pure
+functions over directory descriptors; any thread.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from qshell.overlay.records import (
     BAD_COPY,
     CHANGED,
     DELETED,
+    DIR_READ_ONLY,
+    MODE_CHANGED,
+    READ_ONLY,
     STAGE_PREFIX,
     Conflict,
     JournalState,
@@ -36,6 +42,26 @@ from qshell.overlay.records import (
     Phase,
     Step,
 )
+
+_WRITE = 0o2
+_WRITE_AND_SEARCH = 0o3
+
+
+def may_write(info: os.stat_result, *, directory: bool = False) -> bool:
+    """Whether this user may write the file (or make and replace entries in the directory)
+    that `info` describes, by its mode bits."""
+    mode = info.st_mode
+    euid = os.geteuid()
+    if euid == 0:
+        return bool(mode & 0o222)
+    if info.st_uid == euid:
+        bits = (mode >> 6) & 0o7
+    elif info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        bits = (mode >> 3) & 0o7
+    else:
+        bits = mode & 0o7
+    want = _WRITE_AND_SEARCH if directory else _WRITE
+    return bits & want == want
 
 
 def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result | None]:
@@ -50,6 +76,10 @@ def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result
     if leaf is not None and stat_module.S_ISLNK(leaf.st_mode):
         raise PathRefused(ESCAPED)
     return [], leaf
+
+
+def _dir_info(root_fd: int, parts: Sequence[str]) -> os.stat_result | None:
+    return os.fstat(root_fd) if not parts else lstat_at(root_fd, "/".join(parts))
 
 
 def _check(
@@ -67,6 +97,9 @@ def _check(
         missing, info = _inspect(root_fd, parts)
     except PathRefused as exc:
         return Conflict(item.rel, exc.reason)
+    parent = _dir_info(root_fd, parts[: len(parts) - 1 - len(missing)])
+    if parent is None or not may_write(parent, directory=True):
+        return Conflict(item.rel, DIR_READ_ONLY)
     staged = f"{STAGE_PREFIX}{token}"
     if not item.existed:
         if info is not None:
@@ -77,7 +110,11 @@ def _check(
     found = hash_at(root_fd, item.rel)
     if found is None or found[0] != item.sha256:
         return Conflict(item.rel, CHANGED)
-    mode = stat_module.S_IMODE(found[1].st_mode)  # the user's mode now, kept
+    mode = stat_module.S_IMODE(found[1].st_mode)
+    if mode != item.mode:
+        return Conflict(item.rel, MODE_CHANGED)
+    if not may_write(found[1]):
+        return Conflict(item.rel, READ_ONLY)
     return Step(item.rel, staged, f"{BACKUP_PREFIX}{token}", mode, item.sha256), []
 
 

@@ -23,6 +23,9 @@ CHANGED = "changed since it was copied"
 DELETED = "was deleted since it was copied"
 APPEARED = "appeared since the overlay created it"
 BAD_COPY = "its overlay copy is missing or a symlink"
+MODE_CHANGED = "its mode changed since it was copied"
+READ_ONLY = "is not writable for you"
+DIR_READ_ONLY = "is in a directory that is not writable for you"
 
 
 class Phase(enum.StrEnum):

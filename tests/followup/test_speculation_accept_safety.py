@@ -7,10 +7,13 @@ normally; a symlink loop is a tool error, not a crashed speculation."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from qshell.agent.events import ToolFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -19,6 +22,7 @@ from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale
+from qshell.tools.base import ErrorType
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
 from tests.overlay.test_overlay import snapshot
@@ -78,6 +82,37 @@ def run_accept(setup, spec, *, outcome: Outcome) -> list:
 
 def user_edit(setup) -> Callable[[], None]:
     return lambda: (setup.root / "a.txt").write_text("the user's edit\n")
+
+
+def test_a_file_made_read_only_meanwhile_is_not_overwritten_by_accept(setup):
+    a = setup.root / "a.txt"
+    spec = speculate(
+        setup,
+        write_call("a.txt", "two\n"),
+        after(lambda: os.chmod(a, 0o444), Message.assistant("rewrote it")),
+    )
+    assert spec.status is Status.COMPLETED
+    setup.script(Message.assistant("ran normally"))
+    try:
+        run_accept(setup, spec, outcome=Outcome.CONFLICT)
+        assert a.read_text() == "one\n"
+        assert stat.S_IMODE(a.stat().st_mode) == 0o444
+    finally:
+        os.chmod(a, 0o644)
+
+
+def test_a_read_only_file_is_never_written_by_the_speculation(setup):
+    a = setup.root / "a.txt"
+    os.chmod(a, 0o444)
+    try:
+        spec = speculate(setup, write_call("a.txt", "two\n"), Message.assistant("tried"))
+        finished = [e for e in spec.events if isinstance(e, ToolFinished)]
+        assert finished[0].result.error.type is ErrorType.PERMISSION_DENIED
+        assert not spec.overlay.has_writes
+        run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+        assert a.read_text() == "one\n"
+    finally:
+        os.chmod(a, 0o644)
 
 
 def test_with_the_temp_dir_inside_the_project_nothing_outside_is_deleted(

@@ -24,6 +24,7 @@ from qshell.overlay.journal import (
     Original,
     recover_journal,
 )
+from qshell.overlay.records import MODE_CHANGED
 from qshell.tools.paths import PathResolver
 from tests.overlay.test_overlay import DEAD_PID, snapshot
 
@@ -103,7 +104,8 @@ def test_apply_keeps_each_files_mode(overlay, project):
 def test_a_mode_changed_by_the_user_meanwhile_is_kept(overlay, project):
     overlay.view.write_bytes(project / "run.sh", b"#!/bin/sh\necho v2\n")
     os.chmod(project / "run.sh", 0o700)
-    overlay.apply()
+    with pytest.raises(ApplyConflict, match=MODE_CHANGED):  # a mode change is a conflict now
+        overlay.apply()
     assert stat.S_IMODE((project / "run.sh").stat().st_mode) == 0o700
 
 
