@@ -1,6 +1,6 @@
 """All-or-nothing apply of a speculation overlay onto the real tree, and crash recovery.
 
-`apply_files` checks every written file first (plan.py) and applies nothing if one fails.
+`apply_files` checks everything first (plan.py) and applies nothing if one check fails.
 Then it stages each file beside its destination with its mode (fsynced, several at once),
 journals the plan and swaps each staged copy in. An existing destination is swapped with
 `renameat2(RENAME_EXCHANGE)`: the destination is never missing, and whatever was there at
@@ -49,6 +49,7 @@ from qshell.overlay.dirfd import (
     split_rel,
 )
 from qshell.overlay.plan import plan
+from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
     APPEARED,
     BAD_COPY,
@@ -95,14 +96,21 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
 
 
-def apply_files(root: Path, upper: Path, journal: Path, pending: Sequence[Original]) -> ApplyReport:
-    """Apply every pending file from `upper` onto `root`, all or nothing.
+def apply_files(
+    root: Path,
+    upper: Path,
+    journal: Path,
+    pending: Sequence[Original],
+    read: Sequence[Fingerprint] = (),
+) -> ApplyReport:
+    """Apply every pending file from `upper` onto `root`, all or nothing; any file in `read`
+    that changed since it was read stops it too.
 
     Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
     """
     started = time.perf_counter()
     try:
-        state, conflicts = plan(root, upper, pending)
+        state, conflicts = plan(root, upper, pending, read)
     except (OSError, PathRefused) as exc:
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:

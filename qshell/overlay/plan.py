@@ -1,8 +1,9 @@
-"""The check before an apply: may every written file go in?
+"""The check before an apply: may every written file go in, and is everything read unchanged?
 
 `plan` compares each written file with the real tree — same content and mode as when the
 overlay copied it (or still absent for a new one), no symlink on the way, and writable by
-this user, as is its directory. It returns the journal the apply would follow and every conflict at once; it
+this user, as is its directory — and each file the speculation read with its fingerprint
+(reads.py). It returns the journal the apply would follow and every conflict at once; it
 touches nothing. Write permission is judged from the mode bits for this user's class
 (owner, group, other), not `os.access`: for root, which may write anything, a file or
 directory with no write bit at all counts as read-only, since someone made it so. Pure
@@ -17,6 +18,7 @@ import stat as stat_module
 from collections.abc import Sequence
 from pathlib import Path
 
+from qshell.overlay import reads
 from qshell.overlay.dirfd import (
     BLOCKED,
     ESCAPED,
@@ -26,6 +28,7 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
     APPEARED,
     BACKUP_PREFIX,
@@ -34,6 +37,7 @@ from qshell.overlay.records import (
     DELETED,
     DIR_READ_ONLY,
     MODE_CHANGED,
+    READ_CHANGED,
     READ_ONLY,
     STAGE_PREFIX,
     Conflict,
@@ -119,9 +123,13 @@ def _check(
 
 
 def plan(
-    root: Path, upper: Path, pending: Sequence[Original]
+    root: Path, upper: Path, pending: Sequence[Original], read: Sequence[Fingerprint] = ()
 ) -> tuple[JournalState, list[Conflict]]:
-    """The journal an apply would follow, and every conflict that stops it. Touches nothing."""
+    """The journal an apply would follow, and every conflict that stops it. Touches nothing.
+
+    `read` holds the fingerprints of the real files the speculation read: any that changed
+    is a conflict too.
+    """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
     conflicts: list[Conflict] = []
@@ -137,5 +145,10 @@ def plan(
                 continue
             state.files.append(result[0])
             dirs.update(dict.fromkeys(result[1]))
+        stopped = {c.path for c in conflicts}
+        for print_ in read:
+            if print_.rel not in stopped and not reads.unchanged(root_fd, print_):
+                conflicts.append(Conflict(print_.rel, READ_CHANGED))
+                stopped.add(print_.rel)
     state.dirs = sorted(dirs, key=lambda d: d.count("/"))
     return state, conflicts

@@ -26,6 +26,7 @@ BAD_COPY = "its overlay copy is missing or a symlink"
 MODE_CHANGED = "its mode changed since it was copied"
 READ_ONLY = "is not writable for you"
 DIR_READ_ONLY = "is in a directory that is not writable for you"
+READ_CHANGED = "changed since the speculation read it"
 
 
 class Phase(enum.StrEnum):

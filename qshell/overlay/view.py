@@ -2,8 +2,9 @@
 
 A written file resolves to its copy in `upper/`, a listing merges both layers (the real
 directory's entry stands for a directory both have), and everything else reads the real
-tree. Writes go to `Overlay.write`. A file's content is read whole (`read_bytes`) or
-streamed (`open_read`, so a reader takes only what it needs, as on the real disk). Reads of
+tree. Writes go to `Overlay.write`. Reading a real file's content — whole (`read_bytes`) or
+streamed (`open_read`, so a reader takes only what it needs, as on the real disk) — records
+its fingerprint with the overlay (reads.py); listings and stats are not recorded. Reads of
 `upper/` go through descriptors that never follow a symlink (else OverlayEscape), and no
 open blocks on a FIFO swapped in after a check. Thread-safe as the Overlay it wraps: copies
 are renamed in whole, so a read sees one version.
@@ -13,14 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import stat as stat_module
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from qshell.overlay import reads
 from qshell.overlay.dirfd import READ_FLAGS
 from qshell.overlay.errors import OverlayEscape, os_error
+from qshell.overlay.reads import Fingerprint
 from qshell.tools.fileview import REAL_VIEW, Entry
 
 _OPEN_FLAGS = READ_FLAGS | os.O_NONBLOCK  # a FIFO swapped in must not block the open
@@ -44,6 +48,9 @@ class Layer(Protocol):
     def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
         """Write a whole file into the upper layer."""
 
+    def record_read(self, print_: Fingerprint) -> None:
+        """Note what a read of a real file saw."""
+
 
 class OverlayView:
     """The FileView of a speculation: the real tree with the overlay's files on top."""
@@ -52,15 +59,31 @@ class OverlayView:
         self._overlay = overlay
 
     def read_bytes(self, path: Path) -> bytes:
-        with self.open_read(path) as source:
-            return source.read()
-
-    def open_read(self, path: Path) -> BinaryIO:
-        """A stream of the file as this view shows it."""
         rel, resolved = self._overlay.locate(path)
         kind = self._overlay.kind(rel)
         if kind is None:
-            return open(_open_real(resolved), "rb", closefd=True)
+            fd = _open_real(resolved)
+            with open(fd, "rb", closefd=True) as source:
+                info = os.fstat(fd)
+                data = source.read()
+            self._overlay.record_read(reads.of_bytes(rel, data, info))
+            return data
+        with open(self._open_upper(rel, kind, path), "rb", closefd=True) as source:
+            return source.read()
+
+    def open_read(self, path: Path) -> BinaryIO:
+        """A stream of the file as this view shows it; a real file's read is recorded when
+        the stream closes."""
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        if kind is None:
+            fd = _open_real(resolved)
+            try:
+                raw = reads.RecordingFile(fd, rel, self._overlay.record_read)
+            except BaseException:
+                os.close(fd)
+                raise
+            return io.BufferedReader(raw)
         return open(self._open_upper(rel, kind, path), "rb", closefd=True)
 
     def _open_upper(self, rel: str, kind: str, path: Path) -> int:

@@ -10,10 +10,11 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from qshell.agent.events import ToolFinished
+from qshell.agent.events import Notice, ToolFinished, TurnFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -84,6 +85,52 @@ def user_edit(setup) -> Callable[[], None]:
     return lambda: (setup.root / "a.txt").write_text("the user's edit\n")
 
 
+def test_a_user_edit_between_a_speculative_read_and_write_makes_accept_a_conflict(setup):
+    spec = speculate(
+        setup,
+        read_call(),
+        after(user_edit(setup), write_call("a.txt", "one\ntwo\n")),
+        Message.assistant("appended two"),
+    )
+    assert spec.status is Status.COMPLETED
+    setup.script(Message.assistant("ran normally"))
+    events = run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    assert any(isinstance(e, Notice) and "speculation read it" in e.text for e in events)
+    assert (setup.root / "a.txt").read_text() == "the user's edit\n"
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran normally"
+
+
+def test_a_user_edit_after_a_speculative_shell_read_makes_accept_a_conflict(setup):
+    spec = speculate(
+        setup,
+        shell_call("cat a.txt"),
+        after(user_edit(setup), write_call("a.txt", "one\ntwo\n")),
+        Message.assistant("appended two"),
+    )
+    assert spec.status is Status.COMPLETED
+    setup.script(Message.assistant("ran normally"))
+    run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    assert (setup.root / "a.txt").read_text() == "the user's edit\n"
+
+
+def test_a_user_edit_to_a_file_a_recursive_grep_read_makes_accept_a_conflict(setup):
+    (setup.root / "src").mkdir()
+    (setup.root / "src" / "m.py").write_text("KEY = 1\n")
+    spec = speculate(
+        setup,
+        shell_call("grep -rn KEY src"),
+        after(
+            lambda: (setup.root / "src" / "m.py").write_text("KEY = 2  # user\n"),
+            write_call("notes.md", "KEY is 1\n"),
+        ),
+        Message.assistant("noted"),
+    )
+    assert spec.status is Status.COMPLETED
+    setup.script(Message.assistant("ran normally"))
+    run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    assert not (setup.root / "notes.md").exists()
+
+
 def test_a_file_made_read_only_meanwhile_is_not_overwritten_by_accept(setup):
     a = setup.root / "a.txt"
     spec = speculate(
@@ -134,3 +181,12 @@ def test_with_the_temp_dir_inside_the_project_nothing_outside_is_deleted(
         sweep_stale(root=root)
     assert snapshot(outside) == {"precious.txt": b"keep\n"}
     assert not planted.exists()
+
+
+def test_a_symlink_loop_is_a_tool_error_in_a_speculation(setup):
+    (setup.root / "loop-a").symlink_to("loop-b")
+    (setup.root / "loop-b").symlink_to("loop-a")
+    spec = speculate(setup, read_call("loop-a"), Message.assistant("it loops"))
+    assert spec.status in (Status.COMPLETED, Status.BOUNDARY)
+    assert isinstance(spec.events[-1], TurnFinished) or spec.boundary is not None
+    assert Path(setup.root / "a.txt").read_text() == "one\n"
