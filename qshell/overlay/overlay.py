@@ -37,7 +37,6 @@ from qshell.overlay.base_dir import (
     UPPER_DIR_NAME,
     candidate_bases,
     choose_base,
-    inside,
     new_overlay_dir,
     remove_overlay,
 )
@@ -239,7 +238,7 @@ class Overlay:
         is an escape: an accepted write there could plant a journal or change another
         session's overlay."""
         rel, resolved = self.locate(path)
-        if any(inside(resolved, base) for base in self._bases):
+        if any(resolved == base or resolved.is_relative_to(base) for base in self._bases):
             raise OverlayEscape(path, "is inside qshell's private speculation directory")
         parts = rel.split("/")
         with self._lock:
