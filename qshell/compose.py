@@ -258,8 +258,8 @@ def open_interactive(
     from qshell.followup.followup import Followup
     from qshell.telemetry import Telemetry
 
-    _sweep_stale_overlays()
     conversation = Conversation(open_session, request, fast_model=settings.fast_model)
+    _sweep_stale_overlays(conversation.session.project_root)
     state = Dirs.from_environ(environ).state
     telemetry = Telemetry.for_state_dir(state)
 
@@ -269,13 +269,14 @@ def open_interactive(
     return Interactive(conversation, followup, lambda: _prompt_history(state))
 
 
-def _sweep_stale_overlays() -> None:
-    """Remove speculation overlays that dead qshell processes left behind (after recovering
-    any apply they were in the middle of)."""
+def _sweep_stale_overlays(root: Path) -> None:
+    """Remove speculation overlays that dead qshell processes left behind, after finishing
+    or rolling back any apply into `root` they were in the middle of (another project's
+    interrupted apply is left for a qshell started there)."""
     from qshell.overlay import OverlayUnavailable, sweep_stale
 
     try:
-        removed = sweep_stale()
+        removed = sweep_stale(root=root)
     except (OverlayUnavailable, OSError) as exc:
         log.debug("no stale-overlay sweep: %s", exc)
         return
@@ -321,6 +322,6 @@ def open_print(
 ) -> PrintRun:
     """The session for `request` and the runner of a `--print` turn; like an interactive
     start, it first finishes or rolls back the applies of qshell processes that died."""
-    _sweep_stale_overlays()
     session = open_session(request)
+    _sweep_stale_overlays(session.project_root)
     return PrintRun(session, MainToolRunner(settings.approval_mode, interactive=False))

@@ -7,18 +7,26 @@ against the overlay view; `edit`/`write_file` run redirected into the overlay, b
 `auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs only when
 `policy.shell_concern` proves the command read-only and in scope and the overlay holds no
 writes (the shell sees the real tree), with a sanitised environment and a short timeout —
-else a `bash` boundary; `web_fetch` and anything else is a `denied_tool` boundary. A
-boundary is raised as `Boundary`, a control signal that ends the speculative turn; it is
-never a QshellError. Unlike the main runner it never asks. Thread-safe: decisions are
-pure, the overlay locks.
+else a `bash` boundary; `web_fetch` and anything else is a `denied_tool` boundary. Before
+a shell command runs, the files the proof says it reads are recorded with the overlay
+(`shell_reads`), so accept can tell they changed: a literal file by its content, a
+directory by every file below it (whether or not the proof saw the command recurse: what
+a command does with a directory it names is not always known), and a path known only at
+run time (a glob, `$…`) by every file below its literal leading directories. A command reading too many files to record is a `bash`
+boundary. A boundary is raised as `Boundary`, a control signal that ends the speculative
+turn; it is never a QshellError. Unlike the main runner it never asks. Thread-safe:
+decisions are pure, the overlay locks.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
+from qshell import shellproof
 from qshell.agent.policy import (
     ALLOW,
     FREE_KINDS,
@@ -29,12 +37,15 @@ from qshell.agent.policy import (
 )
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
-from qshell.overlay import Overlay, OverlayEscape
-from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
+from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.tools.base import ErrorType, Kind, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
 # delete and move stay boundaries: the overlay records no whiteouts or renames
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
+# a path component with any of these is only known when bash expands it
+_EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
 
 class BoundaryType(enum.StrEnum):
@@ -105,6 +116,14 @@ class SpeculativeRunner:
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         if tool.kind is Kind.EXECUTE:
+            command = str(getattr(args, "command", ""))
+            try:
+                for path in shell_reads(command, ctx.paths):
+                    self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
+            except ReadsUnrecorded as exc:
+                raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
+            if ctx.cancel.cancelled:
+                return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
@@ -117,3 +136,27 @@ class SpeculativeRunner:
 def _describe(tool: Tool, args: Any) -> str:
     path = getattr(args, "path", None)
     return f"would change {path}" if path else "would change files"
+
+
+def shell_reads(command: str, paths: PathResolver) -> list[Path]:
+    """Each path the proof says `command` reads: a literal one as named, one known only at
+    run time as its literal leading directories (whose every file it may read)."""
+    found: list[Path] = []
+    for read in shellproof.check(command).reads:
+        text = read.text if read.literal else _literal_prefix(read.text)
+        if read.cwd and not text.startswith(("/", "~")):
+            text = f"{read.cwd}/{text}" if text else read.cwd
+        found.append(paths.resolve(text or None))
+    return list(dict.fromkeys(found))
+
+
+def _literal_prefix(text: str) -> str:
+    """The leading components of a shell path that bash does not expand."""
+    kept: list[str] = []
+    for part in text.split("/"):
+        if _EXPANDED.search(part):
+            break
+        kept.append(part)
+    if kept == [""] and text.startswith("/"):
+        return "/"
+    return "/".join(kept)

@@ -11,7 +11,11 @@ normally), the session adopts the speculated messages and their usage, the buffe
 are replayed, and a speculation that stopped early continues as a live turn from its last
 complete round — nothing already executed runs twice. Fail open: errors are logged and the
 prompt runs as a normal turn. One background thread runs it; `abort()` and `accept()` come
-from the front-end's thread and synchronise through the done-event.
+from the front-end's thread. `abort()` never waits: it cancels the run (the loop's token
+closes the HTTP call and stops the tools) and returns at once; the overlay is discarded
+when the run has actually ended, on whichever thread sees that last (`release`), and the
+callback given to `abort` runs then too. `accept()` waits for the round in flight to stop
+(it needs the run's history) and synchronises through the done-event.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from qshell.tools.base import ErrorType
 
 log = logging.getLogger(__name__)
 
-ABORT_WAIT_S = 5.0
+ACCEPT_WAIT_S = 5.0  # how long accept waits for a cancelled round to stop before giving up
 
 
 class Status(enum.StrEnum):
@@ -128,11 +132,19 @@ class Speculation:
         self._cancel = CancelToken()
         self._stop_reason: Status | None = None
         self._lock = threading.Lock()
+        self._started = False  # run() has begun (set under _lock)
+        self._ended = False  # the run is over, or will never start (under _lock, before `done`)
+        self._released = False  # the overlay goes once the run is over
+        self._then: list[Callable[[], None]] = []  # what abort asked to run after that
         self.on_done: Callable[[Speculation], None] | None = None
 
     # -- running (background thread) ---------------------------------------------------
 
     def run(self) -> None:
+        with self._lock:
+            if self._ended:  # released before it ever started
+                return
+            self._started = True
         timer = threading.Timer(self.limits.wall_clock_s, self._stop, args=(Status.LIMIT,))
         timer.daemon = True
         timer.start()
@@ -161,9 +173,7 @@ class Speculation:
             status = Status.FAILED
         finally:
             timer.cancel()
-            self.status = status
-            self.completed_at = self.clock()
-            self.done.set()
+            self._end(status)
         if self.on_done is not None:
             try:
                 self.on_done(self)
@@ -174,19 +184,57 @@ class Speculation:
         self._stop_reason = reason
         self._cancel.cancel()
 
+    def _end(self, status: Status) -> None:
+        """The run is over: record how, drop the overlay if it was released, run what
+        abort asked for, then set `done`."""
+        with self._lock:
+            self.status = status
+            self.completed_at = self.clock()
+            self._ended = True
+            released, then = self._released, self._then
+            self._then = []
+        try:
+            if released:
+                self.overlay.discard()
+            _run_all(then)
+        finally:
+            self.done.set()
+
     # -- the user's side (front-end thread) ------------------------------------------------
 
-    def abort(self) -> None:
-        """The user typed something else: stop the HTTP call and drop the overlay."""
+    def abort(self, then: Callable[[], None] | None = None) -> None:
+        """The user typed something else: cancel the run and return at once. The overlay is
+        dropped, and `then` called, as soon as the run has ended (now, if it has)."""
         self._stop(Status.ABORTED)
-        self.done.wait(ABORT_WAIT_S)
-        self.overlay.discard()
+        self.release(then)
+
+    def release(self, then: Callable[[], None] | None = None) -> None:
+        """Discard the overlay once the run has ended (now, if it has; else on its thread),
+        then call `then`. Never waits."""
+        with self._lock:
+            self._released = True
+            if then is not None:
+                self._then.append(then)
+            if self._started and not self._ended:
+                return  # the run's end does the rest
+            never_ran = not self._ended
+            if never_ran:  # still queued (or its pool shut down): it will not start now
+                self._ended = True
+                self.status = self._stop_reason or Status.ABORTED
+                self.completed_at = self.clock()
+            pending, self._then = self._then, []
+        try:
+            self.overlay.discard()
+            _run_all(pending)
+        finally:
+            if never_ran:
+                self.done.set()
 
     def stop_for_accept(self) -> None:
         """Accepted while still running: end the running round; completed rounds stay."""
         if not self.done.is_set():
             self._stop(Status.LIMIT)
-            self.done.wait(ABORT_WAIT_S)
+            self.done.wait(ACCEPT_WAIT_S)
 
     @property
     def usable(self) -> bool:
@@ -195,6 +243,14 @@ class Speculation:
             Status.BOUNDARY,
             Status.LIMIT,
         )
+
+
+def _run_all(callbacks: Sequence[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            log.exception("speculation callback failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +316,7 @@ def accept(
     accepted_at = spec.clock()
     injection = _plan(spec) if spec.usable else None
     if injection is None or not injection.messages:
-        spec.overlay.discard()
+        spec.release()  # a run that did not stop in time drops its overlay when it does
         why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
         return Acceptance(
             Outcome.FAILED, run_turn(session, spec.prompt, runner, cancel), detail=why

@@ -7,7 +7,9 @@ suggestion or submitting other text aborts it; submitting the same text hands it
 `prepared_turn`, which the Conversation runs as the real turn. When a speculation
 completes, the next suggestion is generated from the augmented context at once
 (pipelining), so accepting keeps flowing. Each outcome is one local `speculation`
-telemetry event. Verbs are called from the front-end's thread; runs happen in the pool.
+telemetry event (an abort's once the run it cancelled has ended). Verbs are called from
+the front-end's thread and never wait for a run: an abort returns at once; runs happen in
+the pool.
 """
 
 from __future__ import annotations
@@ -176,8 +178,8 @@ class Speculator:
                 self._pipelined = {spec.prompt: result}
 
     def _abort(self, spec: Speculation, why: AbortReason) -> None:
-        spec.abort()
-        self._record(spec, Outcome.ABORTED, None, reason=why)
+        """Cancel `spec` without waiting; its outcome is recorded once its run has ended."""
+        spec.abort(then=lambda: self._record(spec, Outcome.ABORTED, None, reason=why))
 
     def _record(
         self,

@@ -1,19 +1,24 @@
 """The copy-on-write overlay a speculation writes into, and its all-or-nothing apply.
 
 A leaf package: it imports only `qshell.dirs` and `qshell.tools` (the FileView protocol and
-the path resolver). `Overlay.create(root, resolver)` makes a private overlay; its `view` is
-the FileView a speculation's tools use; `apply()` moves every written file into the real
-tree at once or raises `ApplyConflict` (a file changed since it was copied: nothing is
-applied); `discard()` removes it. `sweep_stale()` at start-up finishes or rolls back the
-applies of processes that died and removes their overlays. Inside: `overlay.py` (the
-overlay), `view.py` (its FileView), `journal.py` (the journaled apply and recovery),
-`dirfd.py` (descriptor operations that never follow a symlink), `base_dir.py` (where
-overlays live) and `sweep.py` (stale overlays).
+the path resolver). `Overlay.create(root, resolver)` makes a private overlay outside the
+project and holds its lock; its `view` is the FileView a speculation's tools use, and it
+fingerprints every real file read through it (and, via `record_path`, what a shell
+command reads); `apply()` moves every written file into the real tree at once or raises
+`ApplyConflict` (a file written or read changed since, a mode changed, or the user could
+not write it: nothing is applied); `discard()` removes it. `sweep_stale(root=…)` at
+start-up finishes or rolls back the applies of overlays nobody holds, for that project
+only, and removes them. Inside: `overlay.py` (the overlay), `view.py` (its FileView),
+`reads.py` (read fingerprints), `plan.py` (the checks before an apply), `journal.py` (the
+journaled apply and recovery), `trust.py` (which journals recovery follows), `records.py`
+(the values), `renameat.py` (atomic exchange), `dirfd.py` (descriptor operations that never
+follow a symlink), `lease.py` (flock liveness), `base_dir.py` (where overlays live) and
+`sweep.py` (stale overlays).
 """
 
-from qshell.overlay.errors import OverlayEscape, OverlayUnavailable
-from qshell.overlay.journal import ApplyConflict, ApplyFailed, Conflict
+from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded
 from qshell.overlay.overlay import Overlay
+from qshell.overlay.records import ApplyConflict, ApplyFailed, Conflict
 from qshell.overlay.sweep import recover, sweep_stale
 
 __all__ = [
@@ -23,6 +28,7 @@ __all__ = [
     "Overlay",
     "OverlayEscape",
     "OverlayUnavailable",
+    "ReadsUnrecorded",
     "recover",
     "sweep_stale",
 ]

@@ -1,37 +1,80 @@
-"""Where overlays live: the private base directory, and which overlays this process owns.
+"""Where overlays live: a private base directory outside the project, and its pid directories.
 
-Every overlay is a directory `<tempdir>/qshell-speculation-<uid>/<pid>/overlay-…/` holding
-`upper/` and `incoming/`. This module makes and checks those private directories (0700,
-owned by this user, not a symlink, writable by nobody else) and keeps the set of overlays
-this process made and has not released, so that a sweep never takes a live one. It never
-looks inside an overlay. Thread-safe: one lock guards the set and serialises making an
-overlay against sweeping this process's own pid directory.
+Every overlay is a directory `<base>/<pid>/overlay-…/` holding `upper/`, `incoming/` and
+its `lock` (lease.py). The base is, in order, `<tempdir>/qshell-speculation-<uid>`,
+`$XDG_RUNTIME_DIR/qshell-speculation` and `<state dir>/speculation`: the first that does
+not lie inside the project root, since a base inside it could be written by an accepted
+speculation (`cd /tmp && qshell`, or `TMPDIR=$HOME/tmp` for a project in `$HOME`); when
+all do, or an explicit base does, there is no overlay (OverlayUnavailable: speculation is
+off). This module makes and checks those private directories (0700, owned by this user,
+not a symlink, writable by nobody else) and never looks inside an overlay. Thread-safe:
+making an overlay and removing a pid directory hold that directory's flock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat as stat_module
 import tempfile
-import threading
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 
-from qshell.dirs import PRIVATE_DIR_MODE
+from qshell.dirs import PRIVATE_DIR_MODE, Dirs
+from qshell.overlay import lease
 from qshell.overlay.errors import OverlayUnavailable
+from qshell.overlay.lease import Lease
 
 BASE_DIR_PREFIX = "qshell-speculation-"
+RUNTIME_BASE_NAME = "qshell-speculation"
+STATE_BASE_NAME = "speculation"
 OVERLAY_PREFIX = "overlay-"
 UPPER_DIR_NAME = "upper"
 INCOMING_DIR_NAME = "incoming"
 UNSAFE_MODE_BITS = stat_module.S_IWGRP | stat_module.S_IWOTH
-_LIVE: set[Path] = set()  # overlays this process made and has not released
-_LIVE_LOCK = threading.Lock()  # guards _LIVE; serialises making overlays against sweeping
+MAX_PID_DIR_ATTEMPTS = 5  # a sweep may remove an empty pid directory as we open it
 
 
 def default_base_dir() -> Path:
+    """The first choice of base: the per-user directory under the temp dir."""
     return Path(tempfile.gettempdir()) / f"{BASE_DIR_PREFIX}{os.getuid()}"
+
+
+def candidate_bases(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Every base an overlay may use, in order of preference."""
+    environ = os.environ if environ is None else environ
+    bases = [default_base_dir()]
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime):
+        bases.append(Path(runtime) / RUNTIME_BASE_NAME)
+    bases.append(Dirs.from_environ(environ).state / STATE_BASE_NAME)
+    return bases
+
+
+def inside(path: Path, root: Path) -> bool:
+    """True when `path` (its existing part resolved) is `root` or lies below it."""
+    real = Path(os.path.realpath(path))
+    return real == root or real.is_relative_to(root)
+
+
+def choose_base(
+    root: Path, base_dir: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The base for a new overlay of the project at `root` (resolved): never inside it."""
+    if base_dir is not None:
+        if inside(base_dir, root):
+            raise OverlayUnavailable(
+                f"the overlay directory {base_dir} is inside the project root {root}"
+            )
+        return base_dir
+    for base in candidate_bases(environ):
+        if not inside(base, root):
+            return base
+    raise OverlayUnavailable(
+        f"every private directory for overlays is inside the project root {root}; "
+        "set TMPDIR to a directory outside the project to speculate"
+    )
 
 
 def private_dir(path: Path, *, create: bool = True) -> None:
@@ -55,32 +98,56 @@ def private_dir(path: Path, *, create: bool = True) -> None:
         os.chmod(path, PRIVATE_DIR_MODE)
 
 
-def new_overlay_dir(base: Path) -> Path:
-    """A fresh, live overlay directory (with `upper/` and `incoming/`) under `base`."""
+def new_overlay_dir(base: Path) -> tuple[Path, Lease]:
+    """A fresh overlay directory (with `upper/`, `incoming/` and its held lock) under `base`."""
+    with contextlib.suppress(OSError):  # the state dir may not exist yet; private_dir says
+        base.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     private_dir(base)
-    with _LIVE_LOCK:
-        pid_dir = base / str(os.getpid())
+    pid_dir = base / str(os.getpid())
+    for _ in range(MAX_PID_DIR_ATTEMPTS):
         private_dir(pid_dir)
         try:
-            directory = Path(tempfile.mkdtemp(prefix=OVERLAY_PREFIX, dir=pid_dir))
-            os.mkdir(directory / UPPER_DIR_NAME, PRIVATE_DIR_MODE)
-            os.mkdir(directory / INCOMING_DIR_NAME, PRIVATE_DIR_MODE)
-        except OSError as exc:
-            raise OverlayUnavailable(f"cannot create an overlay in {pid_dir}: {exc}") from exc
-        _LIVE.add(directory)
-    return directory
+            with lease.locked_dir(pid_dir, wait=True) as fd:
+                assert fd is not None
+                if not lease.still_linked(fd, pid_dir):
+                    continue  # a sweep removed it as we opened it: make it again
+                return _make_overlay(pid_dir)
+        except FileNotFoundError:
+            continue
+    raise OverlayUnavailable(f"cannot keep a pid directory in {base}")
 
 
-def release(directory: Path, remove: Callable[[Path], None] | None = None) -> None:
-    """`directory` is no longer live; `remove` (when given) deletes it, and then its pid
-    directory goes too once empty."""
-    with _LIVE_LOCK:
-        _LIVE.discard(directory)
-    if remove is None:
-        return
-    remove(directory)
-    with _LIVE_LOCK, contextlib.suppress(OSError):
-        os.rmdir(directory.parent)
+def _make_overlay(pid_dir: Path) -> tuple[Path, Lease]:
+    try:
+        directory = Path(tempfile.mkdtemp(prefix=OVERLAY_PREFIX, dir=pid_dir))
+    except OSError as exc:
+        raise OverlayUnavailable(f"cannot create an overlay in {pid_dir}: {exc}") from exc
+    try:
+        held = lease.take(directory)
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise OverlayUnavailable(f"cannot lock the overlay {directory}: {exc}") from exc
+    try:
+        os.mkdir(directory / UPPER_DIR_NAME, PRIVATE_DIR_MODE)
+        os.mkdir(directory / INCOMING_DIR_NAME, PRIVATE_DIR_MODE)
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        held.release()
+        raise OverlayUnavailable(f"cannot create an overlay in {pid_dir}: {exc}") from exc
+    return directory, held
+
+
+def remove_overlay(directory: Path) -> None:
+    """Delete an overlay directory (its lease still held by the caller), then its pid
+    directory once empty — unless an overlay is being made there right now."""
+    shutil.rmtree(directory, ignore_errors=True)
+    remove_if_empty(directory.parent)
+
+
+def remove_if_empty(pid_dir: Path) -> None:
+    with contextlib.suppress(OSError), lease.locked_dir(pid_dir, wait=False) as fd:
+        if fd is not None:
+            os.rmdir(pid_dir)
 
 
 def overlays_in(directory: Path) -> list[Path]:
@@ -89,13 +156,6 @@ def overlays_in(directory: Path) -> list[Path]:
         return [directory]
     children = [c for c in directory.iterdir() if c.name.startswith(OVERLAY_PREFIX)]
     return [c for c in children if c.is_dir() and not c.is_symlink()]
-
-
-def released_overlays(pid_dir: Path) -> list[Path]:
-    """The overlays in this process's `pid_dir` that it no longer owns (an earlier process
-    with the same pid left them)."""
-    with _LIVE_LOCK:
-        return [c for c in overlays_in(pid_dir) if c not in _LIVE]
 
 
 def existing_base(base_dir: Path | None) -> Path | None:

@@ -3,7 +3,8 @@
 `OverlayEscape` means a path would leave the project or go through a symlink inside the
 overlay: the gate turns it into a boundary. `OverlayUnavailable` means there is no safe
 private directory (speculation turns itself off) or the overlay was already discarded.
-Values only; any thread.
+`ReadsUnrecorded` means a command would read more than the overlay can fingerprint: the
+gate turns it into a boundary too. Values only; any thread.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ class OverlayEscape(Exception):
     def __init__(self, path: os.PathLike[str] | str, reason: str) -> None:
         super().__init__(f"{path} {reason}")
         self.path, self.reason = str(path), reason
+
+
+class ReadsUnrecorded(Exception):
+    """A speculative command reads more files than the overlay can record for accept."""
 
 
 class OverlayUnavailable(Exception):

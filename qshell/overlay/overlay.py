@@ -1,13 +1,16 @@
-"""The copy-on-write overlay a speculation writes into.
+"""The copy-on-write overlay a speculation writes into, and the record of what it read.
 
-Writes land in a private directory (base_dir.py) laid out as a Linux overlayfs upper
-directory: `upper/<project-relative path>` holds each written file and nothing else;
-`meta.jsonl` (each original's sha256 and mode, or that it did not exist), `incoming/`
-(whole copies about to be renamed in) and `journal.json` sit beside it. Its `view`
-(view.py) is the FileView tools get during a speculation. Every path is resolved with
-symlinks followed; one outside the project root, or a symlink inside the overlay, raises
-OverlayEscape here, and is a Conflict again at apply time (journal.py). It never writes
-the real tree except through `apply`, never deletes or renames (no tool does yet: the gate
+Writes land in a private directory outside the project (base_dir.py) laid out as a Linux
+overlayfs upper directory: `upper/<project-relative path>` holds each written file and
+nothing else; `meta.jsonl` (each original's sha256 and mode, or that it did not exist),
+`incoming/` (whole copies about to be renamed in), `lock` (held for the overlay's life,
+lease.py) and `journal.json` sit beside it. Its `view` (view.py) is the FileView tools get
+during a speculation; every real file read through it, and every file a speculative shell
+command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
+checks with the written files. Every path is resolved with symlinks followed; one outside
+the project root, through a symlink loop, or a symlink inside the overlay, raises
+OverlayEscape here, and is a Conflict again at apply time (plan.py). It never writes the
+real tree except through `apply`, never deletes or renames (no tool does yet: the gate
 treats either as a boundary), and never uses a directory it does not own. Thread-safe: one
 speculation thread writes and applies while parallel tool calls read; a lock guards the
 bookkeeping and copies are renamed in whole, so a read sees one version.
@@ -20,26 +23,29 @@ import errno
 import json
 import os
 import secrets
-import shutil
 import stat as stat_module
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
 
 from qshell.dirs import PRIVATE_FILE_MODE
-from qshell.overlay import journal
+from qshell.overlay import journal, reads
 from qshell.overlay.base_dir import (
     INCOMING_DIR_NAME,
     UPPER_DIR_NAME,
-    default_base_dir,
+    candidate_bases,
+    choose_base,
     new_overlay_dir,
-    release,
+    remove_overlay,
 )
-from qshell.overlay.dirfd import PathRefused, hash_at, open_chain, open_dir
-from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, os_error
-from qshell.overlay.journal import ApplyFailed, ApplyReport, Conflict, Original
+from qshell.overlay.dirfd import READ_FLAGS, PathRefused, hash_at, open_chain, open_dir
+from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded, os_error
+from qshell.overlay.lease import Lease
+from qshell.overlay.plan import may_write, plan
+from qshell.overlay.reads import Fingerprint
+from qshell.overlay.records import ApplyFailed, ApplyReport, Conflict, Original
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
@@ -52,25 +58,30 @@ _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CL
 class Overlay:
     """One speculation's copy-on-write layer over the project at `resolver.root`."""
 
-    def __init__(self, resolver: PathResolver, directory: Path) -> None:
+    def __init__(self, resolver: PathResolver, directory: Path, lease: Lease | None = None) -> None:
         self.resolver = resolver
         self.root = resolver.root
         self.directory = directory
         self.upper = directory / UPPER_DIR_NAME
         self.view = OverlayView(self)
+        self.lease = lease  # held until discard: while it is, no sweep takes this overlay
         self._lock = threading.Lock()
         self._originals: dict[str, Original] = {}
+        self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._discarded = False
+        self._bases = [
+            Path(os.path.realpath(b)) for b in {*candidate_bases(), directory.parent.parent}
+        ]
 
     @classmethod
     def create(cls, root: Path, resolver: PathResolver, *, base_dir: Path | None = None) -> Overlay:
-        """A fresh overlay; OverlayUnavailable when the private parent is unsafe."""
+        """A fresh overlay, in a private base outside the project root; OverlayUnavailable
+        when the base is unsafe or every candidate is inside the root (base_dir.py)."""
         if Path(root).resolve() != resolver.root:
             raise OverlayUnavailable(f"{root} is not the resolver's root {resolver.root}")
-        base = base_dir if base_dir is not None else default_base_dir()
-        directory = new_overlay_dir(base)
-        return cls(resolver, directory)
+        directory, lease = new_overlay_dir(choose_base(resolver.root, base_dir))
+        return cls(resolver, directory, lease)
 
     def __enter__(self) -> Overlay:
         return self
@@ -95,37 +106,84 @@ class Overlay:
         with self._lock:
             return self._originals.get(rel)
 
+    @property
+    def reads(self) -> list[Fingerprint]:
+        """The fingerprint of every real file read so far, by path."""
+        with self._lock:
+            return sorted(self._reads.values(), key=lambda f: f.rel)
+
+    def record_read(self, print_: Fingerprint) -> None:
+        """Note a read of a real file: the first one of a file counts, unless a later one
+        saw the same file state and more of it."""
+        with self._lock:
+            known = self._reads.get(print_.rel)
+            if known is None or print_.stronger_than(known):
+                self._reads[print_.rel] = print_
+
+    def record_path(self, path: os.PathLike[str] | str, *, stop: Callable[[], bool]) -> None:
+        """Note that a shell command will read `path` (absolute): a file is fingerprinted by
+        content, a directory by the signature of every file below it (`stop()` ends that
+        walk early). Paths outside the root, missing or special are skipped.
+        ReadsUnrecorded when a tree has too many files to record."""
+        try:
+            rel, resolved = self.locate(path)
+            info = os.stat(resolved)
+        except (OverlayEscape, OSError):
+            return
+        if stat_module.S_ISDIR(info.st_mode):
+            try:
+                found = list(reads.walk(resolved, self.root, stop))
+            except reads.TooManyReads as exc:
+                raise ReadsUnrecorded(str(exc)) from None
+            for print_ in found:
+                self.record_read(print_)
+            return
+        if not stat_module.S_ISREG(info.st_mode):
+            return
+        try:
+            fd = os.open(resolved, READ_FLAGS | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            self.record_read(reads.of_fd(rel, fd))
+        finally:
+            os.close(fd)
+
     def check_conflicts(self) -> list[Conflict]:
-        """Why written files could not be applied now (empty: apply would go through)."""
+        """Why the overlay could not be applied now (empty: apply would go through)."""
         with self._lock:
             self._check_open()
             try:
-                return journal.plan(self.root, self.upper, list(self._originals.values()))[1]
+                originals, read = list(self._originals.values()), list(self._reads.values())
+                return plan(self.root, self.upper, originals, read)[1]
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
     def apply(self) -> ApplyReport:
         """Apply every written file, all or nothing; the overlay stays until `discard()`.
 
-        Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
+        Raises ApplyConflict (nothing applied: a written file changed since it was copied,
+        or a file read since it was read) or ApplyFailed (rolled back).
         """
         with self._lock:
             self._check_open()
             target = self.directory / journal.JOURNAL_NAME
-            return journal.apply_files(
-                self.root, self.upper, target, list(self._originals.values())
-            )
+            originals, read = list(self._originals.values()), list(self._reads.values())
+            return journal.apply_files(self.root, self.upper, target, originals, read)
 
     def discard(self) -> None:
-        """Remove the overlay directory. Idempotent; a pending journal is recovered first."""
+        """Remove the overlay directory, then give up its lock. Idempotent; a pending
+        journal is recovered first (if that fails, the overlay is kept for the next start)."""
         with self._lock:
             if self._discarded:
                 return
             self._discarded = True
-        if recover_overlay(self.directory):  # else kept for the sweep at the next start
-            release(self.directory, remove=lambda d: shutil.rmtree(d, ignore_errors=True))
-        else:
-            release(self.directory)
+        try:
+            if recover_overlay(self.directory, self.root):
+                remove_overlay(self.directory)
+        finally:
+            if self.lease is not None:
+                self.lease.release()
 
     def _check_open(self) -> None:
         if self._discarded:
@@ -136,11 +194,14 @@ class Overlay:
         raw = Path(path)
         if not raw.is_absolute():
             raise OverlayEscape(raw, "is not an absolute path")
-        resolved = Path(os.path.realpath(raw))
+        resolved = self.resolver.resolve(raw)
         if not self.resolver.is_inside_root(resolved):
             raise OverlayEscape(raw, f"resolves outside the project root {self.root}")
         rel = resolved.relative_to(self.root).as_posix()
-        return ("" if rel == "." else rel), resolved
+        rel = "" if rel == "." else rel
+        if rel and any(part in ("", ".", "..") for part in rel.split("/")):
+            raise OverlayEscape(raw, "goes through a symlink loop")
+        return rel, resolved
 
     def kind(self, rel: str) -> str | None:
         """'file' for a written file, 'dir' for a directory of the upper layer, else None."""
@@ -171,8 +232,14 @@ class Overlay:
             raise OverlayEscape(where, "goes through a symlink inside the overlay") from None
 
     def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
-        """Write a whole file into the upper layer, recording its original at the first write."""
+        """Write a whole file into the upper layer, recording its original at the first write.
+
+        A path inside a base directory of overlays (a project that contains the temp dir)
+        is an escape: an accepted write there could plant a journal or change another
+        session's overlay."""
         rel, resolved = self.locate(path)
+        if any(resolved == base or resolved.is_relative_to(base) for base in self._bases):
+            raise OverlayEscape(path, "is inside qshell's private speculation directory")
         parts = rel.split("/")
         with self._lock:
             self._check_open()
@@ -233,10 +300,10 @@ def _snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
         raise os_error(errno.EISDIR, resolved)
     if not stat_module.S_ISREG(info.st_mode):
         raise OverlayEscape(resolved, "is not a regular file")
-    if not os.access(resolved, os.W_OK):
-        raise os_error(errno.EACCES, resolved)
     with open_dir(resolved.parent) as parent:
         found = hash_at(parent, resolved.name)
+        if not may_write(info) or not may_write(os.fstat(parent), directory=True):
+            raise os_error(errno.EACCES, resolved)  # as the write itself would fail (plan.py)
     if found is None:
         raise OverlayEscape(resolved, "changed while it was being copied")
     return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))

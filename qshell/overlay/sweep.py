@@ -1,28 +1,43 @@
-"""Overlays left behind by processes that died: finish or roll back their applies, then remove.
+"""Overlays nobody holds any more: finish or roll back their applies, then remove them.
 
-At start-up `sweep_stale` looks at every pid directory under the base directory; those of
-processes that no longer run (and overlays of an earlier process that had this pid) are
-stale. Each stale overlay's journal is recovered first (journal.py: an interrupted apply is
-finished or rolled back), and only then is the directory removed; one that cannot be
-recovered is kept for the next start. `recover_overlay` is also what `Overlay.discard` runs.
-It never touches an overlay this process still owns. Any thread; the base directory's lock
-(base_dir.py) keeps a sweep from taking an overlay being made.
+An overlay is stale when its lock (lease.py) can be claimed: the process that made it has
+died or let it go, whatever pid namespace it ran in. (An overlay with no lock file was
+made by an older qshell: it counts as stale only when its pid directory names no running
+process, or names this one.) At start-up `sweep_stale` claims every stale overlay under the
+base directories (base_dir.py), recovers its journal — only a journal trust.py vouches for,
+and only for the project being started (`root`); another project's is left for a start
+there, and its overlay kept — and then removes it; one that cannot be recovered is kept
+for the next start. `recover` does the recovery alone. `recover_overlay` is also what
+`Overlay.discard` runs. It never takes an overlay someone holds. Any thread: the pid
+directory's lock keeps a sweep away from an overlay being made.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from qshell.overlay import journal
-from qshell.overlay.base_dir import existing_base, overlays_in, released_overlays
+from qshell.overlay import lease, trust
+from qshell.overlay.base_dir import (
+    candidate_bases,
+    existing_base,
+    overlays_in,
+    remove_if_empty,
+    remove_overlay,
+)
+from qshell.overlay.errors import OverlayUnavailable
+from qshell.overlay.journal import recover_journal
+from qshell.overlay.records import JOURNAL_NAME
 
 log = logging.getLogger(__name__)
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` names a running process here (for overlays that have no lock)."""
+    if pid == os.getpid():
+        return False  # ours always have a lock: one without is an earlier process's
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -32,20 +47,45 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _stale_dirs(base: Path) -> list[Path]:
-    """Pid directories of dead processes, and leftovers of an earlier process with our pid."""
+def _claimed(base: Path) -> Iterator[Path]:
+    """Each stale overlay under `base`, its lock held by this sweep while the caller works."""
     with os.scandir(base) as it:
-        pids = [int(e.name) for e in it if e.name.isdigit() and e.is_dir(follow_symlinks=False)]
-    stale = [base / str(pid) for pid in pids if pid not in (0, os.getpid()) and not _alive(pid)]
-    if os.getpid() in pids:
-        stale += released_overlays(base / str(os.getpid()))
-    return stale
+        pid_dirs = [
+            Path(e.path) for e in it if e.name.isdigit() and e.is_dir(follow_symlinks=False)
+        ]
+    for pid_dir in pid_dirs:
+        try:
+            with lease.locked_dir(pid_dir, wait=False) as fd:
+                if fd is None:
+                    continue  # an overlay is being made there right now
+                for overlay in overlays_in(pid_dir):
+                    try:
+                        held = lease.claim(overlay)
+                    except FileNotFoundError:
+                        if not _alive(int(pid_dir.name)):
+                            yield overlay
+                        continue
+                    if held is None:
+                        continue  # live
+                    try:
+                        yield overlay
+                    finally:
+                        held.release()
+        except OSError as exc:  # gone meanwhile, or unreadable
+            log.debug("skipped %s: %s", pid_dir, exc)
+            continue
+        remove_if_empty(pid_dir)
 
 
-def recover_overlay(directory: Path) -> bool:
-    """Finish or roll back an interrupted apply; False (with a warning) when that failed."""
+def recover_overlay(directory: Path, root: Path | None) -> bool:
+    """Finish or roll back an interrupted apply of the project at `root` (None: the caller
+    owns the overlay). False when the journal stays: another project's, untrusted, or
+    recovery failed (with a warning)."""
     try:
-        outcome = journal.recover_journal(directory / journal.JOURNAL_NAME)
+        outcome = recover_journal(directory / JOURNAL_NAME, root)
+    except trust.ForeignJournal as exc:
+        log.debug("left for its own project: %s", exc)
+        return False
     except (OSError, ValueError) as exc:
         log.warning("could not recover the interrupted apply in %s: %s", directory, exc)
         return False
@@ -54,25 +94,64 @@ def recover_overlay(directory: Path) -> bool:
     return True
 
 
-def recover(base_dir: Path | None = None) -> int:
-    """Recover the journals of overlays no live process owns; returns how many there were."""
-    base = existing_base(base_dir)
-    stale = _stale_dirs(base) if base is not None else []
-    found = [o for s in stale for o in overlays_in(s) if (o / journal.JOURNAL_NAME).exists()]
-    return sum(recover_overlay(o) for o in found)
+def _bases(base_dir: Path | None) -> list[Path]:
+    """The existing base directories to look in (OverlayUnavailable for an unsafe explicit
+    one; an unsafe default one is skipped)."""
+    if base_dir is not None:
+        found = existing_base(base_dir)
+        return [] if found is None else [found]
+    bases = []
+    for candidate in dict.fromkeys(candidate_bases()):
+        try:
+            found = existing_base(candidate)
+        except OverlayUnavailable as exc:
+            log.warning("not sweeping speculation overlays: %s", exc)
+            continue
+        if found is not None:
+            bases.append(found)
+    return bases
 
 
-def sweep_stale(base_dir: Path | None = None) -> int:
-    """Remove overlays of processes that no longer run, recovering their journals first.
+def _each_stale(base_dir: Path | None, work: Callable[[Path], None]) -> None:
+    for base in _bases(base_dir):
+        for overlay in _claimed(base):
+            work(overlay)
 
-    Returns how many stale directories (dead pid directories, plus leftovers of an earlier
-    process that had this pid) were removed. One whose journal cannot be recovered is kept
-    for the next start. OverlayUnavailable when the base directory is unsafe.
+
+def recover(base_dir: Path | None = None, *, root: Path | None = None) -> int:
+    """Recover the journals for the project at `root` of overlays nobody holds; returns how
+    many there were. Without a root nothing is recovered: a journal is only ever rolled in
+    the project it belongs to."""
+    if root is None:
+        return 0
+    recovered = 0
+
+    def work(overlay: Path) -> None:
+        nonlocal recovered
+        if (overlay / JOURNAL_NAME).exists() and recover_overlay(overlay, root):
+            recovered += 1
+
+    _each_stale(base_dir, work)
+    return recovered
+
+
+def sweep_stale(base_dir: Path | None = None, *, root: Path | None = None) -> int:
+    """Remove the overlays nobody holds, recovering their journals for `root` first.
+
+    Returns how many overlays were removed. One with a journal that is not `root`'s (or any
+    journal, without a root), or that cannot be recovered, is kept. OverlayUnavailable when
+    an explicit `base_dir` is unsafe.
     """
-    base = existing_base(base_dir)
     removed = 0
-    for stale in _stale_dirs(base) if base is not None else []:
-        if all([recover_overlay(o) for o in overlays_in(stale)]):
-            shutil.rmtree(stale, ignore_errors=True)
-            removed += 1
+
+    def work(overlay: Path) -> None:
+        nonlocal removed
+        if (overlay / JOURNAL_NAME).exists() and (
+            root is None or not recover_overlay(overlay, root)
+        ):
+            return
+        remove_overlay(overlay)
+        removed += 1
+
+    _each_stale(base_dir, work)
     return removed

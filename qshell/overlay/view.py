@@ -2,23 +2,32 @@
 
 A written file resolves to its copy in `upper/`, a listing merges both layers (the real
 directory's entry stands for a directory both have), and everything else reads the real
-tree through `REAL_VIEW`. Writes go to `Overlay.write`. Reads of `upper/` go through
-descriptors that never follow a symlink (else OverlayEscape). Thread-safe as the Overlay it
-wraps: copies are renamed in whole, so a read sees one version.
+tree. Writes go to `Overlay.write`. Reading a real file's content — whole (`read_bytes`) or
+streamed (`open_read`, so a reader takes only what it needs, as on the real disk) — records
+its fingerprint with the overlay (reads.py); listings and stats are not recorded. Reads of
+`upper/` go through descriptors that never follow a symlink (else OverlayEscape), and no
+open blocks on a FIFO swapped in after a check. Thread-safe as the Overlay it wraps: copies
+are renamed in whole, so a read sees one version.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import stat as stat_module
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
+from qshell.overlay import reads
+from qshell.overlay.dirfd import READ_FLAGS
 from qshell.overlay.errors import OverlayEscape, os_error
+from qshell.overlay.reads import Fingerprint
 from qshell.tools.fileview import REAL_VIEW, Entry
+
+_OPEN_FLAGS = READ_FLAGS | os.O_NONBLOCK  # a FIFO swapped in must not block the open
 
 
 class Layer(Protocol):
@@ -39,6 +48,9 @@ class Layer(Protocol):
     def write(self, path: os.PathLike[str] | str, data: bytes, mode: int | None) -> None:
         """Write a whole file into the upper layer."""
 
+    def record_read(self, print_: Fingerprint) -> None:
+        """Note what a read of a real file saw."""
+
 
 class OverlayView:
     """The FileView of a speculation: the real tree with the overlay's files on top."""
@@ -50,19 +62,41 @@ class OverlayView:
         rel, resolved = self._overlay.locate(path)
         kind = self._overlay.kind(rel)
         if kind is None:
-            return REAL_VIEW.read_bytes(resolved)
+            fd = _open_real(resolved)
+            with open(fd, "rb", closefd=True) as source:
+                info = os.fstat(fd)
+                data = source.read()
+            self._overlay.record_read(reads.of_bytes(rel, data, info))
+            return data
+        with open(self._open_upper(rel, kind, path), "rb", closefd=True) as source:
+            return source.read()
+
+    def open_read(self, path: Path) -> BinaryIO:
+        """A stream of the file as this view shows it; a real file's read is recorded when
+        the stream closes."""
+        rel, resolved = self._overlay.locate(path)
+        kind = self._overlay.kind(rel)
+        if kind is None:
+            fd = _open_real(resolved)
+            try:
+                raw = reads.RecordingFile(fd, rel, self._overlay.record_read)
+            except BaseException:
+                os.close(fd)
+                raise
+            return io.BufferedReader(raw)
+        return open(self._open_upper(rel, kind, path), "rb", closefd=True)
+
+    def _open_upper(self, rel: str, kind: str, path: Path) -> int:
         if kind == "dir":
             raise os_error(errno.EISDIR, path)
         parts = rel.split("/")
         with self._overlay.upper_dir(parts[:-1]) as parent:
             try:
-                fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                return os.open(parts[-1], _OPEN_FLAGS, dir_fd=parent)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise OverlayEscape(path, "is a symlink inside the overlay") from None
                 raise
-        with open(fd, "rb", closefd=True) as source:
-            return source.read()
 
     def write_bytes(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
         self._overlay.write(path, data, mode)
@@ -118,3 +152,19 @@ class OverlayView:
             path = resolved / name
             merged[name] = Entry(name, path, is_dir, not is_dir, info.st_size, info.st_mtime)
         return list(merged.values())
+
+
+def _open_real(resolved: Path) -> int:
+    """A descriptor for the regular file `resolved`, as opening it for reading would give
+    (IsADirectoryError for a directory, OSError for anything else that is not a file)."""
+    fd = os.open(resolved, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat_module.S_ISDIR(mode):
+            raise os_error(errno.EISDIR, resolved)
+        if not stat_module.S_ISREG(mode):
+            raise os_error(errno.EINVAL, resolved)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

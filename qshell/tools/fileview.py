@@ -3,17 +3,21 @@
 Tools never touch the filesystem directly: they call `ctx.view`. `RealView` (the default)
 is the project as it is on disk. The speculation overlay (qshell/overlay/) provides
 another FileView in which written files resolve to private copies, new files exist only in
-the overlay, and directory listings merge both. Paths passed in are absolute and already
-resolved by the PathResolver. Implementations must be thread-safe for concurrent reads.
+the overlay, and directory listings merge both. A `StreamingView` (both of those) can also
+open a file as a stream, so a reader takes a bounded amount of a huge file; `open_stream`
+uses that where a view offers it and falls back to `read_bytes` for a view that can only
+hand over whole files. Paths passed in are absolute and already resolved by the
+PathResolver. Implementations must be thread-safe for concurrent reads.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import stat as stat_module
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +55,29 @@ class FileView(Protocol):
         """The entries of a directory in this view, in no particular order."""
 
 
+@runtime_checkable
+class StreamingView(FileView, Protocol):
+    def open_read(self, path: Path) -> BinaryIO:
+        """The file opened for binary reading (seekable); the caller closes it. Raises as
+        `read_bytes` does."""
+
+
+def open_stream(view: FileView, path: Path) -> BinaryIO:
+    """`path` opened for reading as `view` shows it: streamed where the view can, else read
+    whole through `view.read_bytes`."""
+    if isinstance(view, StreamingView):
+        return view.open_read(path)
+    return io.BytesIO(view.read_bytes(path))
+
+
 class RealView:
     """The project as it is on disk."""
 
     def read_bytes(self, path: Path) -> bytes:
         return path.read_bytes()
+
+    def open_read(self, path: Path) -> BinaryIO:
+        return path.open("rb")
 
     def write_bytes(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -90,7 +90,12 @@ class PathResolver:
         self._secret_dirs = tuple(self.home / d for d in SECRET_HOME_DIRS)
 
     def resolve(self, path: str | os.PathLike[str] | None) -> Path:
-        """The absolute, symlink-resolved path for a tool argument (None = the root)."""
+        """The absolute, symlink-resolved path for a tool argument (None = the root).
+
+        Through a symlink loop it never raises: where `Path.resolve` gives up, it returns
+        the path up to the looping link (resolved) and the rest without `.` or `..` — a
+        path every open refuses with ELOOP, so the tool reports an error.
+        """
         if path is None or str(path) == "":
             return self.root
         text = str(path)
@@ -99,7 +104,18 @@ class PathResolver:
         raw = Path(os.path.expanduser(text))
         if not raw.is_absolute():
             raw = self.root / raw
-        return raw.resolve()
+        try:
+            return raw.resolve()
+        except (RuntimeError, OSError):  # a symlink loop: RuntimeError before 3.13, then OSError
+            pass
+        current = Path(raw.anchor)
+        parts = raw.parts[1:]
+        for index, part in enumerate(parts):
+            step = Path(os.path.realpath(current / part))
+            if os.path.islink(step):  # realpath leaves only a looping symlink unresolved
+                return step.joinpath(*(p for p in parts[index + 1 :] if p not in (".", "..")))
+            current = step
+        return current
 
     def is_inside_root(self, path: Path) -> bool:
         return path == self.root or path.is_relative_to(self.root)

@@ -1,11 +1,13 @@
 """read_file: show a text file to the model as numbered lines, one page at a time.
 
-It reads and stats the file through `ctx.view`. On the real disk it streams the file (never
-loading more than one page plus a counting buffer); any other view hands over the whole
-content. It numbers lines `cat -n` style from 1, truncates very long lines and tells the
-model which offset to read next. It refuses binary files, directories and special files,
-and never writes. Reads outside the root are allowed here; approval is the policy layer's
-job via `accesses()`. Stateless: one instance serves concurrent calls from any thread.
+It reads and stats the file through `ctx.view`, streaming it where the view can (the real
+disk and the speculation overlay: never more than one page plus a counting buffer in
+memory, however large the file). It numbers lines `cat -n` style from 1, truncates very
+long lines and tells the model which offset to read next; it stops with a cancelled result
+as soon as `ctx.cancel` is set, checked every line and every counting chunk. It refuses
+binary files, directories and special files, and never writes. Reads outside the root are
+allowed here; approval is the policy layer's job via `accesses()`. Stateless: one instance
+serves concurrent calls from any thread.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import BinaryIO, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from qshell.cancel import CancelToken
 from qshell.tools import files
 from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.fileview import open_stream
 
 DEFAULT_LIMIT_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -84,15 +88,17 @@ class ReadFileTool:
         offset = args.offset or 1
         limit = args.limit or DEFAULT_LIMIT_LINES
         try:
-            with files.open_binary(ctx.view, path) as fh:
+            with open_stream(ctx.view, path) as fh:
                 if files.looks_binary(fh.read(files.SNIFF_BYTES)):
                     return ToolResult.fail(
                         ErrorType.BINARY_FILE, f"{shown} is a binary file (or not UTF-8 text)"
                     )
                 fh.seek(0)
-                page = _read_page(fh, offset, limit)
+                page = _read_page(fh, offset, limit, ctx.cancel)
         except OSError as exc:
             return files.os_error(exc, shown)
+        if page is None:
+            return ToolResult.fail(ErrorType.CANCELLED, f"reading {shown} was cancelled")
         return _render(page, shown, offset)
 
 
@@ -113,10 +119,13 @@ def _read_line(fh: BinaryIO) -> tuple[bytes, bool] | None:
     return raw, True
 
 
-def _read_page(fh: BinaryIO, offset: int, limit: int) -> _Page:
+def _read_page(fh: BinaryIO, offset: int, limit: int, cancel: CancelToken) -> _Page | None:
+    """The page from line `offset`, and the file's line count; None when cancelled."""
     page = _Page()
     lineno = 0
     while True:
+        if cancel.cancelled:
+            return None
         item = _read_line(fh)
         if item is None:
             page.total = lineno
@@ -126,7 +135,10 @@ def _read_page(fh: BinaryIO, offset: int, limit: int) -> _Page:
             continue
         full = len(page.lines) >= limit or page.chars >= READ_BUDGET_CHARS
         if full:
-            page.total = lineno + _count_remaining_lines(fh)
+            remaining = _count_remaining_lines(fh, cancel)
+            if remaining is None:
+                return None
+            page.total = lineno + remaining
             return page
         raw, cut = item
         text = raw.decode("utf-8", errors="replace")
@@ -141,11 +153,14 @@ def _read_page(fh: BinaryIO, offset: int, limit: int) -> _Page:
         page.last = lineno
 
 
-def _count_remaining_lines(fh: BinaryIO) -> int:
-    """Lines after the current position, counting a final unterminated line."""
+def _count_remaining_lines(fh: BinaryIO, cancel: CancelToken) -> int | None:
+    """Lines after the current position, counting a final unterminated line; None when
+    cancelled."""
     count = 0
     last = b"\n"
     while chunk := fh.read(COUNT_CHUNK_BYTES):
+        if cancel.cancelled:
+            return None
         count += chunk.count(b"\n")
         last = chunk[-1:]
     return count if last == b"\n" else count + 1

@@ -160,7 +160,8 @@ def run_session_and_speculate(server, protocol, root, **kw) -> tuple[dict, dict,
     assert session.cache_safe is not None
     reply = session.cache_safe.reply
     main = len(server.requests) - 1
-    overlay = Overlay.create(root, session.tool_context.paths, base_dir=root / ".overlays")
+    # never inside the project root (base_dir.py refuses that)
+    overlay = Overlay.create(root, session.tool_context.paths, base_dir=root.parent / "overlays")
     spec = Speculation(session, SPECULATED, overlay, **kw)
     spec.run()
     overlay.discard()

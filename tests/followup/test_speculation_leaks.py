@@ -126,9 +126,9 @@ def cycle(speculator: Speculator, provider: HangingProvider, started: list[Specu
     speculator.start(SUGGESTION)
     assert len(started) == count + 1, "the suggestion was not speculated"
     assert provider.entered.wait(WAIT_S), "the speculation never reached the model"
-    speculator.user_typed("x")
+    speculator.user_typed("x")  # returns at once; the run ends on its own thread
     spec = started[-1]
-    assert spec.done.is_set() and spec.status is Status.ABORTED
+    assert spec.done.wait(WAIT_S) and spec.status is Status.ABORTED
     assert not spec.overlay.directory.exists()
 
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qshell.overlay import Overlay, journal, recover, sweep_stale
+from qshell.overlay import Overlay, journal, recover, renameat, sweep_stale
 from qshell.overlay.journal import (
     APPEARED,
     BAD_COPY,
@@ -24,6 +24,7 @@ from qshell.overlay.journal import (
     Original,
     recover_journal,
 )
+from qshell.overlay.records import MODE_CHANGED
 from qshell.tools.paths import PathResolver
 from tests.overlay.test_overlay import DEAD_PID, snapshot
 
@@ -103,7 +104,8 @@ def test_apply_keeps_each_files_mode(overlay, project):
 def test_a_mode_changed_by_the_user_meanwhile_is_kept(overlay, project):
     overlay.view.write_bytes(project / "run.sh", b"#!/bin/sh\necho v2\n")
     os.chmod(project / "run.sh", 0o700)
-    overlay.apply()
+    with pytest.raises(ApplyConflict, match=MODE_CHANGED):  # a mode change is a conflict now
+        overlay.apply()
     assert stat.S_IMODE((project / "run.sh").stat().st_mode) == 0o700
 
 
@@ -254,17 +256,17 @@ def test_a_recorded_path_that_is_not_plain_and_relative_is_refused_at_apply(over
 
 def test_a_rename_that_fails_midway_leaves_the_real_tree_untouched(overlay, project, monkeypatch):
     before = speculate(overlay, project)
-    real_replace = os.replace
+    real_exchange = renameat.exchange  # staged copies of existing files are swapped in by it
     staged = []
 
-    def failing_replace(src, dst, **kwargs):
+    def failing_exchange(dir_fd, src, dst):
         if str(src).startswith(STAGE_PREFIX):
             staged.append(src)
             if len(staged) == 2:
                 raise OSError(errno.EIO, "injected failure")
-        return real_replace(src, dst, **kwargs)
+        return real_exchange(dir_fd, src, dst)
 
-    monkeypatch.setattr(journal.os, "replace", failing_replace)
+    monkeypatch.setattr(renameat, "exchange", failing_exchange)
     with pytest.raises(ApplyFailed, match="injected failure"):
         overlay.apply()
     monkeypatch.undo()
@@ -384,17 +386,17 @@ def crash_before_the_commit_point(monkeypatch) -> None:
 
 
 def crash_at_the_second_rename(monkeypatch) -> None:
-    real_replace = os.replace
+    real_exchange = renameat.exchange  # staged copies of existing files are swapped in by it
     staged: list[str] = []
 
-    def replace(src, dst, **kwargs):
+    def exchange(dir_fd, src, dst):
         if str(src).startswith(STAGE_PREFIX):
             staged.append(src)
             if len(staged) == 2:
                 raise Crash("second rename")
-        real_replace(src, dst, **kwargs)
+        real_exchange(dir_fd, src, dst)
 
-    monkeypatch.setattr(journal.os, "replace", replace)
+    monkeypatch.setattr(renameat, "exchange", exchange)
 
 
 def crash(overlay: Overlay, monkeypatch, inject) -> None:
@@ -436,10 +438,11 @@ def test_the_sweep_at_start_up_recovers_a_dead_processes_journal(tmp_path, monke
     root, overlay = fresh(tmp_path, "sweep")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     dead = base / str(DEAD_PID)
     overlay.directory.parent.rename(dead)
-    assert sweep_stale(base) == 1
+    assert sweep_stale(base, root=root) == 1
     assert snapshot(root) == before
     assert no_litter(root)
     assert not dead.exists()
@@ -458,9 +461,10 @@ def test_recover_at_start_up_rolls_back_without_removing_anything(tmp_path, monk
     root, overlay = fresh(tmp_path, "recover")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     overlay.directory.parent.rename(base / str(DEAD_PID))
-    assert recover(base) == 1
+    assert recover(base, root=root) == 1
     assert snapshot(root) == before
     assert (base / str(DEAD_PID) / overlay.directory.name / "upper").is_dir()
-    assert recover(base) == 0
+    assert recover(base, root=root) == 0

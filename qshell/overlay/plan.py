@@ -1,0 +1,154 @@
+"""The check before an apply: may every written file go in, and is everything read unchanged?
+
+`plan` compares each written file with the real tree — same content and mode as when the
+overlay copied it (or still absent for a new one), no symlink on the way, and writable by
+this user, as is its directory — and each file the speculation read with its fingerprint
+(reads.py). It returns the journal the apply would follow and every conflict at once; it
+touches nothing. Write permission is judged from the mode bits for this user's class
+(owner, group, other), not `os.access`: for root, which may write anything, a file or
+directory with no write bit at all counts as read-only, since someone made it so. Pure
+functions over directory descriptors; any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat as stat_module
+from collections.abc import Sequence
+from pathlib import Path
+
+from qshell.overlay import reads
+from qshell.overlay.dirfd import (
+    BLOCKED,
+    ESCAPED,
+    PathRefused,
+    hash_at,
+    lstat_at,
+    open_dir,
+    split_rel,
+)
+from qshell.overlay.reads import Fingerprint
+from qshell.overlay.records import (
+    APPEARED,
+    BACKUP_PREFIX,
+    BAD_COPY,
+    CHANGED,
+    DELETED,
+    DIR_READ_ONLY,
+    MODE_CHANGED,
+    READ_CHANGED,
+    READ_ONLY,
+    STAGE_PREFIX,
+    Conflict,
+    JournalState,
+    Original,
+    Phase,
+    Step,
+)
+
+_WRITE = 0o2
+_WRITE_AND_SEARCH = 0o3
+
+
+def may_write(info: os.stat_result, *, directory: bool = False) -> bool:
+    """Whether this user may write the file (or make and replace entries in the directory)
+    that `info` describes, by its mode bits."""
+    mode = info.st_mode
+    euid = os.geteuid()
+    if euid == 0:
+        return bool(mode & 0o222)
+    if info.st_uid == euid:
+        bits = (mode >> 6) & 0o7
+    elif info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        bits = (mode >> 3) & 0o7
+    else:
+        bits = mode & 0o7
+    want = _WRITE_AND_SEARCH if directory else _WRITE
+    return bits & want == want
+
+
+def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result | None]:
+    """(missing ancestors, lstat of the leaf or None); PathRefused for a symlink on the way."""
+    for depth in range(1, len(parts)):
+        info = lstat_at(base, "/".join(parts[:depth]))
+        if info is None:
+            return ["/".join(parts[:i]) for i in range(depth, len(parts))], None
+        if not stat_module.S_ISDIR(info.st_mode):
+            raise PathRefused(ESCAPED if stat_module.S_ISLNK(info.st_mode) else BLOCKED)
+    leaf = lstat_at(base, "/".join(parts))
+    if leaf is not None and stat_module.S_ISLNK(leaf.st_mode):
+        raise PathRefused(ESCAPED)
+    return [], leaf
+
+
+def _dir_info(root_fd: int, parts: Sequence[str]) -> os.stat_result | None:
+    return os.fstat(root_fd) if not parts else lstat_at(root_fd, "/".join(parts))
+
+
+def _check(
+    root_fd: int, upper_fd: int, item: Original, token: str
+) -> Conflict | tuple[Step, list[str]]:
+    """The journal step for one file and its missing directories, or why it cannot apply."""
+    parts = split_rel(item.rel)
+    try:
+        copy = _inspect(upper_fd, parts)[1]
+    except PathRefused:
+        copy = None
+    if copy is None or not stat_module.S_ISREG(copy.st_mode):
+        return Conflict(item.rel, BAD_COPY)
+    try:
+        missing, info = _inspect(root_fd, parts)
+    except PathRefused as exc:
+        return Conflict(item.rel, exc.reason)
+    parent = _dir_info(root_fd, parts[: len(parts) - 1 - len(missing)])
+    if parent is None or not may_write(parent, directory=True):
+        return Conflict(item.rel, DIR_READ_ONLY)
+    staged = f"{STAGE_PREFIX}{token}"
+    if not item.existed:
+        if info is not None:
+            return Conflict(item.rel, APPEARED)
+        return Step(item.rel, staged, None, item.mode, None), missing
+    if info is None:
+        return Conflict(item.rel, DELETED)
+    found = hash_at(root_fd, item.rel)
+    if found is None or found[0] != item.sha256:
+        return Conflict(item.rel, CHANGED)
+    mode = stat_module.S_IMODE(found[1].st_mode)
+    if mode != item.mode:
+        return Conflict(item.rel, MODE_CHANGED)
+    if not may_write(found[1]):
+        return Conflict(item.rel, READ_ONLY)
+    return Step(item.rel, staged, f"{BACKUP_PREFIX}{token}", mode, item.sha256), []
+
+
+def plan(
+    root: Path, upper: Path, pending: Sequence[Original], read: Sequence[Fingerprint] = ()
+) -> tuple[JournalState, list[Conflict]]:
+    """The journal an apply would follow, and every conflict that stops it. Touches nothing.
+
+    `read` holds the fingerprints of the real files the speculation read: any that changed
+    is a conflict too.
+    """
+    token = secrets.token_hex(6)
+    state = JournalState(str(root), Phase.STAGING, [], [])
+    conflicts: list[Conflict] = []
+    dirs: dict[str, None] = {}
+    with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
+        for index, item in enumerate(pending):
+            try:
+                result = _check(root_fd, upper_fd, item, f"{token}-{index}")
+            except PathRefused as exc:
+                result = Conflict(item.rel, exc.reason)
+            if isinstance(result, Conflict):
+                conflicts.append(result)
+                continue
+            state.files.append(result[0])
+            dirs.update(dict.fromkeys(result[1]))
+        stopped = {c.path for c in conflicts}
+        for print_ in read:
+            if print_.rel not in stopped and not reads.unchanged(root_fd, print_):
+                conflicts.append(Conflict(print_.rel, READ_CHANGED))
+                stopped.add(print_.rel)
+    state.dirs = sorted(dirs, key=lambda d: d.count("/"))
+    return state, conflicts

@@ -1,0 +1,205 @@
+"""What a speculation read of the real tree, fingerprinted, so accept can tell it changed.
+
+A speculation builds its answer on what it read; a file changed since then makes the answer
+stale and, if the speculation also writes it, would lose the user's edit on accept. So every
+read of a real file records a `Fingerprint`, checked again by `unchanged` when the overlay
+is applied (any mismatch is a conflict). A read through the view hashes the content it
+actually read (sha256 of the first HASH_LIMIT_BYTES): a read that reached the end of a file
+no longer than that is `whole`, and only the content is compared (a touch is no change; an
+edit of the same size in the same timestamp tick is). For longer files, and for the files
+a shell command walks recursively (hashing a whole tree twice would cost more than the
+command), the stat signature (inode, size, mtime_ns, ctime_ns) vouches for the rest: it
+changes with every write and chmod; only a same-size in-place write within one timestamp
+tick, past the hashed prefix, escapes it. Listings and stats are not recorded: they reveal
+names and sizes, not content, and a file created where the user made one meanwhile is a
+conflict of its own. Pure functions and an unshared stream object; any thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat as stat_module
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from qshell.overlay.dirfd import READ_FLAGS, PathRefused, open_chain, split_rel
+
+HASH_LIMIT_BYTES = 8 << 20  # content hashed per read file; the stat signature covers the rest
+MAX_TREE_FILES = 50_000  # files one recursive read may record; more is a boundary
+CHECK_CHUNK_BYTES = 1 << 20
+SKIPPED_DIRS = frozenset({".git"})  # git rewrites its own files; no speculation writes there
+Signature = tuple[int, int, int, int]
+
+
+class TooManyReads(Exception):
+    """A recursive read covers more files than a speculation can record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """One real file as a speculation saw it."""
+
+    rel: str  # root-relative, symlinks resolved
+    hashed: int  # bytes from the start that `sha256` covers (0: signature only)
+    sha256: str
+    whole: bool  # `sha256` covers the whole file: compare the content, not the signature
+    signature: Signature
+
+    def stronger_than(self, other: Fingerprint) -> bool:
+        """True when this one saw the same file state as `other`, and more of it."""
+        if self.signature != other.signature:
+            return False
+        return (self.whole and not other.whole) or self.hashed > other.hashed
+
+
+def signature(info: os.stat_result) -> Signature:
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def of_bytes(rel: str, data: bytes, info: os.stat_result) -> Fingerprint:
+    """The fingerprint of a whole read: `data` is everything read from the file."""
+    hashed = data[:HASH_LIMIT_BYTES]
+    whole = len(data) <= HASH_LIMIT_BYTES
+    return Fingerprint(rel, len(hashed), hashlib.sha256(hashed).hexdigest(), whole, signature(info))
+
+
+def of_signature(rel: str, info: os.stat_result) -> Fingerprint:
+    return Fingerprint(rel, 0, "", False, signature(info))
+
+
+def of_fd(rel: str, fd: int) -> Fingerprint:
+    """Fingerprint the regular file open at `fd` by reading it from the start."""
+    info = os.fstat(fd)
+    digest = hashlib.sha256()
+    hashed = 0
+    while hashed < HASH_LIMIT_BYTES:
+        chunk = os.pread(fd, min(CHECK_CHUNK_BYTES, HASH_LIMIT_BYTES - hashed), hashed)
+        if not chunk:
+            return Fingerprint(rel, hashed, digest.hexdigest(), True, signature(info))
+        digest.update(chunk)
+        hashed += len(chunk)
+    whole = not os.pread(fd, 1, hashed)
+    return Fingerprint(rel, hashed, digest.hexdigest(), whole, signature(info))
+
+
+def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprint]:
+    """The signature fingerprint of every regular file below `top` (which is inside
+    `root`), symlinks not followed and `.git/` skipped; TooManyReads past MAX_TREE_FILES.
+    Stops early when `stop()` says so."""
+    stack, count = [top], 0
+    while stack:
+        directory = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                found = list(entries)
+        except OSError:
+            continue  # unreadable: the command cannot read it either
+        for entry in found:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat_module.S_ISDIR(info.st_mode) and entry.name not in SKIPPED_DIRS:
+                stack.append(Path(entry.path))
+            elif stat_module.S_ISREG(info.st_mode):
+                count += 1
+                if count > MAX_TREE_FILES:
+                    raise TooManyReads(f"it reads more than {MAX_TREE_FILES} files below {top}")
+                yield of_signature(Path(entry.path).relative_to(root).as_posix(), info)
+        if stop():
+            return
+
+
+def unchanged(root_fd: int, print_: Fingerprint) -> bool:
+    """True when the file is still what `print_` recorded (through no symlink)."""
+    try:
+        parts = split_rel(print_.rel)
+        with open_chain(root_fd, parts[:-1]) as parent:
+            fd = os.open(parts[-1], READ_FLAGS | os.O_NONBLOCK, dir_fd=parent)
+    except (OSError, PathRefused):
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat_module.S_ISREG(info.st_mode):
+            return False
+        if print_.whole:
+            return (
+                info.st_size == print_.hashed and _prefix_sha256(fd, print_.hashed) == print_.sha256
+            )
+        if signature(info) != print_.signature:
+            return False
+        return print_.hashed == 0 or _prefix_sha256(fd, print_.hashed) == print_.sha256
+    finally:
+        os.close(fd)
+
+
+def _prefix_sha256(fd: int, length: int) -> str:
+    digest = hashlib.sha256()
+    done = 0
+    while done < length:
+        chunk = os.pread(fd, min(CHECK_CHUNK_BYTES, length - done), done)
+        if not chunk:
+            break
+        digest.update(chunk)
+        done += len(chunk)
+    return digest.hexdigest()
+
+
+class RecordingFile(io.RawIOBase):
+    """A read-only stream over the regular file open at `fd` that hashes the prefix it has
+    read in order and hands its Fingerprint to `record` when closed."""
+
+    def __init__(self, fd: int, rel: str, record: Callable[[Fingerprint], None]) -> None:
+        super().__init__()
+        self._fd = fd
+        self._rel = rel
+        self._record = record
+        self._info = os.fstat(fd)
+        self._digest = hashlib.sha256()
+        self._hashed = 0
+        self._position = 0
+        self._reached_end = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        count = os.readv(self._fd, [view])
+        if self._position == self._hashed and self._hashed < HASH_LIMIT_BYTES:
+            take = min(count, HASH_LIMIT_BYTES - self._hashed)
+            self._digest.update(view[:take])
+            self._hashed += take
+            self._reached_end = self._reached_end or (count == 0)
+        self._position += count
+        return count
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self._position = os.lseek(self._fd, offset, whence)
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def fingerprint(self) -> Fingerprint:
+        whole = self._reached_end and self._hashed < HASH_LIMIT_BYTES
+        sha = self._digest.hexdigest()
+        return Fingerprint(self._rel, self._hashed, sha, whole, signature(self._info))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._record(self.fingerprint())
+        finally:
+            os.close(self._fd)
+            super().close()

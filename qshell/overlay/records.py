@@ -1,0 +1,115 @@
+"""The values of an apply: what was written, why it cannot apply, and the journal's steps.
+
+`Original` is a written file as it was before the overlay's first write; `Conflict` (with
+one of the reason constants) is why a file cannot be applied, `ApplyConflict` carries them
+all (nothing was applied) and `ApplyFailed` means an apply was rolled back; `Step` and
+`JournalState` are what the journal records, `Phase` where an apply stands. Values only,
+no I/O; any thread.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+JOURNAL_NAME = "journal.json"
+JOURNAL_VERSION = 2
+STAGE_PREFIX = ".qshell-stage-"
+BACKUP_PREFIX = ".qshell-backup-"
+
+CHANGED = "changed since it was copied"
+DELETED = "was deleted since it was copied"
+APPEARED = "appeared since the overlay created it"
+BAD_COPY = "its overlay copy is missing or a symlink"
+MODE_CHANGED = "its mode changed since it was copied"
+READ_ONLY = "is not writable for you"
+DIR_READ_ONLY = "is in a directory that is not writable for you"
+READ_CHANGED = "changed since the speculation read it"
+
+
+class Phase(enum.StrEnum):
+    """Where an apply stands, as its journal records it (crash recovery reads it back)."""
+
+    STAGING = "staging"  # copies are being staged beside their destinations: roll back
+    RENAMING = "renaming"  # staged copies are being swapped in: roll back
+    COMMITTED = "committed"  # every file is in: finish the clean-up
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A file that stops an apply, and why (one of the reason constants above)."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.reason}"
+
+
+class ApplyConflict(Exception):
+    """The overlay was not applied because of these conflicts; the real tree is untouched."""
+
+    def __init__(self, conflicts: Sequence[Conflict]) -> None:
+        self.conflicts = list(conflicts)
+        super().__init__("; ".join(str(c) for c in self.conflicts))
+
+    def __str__(self) -> str:  # conflicts found while rolling back join the list
+        return "; ".join(str(c) for c in self.conflicts)
+
+
+class ApplyFailed(Exception):
+    """Applying failed and was rolled back (or, if rolling back failed too, will be at start)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Original:
+    """A written file as it was before the overlay's first write to it."""
+
+    rel: str
+    existed: bool
+    sha256: str | None  # when it existed
+    mode: int | None  # its permission bits; for a new file, those asked for (None: default)
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    applied: tuple[str, ...]
+    created_dirs: tuple[str, ...]
+    seconds: float
+    leftovers: tuple[str, ...] = ()  # backups that could not be removed afterwards
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    direction: str  # "rolled back" | "completed"
+    kept: tuple[str, ...]  # destinations edited after the crash, left as they were
+
+
+@dataclass
+class Step:
+    """One file of an apply, as the journal records it.
+
+    `staged` first names the new copy beside the destination; once they are exchanged it
+    names what was swapped out, until that moves to `backup`. `staged_ino` tells the new
+    copy apart from anything else found under those names.
+    """
+
+    rel: str
+    staged: str
+    backup: str | None  # None for a new file
+    mode: int | None  # the staged file's mode; None = the default for a new file
+    expect_sha256: str | None  # what the swapped-out original must hold (None: new file)
+    sha256: str | None = None  # of the new content, once staged
+    staged_ino: int | None = None  # of the new copy, once staged
+
+
+@dataclass
+class JournalState:
+    root: str
+    phase: Phase
+    dirs: list[str]
+    files: list[Step]
+    version: int = JOURNAL_VERSION
+    pid: int = field(default_factory=os.getpid)

@@ -1,0 +1,107 @@
+"""Which journals recovery may act on: only those this user's qshell wrote, for this project.
+
+A journal tells recovery which files to rename and delete, so one planted by anybody else —
+or by an accepted speculation, had an overlay base ever been inside a project — must never
+be followed. `load_trusted` reads a journal only when its overlay directory, pid directory
+and base are real directories owned by this user with mode 0700, and the journal is a
+regular file owned by this user, mode 0600, with one link; it parses and validates it, and
+raises `ForeignJournal` when it belongs to a project other than the one being recovered
+(that journal is left for a start in its own project). Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat as stat_module
+from pathlib import Path
+
+from qshell.dirs import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
+from qshell.overlay.dirfd import READ_FLAGS, PathRefused, split_rel
+from qshell.overlay.records import (
+    BACKUP_PREFIX,
+    JOURNAL_VERSION,
+    STAGE_PREFIX,
+    JournalState,
+    Phase,
+    Step,
+)
+
+MAX_JOURNAL_BYTES = 64 << 20
+TRUSTED_DIR_LEVELS = 3  # the overlay directory, its pid directory, the base
+
+
+class ForeignJournal(Exception):
+    """The journal is for another project: not this recovery's to roll."""
+
+
+def _untrusted(path: Path, why: str) -> ValueError:
+    return ValueError(f"{path} is not a journal qshell can trust: {why}")
+
+
+def _check_dirs(journal: Path) -> None:
+    directory = journal.parent
+    for _ in range(TRUSTED_DIR_LEVELS):
+        info = os.lstat(directory)
+        if not stat_module.S_ISDIR(info.st_mode):
+            raise _untrusted(journal, f"{directory} is not a directory")
+        if info.st_uid != os.getuid():
+            raise _untrusted(journal, f"{directory} belongs to uid {info.st_uid}")
+        if stat_module.S_IMODE(info.st_mode) != PRIVATE_DIR_MODE:
+            raise _untrusted(journal, f"{directory} has mode {info.st_mode & 0o777:o}")
+        directory = directory.parent
+
+
+def _read(journal: Path) -> bytes:
+    try:
+        fd = os.open(journal, READ_FLAGS | os.O_NONBLOCK)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise _untrusted(journal, exc.strerror or str(exc)) from exc
+    try:
+        info = os.fstat(fd)
+        if not stat_module.S_ISREG(info.st_mode):
+            raise _untrusted(journal, "not a regular file")
+        if info.st_uid != os.getuid() or stat_module.S_IMODE(info.st_mode) != PRIVATE_FILE_MODE:
+            raise _untrusted(journal, f"owner {info.st_uid}, mode {info.st_mode & 0o777:o}")
+        if info.st_nlink != 1 or info.st_size > MAX_JOURNAL_BYTES:
+            raise _untrusted(journal, "linked elsewhere or too large")
+        with open(os.dup(fd), "rb") as source:
+            return source.read(MAX_JOURNAL_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def parse(path: Path, data: bytes) -> JournalState:
+    """The journal in `data`; ValueError when it is not one this version can recover."""
+    try:
+        raw = json.loads(data)
+        steps = [Step(**s) for s in raw["files"]]
+        state = JournalState(**{**raw, "phase": Phase(raw["phase"]), "files": steps})
+        for rel in [*state.dirs, *(step.rel for step in state.files)]:
+            split_rel(rel)
+    except (KeyError, TypeError, ValueError, PathRefused) as exc:
+        raise ValueError(f"{path} is not a journal this version can recover") from exc
+    names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
+    if (
+        state.version != JOURNAL_VERSION
+        or not Path(state.root).is_absolute()
+        or any("/" in n or not n.startswith((STAGE_PREFIX, BACKUP_PREFIX)) for n in names)
+    ):
+        raise ValueError(f"{path} is not a journal this version can recover")
+    return state
+
+
+def load_trusted(journal: Path, root: Path | None) -> JournalState:
+    """The journal at `journal`, if this user's qshell wrote it for the project at `root`
+    (None: the caller owns the overlay and vouches for its project).
+
+    FileNotFoundError when there is none; ValueError when it cannot be trusted or parsed;
+    ForeignJournal when it is for another project.
+    """
+    _check_dirs(journal)
+    state = parse(journal, _read(journal))
+    if root is not None and Path(state.root) != root:
+        raise ForeignJournal(f"{journal} is for {state.root}, not {root}")
+    return state
