@@ -45,7 +45,7 @@ from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, SpeculationSettings
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
-from qshell.llm.messages import Message, ToolCall
+from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict, Overlay
 from qshell.tools.base import ErrorType
 
@@ -279,13 +279,9 @@ def _plan(spec: Speculation) -> _Injection:
         new.pop()  # results include cancelled ones: re-answer that batch
     pending = None
     if new and new[-1].role == "assistant" and new[-1].tool_calls:
-        calls: list[ToolCall] = []
-        for tool_call in new[-1].tool_calls:
-            calls.append(tool_call)
-            if tool_call.id not in known:
-                break  # calls after the first unanswered one are dropped
-        kept = [b for b in new[-1].content if not isinstance(b, ToolCall)] + calls
-        new[-1] = Message(role="assistant", content=kept)
+        # the whole batch goes on live: the calls that ran are not run again, the others
+        # (the boundary call first among them) are decided and asked about as usual
+        calls = new[-1].tool_calls
         pending = PendingCalls(calls, {c.id: known[c.id] for c in calls if c.id in known})
     kept_ids = {c.id for m in new for c in m.tool_calls}
     replay = [

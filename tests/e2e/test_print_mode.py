@@ -242,6 +242,7 @@ def test_print_mode_rolls_back_the_interrupted_apply_of_a_dead_process_first(
     overlay = type(overlay).create(root, overlay.resolver, base_dir=base)
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    overlay.lease.release()  # the process died: its lock went with it
     overlay.directory.parent.rename(base / str(DEAD_PID))
     assert snapshot(root) != before  # half applied
     llm_server.add_rule(always(), Reply.text("fine"))

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished, TurnFinished
+from qshell.agent.events import (
+    Notice,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+    SpeculationAccepted,
+    ToolFinished,
+    TurnFinished,
+)
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
@@ -131,3 +139,23 @@ def test_web_fetch_and_reads_outside_the_root_are_boundaries(setup):
     outside = Message.assistant("", [call("read_file", json.dumps({"path": "../x"}), "o")])
     spec = speculate(setup, "peek", outside)
     assert spec.boundary.type is BoundaryType.READ_SCOPE
+
+
+def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boundary_call(
+    setup,
+):
+    read = call("read_file", json.dumps({"path": "a.txt"}), "r1")
+    shell = call("shell", json.dumps({"command": "rm a.txt"}), "s1")
+    spec = speculate(setup, "clean up", Message.assistant("", [read, shell]))
+    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
+    setup.script(Message.assistant("left it"))
+    runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=True)
+    acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
+    assert acceptance.outcome is Outcome.ACCEPTED
+    events = consume(acceptance.events, PermissionReply(PermissionAnswer.DENY, "no"))
+    asked = [e.name for e in events if isinstance(e, PermissionRequested)]
+    assert asked == ["shell"]
+    history = setup.conversation.session.history
+    batch = next(m for m in reversed(history) if m.role == "assistant" and m.tool_calls)
+    assert [c.id for c in batch.tool_calls] == ["r1", "s1"]
+    assert check_history(history) == [] and (setup.root / "a.txt").exists()
