@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
-from qshell.agent.shell_scope import git_config_concern, read_concern
+from qshell.agent.shell_scope import git_concern, read_concern
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
@@ -103,7 +103,7 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
         if concern:
             return concern
     if any(c == "git" or c.startswith("git ") for c in verdict.commands):
-        return git_config_concern(ctx.root, environ)
+        return git_concern(ctx.root, ctx.paths, environ)
     return None
 
 

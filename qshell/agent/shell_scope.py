@@ -15,7 +15,8 @@ A `git` command also needs the repository's configuration checked: the environme
 runs in disables fsmonitor, hooks, pagers, credential helpers, signature checks and every
 transport, but external diff programs, textconv and filter drivers and a work tree
 elsewhere cannot be switched off there, so `git_config_concern` reads the configuration
-(`git config --list`, which runs no program) and asks when any of them is set.
+(`git config --list`, which runs no program) and asks when any of them is set, or when a
+tracked file looks like a secret (git prints tracked files' content).
 It runs nothing but that `printf` and `git config`, with a short timeout. Thread-safe.
 """
 
@@ -82,6 +83,9 @@ def _targets(
         return f"{read.text} could not be expanded to check what it reads"
     if len(expanded) > MAX_EXPANSIONS:
         return f"{read.text} names too many files to check"
+    if not read.literal and any(text.startswith("-") for text in expanded):
+        # a planted file named `-r` or `--files0-from=.env` turns the glob into an option
+        return f"{read.text} expands to a name the command would take as an option"
     return [_absolute(text, base) for text in expanded if text and text != "-"]
 
 
@@ -167,12 +171,33 @@ GIT_PROGRAM_KEYS = re.compile(
 )
 
 
-def git_config_concern(root: Path, environ: Mapping[str, str]) -> str | None:
-    """Why a git command in `root` could run a configured program or read elsewhere
-    (`diff.external`, a diff or filter driver, `core.worktree`…), or None."""
+def git_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
+    """Why a git command in `root` could run a configured program, read elsewhere
+    (`diff.external`, a diff or filter driver, `core.worktree`…) or print a committed
+    secret (`git status`, `show` and `log -p` read tracked files), or None."""
+    listing = _git(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
+    if listing is None:
+        return "git's configuration could not be read to check it runs no program"
+    for entry in listing.split("\0"):
+        key = entry.split("\n", 1)[0].lower()
+        if GIT_PROGRAM_KEYS.match(key):
+            return f"git's configuration sets {key}, which runs a program or reads elsewhere"
+    tracked = _git(["ls-files", "-z"], root, environ, ok=(0, 128))  # 128: not a repository
+    if tracked is None:
+        return "git's tracked files could not be listed to check none is a secret"
+    for rel in tracked.split("\0"):
+        if rel and paths.is_secret(root / rel):
+            return f"the tracked file {rel} looks like a secret, and git may print it"
+    return None
+
+
+def _git(
+    args: list[str], root: Path, environ: Mapping[str, str], *, ok: tuple[int, ...]
+) -> str | None:
+    """What `git ARGS` prints in `root` (it must run no program), or None when it fails."""
     try:
         done = subprocess.run(
-            ["git", "config", "--list", "-z"],
+            ["git", *args],
             cwd=root,
             env=dict(environ),
             stdin=subprocess.DEVNULL,
@@ -181,11 +206,7 @@ def git_config_concern(root: Path, environ: Mapping[str, str]) -> str | None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return "git's configuration could not be read to check it runs no program"
-    if done.returncode not in (0, 1):  # 1: no configuration at all
-        return "git's configuration could not be read to check it runs no program"
-    for entry in done.stdout.decode("utf-8", "surrogateescape").split("\0"):
-        key = entry.split("\n", 1)[0].lower()
-        if GIT_PROGRAM_KEYS.match(key):
-            return f"git's configuration sets {key}, which runs a program or reads elsewhere"
-    return None
+        return None
+    if done.returncode not in ok:
+        return None
+    return done.stdout.decode("utf-8", "surrogateescape")

@@ -28,7 +28,7 @@ _DROPPED_ENV = _set(
     "SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS RIPGREP_CONFIG_PATH "
     "GREP_OPTIONS GCONV_PATH TAPE TAR_OPTIONS GZIP BZIP BZIP2 XZ_OPT "
     "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
-    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD"
+    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD PS_PERSONALITY STDDATA_FD"
 )
 _DROPPED_PREFIXES = (
     "GIT_",
@@ -95,6 +95,7 @@ def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[s
         GIT_ATTR_NOSYSTEM="1",
         GIT_OPTIONAL_LOCKS="0",
         GIT_TERMINAL_PROMPT="0",
+        GIT_NO_LAZY_FETCH="1",  # a partial clone never fetches a missing object
         GIT_CONFIG_COUNT=str(len(GIT_HARDENING)),
         # also as -c style parameters: git passes these on to submodule processes
         GIT_CONFIG_PARAMETERS=" ".join(f"'{key}={value}'" for key, value in GIT_HARDENING),

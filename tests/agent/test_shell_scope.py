@@ -176,3 +176,21 @@ def test_the_environment_already_switches_off_fsmonitor_pagers_and_hooks(project
     git(project, "config", "core.pager", "less")
     git(project, "config", "core.hooksPath", ".hooks")
     assert allowed("git status", ctx)
+
+
+def test_a_glob_that_expands_to_an_option_asks(project, ctx):
+    assert allowed("wc -l *", ctx)
+    (project / "-r").write_text("")
+    assert "option" in (shell_concern("wc -l *", ctx) or "")
+    (project / "-r").unlink()
+    (project / "--files0-from=.env").write_text("")
+    assert not allowed("wc -l *", ctx)
+
+
+def test_git_asks_when_a_tracked_file_looks_like_a_secret(project, ctx):
+    git(project, "init", "-q")
+    assert allowed("git status", ctx)
+    (project / "deploy.env").write_text("TOKEN=1\n")
+    assert allowed("git status", ctx)  # untracked: git shows its name, not its content
+    git(project, "add", "deploy.env")
+    assert "deploy.env" in (shell_concern("git show HEAD:README.md", ctx) or "")
