@@ -321,7 +321,8 @@ def open_print(
     settings: Settings, request: SessionRequest, *, open_session: SessionFactory
 ) -> PrintRun:
     """The session for `request` and the runner of a `--print` turn; like an interactive
-    start, it first finishes or rolls back the applies of qshell processes that died."""
+    start, it finishes or rolls back the applies into this project that qshell processes
+    which died left half done, before the turn runs."""
     session = open_session(request)
     _sweep_stale_overlays(session.project_root)
     return PrintRun(session, MainToolRunner(settings.approval_mode, interactive=False))

@@ -10,10 +10,8 @@ policy. Pure functions: safe from any thread.
 from __future__ import annotations
 
 import difflib
-import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from qshell.tools.base import ErrorType, ToolContext, ToolResult
 from qshell.tools.fileview import FileView, RealView
@@ -67,17 +65,6 @@ def decode_text(data: bytes) -> TextFile | None:
 def on_disk(view: FileView) -> bool:
     """True when `view` is the real disk, so a tool may stream or hand paths to rg."""
     return isinstance(view, RealView)
-
-
-def open_binary(view: FileView, path: Path) -> BinaryIO:
-    """`path` opened for binary reading as `view` shows it.
-
-    On the real disk the file is streamed; any other view is read whole through
-    `view.read_bytes`. Raises OSError as opening the file would.
-    """
-    if on_disk(view):
-        return path.open("rb")
-    return io.BytesIO(view.read_bytes(path))
 
 
 def similar_names(path: Path, view: FileView) -> list[str]:
