@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,15 +11,17 @@ pytest_plugins = ["tests.fakes.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Path:
-    """Point HOME, XDG_* and QSHELL_HOME at a temporary directory; drop provider keys."""
+def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Point HOME, XDG_* and QSHELL_HOME at a temporary directory; drop provider keys.
+
+    It uses a MonkeyPatch of its own, so a test that calls `monkeypatch.undo()` on its own
+    patches never puts the real home directory back."""
     home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("QSHELL_HOME", str(home / "qshell"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HOME", str(home))
+    patch.setenv("QSHELL_HOME", str(home / "qshell"))
     for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
-        monkeypatch.setenv(name, str(home / name.lower()))
+        patch.setenv(name, str(home / name.lower()))
     for name in (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
@@ -28,9 +31,10 @@ def isolated_home(
         "ANTHROPIC_BASE_URL",
         "ANTHROPIC_MODEL",
     ):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("QSHELL_LOAD_PLUGINS", "")
-    return home
+        patch.delenv(name, raising=False)
+    patch.setenv("QSHELL_LOAD_PLUGINS", "")
+    yield home
+    patch.undo()
 
 
 def _hypothesis_profile() -> None:

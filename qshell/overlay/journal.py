@@ -67,6 +67,7 @@ from qshell.overlay.records import (
     Recovery,
     Step,
 )
+from qshell.overlay.seal import canonical, seal
 
 __all__ = [
     "APPEARED",
@@ -386,7 +387,8 @@ def _swap_back(parent: int, holder: str, name: str, step: Step) -> bool:
 def write_journal(path: Path, state: JournalState) -> None:
     """Replace the journal atomically and durably (0600, as trust.py requires)."""
     temp = path.with_name(path.name + ".tmp")
-    data = json.dumps({**vars(state), "files": [vars(step) for step in state.files]})
+    body = canonical({**vars(state), "files": [vars(step) for step in state.files]})
+    data = json.dumps({"seal": seal(body.encode()), "journal": json.loads(body)})
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     with open(os.open(temp, flags, PRIVATE_FILE_MODE), "w", encoding="utf-8") as out:
         os.fchmod(out.fileno(), PRIVATE_FILE_MODE)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 JOURNAL_NAME = "journal.json"
-JOURNAL_VERSION = 2
+JOURNAL_VERSION = 3  # 3: sealed (seal.py)
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
 

@@ -23,6 +23,7 @@ from qshell.overlay import lease, trust
 from qshell.overlay.base_dir import (
     candidate_bases,
     existing_base,
+    inside,
     overlays_in,
     remove_if_empty,
     remove_overlay,
@@ -112,8 +113,10 @@ def _bases(base_dir: Path | None) -> list[Path]:
     return bases
 
 
-def _each_stale(base_dir: Path | None, work: Callable[[Path], None]) -> None:
+def _each_stale(base_dir: Path | None, root: Path | None, work: Callable[[Path], None]) -> None:
     for base in _bases(base_dir):
+        if root is not None and inside(base, root):
+            continue  # what lies in the project was written by its tools, never by qshell
         for overlay in _claimed(base):
             work(overlay)
 
@@ -131,7 +134,7 @@ def recover(base_dir: Path | None = None, *, root: Path | None = None) -> int:
         if (overlay / JOURNAL_NAME).exists() and recover_overlay(overlay, root):
             recovered += 1
 
-    _each_stale(base_dir, work)
+    _each_stale(base_dir, root, work)
     return recovered
 
 
@@ -153,5 +156,5 @@ def sweep_stale(base_dir: Path | None = None, *, root: Path | None = None) -> in
         remove_overlay(overlay)
         removed += 1
 
-    _each_stale(base_dir, work)
+    _each_stale(base_dir, root, work)
     return removed

@@ -4,7 +4,9 @@ A journal tells recovery which files to rename and delete, so one planted by any
 or by an accepted speculation, had an overlay base ever been inside a project — must never
 be followed. `load_trusted` reads a journal only when its overlay directory, pid directory
 and base are real directories owned by this user with mode 0700, and the journal is a
-regular file owned by this user, mode 0600, with one link; it parses and validates it, and
+regular file owned by this user, mode 0600, with one link, whose seal verifies under this
+user's key (seal.py: owner and modes alone can be had by any of the user's processes, an
+agent's writes included); it parses and validates it, and
 raises `ForeignJournal` when it belongs to a project other than the one being recovered
 (that journal is left for a start in its own project). Pure functions; any thread.
 """
@@ -26,6 +28,7 @@ from qshell.overlay.records import (
     Phase,
     Step,
 )
+from qshell.overlay.seal import canonical, verifies
 
 MAX_JOURNAL_BYTES = 64 << 20
 TRUSTED_DIR_LEVELS = 3  # the overlay directory, its pid directory, the base
@@ -76,7 +79,10 @@ def _read(journal: Path) -> bytes:
 def parse(path: Path, data: bytes) -> JournalState:
     """The journal in `data`; ValueError when it is not one this version can recover."""
     try:
-        raw = json.loads(data)
+        outer = json.loads(data)
+        raw = outer["journal"]
+        if not verifies(canonical(raw).encode(), str(outer["seal"])):
+            raise ValueError("its seal does not verify: this user's qshell did not write it")
         steps = [Step(**s) for s in raw["files"]]
         state = JournalState(**{**raw, "phase": Phase(raw["phase"]), "files": steps})
         for rel in [*state.dirs, *(step.rel for step in state.files)]:

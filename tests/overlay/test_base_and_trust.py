@@ -15,6 +15,7 @@ import pytest
 from qshell.overlay import Overlay, OverlayEscape, OverlayUnavailable, base_dir, sweep_stale
 from qshell.overlay.journal import recover_journal
 from qshell.overlay.records import JOURNAL_NAME, JOURNAL_VERSION
+from qshell.overlay.seal import canonical, seal
 from qshell.overlay.trust import ForeignJournal
 from qshell.tools.paths import PathResolver
 from tests.overlay.test_overlay import DEAD_PID, snapshot
@@ -108,7 +109,11 @@ def plant(base: Path, journal: dict, *, dir_mode: int = 0o700, file_mode: int = 
     (overlay / "upper").mkdir(parents=True)
     for path in (base, base / str(DEAD_PID), overlay):
         os.chmod(path, dir_mode if path != base else 0o700)
-    (overlay / JOURNAL_NAME).write_text(json.dumps(journal))
+    # sealed as this user's qshell seals its own journals (seal.py)
+    body = canonical(journal)
+    (overlay / JOURNAL_NAME).write_text(
+        json.dumps({"seal": seal(body.encode()), "journal": journal})
+    )
     os.chmod(overlay / JOURNAL_NAME, file_mode)
     return overlay
 
@@ -172,3 +177,29 @@ def test_with_the_temp_dir_inside_the_project_nothing_outside_is_ever_deleted(
     for root in (project, outside, None):
         sweep_stale(root=root)
     assert snapshot(outside) == before
+
+
+def test_a_journal_an_agent_wrote_is_never_followed_even_with_qshells_modes(
+    tmp_path, project, outside
+):
+    """Owner and modes can be had by any process of this user (an agent's write with umask
+    077): only the seal, under a key outside every project, makes a journal qshell's."""
+    base = tmp_path / "base"
+    planted = plant(base, hostile_journal(outside / "precious.txt", outside))
+    raw = json.loads((planted / JOURNAL_NAME).read_text())
+    (planted / JOURNAL_NAME).write_text(json.dumps(raw["journal"]))  # no seal
+    assert sweep_stale(base, root=outside) == 0
+    assert (outside / "precious.txt").read_text() == "do not delete\n"
+    raw["seal"] = "0" * 64
+    (planted / JOURNAL_NAME).write_text(json.dumps(raw))  # a forged seal
+    assert sweep_stale(base, root=outside) == 0
+    assert (outside / "precious.txt").read_text() == "do not delete\n"
+
+
+def test_a_base_inside_the_project_is_never_swept(tmp_path, outside):
+    """Whatever lies in the project was written by its tools, never by qshell's overlays."""
+    base = outside / "tmp" / "qshell-speculation"
+    planted = plant(base, hostile_journal(outside / "precious.txt", outside))
+    assert sweep_stale(base, root=outside) == 0
+    assert (outside / "precious.txt").read_text() == "do not delete\n"
+    assert planted.exists()
