@@ -26,7 +26,7 @@ import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from qshell.shellproof import Read
 from qshell.tools.paths import PathResolver
@@ -61,11 +61,15 @@ def read_concern(read: Read, paths: PathResolver, environ: Mapping[str, str]) ->
 
 def _base(read: Read, paths: PathResolver) -> Path | None:
     """The directory a relative path of `read` is read from (a subshell's `cd` target);
-    None for `~+`, `~-`, `~user` and the like, which only bash knows."""
+    None for `~+`, `~-`, `~user` and the like, which only bash knows, and for a target
+    with `..`: bash's `cd` takes `..` logically (`cd link/..` is where the link sits, not
+    its target's parent) while opening a file takes it physically."""
     cwd = read.cwd
     if not cwd:
         return paths.root
     if cwd.startswith("~") and cwd != "~" and not cwd.startswith("~/"):
+        return None
+    if ".." in PurePosixPath(cwd).parts:
         return None
     return paths.resolve(cwd)
 

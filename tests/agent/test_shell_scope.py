@@ -194,3 +194,14 @@ def test_git_asks_when_a_tracked_file_looks_like_a_secret(project, ctx):
     assert allowed("git status", ctx)  # untracked: git shows its name, not its content
     git(project, "add", "deploy.env")
     assert "deploy.env" in (shell_concern("git show HEAD:README.md", ctx) or "")
+
+
+def test_a_cd_with_dotdot_through_a_symlink_is_not_followed_physically(project, tmp_path, ctx):
+    """bash's cd takes `..` logically: `cd docs/../..` from a symlink docs -> a/b is the
+    project's parent, though the physical path a/b/../.. is the project itself."""
+    (project / "a" / "b").mkdir(parents=True)
+    os.symlink("a/b", project / "docs")
+    (tmp_path / "notes.txt").write_text("outside\n")
+    assert shell_concern("(cd docs/../.. && cat notes.txt)", ctx) is not None
+    assert shell_concern("(cd docs && cd ../.. && ls)", ctx) is not None
+    assert allowed("(cd docs && cat ../../README.md)", ctx)  # a file's .. is physical
