@@ -1,50 +1,27 @@
 """The environment a proven read-only shell command runs in.
 
-`sanitized_env` pins the locale to C.UTF-8 (the proof reads text as UTF-8, where no byte
-of a non-ASCII character is an ASCII one), removes everything that would make a read-only
-command load or run code
-(`LD_*`, `BASH_ENV`, exported functions, tool option variables), page, prompt, or hand secrets
-to the model (`*KEY*`, `*TOKEN*`, …), drops relative and in-project PATH entries, and hardens
-git through `GIT_CONFIG_*` (no fsmonitor, hooks, pager, attributes file or network); a proven
-command runs for at most `SHELL_TIMEOUT_S`. It never
-runs anything. Pure; any thread.
+`sanitized_env` passes on only a short list of the user's variables (`HOME`, `USER`,
+`SHELL`, `TZ`, `TMPDIR`, …): any other one could make a read-only command load or run code
+(`LD_*`, `BASH_ENV`, exported functions, tool option variables), page or prompt, or hand a
+secret to the model (`*_KEY`, `*TOKEN*`, and also `DATABASE_URL`, `MYSQL_PWD` or a DSN,
+which no name pattern catches). It pins the locale to C.UTF-8 (the proof reads text as
+UTF-8, where no byte of a non-ASCII character is an ASCII one), keeps only absolute PATH
+entries outside the project, and hardens git through `GIT_CONFIG_*` (no fsmonitor, hooks,
+pager, attributes file, lazy fetch or network). A proven command runs for at most
+`SHELL_TIMEOUT_S`. It never runs anything. Pure; any thread.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 SHELL_TIMEOUT_S = 10.0  # the longest a proven command may run
 
-
-def _set(names: str) -> frozenset[str]:
-    return frozenset(names.split())
-
-
-_DROPPED_ENV = _set(
-    "LESS LESSOPEN LESSCLOSE LESSKEY BASH_ENV ENV CDPATH GLOBIGNORE "
-    "SHELLOPTS BASHOPTS PS4 PROMPT_COMMAND IFS RIPGREP_CONFIG_PATH "
-    "GREP_OPTIONS GCONV_PATH TAPE TAR_OPTIONS GZIP BZIP BZIP2 XZ_OPT "
-    "XZ_DEFAULTS POSIXLY_CORRECT AWKPATH AWKLIBPATH LOCPATH NLSPATH MAGIC "
-    "SSH_ASKPASS EDITOR VISUAL TERMINFO BASH_XTRACEFD PS_PERSONALITY STDDATA_FD"
+# the user's variables a proven command gets; everything else is left out
+KEPT_ENV = frozenset(
+    {"HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TZ", "PWD", "OLDPWD", "HOSTNAME"}
 )
-_DROPPED_PREFIXES = (
-    "GIT_",
-    "BASH_FUNC_",
-    "LD_",
-    "DYLD_",
-    "PYTHON",
-    "PERL",
-    "NODE_",
-    "RUBY",
-    "LC_",  # the locale is pinned: in a multibyte locale such as SJIS or GBK a byte of a
-    "LANG",  # non-ASCII character can be a `\` or `|`, and bash would split the line elsewhere
-)
-
-# `env`, `printenv` and `echo $X` would hand these to the model
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 GIT_HARDENING: tuple[tuple[str, str], ...] = (
     ("core.fsmonitor", "false"),
     ("core.pager", "cat"),
@@ -60,17 +37,10 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
 def sanitized_env(base: Mapping[str, str], *, root: str | None = None) -> dict[str, str]:
-    """The environment to run a proven command in: no pager, git hardened, nothing that makes a
-    read-only command load code (`LD_*`, `BASH_ENV`, exported functions, tool option variables),
-    and a PATH without relative entries or entries inside `root`. Run it with stdin closed,
-    no TTY and `SHELL_TIMEOUT_S`."""
-    env = {
-        key: value
-        for key, value in base.items()
-        if key not in _DROPPED_ENV
-        and not key.startswith(_DROPPED_PREFIXES)
-        and not _SECRET_NAME.search(key)
-    }
+    """The environment to run a proven command in: only `KEPT_ENV` of `base`, no pager, git
+    hardened, the C.UTF-8 locale, and a PATH without relative entries or entries inside
+    `root`. Run it with stdin closed, no TTY and `SHELL_TIMEOUT_S`."""
+    env = {key: value for key, value in base.items() if key in KEPT_ENV}
     root_real = os.path.realpath(root) if root else None
     entries = []
     for entry in base.get("PATH", "").split(os.pathsep):

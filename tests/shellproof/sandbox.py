@@ -116,8 +116,9 @@ class Sandbox:
 
     def env(self) -> dict[str, str]:
         """The environment a proven command runs in (shellproof.sanitized_env), over a
-        minimal one."""
-        return sanitized_env(self.base_env(), root=str(self.work))
+        minimal one, plus `MARKER` (sanitized_env keeps only a few of the user's variables;
+        the marker stands for whatever a command that prints its environment would show)."""
+        return {**sanitized_env(self.base_env(), root=str(self.work)), "MARKER": MARKER}
 
     def base_env(self) -> dict[str, str]:
         return {
@@ -127,7 +128,6 @@ class Sandbox:
             "LC_ALL": "C.UTF-8",
             "TERM": "dumb",
             "NO_COLOR": "1",
-            "MARKER": MARKER,
         }
 
     def run(self, command: str) -> subprocess.CompletedProcess[bytes]:

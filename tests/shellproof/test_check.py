@@ -598,3 +598,18 @@ def test_sanitized_env_pins_the_locale_the_proof_reads_text_in():
     env = sanitized_env(base)
     assert env["LC_ALL"] == env["LANG"] == "C.UTF-8"
     assert "LC_CTYPE" not in env and "LANGUAGE" not in env
+
+
+def test_sanitized_env_keeps_only_a_few_of_the_users_variables():
+    base = {
+        "HOME": "/home/u",
+        "USER": "u",
+        "DATABASE_URL": "postgres://u:pw@db/app",
+        "MYSQL_PWD": "pw",
+        "SENTRY_DSN": "https://key@sentry.io/1",
+        "PATH": "/usr/bin",
+    }
+    env = sanitized_env(base)
+    assert env["HOME"] == "/home/u" and env["USER"] == "u"
+    assert not {"DATABASE_URL", "MYSQL_PWD", "SENTRY_DSN"} & set(env)
+    assert not any("pw" in value for value in env.values())
