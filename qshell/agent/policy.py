@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
-from qshell.agent.shell_scope import git_concern, read_concern
+from qshell.agent.git_scope import git_concern
+from qshell.agent.shell_scope import read_concern
 from qshell.config import ApprovalMode
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
@@ -102,8 +103,9 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
         concern = read_concern(read, ctx.paths, environ)
         if concern:
             return concern
-    if any(c == "git" or c.startswith("git ") for c in verdict.commands):
-        return git_concern(ctx.root, ctx.paths, environ)
+    git = [c.partition(" ")[2] for c in verdict.commands if c == "git" or c.startswith("git ")]
+    if git:
+        return git_concern(ctx.root, ctx.paths, environ, git)
     return None
 
 

@@ -11,13 +11,8 @@ be inside the project root and no secret; a read marked recursive (grep -r, rg, 
 tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
 root or to a secret anywhere below it. Anything it cannot decide (a path known only at run
 time, an expansion that fails, a tree too large to walk) is a concern: the command asks.
-A `git` command also needs the repository's configuration checked: the environment it
-runs in disables fsmonitor, hooks, pagers, credential helpers, signature checks and every
-transport, but external diff programs, textconv and filter drivers and a work tree
-elsewhere cannot be switched off there, so `git_config_concern` reads the configuration
-(`git config --list`, which runs no program) and asks when any of them is set, or when a
-tracked file looks like a secret (git prints tracked files' content).
-It runs nothing but that `printf` and `git config`, with a short timeout. Thread-safe.
+(A `git` command's own checks are git_scope.py's.) It runs nothing but that `printf`, with
+a short timeout. Thread-safe.
 """
 
 from __future__ import annotations
@@ -157,60 +152,16 @@ def walk_concern(start: Path, paths: PathResolver) -> str | None:
 
 
 def _entries(top: Path) -> Iterator[Path]:
-    """Every entry below `top`, without following symlinks or entering `.git`."""
+    """Every entry below `top`, without following symlinks or entering `.git` — whose
+    configuration files, the one place there a credential sits, are looked at instead."""
     for directory, subdirs, files in os.walk(top, followlinks=False):
         here = Path(directory)
         for name in subdirs:
             yield here / name
         for name in files:
             yield here / name
+        if GIT_DIR_NAME in subdirs:
+            git_dir = here / GIT_DIR_NAME
+            yield from (git_dir / "config", git_dir / "config.worktree")
+            yield from git_dir.glob("modules/*/config")
         subdirs[:] = [d for d in subdirs if d != GIT_DIR_NAME]
-
-
-# configuration git would act on even for a read-only subcommand, and that the environment
-# of a proven command cannot switch off (shellproof/env.py switches off the rest)
-GIT_PROGRAM_KEYS = re.compile(
-    r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(clean|smudge|process)"
-    r"|core\.worktree|core\.gitproxy|core\.sshcommand)$"
-)
-
-
-def git_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
-    """Why a git command in `root` could run a configured program, read elsewhere
-    (`diff.external`, a diff or filter driver, `core.worktree`…) or print a committed
-    secret (`git status`, `show` and `log -p` read tracked files), or None."""
-    listing = _git(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
-    if listing is None:
-        return "git's configuration could not be read to check it runs no program"
-    for entry in listing.split("\0"):
-        key = entry.split("\n", 1)[0].lower()
-        if GIT_PROGRAM_KEYS.match(key):
-            return f"git's configuration sets {key}, which runs a program or reads elsewhere"
-    tracked = _git(["ls-files", "-z"], root, environ, ok=(0, 128))  # 128: not a repository
-    if tracked is None:
-        return "git's tracked files could not be listed to check none is a secret"
-    for rel in tracked.split("\0"):
-        if rel and paths.is_secret(root / rel):
-            return f"the tracked file {rel} looks like a secret, and git may print it"
-    return None
-
-
-def _git(
-    args: list[str], root: Path, environ: Mapping[str, str], *, ok: tuple[int, ...]
-) -> str | None:
-    """What `git ARGS` prints in `root` (it must run no program), or None when it fails."""
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=root,
-            env=dict(environ),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=EXPAND_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode not in ok:
-        return None
-    return done.stdout.decode("utf-8", "surrogateescape")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -69,6 +70,14 @@ SECRET_HOME_DIRS: tuple[str, ...] = (
     ".terraform.d",
 )
 SECRET_PATH_PATTERNS: tuple[str, ...] = ("/proc/*/environ", "/proc/*/task/*/environ")
+# a credential in git's configuration: a password or a token in a URL (`https://u:p@h`,
+# `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key
+GIT_CREDENTIALS = re.compile(
+    r"://[^/\s@:]+:[^/\s@]+@|://[^/\s@:]{20,}@|extraheader\s*=|\.(password|token)\s*=",
+    re.IGNORECASE,
+)
+GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})
+MAX_GIT_CONFIG_BYTES = 1 << 20
 
 
 class PathResolver:
@@ -138,6 +147,8 @@ class PathResolver:
             return True
         if name in NOT_SECRET_NAMES:
             return False
+        if name in GIT_CONFIG_NAMES and ".git" in path.parts and _holds_credentials(path):
+            return True
         for pattern in self.secret_patterns:
             if "/" in pattern:
                 if fnmatch.fnmatchcase(posix.lower(), pattern.lower()):
@@ -173,3 +184,14 @@ class PathResolver:
         if not self.is_inside_root(path):
             return f"{path} is outside the project root {self.root}"
         return None
+
+
+def _holds_credentials(path: Path) -> bool:
+    """True when the git configuration file at `path` holds a credential (it is then as
+    secret as `.git-credentials`); a file that cannot be read holds none to leak."""
+    try:
+        with path.open("rb") as source:
+            text = source.read(MAX_GIT_CONFIG_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return GIT_CREDENTIALS.search(text) is not None

@@ -1,0 +1,151 @@
+"""What a proven read-only git command could do beyond its own text, checked in the repository.
+
+The environment a proven command runs in switches off fsmonitor, hooks, pagers, credential
+helpers, signature checks, lazy fetches and every transport (shellproof/env.py). What it
+cannot switch off is checked here, with git itself (`config --list`, `rev-parse`,
+`ls-files`, `log --name-only`: none runs a program), and any finding makes the command ask:
+- the repository's top is not the project root (git then reads files outside it);
+- the configuration sets an external diff, a textconv or filter driver, a proxy or a work
+  tree elsewhere, or holds a credential (a token in a remote URL, an `extraheader`, a
+  password), which `git remote -v` or `git config` would print;
+- a tracked file looks like a secret (git prints tracked content), or — for subcommands
+  that print what the history holds (`show`, `log -p`, `diff REV`, `grep REV`, `cat-file`…)
+  — any file ever committed does; that scan is cached per state of the refs.
+Thread-safe: the cache is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from qshell.tools.paths import GIT_CREDENTIALS, PathResolver
+
+GIT_TIMEOUT_S = 2.0
+# configuration git would act on even for a read-only subcommand, and that the environment
+# of a proven command cannot switch off
+GIT_PROGRAM_KEYS = re.compile(
+    r"^(diff\.external|diff\..+\.(command|textconv)|filter\..+\.(clean|smudge|process)"
+    r"|core\.worktree|core\.gitproxy|core\.sshcommand)$"
+)
+# subcommands that print names, refs or metadata only, never a file's content from history
+NAMES_ONLY = frozenset(
+    [
+        "status",
+        "branch",
+        "tag",
+        "remote",
+        "rev-parse",
+        "ls-files",
+        "ls-tree",
+        "describe",
+        "count-objects",
+        "for-each-ref",
+        "show-ref",
+        "config",
+        "version",
+        "--version",
+        "check-ignore",
+        "check-attr",
+        "shortlog",
+        "name-rev",
+        "merge-base",
+        "rev-list",
+        "var",
+        "worktree",
+        "cherry",
+        "notes",
+        "submodule",
+        "check-ref-format",
+    ]
+)
+MAX_CACHED = 32
+_history: dict[tuple[str, str], str | None] = {}
+_history_lock = threading.Lock()
+
+
+def git_concern(
+    root: Path, paths: PathResolver, environ: Mapping[str, str], subcommands: Iterable[str]
+) -> str | None:
+    """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
+    program, read outside the project, or print a secret; None when they cannot."""
+    listing = _git(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
+    if listing is None:
+        return "git's configuration could not be read to check it runs no program"
+    for entry in listing.split("\0"):
+        key, _, value = entry.partition("\n")
+        key = key.lower()
+        if GIT_PROGRAM_KEYS.match(key):
+            return f"git's configuration sets {key}, which runs a program or reads elsewhere"
+        if GIT_CREDENTIALS.search(f"{key}={value}"):
+            return f"git's configuration holds a credential ({key}), which git would print"
+    top = _git(["rev-parse", "--show-toplevel"], root, environ, ok=(0, 128))
+    if top is None:
+        return "git could not tell where the repository is"
+    if not top.strip():
+        return None  # not in a repository: git reads nothing of one
+    if Path(top.strip()).resolve() != root:
+        return f"the repository's top {top.strip()} is not the project root: git reads outside it"
+    tracked = _git(["ls-files", "-z"], root, environ, ok=(0,))
+    if tracked is None:
+        return "git's tracked files could not be listed to check none is a secret"
+    secret = _first_secret(tracked.split("\0"), root, paths)
+    if secret:
+        return f"the tracked file {secret} looks like a secret, and git may print it"
+    if set(subcommands) - NAMES_ONLY:
+        return _history_concern(root, paths, environ)
+    return None
+
+
+def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
+    """Why the history could show a secret (a secret-looking file was ever committed)."""
+    refs = _git(["for-each-ref", "--format=%(objectname) %(refname)"], root, environ, ok=(0,))
+    head = _git(["rev-parse", "-q", "--verify", "HEAD"], root, environ, ok=(0, 1))
+    if refs is None or head is None:
+        return "git's history could not be checked for secrets"
+    key = (str(root), refs + head)
+    with _history_lock:
+        if key in _history:
+            return _history[key]
+    names = _git(["log", "--all", "--format=", "--name-only", "-z"], root, environ, ok=(0, 128))
+    if names is None:
+        concern: str | None = "git's history is too large to check for secrets in time"
+    else:
+        secret = _first_secret(names.replace("\n", "\0").split("\0"), root, paths)
+        concern = f"{secret}, which looks like a secret, is in git's history" if secret else None
+    with _history_lock:
+        if len(_history) >= MAX_CACHED:
+            _history.clear()
+        _history[key] = concern
+    return concern
+
+
+def _first_secret(names: Iterable[str], root: Path, paths: PathResolver) -> str | None:
+    for rel in names:
+        if rel and paths.is_secret(root / rel):
+            return rel
+    return None
+
+
+def _git(
+    args: list[str], root: Path, environ: Mapping[str, str], *, ok: tuple[int, ...]
+) -> str | None:
+    """What `git ARGS` prints in `root` (it must run no program), or None when it fails."""
+    try:
+        done = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode not in ok:
+        return None
+    return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else ""
