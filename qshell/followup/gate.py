@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import enum
 import re
+import shutil
+import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,8 @@ from qshell.tools.paths import PathResolver
 # delete and move stay boundaries: the overlay records no whiteouts or renames
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
+GIT_INDEX_TIMEOUT_S = 2.0
+PRIVATE_INDEX_NAME = "git-index"  # beside upper/, never inside it
 # a path component with any of these is only known when bash expands it
 _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
@@ -111,6 +116,26 @@ class SpeculativeRunner:
             )
         return ALLOW
 
+    def _private_index(self, ctx: ToolContext) -> ToolContext:
+        """Git refreshes the index even for `git diff` (whatever GIT_OPTIONAL_LOCKS says):
+        a speculative git command works on a copy of it in the overlay's own directory, so
+        the real `.git/index` is neither rewritten nor locked before accept."""
+        found = subprocess.run(
+            ["git", "rev-parse", "--path-format=absolute", "--git-path", "index"],
+            cwd=ctx.root,
+            env=dict(ctx.environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_INDEX_TIMEOUT_S,
+            check=False,
+        )
+        index = Path(found.stdout.decode("utf-8", "surrogateescape").strip())
+        if found.returncode != 0 or not index.is_file():
+            return ctx  # no repository or no index yet: nothing git could rewrite
+        copy = self.overlay.directory / PRIVATE_INDEX_NAME
+        shutil.copyfile(index, copy)
+        return replace(ctx, environ={**ctx.environ, "GIT_INDEX_FILE": str(copy)})
+
     def allow_always(self, tool: Tool) -> None:
         """Speculation never asks, so there is nothing to remember."""
 
@@ -125,12 +150,18 @@ class SpeculativeRunner:
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
+            if _runs_git(shellproof.check(command).commands):
+                ctx = self._private_index(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
         try:
             return tool.run(args, ctx)
         except OverlayEscape as exc:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
+
+
+def _runs_git(commands: Iterable[str]) -> bool:
+    return any(c == "git" or c.startswith("git ") for c in commands)
 
 
 def _describe(tool: Tool, args: Any) -> str:
@@ -140,9 +171,13 @@ def _describe(tool: Tool, args: Any) -> str:
 
 def shell_reads(command: str, paths: PathResolver) -> list[Path]:
     """Each path the proof says `command` reads: a literal one as named, one known only at
-    run time as its literal leading directories (whose every file it may read)."""
+    run time as its literal leading directories (whose every file it may read), and the
+    whole project for git, which reads the work tree without naming it (`git diff`)."""
+    verdict = shellproof.check(command)
     found: list[Path] = []
-    for read in shellproof.check(command).reads:
+    if _runs_git(verdict.commands):
+        found.append(paths.root)
+    for read in verdict.reads:
         text = read.text if read.literal else _literal_prefix(read.text)
         if read.cwd and not text.startswith(("/", "~")):
             text = f"{read.cwd}/{text}" if text else read.cwd
