@@ -114,16 +114,21 @@ def main(
     stderr = stderr if stderr is not None else sys.stderr
     environ = dict(os.environ if environ is None else environ)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == [CHECK_SHELL]:
-        return _check_shell(argv[1:], stdin, stdout, stderr, environ, cwd)
-    try:
-        args = build_parser().parse_args(argv)
-    except UsageError as exc:
-        stderr.write(f"qshell: {exc} (see qshell --help)\n")
-        return EXIT_INPUT
+    args = None
+    if argv[:1] != [CHECK_SHELL]:  # check-shell has options of its own
+        try:
+            args = build_parser().parse_args(argv)
+        except UsageError as exc:
+            stderr.write(f"qshell: {exc} (see qshell --help)\n")
+            return EXIT_INPUT
     from qshell.errors import QshellError
 
     try:
+        if args is None:
+            from qshell.check_shell import run_check_shell
+
+            place = cwd or Path(os.getcwd())
+            return run_check_shell(argv[1:], cwd=place, environ=environ, stdin=stdin, stdout=stdout)
         return _dispatch(args, stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, cwd=cwd)
     except QshellError as exc:
         stderr.write(f"qshell: {exc}\n")
@@ -217,26 +222,6 @@ def _opener(settings: Any, root: Path, environ: Mapping[str, str], stderr: TextI
         stderr.flush()
 
     return SessionOpener(settings, root=root, environ=environ, notify=notify)
-
-
-def _check_shell(
-    argv: list[str],
-    stdin: TextIO,
-    stdout: TextIO,
-    stderr: TextIO,
-    environ: dict[str, str],
-    cwd: Path | None,
-) -> int:
-    from qshell.check_shell import run_check_shell
-    from qshell.errors import QshellError
-
-    try:
-        return run_check_shell(
-            argv, cwd=cwd or Path(os.getcwd()), environ=environ, stdin=stdin, stdout=stdout
-        )
-    except QshellError as exc:
-        stderr.write(f"qshell: {exc}\n")
-        return int(exc.exit_code)
 
 
 def entry() -> None:

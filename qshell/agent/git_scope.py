@@ -17,11 +17,11 @@ Thread-safe: the cache is guarded by a lock.
 from __future__ import annotations
 
 import re
-import subprocess
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from qshell.agent.shell_scope import run_quietly
 from qshell.tools.paths import GIT_CREDENTIALS, PathResolver
 
 GIT_TIMEOUT_S = 2.0
@@ -72,7 +72,7 @@ def git_concern(
 ) -> str | None:
     """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
     program, read outside the project, or print a secret; None when they cannot."""
-    listing = _git(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
+    listing = git_output(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
     if listing is None:
         return "git's configuration could not be read to check it runs no program"
     for entry in listing.split("\0"):
@@ -82,14 +82,14 @@ def git_concern(
             return f"git's configuration sets {key}, which runs a program or reads elsewhere"
         if GIT_CREDENTIALS.search(f"{key}={value}"):
             return f"git's configuration holds a credential ({key}), which git would print"
-    top = _git(["rev-parse", "--show-toplevel"], root, environ, ok=(0, 128))
+    top = git_output(["rev-parse", "--show-toplevel"], root, environ, ok=(0, 128))
     if top is None:
         return "git could not tell where the repository is"
     if not top.strip():
         return None  # not in a repository: git reads nothing of one
     if Path(top.strip()).resolve() != root:
         return f"the repository's top {top.strip()} is not the project root: git reads outside it"
-    tracked = _git(["ls-files", "-z"], root, environ, ok=(0,))
+    tracked = git_output(["ls-files", "-z"], root, environ, ok=(0,))
     if tracked is None:
         return "git's tracked files could not be listed to check none is a secret"
     secret = _first_secret(tracked.split("\0"), root, paths)
@@ -102,15 +102,17 @@ def git_concern(
 
 def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
     """Why the history could show a secret (a secret-looking file was ever committed)."""
-    refs = _git(["for-each-ref", "--format=%(objectname) %(refname)"], root, environ, ok=(0,))
-    head = _git(["rev-parse", "-q", "--verify", "HEAD"], root, environ, ok=(0, 1))
+    refs = git_output(["for-each-ref", "--format=%(objectname) %(refname)"], root, environ, ok=(0,))
+    head = git_output(["rev-parse", "-q", "--verify", "HEAD"], root, environ, ok=(0, 1))
     if refs is None or head is None:
         return "git's history could not be checked for secrets"
     key = (str(root), refs + head)
     with _history_lock:
         if key in _history:
             return _history[key]
-    names = _git(["log", "--all", "--format=", "--name-only", "-z"], root, environ, ok=(0, 128))
+    names = git_output(
+        ["log", "--all", "--format=", "--name-only", "-z"], root, environ, ok=(0, 128)
+    )
     if names is None:
         concern: str | None = "git's history is too large to check for secrets in time"
     else:
@@ -130,22 +132,12 @@ def _first_secret(names: Iterable[str], root: Path, paths: PathResolver) -> str 
     return None
 
 
-def _git(
-    args: list[str], root: Path, environ: Mapping[str, str], *, ok: tuple[int, ...]
+def git_output(
+    args: list[str], root: Path, environ: Mapping[str, str], *, ok: tuple[int, ...] = (0,)
 ) -> str | None:
-    """What `git ARGS` prints in `root` (it must run no program), or None when it fails."""
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=root,
-            env=dict(environ),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode not in ok:
+    """What `git ARGS` prints in `root` ("" for an exit status in `ok` other than 0; it must
+    be a subcommand that runs no program), or None when it fails."""
+    done = run_quietly(["git", *args], root, environ, GIT_TIMEOUT_S)
+    if done is None or done.returncode not in ok:
         return None
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else ""

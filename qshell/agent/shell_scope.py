@@ -99,24 +99,31 @@ def expand_word(raw: str, cwd: Path, environ: Mapping[str, str]) -> list[str] | 
     if not cwd.is_dir():
         return [raw] if not EXPANDS.intersection(raw) else None
     script = f'printf "%s\\0" {raw}'
-    env = dict(environ)
-    env["PWD"] = str(cwd)
+    argv = ["bash", "--noprofile", "--norc", "-c", script]
+    done = run_quietly(argv, cwd, {**environ, "PWD": str(cwd)}, EXPAND_TIMEOUT_S)
+    if done is None or done.returncode != 0:
+        return None
+    out = done.stdout.decode("utf-8", "surrogateescape")
+    return out.split("\0")[:-1]
+
+
+def run_quietly(
+    argv: list[str], cwd: Path, environ: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[bytes] | None:
+    """Run a helper command the checks rely on (bash's expansion, `git config`…): no stdin,
+    output captured, at most `timeout_s`; None when it cannot start or takes too long."""
     try:
-        done = subprocess.run(
-            ["bash", "--noprofile", "--norc", "-c", script],
+        return subprocess.run(
+            argv,
             cwd=cwd,
-            env=env,
+            env=dict(environ),
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            timeout=EXPAND_TIMEOUT_S,
+            timeout=timeout_s,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
-        return None
-    out = done.stdout.decode("utf-8", "surrogateescape")
-    return out.split("\0")[:-1]
 
 
 def _path_concern(path: Path, paths: PathResolver) -> str | None:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import enum
 import re
 import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from qshell import shellproof
+from qshell.agent.git_scope import git_output
 from qshell.agent.policy import (
     ALLOW,
     FREE_KINDS,
@@ -47,7 +47,6 @@ from qshell.tools.paths import PathResolver
 # delete and move stay boundaries: the overlay records no whiteouts or renames
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
-GIT_INDEX_TIMEOUT_S = 2.0
 PRIVATE_INDEX_NAME = "git-index"  # beside upper/, never inside it
 # a path component with any of these is only known when bash expands it
 _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
@@ -120,17 +119,10 @@ class SpeculativeRunner:
         """Git refreshes the index even for `git diff` (whatever GIT_OPTIONAL_LOCKS says):
         a speculative git command works on a copy of it in the overlay's own directory, so
         the real `.git/index` is neither rewritten nor locked before accept."""
-        found = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-path", "index"],
-            cwd=ctx.root,
-            env=dict(ctx.environ),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GIT_INDEX_TIMEOUT_S,
-            check=False,
-        )
-        index = Path(found.stdout.decode("utf-8", "surrogateescape").strip())
-        if found.returncode != 0 or not index.is_file():
+        args = ["rev-parse", "--path-format=absolute", "--git-path", "index"]
+        found = git_output(args, ctx.root, ctx.environ)
+        index = Path(found.strip()) if found else None
+        if index is None or not index.is_file():
             return ctx  # no repository or no index yet: nothing git could rewrite
         copy = self.overlay.directory / PRIVATE_INDEX_NAME
         shutil.copyfile(index, copy)

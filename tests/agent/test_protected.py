@@ -19,9 +19,9 @@ from qshell.tools.base import Access, Kind, ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.write_file import WriteFileTool
 from tests.agent.scripted import call
-from tests.agent.test_conversation import consume, make_conversation
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.followup.helpers import answered_conversation
 
 PROTECTED = [
     ".qshell/settings.json",
@@ -73,11 +73,7 @@ def test_the_list_is_a_setting(tmp_path):
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    setup = make_conversation(tmp_path)
-    setup.script(Message.assistant("hello"))
-    consume(setup.conversation.turn("hi"))
+    setup = answered_conversation(tmp_path, monkeypatch)
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     return setup
 

@@ -14,6 +14,7 @@ import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import Term, spawn_qshell
+from tests.e2e.test_speculation_repl import start
 from tests.fakes.llm_server import (
     Reply,
     Rule,
@@ -36,14 +37,6 @@ def project(tmp_path: Path) -> Path:
     os.symlink(".env", root / "settings.txt")
     (root / "hello.txt").write_text("hello world\n")
     return root
-
-
-def start(server, project: Path, *args: str) -> Term:
-    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
-    child = spawn_qshell(server, project, *args, extra_env=env)
-    child.expect("for commands, Ctrl-D to exit")
-    child.wait_prompt()
-    return child
 
 
 def suggest(server, text: str) -> None:

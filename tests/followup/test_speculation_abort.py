@@ -27,7 +27,7 @@ from qshell.tools.glob import GlobArgs, GlobTool
 from qshell.tools.grep import GrepArgs, GrepTool
 from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from tests.agent.scripted import RecordingTool, call
-from tests.agent.test_conversation import consume, make_conversation
+from tests.followup.helpers import answered_conversation
 
 WAIT_S = 30.0
 SUGGESTION = "look into it"
@@ -51,12 +51,7 @@ class StubbornTool(RecordingTool):
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    setup = make_conversation(tmp_path)
-    (setup.root / "a.txt").write_text("one\n")
-    setup.script(Message.assistant("hello"))
-    consume(setup.conversation.turn("hi"))
+    setup = answered_conversation(tmp_path, monkeypatch)
     return setup
 
 

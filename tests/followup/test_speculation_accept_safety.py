@@ -25,7 +25,7 @@ from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale
 from qshell.tools.base import ErrorType
 from tests.agent.scripted import call
-from tests.agent.test_conversation import consume, make_conversation
+from tests.followup.helpers import answered_conversation
 from tests.overlay.test_overlay import snapshot
 
 
@@ -55,12 +55,7 @@ def after(action: Callable[[], None], message: Message):
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    setup = make_conversation(tmp_path)
-    (setup.root / "a.txt").write_text("one\n")
-    setup.script(Message.assistant("hello"))
-    consume(setup.conversation.turn("hi"))
+    setup = answered_conversation(tmp_path, monkeypatch)
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     return setup
 

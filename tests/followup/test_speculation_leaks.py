@@ -26,9 +26,9 @@ from qshell.errors import Cancelled
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.speculator import Speculator
 from qshell.llm.base import StreamEvent
-from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.messages import ChatRequest
 from qshell.telemetry import Telemetry
-from tests.agent.test_conversation import consume, make_conversation
+from tests.followup.helpers import answered_conversation
 
 CYCLES = 200
 WORKERS = 2
@@ -80,13 +80,7 @@ def join_all(threads: set[threading.Thread]) -> None:
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    setup = make_conversation(tmp_path)
-    (setup.root / "a.txt").write_text("one\n")
-    setup.script(Message.assistant("hello"))
-    consume(setup.conversation.turn("hi"))
-    assert setup.conversation.session.cache_safe is not None
+    setup = answered_conversation(tmp_path, monkeypatch)
     return setup
 
 

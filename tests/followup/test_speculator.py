@@ -16,7 +16,8 @@ from qshell.followup.speculator import Speculator
 from qshell.llm.messages import Message
 from qshell.telemetry import Telemetry
 from tests.agent.scripted import call
-from tests.agent.test_conversation import consume, make_conversation
+from tests.agent.test_conversation import consume
+from tests.followup.helpers import answered_conversation
 from tests.followup.test_controller import FakeClock, FakeScheduler
 
 SUGGESTION = "run the tests"
@@ -26,11 +27,7 @@ READ = Message.assistant("", [call("ls", "{}", "l1")])
 
 @pytest.fixture
 def setup(tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    setup = make_conversation(tmp_path)
-    setup.script(Message.assistant("hello"))
-    consume(setup.conversation.turn("hi"))
+    setup = answered_conversation(tmp_path, monkeypatch)
     return setup
 
 
