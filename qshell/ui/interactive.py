@@ -40,10 +40,14 @@ def run_interactive(
     stdin: TextIO,
     stdout: TextIO,
 ) -> int:
+    """Run the chosen front-end; a prompt given on the command line (`qshell "question"`)
+    is its first turn."""
+    first = " ".join(getattr(args, "prompt", None) or []).strip()
     if wants_plain(args, environ, stdout):
         from qshell.ui.simple import SimpleFrontEnd
 
-        return SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout, followup=followup).run()
+        front = SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout, followup=followup)
+        return front.run(first)
     from qshell.ui.repl import Repl
 
     repl = Repl(
@@ -54,4 +58,4 @@ def run_interactive(
         stdout=stdout,
         followup=followup,
     )
-    return repl.run()
+    return repl.run(first)

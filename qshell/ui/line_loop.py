@@ -51,38 +51,74 @@ class LineFrontEnd(Protocol):
         """Print one plain line."""
 
 
-def run_loop(front: LineFrontEnd, conversation: Conversation) -> int:
+def run_loop(front: LineFrontEnd, conversation: Conversation, *, first: str = "") -> int:
+    """Read and run lines until the user leaves; `first` (the prompt given on the command
+    line, as in `qshell "question"`) runs before the first read, as if typed."""
     interrupted = False
+    pending = first
     while True:
-        try:
-            line = front.read_line()
-        except EOFError:
+        if pending.strip():
+            line, pending = pending, ""
+        else:
+            try:
+                line = front.read_line()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                if interrupted:
+                    break
+                interrupted = True
+                front.renderer.notice(EXIT_HINT)
+                continue
+            interrupted = False
+            if not line.strip():
+                continue
+        if not _run_line(front, conversation, line):
             break
-        except KeyboardInterrupt:
-            if interrupted:
-                break
-            interrupted = True
-            front.renderer.notice(EXIT_HINT)
-            continue
-        interrupted = False
-        if not line.strip():
-            continue
-        front.submitted(line)
-        if is_slash(line):
-            result = run_slash(line, conversation, keys_help=front.keys_help)
-            if result.next is Next.EXIT:
-                break
-            if result.events is not None:
-                front.drive(result.events)
-            for text in result.lines:
-                (front.renderer.error if result.error else front.say)(text)
-            continue
-        events = front.prepared() or conversation.turn(line)
-        for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
-            front.renderer.notice(problem)
-        front.turn_ended(front.drive(events))
     front.say(exit_text(conversation.close()))
     return 0
+
+
+def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> bool:
+    """Run one submitted line (a slash command or a turn); False when it asks to exit."""
+    front.submitted(line)
+    if is_slash(line):
+        result = run_slash(line, conversation, keys_help=front.keys_help)
+        if result.next is Next.EXIT:
+            return False
+        if result.events is not None:
+            front.drive(result.events)
+        for text in result.lines:
+            (front.renderer.error if result.error else front.say)(text)
+        return True
+    events = front.prepared() or conversation.turn(line)
+    for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
+        front.renderer.notice(problem)
+    front.turn_ended(front.drive(events))
+    return True
+
+
+RESUME_EXCERPT_CHARS = 160
+
+
+def resume_lines(conversation: Conversation) -> list[str]:
+    """What a resumed session shows first: that it was resumed, and its last exchange."""
+    history = conversation.session.history
+    if not history:
+        return []
+    lines = [f"resumed session {conversation.session.id} ({len(history)} messages)"]
+    asked = next((m.text for m in reversed(history) if m.role == "user" and m.text), "")
+    answered = next((m.text for m in reversed(history) if m.role == "assistant" and m.text), "")
+    if asked:
+        lines.append(f"  you: {_excerpt(asked)}")
+    if answered:
+        lines.append(f"  qshell: {_excerpt(answered)}")
+    return lines
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= RESUME_EXCERPT_CHARS else flat[: RESUME_EXCERPT_CHARS - 1] + "…"
 
 
 class FollowupHooks:

@@ -33,7 +33,7 @@ from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupHooks, run_loop
+from qshell.ui.line_loop import FollowupHooks, resume_lines, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
@@ -215,15 +215,18 @@ class Repl(FollowupHooks):
         with quiet_input(self.fd):
             return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
 
-    def run(self) -> int:
+    def run(self, first: str = "") -> int:
+        """The loop; `first` is a prompt from the command line, run as the first turn."""
         c = self.conversation
         self.console.print(
             f"[bold]qshell[/bold] {__version__} · {c.model} · {c.approval_mode} mode · "
             "/help for commands, Ctrl-D to exit",
             highlight=False,
         )
+        for line in resume_lines(c):
+            self.say(line)
         try:
-            return run_loop(self, c)
+            return run_loop(self, c, first=first)
         finally:
             self.close_followup()
 

@@ -18,7 +18,7 @@ from qshell import __version__
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupHooks, run_loop
+from qshell.ui.line_loop import FollowupHooks, resume_lines, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
 
@@ -100,13 +100,16 @@ class SimpleFrontEnd(FollowupHooks):
                 return answer
             self.say("please answer y, a or n (optionally followed by a reason)")
 
-    def run(self) -> int:
+    def run(self, first: str = "") -> int:
+        """The loop; `first` is a prompt from the command line, run as the first turn."""
         c = self.conversation
         self.say(
             f"qshell {__version__} · model {c.model} · {c.approval_mode} mode · "
             "/help for commands, Ctrl-D to exit"
         )
+        for line in resume_lines(c):
+            self.say(line)
         try:
-            return run_loop(self, c)
+            return run_loop(self, c, first=first)
         finally:
             self.close_followup()

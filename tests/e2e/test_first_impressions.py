@@ -1,0 +1,60 @@
+"""What a new user meets first, driven as they would drive it (pexpect, subprocess): a
+question on the command line, a resumed session, the README's own commands."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.pty import spawn_qshell
+from tests.fakes.llm_server import Reply, always
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    return root
+
+
+def test_a_question_on_the_command_line_is_the_first_turn_of_the_repl(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("Rayleigh scattering makes it blue."))
+    child = spawn_qshell(llm_server, project, "why is the sky blue")
+    child.expect("for commands, Ctrl-D to exit")
+    child.expect("Rayleigh scattering")  # answered without anything typed
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert [r.last_user_text for r in llm_server.requests] == ["why is the sky blue"]
+
+
+def test_continue_says_it_resumed_and_shows_the_last_exchange(llm_server, project):
+    llm_server.add_rule(always(), Reply.text("The build uses make and a Python script."))
+    first = run_qshell(
+        "-p", "how is this built?", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    assert first.code == 0, first.stderr
+    child = spawn_qshell(llm_server, project, "--continue")
+    child.expect("for commands, Ctrl-D to exit")
+    child.expect(r"resumed session [0-9a-f-]+ \(2 messages\)")
+    child.expect("you: how is this built\\?")
+    child.expect("qshell: The build uses make and a Python script.")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+
+
+def test_the_readmes_test_command_installs_what_it_needs():
+    """After the README's set-up (`pip install -e '.[local]'`), its test command must work:
+    it installs the test extra itself before running pytest."""
+    section = README.read_text().split("## Run the tests", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    commands = block.group(1)
+    install = re.search(r"pip install -e '?\.\[[^\]]*test[^\]]*\]'?", commands)
+    assert install is not None and install.start() < commands.index("python -m pytest -q")
