@@ -24,8 +24,11 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
+from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
+from prompt_toolkit.styles import Style
 from rich.console import Console
 
 from qshell import __version__
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 
 PROMPT = "> "
 KEYS_HELP = (
-    "Keys: Alt-Enter (or Esc Enter) inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
+    "Keys: Alt-Enter inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
     "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits"
 )
 
@@ -77,10 +80,22 @@ class QshellCompleter(Completer):
                 yield Completion(candidate, -(len(word) - 1))
 
 
+ALT_ENTER = Keys.F24  # what the terminal's Alt-Enter (ESC CR in one write) is read as
+ESCAPE_TIMEOUT_S = 0.05  # a lone Esc is a key of its own after this long, not a prefix
+GHOST_STYLE = Style.from_dict({"auto-suggestion": "#808080 italic"})  # italic: NO_COLOR too
+
+
+def _recognise_alt_enter() -> None:
+    """Read ESC CR arriving together (Alt-Enter) as one key, so that a lone Esc can act at
+    once and never pairs up with an Enter typed later."""
+    for sequence in ("\x1b\r", "\x1b\n"):
+        ANSI_SEQUENCES[sequence] = ALT_ENTER
+
+
 def _key_bindings(repl: Repl) -> KeyBindings:
     bindings = KeyBindings()
 
-    @bindings.add("escape", "enter")
+    @bindings.add(ALT_ENTER)
     def _newline(event: Any) -> None:
         event.current_buffer.insert_text("\n")
 
@@ -96,7 +111,7 @@ def _key_bindings(repl: Repl) -> KeyBindings:
         method = {"c-i": "tab", "c-m": "enter"}.get(getattr(key, "value", key), "right")
         repl.fill_suggestion(event.current_buffer, method)
 
-    @bindings.add("escape", filter=ghost)
+    @bindings.add("escape", filter=ghost, eager=True)  # no wait for a longer key sequence
     def _dismiss(event: Any) -> None:
         repl.dismiss_suggestion(event.current_buffer)
 
@@ -126,6 +141,7 @@ class Repl(FollowupHooks):
         self.renderer = RichRenderer(console=console)
         self.console = console
         history = FileHistory(str(history_path)) if history_path else InMemoryHistory()
+        _recognise_alt_enter()
         self.session: PromptSession[str] = PromptSession(
             history=history,
             completer=QshellCompleter(conversation),
@@ -135,7 +151,9 @@ class Repl(FollowupHooks):
             bottom_toolbar=self._toolbar,
             rprompt=self._rprompt,
             tempfile_suffix=".md",
+            style=GHOST_STYLE,
         )
+        self.session.app.ttimeoutlen = ESCAPE_TIMEOUT_S
         self.questions: PromptSession[str] = PromptSession()
         self.typeahead = ""
         self.keys_help = KEYS_HELP

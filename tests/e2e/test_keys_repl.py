@@ -1,0 +1,74 @@
+"""Keys in the full REPL (pexpect): Esc acts at once and never pairs with a later Enter,
+Alt-Enter still inserts a newline, and the ghost text stays distinguishable under NO_COLOR."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.pty import spawn_qshell
+from tests.e2e.test_suggestions_repl import SUGGESTION, project, script_two_turns, start
+
+__all__ = ["project"]  # the fixture
+
+
+def ghost_shown(server, project, **kw):
+    script_two_turns(server)
+    child = start(server, project, **kw)
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.expect(SUGGESTION)
+    return child
+
+
+def test_esc_dismisses_at_once_and_a_later_enter_is_an_enter(llm_server, project):
+    child = ghost_shown(llm_server, project)
+    child.send("\x1b")
+    time.sleep(0.3)  # well inside the old 1.5 s in which Esc and Enter made a newline
+    child.submit("")  # an empty line: the prompt just comes back
+    child.wait_prompt()
+    child.submit("hello")
+    child.expect("fine")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    assert mains[-1].last_user_text == "hello"
+
+
+def test_alt_enter_inserts_a_newline(llm_server, project):
+    llm_server.add_rule(
+        lambda request: True,
+        __import__("tests.fakes.llm_server", fromlist=["Reply"]).Reply.text("got it"),
+    )
+    child = start(llm_server, project)
+    child.send("first")
+    child.send("\x1b\r")  # what a terminal sends for Alt-Enter, in one write
+    child.submit("second")
+    child.expect("got it")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert llm_server.requests[-1].last_user_text == "first\nsecond"
+
+
+def test_the_ghost_text_is_italic_also_under_no_color(llm_server, project):
+    script_two_turns(llm_server)
+    child = spawn_qshell(
+        llm_server,
+        project,
+        extra_env={"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "0", "NO_COLOR": "1"},
+    )
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.expect(SUGGESTION)
+    ghost = child.raw.rfind(SUGGESTION[:3])
+    styles = re.findall(r"\x1b\[([0-9;]*)m", child.raw[max(0, ghost - 80) : ghost])
+    assert any("3" in style.split(";") for style in styles), styles
+    child.send("\x04")
+    assert child.finish() == 0
