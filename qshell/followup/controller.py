@@ -186,7 +186,8 @@ class SuggestionController:
                         self._token = None
 
     def user_typed(self, buffer_text: str) -> None:
-        """The input buffer changed. Text hides the suggestion; emptying it brings it back."""
+        """The input buffer changed. Text that starts the suggestion keeps it (the front-end
+        shows the rest, as fish does); other text hides it; emptying the line brings it back."""
         fx = _Effects()
         with self._lock:
             was_empty, self._buffer_empty = self._buffer_empty, not buffer_text
@@ -195,7 +196,8 @@ class SuggestionController:
                     fx.cancels.append(self._token)
                     self._token = None
                     fx.records.append(self._suppressed("aborted"))
-                if self._state is not SuggestionState.HIDDEN:
+                typing_it = self._text is not None and self._text.startswith(buffer_text)
+                if self._state is not SuggestionState.HIDDEN and not typing_it:
                     self._cancel_timer(fx)
                     self._state = SuggestionState.HIDDEN
                     self._restorable = True

@@ -100,12 +100,13 @@ def _key_bindings(repl: Repl) -> KeyBindings:
         event.current_buffer.insert_text("\n")
 
     ghost = Condition(repl.ghost_visible)
+    ghost_alone = Condition(lambda: repl.ghost_visible() and not repl.session.default_buffer.text)
 
     @bindings.add("tab", filter=ghost)
     @bindings.add("right", filter=ghost)
     @bindings.add("c-e", filter=ghost)
     @bindings.add("c-f", filter=ghost)
-    @bindings.add("enter", filter=ghost)  # Enter fills, never submits unseen text
+    @bindings.add("enter", filter=ghost_alone)  # Enter fills, never submits unseen text
     def _fill(event: Any) -> None:
         key = event.key_sequence[0].key
         method = {"c-i": "tab", "c-m": "enter"}.get(getattr(key, "value", key), "right")
@@ -166,10 +167,14 @@ class Repl(FollowupHooks):
     def _buffer_changed(self, buffer: Buffer) -> None:
         if self.followup is not None:
             self.followup.user_typed(buffer.text)
+            self._apply_suggestion(self.followup.visible_text)  # the rest of what is typed
 
     def ghost_visible(self) -> bool:
+        """A suggestion is on screen after the cursor (on an empty line, or after its own
+        first characters typed)."""
         buffer = self.session.default_buffer
-        return bool(self.followup and buffer.text == "" and buffer.suggestion)
+        at_end = buffer.document.is_cursor_at_the_end
+        return bool(self.followup and buffer.suggestion and buffer.suggestion.text and at_end)
 
     def on_suggestion(self, text: str | None) -> None:
         """Called from a background thread: hop to the prompt's event loop to show it."""
@@ -180,7 +185,8 @@ class Repl(FollowupHooks):
 
     def _apply_suggestion(self, text: str | None) -> None:
         buffer = self.session.default_buffer
-        buffer.suggestion = Suggestion(text) if text and buffer.text == "" else None
+        rest = text[len(buffer.text) :] if text and text.startswith(buffer.text) else ""
+        buffer.suggestion = Suggestion(rest) if rest else None
         self.session.app.invalidate()
 
     def _seed_suggestion(self) -> None:
@@ -191,7 +197,7 @@ class Repl(FollowupHooks):
         text = self.followup.fill(method) if self.followup else None
         buffer.suggestion = None
         if text:
-            buffer.insert_text(text)
+            buffer.insert_text(text[len(buffer.text) :] if text.startswith(buffer.text) else text)
 
     def dismiss_suggestion(self, buffer: Buffer) -> None:
         if self.followup is not None:

@@ -72,3 +72,17 @@ def test_the_ghost_text_is_italic_also_under_no_color(llm_server, project):
     assert any("3" in style.split(";") for style in styles), styles
     child.send("\x04")
     assert child.finish() == 0
+
+
+def test_typing_the_start_of_the_suggestion_shows_the_rest_and_tab_fills_it(llm_server, project):
+    child = ghost_shown(llm_server, project)
+    child.send("run")  # the rest of the ghost stays on screen after what was typed
+    time.sleep(0.2)
+    child.send("\t")
+    child.submit("")
+    child.expect("all 12 tests pass")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    assert mains[-1].last_user_text == SUGGESTION

@@ -712,3 +712,14 @@ def test_a_dismissed_cancelled_or_replaced_suggestion_is_no_longer_current(
         end, h.controller.turn_finished
     )()
     assert not h.controller.is_current(cycle)
+
+
+def test_typing_the_start_of_the_suggestion_keeps_it_shown(h: Harness) -> None:
+    h.show()
+    for typed in ("r", "ru", "run th"):
+        h.controller.user_typed(typed)
+        assert h.controller.visible_text == "run the tests"
+    h.controller.user_typed("run x")  # no longer its start: hidden, back on an empty line
+    assert h.controller.visible_text is None
+    h.controller.user_typed("")
+    assert h.controller.visible_text == "run the tests"
