@@ -53,6 +53,10 @@ class Renderer(Protocol):
     def notice(self, text: str) -> None:
         """Show a dim informational line."""
 
+    def say(self, text: str) -> None:
+        """Show a line of the front-end's own (a slash command's output) as written: spaces
+        kept, wrapped at the screen's width rather than cut."""
+
     def error(self, text: str) -> None:
         """Show an error line, styled apart from everything else."""
 

@@ -101,6 +101,9 @@ class PlainRenderer:
     def notice(self, text: str) -> None:
         self._line(one_line(text))
 
+    def say(self, text: str) -> None:
+        self._line(clean(text))
+
     def error(self, text: str) -> None:
         self._line(f"error: {one_line(text)}")
 

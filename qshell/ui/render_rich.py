@@ -169,6 +169,9 @@ class RichRenderer:
     def notice(self, text: str) -> None:
         self._print(Text(one_line(text), style="dim"))
 
+    def say(self, text: str) -> None:
+        self._print(Text(clean(text)), wrap=True)
+
     def error(self, text: str) -> None:
         self._print(Text(f"error: {one_line(text)}", style="bold red"))
 

@@ -233,7 +233,7 @@ class Repl(FollowupHooks):
             return self.session.prompt(PROMPT, default=default, pre_run=self._seed_suggestion)
 
     def say(self, text: str) -> None:
-        self.renderer.notice(text)
+        self.renderer.say(text)
 
     def drive(self, events: Iterator[Event]) -> Event | None:
         with quiet_input(self.fd):

@@ -58,3 +58,18 @@ def test_the_readmes_test_command_installs_what_it_needs():
     commands = block.group(1)
     install = re.search(r"pip install -e '?\.\[[^\]]*test[^\]]*\]'?", commands)
     assert install is not None and install.start() < commands.index("python -m pytest -q")
+
+
+def test_help_in_the_repl_keeps_its_columns_and_wraps_instead_of_cutting(llm_server, project):
+    child = spawn_qshell(llm_server, project)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.child.setwinsize(40, 100)
+    child.submit("/help")
+    child.expect(r"/model \[--fast\] \[name\] {3,}show")  # the usage column stays padded
+    child.expect("Ctrl-C twice on an")
+    child.expect("empty line exits")  # the key line is wrapped at 100 columns, not cut
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "…" not in child.text.split("/help", 1)[1].split("resume it with")[0]
