@@ -74,6 +74,7 @@ class Checkpoints:
         self._lock = threading.Lock()
         self._open: dict[Path, _Saved] | None = None
         self._stack: list[dict[Path, _Saved]] = []
+        self.undone = 0  # turns undone so far
 
     def begin_turn(self) -> None:
         """Start recording a turn (an unfinished earlier turn is ended first)."""
@@ -134,6 +135,7 @@ class Checkpoints:
             if not self._stack:
                 return UndoReport()
             entry = self._stack.pop()
+            self.undone += 1
             report = UndoReport()
             for path in sorted(entry):
                 self._restore(path, entry[path], report)

@@ -95,6 +95,8 @@ def _undo(conversation: Conversation, rest: str) -> SlashResult:
     lines = [f"restored {name}" for name in report.restored]
     lines += [f"removed {name} (the turn had created it)" for name in report.deleted]
     lines += [f"left {name} alone: {why}" for name, why in report.skipped]
+    if not lines and conversation.checkpoints.undone:
+        lines = ["nothing more to undo: every turn that changed files is undone already"]
     return SlashResult(lines=lines or ["nothing to undo: no turn has changed files yet"])
 
 

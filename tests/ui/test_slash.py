@@ -247,3 +247,13 @@ def test_a_misspelt_command_gets_the_closest_suggestion(setup):
 def test_help_ends_with_the_front_ends_own_key_line(setup):
     text = shown(run_slash("/help", setup.conversation, keys_help="Keys: only here"))
     assert text.endswith("Keys: only here")
+
+
+def test_a_second_undo_says_everything_is_undone_already(setup):
+    (setup.root / "a.txt").write_text("old\n")
+    setup.script(write_call("a.txt", "new\n", "w1"), Message.assistant("done"))
+    consume(setup.conversation.turn("change it"))
+    assert shown(run_slash("/undo", setup.conversation)) == "restored a.txt"
+    assert shown(run_slash("/undo", setup.conversation)) == (
+        "nothing more to undo: every turn that changed files is undone already"
+    )
