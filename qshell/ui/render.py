@@ -130,14 +130,17 @@ class Outcome:
     diff_more: int = 0
 
 
-def outcome(event: ToolFinished) -> Outcome:
-    """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES."""
+def outcome(event: ToolFinished, *, diff_seen: bool = False) -> Outcome:
+    """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES,
+    unless the user saw it already in the permission question (`diff_seen`)."""
     result = event.result
     if result.error is not None:
         lines, more = excerpt(result.error.message, EXCERPT_LINES)
         return Outcome(False, lines, more)
     if is_diff(result.display):
         head = [] if is_diff(result.llm_content) else excerpt(result.llm_content, 1)[0]
+        if diff_seen:
+            return Outcome(True, head or ["applied the change shown above"], 0)
         diff, diff_more = excerpt(result.display, DIFF_LINES)
         return Outcome(True, head, 0, diff, diff_more)
     lines, more = excerpt(result.display or result.llm_content, EXCERPT_LINES)
@@ -204,7 +207,20 @@ class ToolCalls:
     def __init__(self, *, ellipsis: str) -> None:
         self._ellipsis = ellipsis
         self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
+        self._diff_asked: set[str] = set()  # calls whose diff a permission question showed
         self.header_shown: str | None = None  # call_id of the header just printed, if any
+
+    def asked(self, request: PermissionRequested, view: PermissionView) -> None:
+        """A permission question showed `view`: its diff, when shown whole, need not be
+        shown again under the finished call."""
+        if view.preview_is_diff and not view.more:
+            self._diff_asked.add(request.call_id)
+
+    def outcome(self, event: ToolFinished) -> Outcome:
+        """What to show under the finished call (without a diff the question showed)."""
+        seen = event.call_id in self._diff_asked
+        self._diff_asked.discard(event.call_id)
+        return outcome(event, diff_seen=seen)
 
     def start(self, event: ToolStarted, *, width: int) -> str:
         label = call_label(event.name, event.args, ellipsis=self._ellipsis, width=width)

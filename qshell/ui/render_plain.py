@@ -31,7 +31,6 @@ from qshell.ui.render import (
     clean,
     compaction_line,
     one_line,
-    outcome,
     permission_view,
     speculation_line,
     truncate,
@@ -90,6 +89,7 @@ class PlainRenderer:
 
     def permission(self, request: PermissionRequested) -> None:
         view = permission_view(request, ellipsis=ELLIPSIS, width=self.width)
+        self._tools.asked(request, view)
         self._line(f"? {view.label}")
         if view.reason:
             self._line(f"  reason: {view.reason}")
@@ -128,7 +128,7 @@ class PlainRenderer:
         needs_header, label = self._tools.finish(event)
         if needs_header:
             self._line(f"* {label}")
-        shown = outcome(event)
+        shown = self._tools.outcome(event)
         status = "ok" if shown.ok else "error"
         first, *rest = shown.lines or [""]
         self._line(f"  -> {status}: {first}" if first else f"  -> {status}")

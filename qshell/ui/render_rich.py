@@ -42,7 +42,6 @@ from qshell.ui.render import (
     clean,
     compaction_line,
     one_line,
-    outcome,
     permission_view,
     speculation_line,
     usage_line,
@@ -157,6 +156,7 @@ class RichRenderer:
     def permission(self, request: PermissionRequested) -> None:
         self._flush_text(len(self._pending))
         view = permission_view(request, width=self.console.width)
+        self._tools.asked(request, view)
         self._print(Text.assemble(("? ", "bold yellow"), (view.label, "bold")))
         if view.reason:
             self._print(Text(f"  {view.reason}", style="dim"))
@@ -195,7 +195,7 @@ class RichRenderer:
         needs_header, label = self._tools.finish(event)
         if needs_header:
             self._print(self._header(label))
-        shown = outcome(event)
+        shown = self._tools.outcome(event)
         status = Text("  ⎿ ")
         status.append("ok" if shown.ok else "error", style="green" if shown.ok else "bold red")
         first, *rest = shown.lines or [""]

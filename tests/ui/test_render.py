@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from qshell.agent.events import HistoryCompacted, ToolFinished
+import io
+
+from qshell.agent.events import HistoryCompacted, ToolFinished, ToolStarted
 from qshell.llm.messages import Usage
 from qshell.tools.base import ErrorType, ToolResult
 from qshell.ui.render import (
+    Renderer,
     call_label,
     clean,
     compaction_line,
@@ -13,7 +16,9 @@ from qshell.ui.render import (
     summarize_args,
     usage_line,
 )
-from tests.ui.turns import DIFF
+from qshell.ui.render_plain import PlainRenderer
+from qshell.ui.render_rich import RichRenderer
+from tests.ui.turns import DIFF, EDIT_ARGS, ask
 
 
 def test_the_summary_is_the_most_telling_argument() -> None:
@@ -58,3 +63,41 @@ def test_a_failed_outcome_shows_the_error_message_not_the_output() -> None:
     result = ToolResult.fail(ErrorType.NONZERO_EXIT, "exit status 2")
     shown = outcome(ToolFinished("c", "shell", result))
     assert not shown.ok and shown.lines == ["exit status 2"] and shown.diff == []
+
+
+def _asked_edit(renderer: Renderer, diff: str) -> None:
+    renderer.event(ask("edit", EDIT_ARGS, "edit changes files", preview=diff, call_id="e1"))
+    renderer.event(ToolStarted("e1", "edit", EDIT_ARGS))
+    result = ToolResult(llm_content="Edited m.py: replaced 1 occurrence.\n\n" + diff, display=diff)
+    renderer.event(ToolFinished("e1", "edit", result))
+    renderer.end_turn()
+
+
+def _renderers() -> list[tuple[Renderer, io.StringIO]]:
+    plain, rich = io.StringIO(), io.StringIO()
+    return [(PlainRenderer(plain), plain), (RichRenderer(file=rich, width=80, environ={}), rich)]
+
+
+def test_a_diff_the_permission_question_showed_is_not_shown_again_when_the_edit_lands() -> None:
+    for renderer, out in _renderers():
+        _asked_edit(renderer, DIFF)
+        text = out.getvalue()
+        assert text.count("+    return 2") == 1, text
+        assert "Edited m.py: replaced 1 occurrence." in text
+
+
+def test_a_diff_the_question_cut_short_is_shown_under_the_finished_edit() -> None:
+    long_diff = "--- a/m.py\n+++ b/m.py\n@@ -1,200 +1,200 @@\n" + "".join(
+        f"+line {n}\n" for n in range(200)
+    )
+    for renderer, out in _renderers():
+        _asked_edit(renderer, long_diff)
+        assert out.getvalue().count("+line 0") == 2, out.getvalue()
+
+
+def test_a_diff_is_shown_once_when_no_question_was_asked() -> None:
+    for renderer, out in _renderers():
+        renderer.event(ToolStarted("e2", "edit", EDIT_ARGS))
+        renderer.event(ToolFinished("e2", "edit", ToolResult(llm_content="Edited.", display=DIFF)))
+        renderer.end_turn()
+        assert out.getvalue().count("+    return 2") == 1

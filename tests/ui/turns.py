@@ -25,9 +25,11 @@ EDIT_ARGS = {"path": "m.py", "old_string": "return 1", "new_string": "return 2"}
 SHELL_ARGS = {"command": "pytest -q &&\n  echo done"}
 
 
-def ask(name: str, args: dict[str, object], reason: str, preview: str = "") -> PermissionRequested:
+def ask(
+    name: str, args: dict[str, object], reason: str, preview: str = "", *, call_id: str = ""
+) -> PermissionRequested:
     future: Future[PermissionReply] = Future()
-    return PermissionRequested("p-" + name, name, args, reason, future, preview=preview)
+    return PermissionRequested(call_id or "p-" + name, name, args, reason, future, preview=preview)
 
 
 TURN: list[Event] = [
