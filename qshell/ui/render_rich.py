@@ -1,11 +1,12 @@
 """The rich renderer: turn output for a real terminal, with Markdown, colours and a spinner.
 
-Model text is buffered and printed one finished Markdown block at a time (a block is done
-once the next one has begun, so a fenced code block or a list is never split); the rest
-is flushed when the round ends, a tool starts or the turn ends. Tool calls show as a
-compact group with coloured diffs for edits. Model and tool text is cleaned of control
-characters and never parsed as rich markup, so it cannot inject escape sequences or
-styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
+Model text is printed one finished Markdown block at a time (a block is done once the
+next one has begun, so a fenced code block or a list is never split); on a terminal the
+block still arriving is shown as it grows (live.py) and settled in place when it is
+done, when a tool starts or when the turn ends; elsewhere it waits until then. Tool calls
+show as a compact group with coloured diffs for edits. Model and tool text is cleaned of
+control characters and never parsed as rich markup, so it cannot inject escape sequences
+or styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
 It does not ask the permission question. Not thread-safe: the front-end's main thread
 owns it, and `waiting()` must be called from that thread too.
 """
@@ -13,7 +14,8 @@ owns it, and `waiting()` must be called from that thread too.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import TextIO
 
 from markdown_it import MarkdownIt
@@ -37,6 +39,7 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
+from qshell.ui.live import LiveBlock
 from qshell.ui.render import (
     ToolCalls,
     clean,
@@ -82,6 +85,10 @@ class _ModelMarkdown(Markdown):
                 yield segment
 
 
+def _model_markdown(markup: str) -> _ModelMarkdown:
+    return _ModelMarkdown(markup.strip("\n"))
+
+
 def finished_blocks(text: str) -> int:
     """Length of the start of `text` made of finished top-level Markdown blocks."""
     end = text.rfind("\n") + 1
@@ -104,6 +111,7 @@ class RichRenderer:
         width: int | None = None,
         environ: Mapping[str, str] | None = None,
         force_terminal: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if console is None:
             console = Console(
@@ -120,6 +128,9 @@ class RichRenderer:
         self._in_text = False  # the last thing printed was model text
         self._started = False  # anything printed this turn
         self._spinning = False
+        live = console.is_terminal and not console.is_dumb_terminal
+        self._live = LiveBlock(console, _model_markdown, clock=clock) if live else None
+        self._live_open = False  # the live block's lines (or their gap) are on screen
 
     def event(self, event: Event) -> None:
         if isinstance(event, _TEXT_ENDS):
@@ -130,6 +141,7 @@ class RichRenderer:
                 self._pending += clean(text)
                 if "\n" in text:
                     self._flush_text(finished_blocks(self._pending))
+                self._show_pending()
             case ToolStarted():
                 label = self._tools.start(event, width=self.console.width)
                 self._print(self._header(label))
@@ -178,6 +190,9 @@ class RichRenderer:
     def waiting(self, elapsed_s: float) -> None:
         if not self.console.is_terminal or self.console.is_dumb_terminal:
             return
+        if self._live is not None and self._live.due:
+            self._clear_spinner()
+            self._live.tick()
         frame = SPINNER_FRAMES[int(elapsed_s * SPINNER_FRAMES_PER_S) % len(SPINNER_FRAMES)]
         line = Text.assemble(
             (frame, "cyan"), f" {self._tools.waiting_label()} {elapsed_s:.1f}s", style="dim"
@@ -221,15 +236,33 @@ class RichRenderer:
         if not markup.strip():
             return  # blank lines between blocks: the gap below stands in for them
         self._clear_spinner()
-        if self._started:
-            self.console.line()
-        self.console.print(_ModelMarkdown(markup.strip("\n")))
+        if self._live is not None and self._live_open:
+            self._live.settle(markup.strip("\n"))
+            self._live_open = False
+        else:
+            if self._started:
+                self.console.line()
+            self.console.print(_model_markdown(markup))
         self._in_text = self._started = True
         self._tools.header_shown = None
 
+    def _show_pending(self) -> None:
+        """On a terminal, show the block still arriving (at most once per frame)."""
+        if self._live is None or not self._pending.strip():
+            return
+        if not self._live_open:
+            self._clear_spinner()
+            self._live.open(gap=self._started)
+            self._live_open = self._started = True
+            self._tools.header_shown = None
+        self._live.update(self._pending.strip("\n"))
+
     def _print(self, renderable: RenderableType, *, wrap: bool = False) -> None:
-        """One line of renderer output; pending model text stays pending (it may be mid-fence)."""
+        """One line of renderer output; pending model text stays pending (it may be mid-fence)
+        and leaves the screen until more of it arrives."""
         self._clear_spinner()
+        if self._live is not None and self._live_open:
+            self._live.hide()
         if self._in_text:
             self.console.line()
             self._in_text = False

@@ -11,6 +11,7 @@ import pytest
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, always
+from tests.fakes.script import Latency
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -31,6 +32,23 @@ def test_a_question_on_the_command_line_is_the_first_turn_of_the_repl(llm_server
     child.send("\x04")
     assert child.finish() == 0
     assert [r.last_user_text for r in llm_server.requests] == ["why is the sky blue"]
+
+
+def test_a_long_reply_is_on_screen_while_it_streams_in_the_full_repl(llm_server, project):
+    """One long paragraph (no block ends until the reply does) must not stay invisible."""
+    paragraph = " ".join(f"w{n}" for n in range(200))
+    pace = Latency(ttft_s=0.2, tokens_per_s=150)  # about 250 tokens: well over a second
+    llm_server.add_rule(always(), Reply.text(paragraph, latency=pace))
+    child = spawn_qshell(llm_server, project)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("explain at length")
+    child.expect(r"\bw30\b")
+    assert "w199" not in child.text  # the start is shown before the end has arrived
+    child.expect(r"\bw199\b")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
 
 
 def test_continue_says_it_resumed_and_shows_the_last_exchange(llm_server, project):
