@@ -205,7 +205,11 @@ class Repl(FollowupHooks):
         buffer.suggestion = None
 
     def _rprompt(self) -> str:
-        return "⇥ Tab fills · Esc dismisses" if self.ghost_visible() else ""
+        """The key hint while a ghost is shown; never on a line left behind (the final
+        render after Enter, Ctrl-C or Ctrl-D), where the keys no longer do anything."""
+        if self.session.app.is_done or not self.ghost_visible():
+            return ""
+        return "⇥ Tab fills · Esc dismisses"
 
     def _toolbar(self) -> HTML:
         c = self.conversation

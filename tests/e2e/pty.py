@@ -9,10 +9,12 @@ import time
 from pathlib import Path
 
 import pexpect
+import pyte
 
 from tests.fakes.llm_server import ScriptedLLMServer
 
 TIMEOUT_S = 20
+ROWS, COLUMNS = 40, 160
 
 
 def spawn_qshell(
@@ -47,7 +49,7 @@ def spawn_qshell(
         encoding="utf-8",
         codec_errors="replace",
         timeout=TIMEOUT_S,
-        dimensions=(40, 160),
+        dimensions=(ROWS, COLUMNS),
     )
     return Term(child)
 
@@ -103,6 +105,21 @@ class Term:
     @property
     def text(self) -> str:
         return screen_text(self.raw)
+
+    def screen(self) -> list[str]:
+        """The terminal's screen now, as an emulator (pyte) draws what was read so far;
+        lines right-trimmed, blank ones kept."""
+        screen = pyte.Screen(COLUMNS, ROWS)
+        pyte.Stream(screen).feed(self.raw)
+        return [line.rstrip() for line in screen.display]
+
+    def settle(self, quiet_s: float = 0.3) -> None:
+        """Read until the child has written nothing for `quiet_s`."""
+        while True:
+            try:
+                self.raw += self.child.read_nonblocking(size=65536, timeout=quiet_s)
+            except pexpect.TIMEOUT:
+                return
 
     def expect(self, *patterns: str, timeout_s: float = TIMEOUT_S) -> int:
         """Wait until one of `patterns` (regexes) appears after the last match; its index."""

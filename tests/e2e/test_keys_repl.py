@@ -86,3 +86,41 @@ def test_typing_the_start_of_the_suggestion_shows_the_rest_and_tab_fills_it(llm_
     assert child.finish() == 0
     mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
     assert mains[-1].last_user_text == SUGGESTION
+
+
+HINT = "Tab fills"
+
+
+def test_a_line_left_by_ctrl_c_keeps_no_stale_key_hint(llm_server, project):
+    child = ghost_shown(llm_server, project)
+    child.send("\x03")
+    child.expect(r"press Ctrl-C again")
+    child.wait_prompt()
+    child.settle()
+    lines = [line for line in child.screen() if line.strip()]
+    left = lines[: lines.index("(press Ctrl-C again or Ctrl-D to exit)")]
+    assert left[-1] == ">" and not any(HINT in line for line in left), lines
+    child.send("\x04")
+    assert child.finish() == 0
+
+
+def test_a_line_left_by_enter_keeps_no_stale_key_hint(llm_server, project):
+    child = ghost_shown(llm_server, project)
+    child.send("run")  # the ghost's rest and its hint stay while this is a prefix
+    child.settle()
+    assert any(HINT in line for line in child.screen())
+    child.submit("")  # Enter submits what is typed; the line it leaves has no hint
+    child.expect("fine|run")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert not any(HINT in line for line in child.screen()), child.screen()
+
+
+def test_a_line_left_by_ctrl_d_keeps_no_stale_key_hint(llm_server, project):
+    child = ghost_shown(llm_server, project)
+    child.settle()
+    assert any(HINT in line for line in child.screen())
+    child.send("\x04")
+    assert child.finish() == 0
+    assert not any(HINT in line for line in child.screen()), child.screen()
