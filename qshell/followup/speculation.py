@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qshell.agent.events import (
     Event,
@@ -348,7 +348,7 @@ def accept(
     accepted = SpeculationAccepted(
         saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
     )
-    events = _accepted_turn(injection, accepted, session, runner, cancel)
+    events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
     return Acceptance(Outcome.ACCEPTED, events, saved_s=saved)
 
 
@@ -358,13 +358,21 @@ def _accepted_turn(
     session: Session,
     runner: ToolRunner,
     cancel: CancelToken,
+    fork: Session,
 ) -> Iterator[Event]:
     """The replayed events, the accept notice, then the end of the turn: the speculation's
-    own when it completed, else the live continuation from its last complete round."""
+    own when it completed, else the live continuation from its last complete round, whose
+    usage and rounds then include the speculated ones (the turn is both)."""
     finished = [e for e in injection.replay if isinstance(e, TurnFinished)]
     yield from (e for e in injection.replay if not isinstance(e, TurnFinished))
     yield accepted
     if accepted.completed:
         yield from finished
         return
-    yield from run_turn(session, None, runner, cancel, pending=injection.pending)
+    speculated, speculated_rounds = fork.usage, fork.rounds
+    for event in run_turn(session, None, runner, cancel, pending=injection.pending):
+        if isinstance(event, TurnFinished | TurnFailed):
+            event = replace(
+                event, usage=speculated + event.usage, rounds=speculated_rounds + event.rounds
+            )
+        yield event

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -124,10 +125,29 @@ def test_accepting_a_speculation_stopped_at_a_boundary_continues_with_a_permissi
     child.submit("y")
     child.expect("greeting fixed")
     child.wait_prompt()
+    child.submit("/stats")
+    child.expect("speculations accepted: 1")
+    child.wait_prompt()
+    # the turns' token lines (the continued one counting its speculated round) add up to
+    # the session's totals, which the toolbar shows too
+    turns = [[_number(n) for n in line] for line in re.findall(TURN_TOKENS, child.text)]
+    totals = re.search(STATS_TOKENS, child.text, re.DOTALL)
+    assert totals is not None and len(turns) == 2
+    rounds, prompt, completion = (_number(n) for n in totals.groups())
+    assert [sum(column) for column in zip(*turns, strict=True)] == [prompt, completion, rounds]
+    assert turns[1][2] == 2  # the speculated edit round and the live answer
     child.send("\x04")
     assert child.finish() == 0
     assert (project / "hello.txt").read_text() == "howdy world\n"
     assert len(mains_for(llm_server, "fix the greeting")) == 1
+
+
+TURN_TOKENS = r"tokens: ([\d,]+) in \(cached [\d,]+\) · ([\d,]+) out · (\d+) rounds?"
+STATS_TOKENS = r"model rounds: (\d+)\s+prompt tokens: ([\d,]+).*?completion tokens: ([\d,]+)"
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
 
 
 def test_typing_something_else_aborts_the_speculation_and_removes_its_overlay(llm_server, project):

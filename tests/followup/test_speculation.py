@@ -95,6 +95,23 @@ def test_an_edit_in_default_mode_is_a_boundary_and_accept_continues_live(setup):
     assert check_history(setup.conversation.session.history) == []
 
 
+def test_a_continued_turn_counts_the_speculated_rounds_as_the_toolbar_does(setup):
+    """The turn's token line covers the speculated rounds it adopted as well as the live
+    ones, so it adds up to what the session totals (the toolbar) gained."""
+    session = setup.conversation.session
+    spec = speculate(setup, "change it", read_call("r1"), edit_call())
+    setup.script(Message.assistant("done live"))
+    before = session.usage
+    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    finished = events[-1]
+    assert isinstance(finished, TurnFinished)
+    assert finished.rounds == spec.fork.rounds + 1 == 3
+    gained = session.usage
+    assert finished.usage.prompt_tokens == gained.prompt_tokens - before.prompt_tokens == 30
+    assert finished.usage.completion_tokens == gained.completion_tokens - before.completion_tokens
+    assert finished.usage.cached_tokens == (gained.cached_tokens or 0) - (before.cached_tokens or 0)
+
+
 def test_a_file_changed_since_it_was_copied_is_a_conflict_and_the_prompt_runs_normally(setup):
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
