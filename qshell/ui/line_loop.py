@@ -86,6 +86,8 @@ def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> boo
         result = run_slash(line, conversation, keys_help=front.keys_help)
         if result.next is Next.EXIT:
             return False
+        if result.next is Next.EXPAND:
+            front.renderer.expand()
         if result.events is not None:
             front.drive(result.events)
         for text in result.lines:

@@ -30,6 +30,10 @@ from qshell.llm.messages import Usage
 SUMMARY_CHARS = 80
 MIN_SUMMARY_CHARS = 12
 EXCERPT_LINES = 3
+SCREENFUL_MIN = 10  # a shell result shows at least this many lines before it is cut
+# tools whose output the user reads: shown whole up to a screenful, also when they fail
+WHOLE_OUTPUT_TOOLS = frozenset({"shell"})
+EXPAND_HINT = "/expand shows them"
 DIFF_LINES = 40
 PREVIEW_LINES = 120
 SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
@@ -65,6 +69,9 @@ class Renderer(Protocol):
 
     def end_turn(self) -> None:
         """The turn is over: flush buffered text and clear any spinner."""
+
+    def expand(self) -> None:
+        """Show whole the output of the last tool call whose output was cut (`/expand`)."""
 
 
 def clean(text: str) -> str:
@@ -109,6 +116,20 @@ def is_diff(text: str) -> bool:
     return len(lines) > 1 and lines[0].startswith("--- ") and lines[1].startswith("+++ ")
 
 
+def screenful(screen_lines: int) -> int:
+    """How many lines of output fit on a screen of `screen_lines` with room around them."""
+    return max(SCREENFUL_MIN, screen_lines - 6)
+
+
+def full_output(event: ToolFinished) -> str:
+    """Everything a finished call returned, for `/expand`."""
+    result = event.result
+    text = result.display or result.llm_content
+    if result.error is not None and result.error.message not in text:
+        text = f"{result.error.message}\n{text}"
+    return text
+
+
 def excerpt(text: str, max_lines: int) -> tuple[list[str], int]:
     """Up to `max_lines` lines of `text` (cleaned, blank ends trimmed) and how many were cut."""
     lines = [line.rstrip() for line in clean(text).split("\n")]
@@ -129,11 +150,24 @@ class Outcome:
     diff: list[str] = field(default_factory=list)
     diff_more: int = 0
 
+    @property
+    def cut(self) -> bool:
+        return bool(self.more or self.diff_more)
 
-def outcome(event: ToolFinished, *, diff_seen: bool = False) -> Outcome:
+
+def outcome(event: ToolFinished, *, diff_seen: bool = False, screen_lines: int = 0) -> Outcome:
     """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES,
-    unless the user saw it already in the permission question (`diff_seen`)."""
+    unless the user saw it already in the permission question (`diff_seen`). The output
+    of a tool the user reads (WHOLE_OUTPUT_TOOLS) is kept up to a screenful
+    (`screen_lines`), after the error when it failed; other output is a short excerpt."""
     result = event.result
+    if event.name in WHOLE_OUTPUT_TOOLS:
+        text = result.display or result.llm_content
+        if result.error is None:
+            return Outcome(True, *excerpt(text, screenful(screen_lines)))
+        message = one_line(result.error.message)
+        lines, more = excerpt("" if text.strip() == message else text, screenful(screen_lines))
+        return Outcome(False, [message, *lines], more)
     if result.error is not None:
         lines, more = excerpt(result.error.message, EXCERPT_LINES)
         return Outcome(False, lines, more)
@@ -209,6 +243,7 @@ class ToolCalls:
         self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
         self._diff_asked: set[str] = set()  # calls whose diff a permission question showed
         self.header_shown: str | None = None  # call_id of the header just printed, if any
+        self.last_cut: tuple[str, str] | None = None  # (label, whole output) for /expand
 
     def asked(self, request: PermissionRequested, view: PermissionView) -> None:
         """A permission question showed `view`: its diff, when shown whole, need not be
@@ -216,11 +251,23 @@ class ToolCalls:
         if view.preview_is_diff and not view.more:
             self._diff_asked.add(request.call_id)
 
-    def outcome(self, event: ToolFinished) -> Outcome:
-        """What to show under the finished call (without a diff the question showed)."""
+    def outcome(self, event: ToolFinished, label: str, *, screen_lines: int) -> Outcome:
+        """What to show under the finished call `label` (without a diff the question
+        showed); remembers its whole output for `/expand` when part of it is left out."""
         seen = event.call_id in self._diff_asked
         self._diff_asked.discard(event.call_id)
-        return outcome(event, diff_seen=seen)
+        shown = outcome(event, diff_seen=seen, screen_lines=screen_lines)
+        if shown.cut:
+            self.last_cut = (label, full_output(event))
+        return shown
+
+    def expanded(self) -> tuple[str, list[str]] | None:
+        """The label and lines of the last output that was cut, if any."""
+        if self.last_cut is None:
+            return None
+        label, text = self.last_cut
+        lines, _ = excerpt(text, len(text) + 1)
+        return label, lines
 
     def start(self, event: ToolStarted, *, width: int) -> str:
         label = call_label(event.name, event.args, ellipsis=self._ellipsis, width=width)

@@ -27,6 +27,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.ui.render import (
+    EXPAND_HINT,
     ToolCalls,
     clean,
     compaction_line,
@@ -46,11 +47,12 @@ PREVIEW_INDENT = "    "
 class PlainRenderer:
     """Writes a turn as plain text lines to `file`; lines are cut at `width` characters."""
 
-    def __init__(self, file: TextIO, *, width: int = 100) -> None:
+    def __init__(self, file: TextIO, *, width: int = 100, height: int = 24) -> None:
         if width < 20:
             raise ValueError(f"width must be at least 20, not {width!r}")
         self.file = file
         self.width = width
+        self.height = height  # the screen's lines: a shell result is shown up to a screenful
         self._tools = ToolCalls(ellipsis=ELLIPSIS)
         self._tail = ""  # the last two characters written this turn
         self._in_text = False  # the last thing written was model text
@@ -128,18 +130,28 @@ class PlainRenderer:
         needs_header, label = self._tools.finish(event)
         if needs_header:
             self._line(f"* {label}")
-        shown = self._tools.outcome(event)
+        shown = self._tools.outcome(event, label, screen_lines=self.height)
         status = "ok" if shown.ok else "error"
         first, *rest = shown.lines or [""]
         self._line(f"  -> {status}: {first}" if first else f"  -> {status}")
         for line in rest:
             self._line(STATUS_INDENT + line)
         if shown.more:
-            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.more} more lines")
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.more} more lines - {EXPAND_HINT}")
         for line in shown.diff:
             self._line(STATUS_INDENT + line)
         if shown.diff_more:
-            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.diff_more} more lines")
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.diff_more} more lines - {EXPAND_HINT}")
+
+    def expand(self) -> None:
+        expanded = self._tools.expanded()
+        if expanded is None:
+            self.notice("no output was cut short")
+            return
+        label, lines = expanded
+        self._line(f"* {label}")
+        for line in lines:
+            self._line(STATUS_INDENT + line, cut=False)
 
     def _text(self, text: str) -> None:
         if not text:

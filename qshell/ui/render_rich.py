@@ -41,6 +41,7 @@ from qshell.agent.events import (
 )
 from qshell.ui.live import LiveBlock
 from qshell.ui.render import (
+    EXPAND_HINT,
     ToolCalls,
     clean,
     compaction_line,
@@ -210,7 +211,7 @@ class RichRenderer:
         needs_header, label = self._tools.finish(event)
         if needs_header:
             self._print(self._header(label))
-        shown = self._tools.outcome(event)
+        shown = self._tools.outcome(event, label, screen_lines=self.console.height)
         status = Text("  ⎿ ")
         status.append("ok" if shown.ok else "error", style="green" if shown.ok else "bold red")
         first, *rest = shown.lines or [""]
@@ -220,11 +221,22 @@ class RichRenderer:
         for line in rest:
             self._print(Text(INDENT + line))
         if shown.more:
-            self._print(Text(f"{INDENT}… {shown.more} more lines", style="dim"))
+            self._print(Text(f"{INDENT}… {shown.more} more lines · {EXPAND_HINT}", style="dim"))
         for line in shown.diff:
             self._print(Text(INDENT + line, style=_diff_style(line)))
         if shown.diff_more:
-            self._print(Text(f"{INDENT}… {shown.diff_more} more lines", style="dim"))
+            hint = f"{INDENT}… {shown.diff_more} more lines · {EXPAND_HINT}"
+            self._print(Text(hint, style="dim"))
+
+    def expand(self) -> None:
+        expanded = self._tools.expanded()
+        if expanded is None:
+            self.notice("no output was cut short")
+            return
+        label, lines = expanded
+        self._print(self._header(label))
+        for line in lines:
+            self._print(Text(INDENT + line, style=_diff_style(line)), wrap=True)
 
     @staticmethod
     def _header(label: str) -> Text:

@@ -10,6 +10,7 @@ the suggestion hint, which a background thread prints while the prompt waits.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
@@ -47,7 +48,7 @@ class SimpleFrontEnd(FollowupHooks):
         self.conversation = conversation
         self.stdin = stdin
         self.stdout = stdout
-        self.renderer = PlainRenderer(stdout)
+        self.renderer = PlainRenderer(stdout, height=shutil.get_terminal_size().lines)
         self.keys_help = KEYS_HELP
         self._write_lock = threading.Lock()
         self.followup = followup(self._show_suggestion) if followup else None

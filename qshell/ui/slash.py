@@ -2,7 +2,8 @@
 
 `run_slash(line, conversation)` parses one `/command args` line and performs it through
 the Conversation's verbs, returning what the front-end should show or do next: lines of
-text, an event stream to drive like a turn (`/compact`), or exit. Unknown commands get a
+text, an event stream to drive like a turn (`/compact`), the last cut output shown whole
+(`/expand`, by the front-end's renderer), or exit. Unknown commands get a
 clear message and never reach the model. `COMMANDS` feeds help and Tab completion. Runs
 in the front-end's main thread.
 """
@@ -23,6 +24,7 @@ from qshell.errors import InputError
 class Next(enum.Enum):
     SHOW = "show"  # print `lines`
     DRIVE = "drive"  # drive `events` like a turn, then print `lines`
+    EXPAND = "expand"  # the renderer shows the last output it cut short
     EXIT = "exit"
 
 
@@ -100,6 +102,12 @@ def _undo(conversation: Conversation, rest: str) -> SlashResult:
     return SlashResult(lines=lines or ["nothing to undo: no turn has changed files yet"])
 
 
+def _expand(conversation: Conversation, rest: str) -> SlashResult:
+    if rest.strip():
+        return _error("usage: /expand")
+    return SlashResult(next=Next.EXPAND)
+
+
 def _stats(conversation: Conversation, rest: str) -> SlashResult:
     session = conversation.session
     usage = session.usage
@@ -169,6 +177,7 @@ COMMANDS: dict[str, Command] = {
         Command("/clear", "/clear", "start a new session with an empty history", _clear),
         Command("/compact", "/compact [focus]", "replace the history by a summary", _compact),
         Command("/undo", "/undo", "restore the files the last turn changed", _undo),
+        Command("/expand", "/expand", "show whole the last tool output cut short", _expand),
         Command("/stats", "/stats", "tokens, cached tokens and rounds of this session", _stats),
         Command(
             "/resume", "/resume [id]", "list this directory's sessions, or switch to one", _resume

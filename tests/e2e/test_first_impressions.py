@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import spawn_qshell
-from tests.fakes.llm_server import Reply, always
+from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 from tests.fakes.script import Latency
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -49,6 +49,38 @@ def test_a_long_reply_is_on_screen_while_it_streams_in_the_full_repl(llm_server,
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
+
+
+def test_a_shell_result_is_shown_whole_up_to_a_screenful_and_expand_shows_the_rest(
+    llm_server, project
+):
+    llm_server.add_rule(has_tool_result("[exit code: 0]"), Reply.text("there it is"))
+    llm_server.add_rule(
+        lambda request: "long" in request.last_user_text,
+        Reply.tool_calls([ToolCallSpec("shell", {"command": "seq 1000 1200"})]),
+    )
+    llm_server.add_rule(always(), Reply.tool_calls([ToolCallSpec("shell", {"command": "seq 12"})]))
+    child = spawn_qshell(llm_server, project)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("show me the numbers")
+    child.expect("there it is")
+    child.wait_prompt()
+    shown = child.text[child.text.index("seq 12") :]
+    assert re.findall(r"^ +(?:⎿ ok: )?(\d+)$", shown, re.MULTILINE) == [
+        str(n) for n in range(1, 13)
+    ]
+    assert "more lines" not in shown
+    child.submit("now the long list")
+    child.expect(r"… \d+ more lines · /expand shows them")
+    child.wait_prompt()
+    assert not re.search(r"^ +1200$", child.text, re.MULTILINE)
+    child.submit("/expand")
+    child.expect(r"\n +1200\s")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert len(llm_server.requests) == 4  # /expand never reaches the model
 
 
 def test_continue_says_it_resumed_and_shows_the_last_exchange(llm_server, project):

@@ -60,9 +60,38 @@ def test_an_edit_outcome_keeps_the_summary_line_and_the_diff() -> None:
 
 
 def test_a_failed_outcome_shows_the_error_message_not_the_output() -> None:
-    result = ToolResult.fail(ErrorType.NONZERO_EXIT, "exit status 2")
-    shown = outcome(ToolFinished("c", "shell", result))
-    assert not shown.ok and shown.lines == ["exit status 2"] and shown.diff == []
+    result = ToolResult.fail(ErrorType.NOT_FOUND, "src does not exist")
+    shown = outcome(ToolFinished("c", "grep", result))
+    assert not shown.ok and shown.lines == ["src does not exist"] and shown.diff == []
+
+
+def test_a_shell_result_is_shown_whole_up_to_a_screenful_also_when_it_failed() -> None:
+    output = "".join(f"line {n}\n" for n in range(30)) + "[exit code: 1]"
+    result = ToolResult(llm_content=output, display=output)
+    ok = outcome(ToolFinished("c", "shell", result), screen_lines=40)
+    assert ok.ok and ok.lines == output.split("\n") and ok.more == 0
+    failed = ToolResult.fail(ErrorType.NONZERO_EXIT, "command exited with code 1")
+    failed = ToolResult(llm_content=output, display=output, error=failed.error)
+    shown = outcome(ToolFinished("c", "shell", failed), screen_lines=20)
+    assert not shown.ok and shown.lines[0] == "command exited with code 1"
+    assert shown.lines[1:] == [f"line {n}" for n in range(14)] and shown.more == 17
+    bare = ToolResult.fail(ErrorType.NONZERO_EXIT, "exit status 2")
+    assert outcome(ToolFinished("c", "shell", bare)).lines == ["exit status 2"]
+
+
+def test_expand_shows_the_last_cut_output_whole_in_both_renderers() -> None:
+    output = "\n".join(f"row {n}" for n in range(100))
+    for renderer, out in _renderers():
+        renderer.expand()
+        assert "no output was cut short" in out.getvalue()
+        renderer.event(ToolStarted("s", "shell", {"command": "seq 100"}))
+        renderer.event(ToolFinished("s", "shell", ToolResult(llm_content=output, display=output)))
+        renderer.end_turn()
+        assert "row 17" in out.getvalue() and "row 99" not in out.getvalue()
+        assert "/expand shows them" in out.getvalue()
+        renderer.expand()
+        text = out.getvalue()
+        assert [text.count(f"row {n}\n") for n in (17, 99)] == [2, 1], text
 
 
 def _asked_edit(renderer: Renderer, diff: str) -> None:

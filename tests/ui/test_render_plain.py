@@ -28,7 +28,7 @@ Let me look at the file.
   -> ok: a
      b
      c
-     ... 2 more lines
+     ... 2 more lines - /expand shows them
 ? edit(m.py)
   reason: edit changes files
     --- a/m.py
@@ -150,7 +150,7 @@ def test_plain_renderer_caps_diffs_and_cuts_long_lines_at_the_width() -> None:
     assert lines[1] == "  -> ok: Updated b.txt."
     assert lines[2:5] == ["     --- a/b.txt", "     +++ b/b.txt", "     @@ -1,50 +1,50 @@"]
     assert lines[41] == "     +line 36"
-    assert lines[42] == "     ... 13 more lines"
+    assert lines[42] == "     ... 13 more lines - /expand shows them"
     assert lines[43] == "* shell(echo " + "x" * 63 + "...)"
     assert lines[44] == "  -> ok: " + "y" * 68 + "..."
     assert all(len(line) <= 80 for line in lines)

@@ -74,7 +74,7 @@ def test_rich_renderer_shows_the_turn_as_compact_tool_groups_and_a_usage_line() 
         "  ⎿ ok: a",
         "    b",
         "    c",
-        "    … 2 more lines",
+        "    … 2 more lines · /expand shows them",
         "? edit(m.py)",
         "  edit changes files",
         "    --- a/m.py",
