@@ -67,6 +67,16 @@ def live_renderer(rows: int) -> tuple[RichRenderer, Terminal, Clock]:
     return RichRenderer(console, clock=clock), term, clock
 
 
+def live(rows: int, events: list[Event]) -> list[str]:
+    """What the renderer leaves on a terminal of `rows` lines, one frame per event."""
+    renderer, term, clock = live_renderer(rows=rows)
+    for event in events:
+        clock.now += FRAME_S
+        renderer.event(event)
+    renderer.end_turn()
+    return term.read()
+
+
 def block_at_a_time(events: list[Event]) -> list[str]:
     """What the renderer leaves when it cannot draw live (a file, not a terminal)."""
     term = Terminal(1000)
@@ -122,32 +132,19 @@ def test_a_renderer_waiting_draws_the_text_held_back_for_the_frame() -> None:
 
 def test_settled_output_is_what_block_at_a_time_printing_shows() -> None:
     events: list[Event] = [*words(DOC), ToolStarted("c", "ls", {}), *words("done now")]
-    renderer, term, clock = live_renderer(rows=200)
-    for event in events:
-        clock.now += FRAME_S
-        renderer.event(event)
-    renderer.end_turn()
-    assert term.read() == block_at_a_time(events)
+    assert live(200, events) == block_at_a_time(events)
 
 
 def test_a_reply_taller_than_the_screen_scrolls_without_repeating_a_line() -> None:
     events: list[Event] = [*words(PARAGRAPH), TextDelta("\n\n"), *words("after it")]
-    renderer, term, clock = live_renderer(rows=10)
-    for event in events:
-        clock.now += FRAME_S
-        renderer.event(event)
-    renderer.end_turn()
-    assert term.read() == block_at_a_time(events)
+    assert live(10, events) == block_at_a_time(events)
 
 
 def test_a_notice_in_mid_block_goes_above_the_block_not_into_it() -> None:
     events: list[Event] = [*words("one two three"), Notice("a notice"), *words("four five")]
-    renderer, term, clock = live_renderer(rows=24)
-    for event in events:
-        clock.now += FRAME_S
-        renderer.event(event)
-    renderer.end_turn()
-    assert term.read() == block_at_a_time(events) == ["a notice", "", "one two three four five"]
+    assert (
+        live(24, events) == block_at_a_time(events) == ["a notice", "", "one two three four five"]
+    )
 
 
 @settings(max_examples=60, deadline=None)
