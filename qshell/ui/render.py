@@ -34,6 +34,7 @@ SCREENFUL_MIN = 10  # a shell result shows at least this many lines before it is
 # tools whose output the user reads: shown whole up to a screenful, also when they fail
 WHOLE_OUTPUT_TOOLS = frozenset({"shell"})
 EXPAND_HINT = "/expand shows them"
+NOTHING_CUT = "no output was cut short"
 DIFF_LINES = 40
 PREVIEW_LINES = 120
 SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
@@ -121,15 +122,6 @@ def screenful(screen_lines: int) -> int:
     return max(SCREENFUL_MIN, screen_lines - 6)
 
 
-def full_output(event: ToolFinished) -> str:
-    """Everything a finished call returned, for `/expand`."""
-    result = event.result
-    text = result.display or result.llm_content
-    if result.error is not None and result.error.message not in text:
-        text = f"{result.error.message}\n{text}"
-    return text
-
-
 def excerpt(text: str, max_lines: int) -> tuple[list[str], int]:
     """Up to `max_lines` lines of `text` (cleaned, blank ends trimmed) and how many were cut."""
     lines = [line.rstrip() for line in clean(text).split("\n")]
@@ -155,30 +147,34 @@ class Outcome:
         return bool(self.more or self.diff_more)
 
 
-def outcome(event: ToolFinished, *, diff_seen: bool = False, screen_lines: int = 0) -> Outcome:
+def outcome(
+    event: ToolFinished, *, diff_seen: bool = False, screen_lines: int = 0, whole: bool = False
+) -> Outcome:
     """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES,
     unless the user saw it already in the permission question (`diff_seen`). The output
     of a tool the user reads (WHOLE_OUTPUT_TOOLS) is kept up to a screenful
-    (`screen_lines`), after the error when it failed; other output is a short excerpt."""
+    (`screen_lines`), after the error when it failed; other output is a short excerpt.
+    `whole` (for `/expand`) keeps everything."""
     result = event.result
-    if event.name in WHOLE_OUTPUT_TOOLS:
+
+    def cut(text: str, max_lines: int) -> tuple[list[str], int]:
+        return excerpt(text, len(text) + 1 if whole else max_lines)
+
+    if event.name in WHOLE_OUTPUT_TOOLS or (whole and result.error is not None):
         text = result.display or result.llm_content
         if result.error is None:
-            return Outcome(True, *excerpt(text, screenful(screen_lines)))
+            return Outcome(True, *cut(text, screenful(screen_lines)))
         message = one_line(result.error.message)
-        lines, more = excerpt("" if text.strip() == message else text, screenful(screen_lines))
+        lines, more = cut("" if text.strip() == message else text, screenful(screen_lines))
         return Outcome(False, [message, *lines], more)
     if result.error is not None:
-        lines, more = excerpt(result.error.message, EXCERPT_LINES)
-        return Outcome(False, lines, more)
+        return Outcome(False, *cut(result.error.message, EXCERPT_LINES))
     if is_diff(result.display):
         head = [] if is_diff(result.llm_content) else excerpt(result.llm_content, 1)[0]
         if diff_seen:
             return Outcome(True, head or ["applied the change shown above"], 0)
-        diff, diff_more = excerpt(result.display, DIFF_LINES)
-        return Outcome(True, head, 0, diff, diff_more)
-    lines, more = excerpt(result.display or result.llm_content, EXCERPT_LINES)
-    return Outcome(True, lines, more)
+        return Outcome(True, head, 0, *cut(result.display, DIFF_LINES))
+    return Outcome(True, *cut(result.display or result.llm_content, EXCERPT_LINES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +239,7 @@ class ToolCalls:
         self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
         self._diff_asked: set[str] = set()  # calls whose diff a permission question showed
         self.header_shown: str | None = None  # call_id of the header just printed, if any
-        self.last_cut: tuple[str, str] | None = None  # (label, whole output) for /expand
+        self.last_cut: tuple[str, ToolFinished] | None = None  # (label, call) for /expand
 
     def asked(self, request: PermissionRequested, view: PermissionView) -> None:
         """A permission question showed `view`: its diff, when shown whole, need not be
@@ -251,23 +247,28 @@ class ToolCalls:
         if view.preview_is_diff and not view.more:
             self._diff_asked.add(request.call_id)
 
-    def outcome(self, event: ToolFinished, label: str, *, screen_lines: int) -> Outcome:
+    def finished(self, event: ToolFinished, *, screen_lines: int) -> tuple[str | None, Outcome]:
+        """The header to print again (None when it is the last line printed) and what to
+        show under a finished call; forgets the call."""
+        needs_header, label = self.finish(event)
+        return (label if needs_header else None), self.outcome(event, label, screen_lines)
+
+    def outcome(self, event: ToolFinished, label: str, screen_lines: int) -> Outcome:
         """What to show under the finished call `label` (without a diff the question
         showed); remembers its whole output for `/expand` when part of it is left out."""
         seen = event.call_id in self._diff_asked
         self._diff_asked.discard(event.call_id)
         shown = outcome(event, diff_seen=seen, screen_lines=screen_lines)
         if shown.cut:
-            self.last_cut = (label, full_output(event))
+            self.last_cut = (label, event)
         return shown
 
-    def expanded(self) -> tuple[str, list[str]] | None:
-        """The label and lines of the last output that was cut, if any."""
+    def expanded(self) -> tuple[str, Outcome] | None:
+        """The label and whole outcome of the last call whose output was cut, if any."""
         if self.last_cut is None:
             return None
-        label, text = self.last_cut
-        lines, _ = excerpt(text, len(text) + 1)
-        return label, lines
+        label, event = self.last_cut
+        return label, outcome(event, whole=True)
 
     def start(self, event: ToolStarted, *, width: int) -> str:
         label = call_label(event.name, event.args, ellipsis=self._ellipsis, width=width)

@@ -28,6 +28,8 @@ from qshell.agent.events import (
 )
 from qshell.ui.render import (
     EXPAND_HINT,
+    NOTHING_CUT,
+    Outcome,
     ToolCalls,
     clean,
     compaction_line,
@@ -127,31 +129,31 @@ class PlainRenderer:
         self._last_wait_s = 0.0
 
     def _finished(self, event: ToolFinished) -> None:
-        needs_header, label = self._tools.finish(event)
-        if needs_header:
-            self._line(f"* {label}")
-        shown = self._tools.outcome(event, label, screen_lines=self.height)
-        status = "ok" if shown.ok else "error"
-        first, *rest = shown.lines or [""]
-        self._line(f"  -> {status}: {first}" if first else f"  -> {status}")
-        for line in rest:
-            self._line(STATUS_INDENT + line)
-        if shown.more:
-            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.more} more lines - {EXPAND_HINT}")
-        for line in shown.diff:
-            self._line(STATUS_INDENT + line)
-        if shown.diff_more:
-            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.diff_more} more lines - {EXPAND_HINT}")
+        self._show(*self._tools.finished(event, screen_lines=self.height))
 
     def expand(self) -> None:
         expanded = self._tools.expanded()
         if expanded is None:
-            self.notice("no output was cut short")
-            return
-        label, lines = expanded
-        self._line(f"* {label}")
-        for line in lines:
-            self._line(STATUS_INDENT + line, cut=False)
+            self.notice(NOTHING_CUT)
+        else:
+            self._show(*expanded, cut=False)
+
+    def _show(self, header: str | None, shown: Outcome, *, cut: bool = True) -> None:
+        """A call's outcome, under its header unless that is the last line printed; lines
+        are cut at the width if `cut`."""
+        if header is not None:
+            self._line(f"* {header}")
+        status = "ok" if shown.ok else "error"
+        first, *rest = shown.lines or [""]
+        self._line(f"  -> {status}: {first}" if first else f"  -> {status}", cut=cut)
+        for line in rest:
+            self._line(STATUS_INDENT + line, cut=cut)
+        if shown.more:
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.more} more lines - {EXPAND_HINT}")
+        for line in shown.diff:
+            self._line(STATUS_INDENT + line, cut=cut)
+        if shown.diff_more:
+            self._line(f"{STATUS_INDENT}{ELLIPSIS} {shown.diff_more} more lines - {EXPAND_HINT}")
 
     def _text(self, text: str) -> None:
         if not text:

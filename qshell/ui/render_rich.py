@@ -42,6 +42,8 @@ from qshell.agent.events import (
 from qshell.ui.live import LiveBlock
 from qshell.ui.render import (
     EXPAND_HINT,
+    NOTHING_CUT,
+    Outcome,
     ToolCalls,
     clean,
     compaction_line,
@@ -208,35 +210,34 @@ class RichRenderer:
         self._in_text = self._started = False
 
     def _finished(self, event: ToolFinished) -> None:
-        needs_header, label = self._tools.finish(event)
-        if needs_header:
-            self._print(self._header(label))
-        shown = self._tools.outcome(event, label, screen_lines=self.console.height)
+        self._show(*self._tools.finished(event, screen_lines=self.console.height))
+
+    def expand(self) -> None:
+        expanded = self._tools.expanded()
+        if expanded is None:
+            self.notice(NOTHING_CUT)
+        else:
+            self._show(*expanded, wrap=True)
+
+    def _show(self, header: str | None, shown: Outcome, *, wrap: bool = False) -> None:
+        """A call's outcome, under its header unless that is the last line printed."""
+        if header is not None:
+            self._print(self._header(header))
         status = Text("  ⎿ ")
         status.append("ok" if shown.ok else "error", style="green" if shown.ok else "bold red")
         first, *rest = shown.lines or [""]
         if first:
             status.append(f": {first}")
-        self._print(status)
+        self._print(status, wrap=wrap)
         for line in rest:
-            self._print(Text(INDENT + line))
+            self._print(Text(INDENT + line), wrap=wrap)
         if shown.more:
             self._print(Text(f"{INDENT}… {shown.more} more lines · {EXPAND_HINT}", style="dim"))
         for line in shown.diff:
-            self._print(Text(INDENT + line, style=_diff_style(line)))
+            self._print(Text(INDENT + line, style=_diff_style(line)), wrap=wrap)
         if shown.diff_more:
             hint = f"{INDENT}… {shown.diff_more} more lines · {EXPAND_HINT}"
             self._print(Text(hint, style="dim"))
-
-    def expand(self) -> None:
-        expanded = self._tools.expanded()
-        if expanded is None:
-            self.notice("no output was cut short")
-            return
-        label, lines = expanded
-        self._print(self._header(label))
-        for line in lines:
-            self._print(Text(INDENT + line, style=_diff_style(line)), wrap=True)
 
     @staticmethod
     def _header(label: str) -> Text:
