@@ -26,6 +26,8 @@ class ProjectStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_creation_tokens: int = 0
+    reasoning_tokens: int = 0
     rounds_with_cache_info: int = 0
 
 
@@ -45,6 +47,8 @@ def collect_stats(directory: Path) -> ProjectStats:
             if usage.get("cached_tokens") is not None:
                 stats.rounds_with_cache_info += 1
                 stats.cached_tokens += int(usage["cached_tokens"])
+            stats.cache_creation_tokens += int(usage.get("cache_creation_tokens") or 0)
+            stats.reasoning_tokens += int(usage.get("reasoning_tokens") or 0)
     return stats
 
 
@@ -94,8 +98,10 @@ def run_subcommand(
             f"sessions in {root}: {stats.sessions}\n"
             f"model rounds: {stats.rounds}\n"
             f"prompt tokens: {stats.prompt_tokens} (cached: {stats.cached_tokens}, {share}; "
+            f"written to the cache: {stats.cache_creation_tokens}; "
             f"{stats.rounds - stats.rounds_with_cache_info} rounds did not report caching)\n"
-            f"completion tokens: {stats.completion_tokens}\n"
+            f"completion tokens: {stats.completion_tokens} "
+            f"(reasoning: {stats.reasoning_tokens})\n"
         )
         stdout.write(suggestion_summary(outcomes) + "\n")
         return 0

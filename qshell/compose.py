@@ -258,7 +258,12 @@ def open_interactive(
     from qshell.followup.followup import Followup
     from qshell.telemetry import Telemetry
 
-    conversation = Conversation(open_session, request, fast_model=settings.fast_model)
+    conversation = Conversation(
+        open_session,
+        request,
+        fast_model=settings.fast_model,
+        show_reasoning=settings.show_reasoning,
+    )
     _sweep_stale_overlays(conversation.session.project_root)
     state = Dirs.from_environ(environ).state
     telemetry = Telemetry.for_state_dir(state)

@@ -128,6 +128,7 @@ class Settings(_Section):
     shell_timeout_s: float = Field(120.0, gt=0)
     context_window: int = Field(128_000, ge=1000)  # tokens the model accepts in one request
     compact_threshold: float = Field(0.85, gt=0, lt=1)  # fraction of it that triggers compaction
+    show_reasoning: bool = True  # the model's reasoning, folded to a line /expand unfolds
     secret_patterns: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)

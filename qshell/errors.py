@@ -34,6 +34,7 @@ class ExitCode(IntEnum):
     INPUT = 42
     CONFIG = 52
     MAX_TURNS = 53
+    INCOMPLETE = 54  # the answer did not finish: output limit, refusal, content filter
     CANCELLED = 130
 
 

@@ -50,8 +50,10 @@ class Conversation:
         request: SessionRequest,
         *,
         fast_model: str = "",
+        show_reasoning: bool = True,
     ) -> None:
         self._open = open_session
+        self.show_reasoning = show_reasoning  # a front-end setting the renderers read
         self.session = open_session(request)
         self.checkpoints = Checkpoints(self.session.project_root)
         self.runner = self._new_runner(self.session.approval_mode)

@@ -25,7 +25,7 @@ from qshell.errors import (
     RateLimited,
     StreamBroken,
 )
-from qshell.llm.messages import Usage
+from qshell.llm.messages import FINISHED_STOPS, StopReason, Usage
 from qshell.tools.base import ToolResult
 
 
@@ -75,6 +75,13 @@ _KINDS: tuple[tuple[type[BaseException], FailureKind], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A fragment of the model's reasoning, shown apart from the answer (dimmed, foldable)."""
+
     text: str
 
 
@@ -149,9 +156,18 @@ class RoundFinished:
 
 @dataclass(frozen=True, slots=True)
 class TurnFinished:
+    """The model stopped. `stop_reason` says whether its answer finished (`end_turn`) or
+    not (`max_tokens`, `refusal`, `content_filter`, …); `note` then says so in one line."""
+
     text: str
     usage: Usage
     rounds: int
+    stop_reason: StopReason = "end_turn"
+    note: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason in FINISHED_STOPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +180,7 @@ class TurnFailed:
 
 Event = (
     TextDelta
+    | ReasoningDelta
     | ToolStarted
     | ToolFinished
     | PermissionRequested

@@ -3,8 +3,11 @@
 `run_turn(session, prompt, runner, cancel)` yields typed events. Each round streams one
 model response; its tool calls run as a batch (consecutive calls of concurrency-safe
 kinds in parallel, the rest in order, results always in call order) and the results go
-back in the next round. It ends when the model answers without tools (`TurnFinished`),
-when `maxTurns` rounds have run, on a provider error, or on cancel (`TurnFailed`). Near the
+back in the next round. It ends when the model answers without tools, or stops without
+finishing its answer — cut off at the output limit, refused, filtered — in which case no
+call of that round runs and each is answered "not run" (`TurnFinished`, with the stop
+reason and a one-line note), when `maxTurns` rounds have run, on a provider error, or on
+cancel (`TurnFailed`). Near the
 context window the history is compacted first (`HistoryCompacted`), and a first round
 rejected as too long is retried once after compacting (agent/compaction.py). Normal
 turns, `--print` and speculation all use it and differ only in the ToolRunner and the
@@ -30,6 +33,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    ReasoningDelta,
     RoundFinished,
     TextDelta,
     ToolFinished,
@@ -41,9 +45,16 @@ from qshell.agent.policy import ToolRunner, Verdict
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, ControlSignal, QshellError
-from qshell.llm.base import StreamDone, StreamText
+from qshell.llm.base import StreamDone, StreamReasoning, StreamText
 from qshell.llm.fork import CacheSafeParams
-from qshell.llm.messages import ChatRequest, Message, ToolCall, ToolResultBlock, Usage
+from qshell.llm.messages import (
+    FINISHED_STOPS,
+    ChatRequest,
+    Message,
+    ToolCall,
+    ToolResultBlock,
+    Usage,
+)
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
 
 log = logging.getLogger(__name__)
@@ -159,6 +170,8 @@ class _Turn:
             session.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
         yield RoundFinished(round=self.rounds, usage=done.usage)
         calls = done.message.tool_calls
+        if done.stop_reason not in FINISHED_STOPS:
+            return self.unfinished(done)
         if not calls:
             return TurnFinished(text=done.message.text, usage=self.usage(), rounds=self.rounds)
         results = yield from _run_batch(session, calls, self.runner, cancel)
@@ -176,6 +189,27 @@ class _Turn:
             return self.error(again)
         yield compacted
         return None
+
+    def unfinished(self, done: StreamDone) -> TurnFinished:
+        """The round stopped before its answer was complete: none of its calls runs (each
+        is answered "not run", so the history stays valid), and the turn ends saying why."""
+        note = unfinished_note(done, self.session.max_tokens)
+        calls = done.message.tool_calls
+        if calls:
+            why = f"not run: {note}"
+            self.session.answer_all(
+                [ToolResultBlock(tool_call_id=c.id, content=why, is_error=True) for c in calls]
+            )
+            names = ", ".join(dict.fromkeys(c.name for c in calls))
+            note += f" ({names} did not run)"
+        self.session.note("turn_unfinished", stop_reason=done.stop_reason, message=note)
+        return TurnFinished(
+            text=done.message.text,
+            usage=self.usage(),
+            rounds=self.rounds,
+            stop_reason=done.stop_reason,
+            note=note,
+        )
 
     def usage(self) -> Usage:
         """This turn's share of the session's usage totals."""
@@ -200,9 +234,32 @@ def _stream(
     for chunk in session.provider.stream(request, cancel):
         if isinstance(chunk, StreamText):
             yield TextDelta(chunk.text)
+        elif isinstance(chunk, StreamReasoning):
+            yield ReasoningDelta(chunk.text)
         else:
             done = chunk
     return done
+
+
+def unfinished_note(done: StreamDone, max_tokens: int) -> str:
+    """One line saying why an answer did not finish, and what to do about it."""
+    match done.stop_reason:
+        case "max_tokens" if done.native_stop == "model_context_window_exceeded":
+            return "the answer was cut off: the conversation filled the model's context window"
+        case "max_tokens":
+            return (
+                f"the answer was cut off at the output limit ({max_tokens:,} tokens a round); "
+                "raise maxTokens (QSHELL_MAX_TOKENS), or ask it to go on"
+            )
+        case "refusal":
+            return "the model declined to answer (stop reason: refusal)"
+        case "content_filter":
+            return "the provider's content filter stopped the answer"
+        case "pause_turn":
+            return "the provider paused the answer (a long-running server tool); ask it to go on"
+        case _:
+            said = f" ({done.native_stop})" if done.native_stop else ""
+            return f"the server ended the answer before it was complete{said}"
 
 
 def _since(now: Usage, start: Usage) -> Usage:
@@ -218,6 +275,7 @@ def _since(now: Usage, start: Usage) -> Usage:
         completion_tokens=now.completion_tokens - start.completion_tokens,
         cached_tokens=sub(now.cached_tokens, start.cached_tokens),
         cache_creation_tokens=sub(now.cache_creation_tokens, start.cache_creation_tokens),
+        reasoning_tokens=sub(now.reasoning_tokens, start.reasoning_tokens),
         known=now.known,
     )
 

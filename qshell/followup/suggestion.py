@@ -26,7 +26,7 @@ from qshell.followup.guards import (
     count_assistant_turns,
     guard_reason,
 )
-from qshell.llm.base import Provider, StreamDone, StreamEvent
+from qshell.llm.base import Provider, StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Usage
 
@@ -230,6 +230,8 @@ def _read(events: Iterator[StreamEvent]) -> tuple[StreamDone | None, bool]:
             if isinstance(event, StreamDone):
                 done = event
                 continue
+            if not isinstance(event, StreamText):
+                continue  # reasoning is not part of the suggestion
             parts.append(event.text)
             length += len(event.text)
             if length > MAX_REPLY_CHARS and _visible_length("".join(parts)) > MAX_REPLY_CHARS:

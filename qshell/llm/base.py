@@ -1,8 +1,9 @@
 """The `Provider` protocol and the events a provider stream yields.
 
 A provider turns one `ChatRequest` into an iterator of `StreamEvent`s: `StreamText`
-deltas as tokens arrive, then exactly one `StreamDone` carrying the complete assistant
-message, its usage and stop reason. Failures are raised as `ProviderError` subclasses
+deltas of the answer and `StreamReasoning` deltas of the model's reasoning as tokens
+arrive, then exactly one `StreamDone` carrying the complete assistant message, its usage
+and stop reason. Failures are raised as `ProviderError` subclasses
 (see `qshell.errors`) and cancellation as `Cancelled`. Providers are thread-safe for
 concurrent `stream()` calls; each call owns its HTTP response.
 """
@@ -25,15 +26,23 @@ class StreamText:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamReasoning:
+    """A fragment of the model's reasoning (shown apart from the answer), in arrival order."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class StreamDone:
     """The end of a round: the whole assistant message (text and tool calls) and usage."""
 
     message: Message
     usage: Usage
     stop_reason: StopReason
+    native_stop: str | None = None  # the server's own word for it ("length", "max_tokens")
 
 
-StreamEvent = StreamText | StreamDone
+StreamEvent = StreamText | StreamReasoning | StreamDone
 
 
 class Provider(Protocol):

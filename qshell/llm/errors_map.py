@@ -137,13 +137,25 @@ def error_for_status(
     return _build(status, code, message, endpoint, model, retry_after_s)
 
 
-def error_from_payload(payload: Any, endpoint: Endpoint, model: str) -> ProviderError:
-    """Translate an error object sent inside a stream (`{"error": {...}}`)."""
+# In-stream errors worth another attempt: the server is busy, not failing at this request.
+TRANSIENT_STATUSES = frozenset({429, 503, 529})
+
+
+def error_from_payload(
+    payload: Any, endpoint: Endpoint, model: str, *, in_stream: bool = False
+) -> ProviderError:
+    """Translate an error object sent as an answer's body or inside a stream
+    (`{"error": {...}}`, or llama.cpp's flat `{"code", "message", "type"}`). An error the
+    server streamed (`in_stream`) was its answer to this very request: it is retried only
+    when it says the server is busy or rate-limited."""
     error = payload.get("error", payload) if isinstance(payload, dict) else payload
     code = _error_code(error)
     status = _status_of(error, code)
     message = _clip(redact(" ".join(_message_of(payload).split()), endpoint.secrets))
-    return _build(status, code, message, endpoint, model, None)
+    built = _build(status, code, message, endpoint, model, None)
+    if in_stream and status not in TRANSIENT_STATUSES:
+        built.retryable = False
+    return built
 
 
 def connect_error(endpoint: Endpoint, detail: str, *, timed_out: bool) -> ProviderUnavailable:

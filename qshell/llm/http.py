@@ -34,7 +34,7 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, TimeoutSettings
 from qshell.errors import Cancelled, ProviderError, ProviderUnavailable, StreamBroken
-from qshell.llm.base import StreamEvent, StreamText
+from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
 from qshell.llm.errors_map import (
     Endpoint,
     connect_error,
@@ -128,7 +128,10 @@ ParseFn = Callable[[Iterator[ServerSentEvent], StreamProgress], Iterator[StreamE
 
 
 class _FeedingStream(httpx.SyncByteStream):
-    """Wraps a response body so that every chunk re-arms the watchdog."""
+    """Wraps a response body so that every chunk re-arms the watchdog, and a body that ends
+    cleanly ends its last event: a server that closes right after the last `data:` line,
+    without the blank line that dispatches it, still delivers that event (an extra blank
+    line dispatches nothing; a line cut mid-way then fails as the malformed JSON it is)."""
 
     def __init__(self, inner: Any, on_chunk: Callable[[], None]) -> None:
         self._inner = inner
@@ -138,6 +141,7 @@ class _FeedingStream(httpx.SyncByteStream):
         for chunk in self._inner:
             self._on_chunk()
             yield chunk
+        yield b"\n\n"
 
     def close(self) -> None:
         self._inner.close()
@@ -312,7 +316,7 @@ class HttpStreamer:
         for event in parse(events, state.progress):
             if state.cancel.cancelled:
                 raise Cancelled("cancelled")
-            if isinstance(event, StreamText):
+            if isinstance(event, StreamText | StreamReasoning):
                 state.progress.mark_content()
             watchdog.suspend()
             yield event

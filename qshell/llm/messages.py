@@ -3,7 +3,11 @@
 These are validated pydantic values with no I/O. Each wire format (OpenAI, Anthropic)
 converts to and from them inside its own provider module. A tool result travels in a
 `user` message as a `ToolResultBlock`, the Anthropic shape; the OpenAI provider splits
-such blocks into `tool` role messages. Immutable in practice: code builds new messages
+such blocks into `tool` role messages. A model's reasoning is kept as a `ReasoningBlock`
+that remembers the wire field it came in and, for Anthropic, its signature, so each
+provider can send it back exactly as its API requires; a tool call cut off by the output
+limit is kept with `complete=False` and its arguments as far as they came, and is never
+run. Immutable in practice: code builds new messages
 rather than mutating old ones, so a speculation can share history safely.
 """
 
@@ -24,13 +28,30 @@ class TextBlock(_Value):
     text: str
 
 
+class ReasoningBlock(_Value):
+    """What a model thought before answering, as its API sent it.
+
+    `source` is the wire field it came in: `reasoning_content` (DeepSeek, Qwen, Grok,
+    Moonshot), `reasoning` (vLLM, Ollama, Groq, OpenRouter), `thinking` (Anthropic, and
+    Mistral's content parts). Anthropic signs its thinking (`signature`) and may send it
+    encrypted (`redacted`: the opaque data, with empty `text`); both go back unchanged."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str = ""
+    source: str = "thinking"
+    signature: str | None = None
+    redacted: str | None = None
+
+
 class ToolCall(_Value):
-    """A model's request to run one tool. `arguments` is the raw JSON text the model sent."""
+    """A model's request to run one tool. `arguments` is the raw JSON text the model sent;
+    `complete` is False when the output limit cut it off before its arguments were whole."""
 
     type: Literal["tool_call"] = "tool_call"
     id: str
     name: str
     arguments: str = "{}"
+    complete: bool = True
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError when they are not a JSON object."""
@@ -49,7 +70,9 @@ class ToolResultBlock(_Value):
     is_error: bool = False
 
 
-ContentBlock = Annotated[TextBlock | ToolCall | ToolResultBlock, Field(discriminator="type")]
+ContentBlock = Annotated[
+    TextBlock | ReasoningBlock | ToolCall | ToolResultBlock, Field(discriminator="type")
+]
 
 
 class Message(_Value):
@@ -61,8 +84,15 @@ class Message(_Value):
         return cls(role="user", content=[TextBlock(text=text)])
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: list[ToolCall] | None = None) -> Message:
-        blocks: list[TextBlock | ToolCall | ToolResultBlock] = []
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: list[ToolCall] | None = None,
+        *,
+        reasoning: list[ReasoningBlock] | None = None,
+    ) -> Message:
+        blocks: list[TextBlock | ReasoningBlock | ToolCall | ToolResultBlock] = []
+        blocks.extend(reasoning or [])
         if text:
             blocks.append(TextBlock(text=text))
         blocks.extend(tool_calls or [])
@@ -71,6 +101,15 @@ class Message(_Value):
     @property
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def reasoning(self) -> str:
+        """The text of its reasoning blocks (empty when it has none, or only redacted ones)."""
+        return "".join(b.text for b in self.content if isinstance(b, ReasoningBlock))
+
+    @property
+    def reasoning_blocks(self) -> list[ReasoningBlock]:
+        return [b for b in self.content if isinstance(b, ReasoningBlock)]
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -88,8 +127,9 @@ class Usage(_Value):
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int | None = None
-    cache_creation_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens read from the provider's cache
+    cache_creation_tokens: int | None = None  # prompt tokens written to it
+    reasoning_tokens: int | None = None  # of completion_tokens, those spent reasoning
     known: bool = True
 
     def __add__(self, other: Usage) -> Usage:
@@ -103,6 +143,7 @@ class Usage(_Value):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cached_tokens=add(self.cached_tokens, other.cached_tokens),
             cache_creation_tokens=add(self.cache_creation_tokens, other.cache_creation_tokens),
+            reasoning_tokens=add(self.reasoning_tokens, other.reasoning_tokens),
             known=self.known and other.known,
         )
 
@@ -127,4 +168,46 @@ class ChatRequest(_Value):
     tool_choice: str | None = None  # a tool the model must call this round; None = its choice
 
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "other"]
+StopReason = Literal[
+    "end_turn", "tool_use", "max_tokens", "refusal", "content_filter", "pause_turn", "other"
+]
+"""Why a round ended. Only `end_turn` and `tool_use` are a finished answer: `max_tokens`
+(the output limit, or the context window, cut it), `refusal` (the model declined),
+`content_filter` (the provider withheld it) and `pause_turn` (a server tool paused it) end
+the turn unfinished, and no tool call of such a round runs."""
+FINISHED_STOPS: frozenset[StopReason] = frozenset({"end_turn", "tool_use"})
+
+
+def current_turn_start(messages: list[Message]) -> int:
+    """The index of the current turn's prompt: the last user message that answers no
+    call (-1 when there is none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not message.tool_results:
+            return index
+    return -1
+
+
+def without_cut_calls(messages: list[Message]) -> list[Message]:
+    """The history as a provider may send it: a call the output limit cut off, whose
+    arguments never became whole, is no call the API would accept, so it is left out with
+    its result (both stay in the history and its transcript as they were); a message left
+    with nothing is left out too."""
+    cut = {c.id for m in messages for c in m.tool_calls if not c.complete}
+    if not cut:
+        return messages
+    out: list[Message] = []
+    for message in messages:
+        kept = [
+            b
+            for b in message.content
+            if not (isinstance(b, ToolCall) and b.id in cut)
+            and not (isinstance(b, ToolResultBlock) and b.tool_call_id in cut)
+        ]
+        if kept:
+            out.append(
+                message
+                if len(kept) == len(message.content)
+                else Message(role=message.role, content=kept)
+            )
+    return out

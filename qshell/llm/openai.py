@@ -1,9 +1,10 @@
 """OpenAIProvider: the Chat Completions wire format (OpenAI and compatible local servers).
 
 It converts a `ChatRequest` into a `/chat/completions` body (tool results become `tool`
-role messages) and parses the streamed chunks back: text deltas, tool-call deltas
-accumulated by index across parallel calls (tolerating servers that repeat ids and names,
-omit the index, or still send the legacy `function_call`), finish reason and usage.
+role messages; the current turn's `reasoning_content` goes back on its assistant messages,
+which DeepSeek's thinking mode requires in a tool round; a call cut off by the output limit
+is left out with its result) and streams the chunks through `ChunkState`
+(llm/openai_chunks.py) as text, reasoning and one `StreamDone`.
 Transport, retries, timeouts, cancellation and error translation are not its business:
 they live in `http.py`. The API key goes only into the Authorization header and never
 into a message, log line or repr. Thread-safe: concurrent `stream` calls share one
@@ -12,15 +13,12 @@ into a message, log line or repr. Thread-safe: concurrent `stream` calls share o
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from httpx_sse import ServerSentEvent
 
-from qshell.errors import StreamBroken
-from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
 from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
     StreamCut,
@@ -29,21 +27,15 @@ from qshell.llm.http import (
 from qshell.llm.messages import (
     ChatRequest,
     Message,
-    StopReason,
     TextBlock,
-    ToolCall,
     ToolResultBlock,
-    Usage,
+    current_turn_start,
+    without_cut_calls,
 )
+from qshell.llm.openai_chunks import ChunkState
 from qshell.llm.sse_provider import SSEProvider
 
 DONE_SENTINEL = "[DONE]"
-_FINISH_TO_STOP: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-}
 
 
 class OpenAIProvider(SSEProvider):
@@ -65,7 +57,7 @@ class OpenAIProvider(SSEProvider):
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str
     ) -> Iterator[StreamEvent]:
-        state = _ChunkState()
+        state = ChunkState()
         done = False
         for event in events:
             data = event.data.strip()
@@ -76,10 +68,12 @@ class OpenAIProvider(SSEProvider):
                 break
             chunk = self._decode(data, "a chunk")
             if chunk.get("error"):
-                raise error_from_payload(chunk, self._endpoint, model)
-            text = state.feed(chunk)
+                raise error_from_payload(chunk, self._endpoint, model, in_stream=True)
+            text, reasoning = state.feed(chunk)
             if state.content_seen:
                 progress.mark_content()
+            if reasoning:
+                yield StreamReasoning(reasoning)
             if text:
                 yield StreamText(text)
         if not done and state.finish_reason is None:
@@ -119,9 +113,11 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
-    for message in request.messages:
+    messages = without_cut_calls(request.messages)
+    turn_start = current_turn_start(messages)
+    for index, message in enumerate(messages):
         if message.role == "assistant":
-            out.append(_assistant(message))
+            out.append(_assistant(message, with_reasoning=index > turn_start))
             continue
         for block in message.content:
             if isinstance(block, ToolResultBlock):
@@ -134,9 +130,15 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant(message: Message) -> dict[str, Any]:
+def _assistant(message: Message, *, with_reasoning: bool) -> dict[str, Any]:
+    """An assistant message; `with_reasoning` sends back its `reasoning_content` (only the
+    current turn's: a DeepSeek tool round needs it, and older turns' would be rejected by
+    deepseek-reasoner or ignored)."""
     calls = message.tool_calls
     entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    reasoning = "".join(b.text for b in message.reasoning_blocks if b.source == "reasoning_content")
+    if with_reasoning and reasoning:
+        entry["reasoning_content"] = reasoning
     if calls:
         entry["tool_calls"] = [
             {
@@ -149,133 +151,3 @@ def _assistant(message: Message) -> dict[str, Any]:
     elif entry["content"] is None:
         entry["content"] = ""
     return entry
-
-
-class _CallSlot:
-    """One tool call being assembled from deltas."""
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments: list[str] = []
-
-
-class _ChunkState:
-    """The assistant message being assembled from one stream's chunks."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.slots: list[_CallSlot] = []
-        self._by_index: dict[int, _CallSlot] = {}
-        self._by_id: dict[str, _CallSlot] = {}
-        self._legacy: _CallSlot | None = None
-        self.finish_reason: str | None = None
-        self.usage: dict[str, Any] | None = None
-        self.content_seen = False
-
-    def feed(self, chunk: dict[str, Any]) -> str:
-        """Absorb one chunk; return its text delta."""
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        text: list[str] = []
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
-                continue
-            # A server that answered with one whole completion sends `message`, not `delta`.
-            delta = choice.get("delta") or choice.get("message") or {}
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                text.append(content)
-                self.content_seen = True
-            calls = delta.get("tool_calls") or []
-            for call in calls:
-                if isinstance(call, dict):
-                    self._feed_call(call)
-            # Some servers mirror tool_calls in the legacy field; it counts only on its own.
-            legacy = delta.get("function_call")
-            if isinstance(legacy, dict) and not calls and self._legacy_allowed():
-                self._feed_legacy(legacy)
-            if choice.get("finish_reason"):
-                self.finish_reason = str(choice["finish_reason"])
-        joined = "".join(text)
-        self.text.append(joined)
-        return joined
-
-    def _feed_call(self, call: dict[str, Any]) -> None:
-        self.content_seen = True
-        index = call.get("index")
-        call_id = call.get("id") if isinstance(call.get("id"), str) else ""
-        slot = self._by_id.get(call_id) if call_id else None
-        if slot is None and isinstance(index, int):
-            current = self._by_index.get(index)
-            # Same index but a new id: a server that numbers every call 0.
-            if current is not None and not (call_id and current.id and current.id != call_id):
-                slot = current
-        if slot is None and index is None and not call_id and self.slots:
-            slot = self.slots[-1]
-        if slot is None:
-            slot = _CallSlot()
-            self.slots.append(slot)
-        if isinstance(index, int):
-            self._by_index[index] = slot
-        if call_id and not slot.id:
-            slot.id = call_id
-            self._by_id[call_id] = slot
-        function = call.get("function") or {}
-        self._absorb(slot, function)
-
-    def _legacy_allowed(self) -> bool:
-        return self._legacy is not None or not self.slots
-
-    def _feed_legacy(self, function: dict[str, Any]) -> None:
-        self.content_seen = True
-        if self._legacy is None:
-            self._legacy = _CallSlot()
-            self.slots.append(self._legacy)
-        self._absorb(self._legacy, function)
-
-    @staticmethod
-    def _absorb(slot: _CallSlot, function: dict[str, Any]) -> None:
-        name = function.get("name")
-        if isinstance(name, str) and name and not slot.name:
-            slot.name = name  # a repeated name is the same name, never a suffix
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            slot.arguments.append(arguments)
-        elif isinstance(arguments, dict):  # a few servers send the object itself
-            slot.arguments = [json.dumps(arguments)]
-
-    def finish(self, base_url: str) -> StreamDone:
-        calls: list[ToolCall] = []
-        for slot in self.slots:
-            if not slot.name:
-                raise StreamBroken(f"malformed stream from {base_url}: a tool call has no name")
-            arguments = "".join(slot.arguments).strip() or "{}"
-            call_id = slot.id or f"call_{uuid.uuid4().hex[:24]}"
-            calls.append(ToolCall(id=call_id, name=slot.name, arguments=arguments))
-        stop: StopReason = (
-            "tool_use" if calls else _FINISH_TO_STOP.get(self.finish_reason or "stop", "other")
-        )
-        if stop == "tool_use" and not calls:
-            stop = "end_turn"
-        return StreamDone(
-            message=Message.assistant("".join(self.text), calls),
-            usage=_usage(self.usage),
-            stop_reason=stop,
-        )
-
-
-def _usage(raw: dict[str, Any] | None) -> Usage:
-    if not raw:
-        return Usage(known=False)
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(
-        prompt_tokens=_int(raw.get("prompt_tokens")),
-        completion_tokens=_int(raw.get("completion_tokens")),
-        cached_tokens=cached if isinstance(cached, int) else None,
-    )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0

@@ -1,9 +1,12 @@
 """The `--print` front-end: run one turn and write it as text, JSON or stream-JSON.
 
 `text` writes only the final answer; `json` writes one object when the turn ends;
-`stream-json` writes one JSON object per line for each event, each with a `type` and a
-`timestamp`, ending with `result`. Errors go to stderr as one line; stdout stays
-parseable in every format. Print mode never asks a question: its ToolRunner is
+`stream-json` writes one JSON object per line for each event (the model's reasoning as
+`reasoning` events apart from the answer's `message` events), each with a `type` and a
+`timestamp`, ending with `result`. The result carries the `stop_reason`; an answer that did
+not finish (cut off at the output limit, refused, filtered) is `"subtype": "incomplete"`,
+says why on stderr in one line and exits with ExitCode.INCOMPLETE. Errors go to stderr as
+one line; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
 non-interactive, so it never sees a PermissionRequested. Runs in the caller's thread.
 """
 
@@ -21,6 +24,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    ReasoningDelta,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -28,7 +32,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.errors import ExitCode
-from qshell.llm.messages import Usage
+from qshell.llm.messages import FINISHED_STOPS, Usage
 
 
 class OutputFormat(enum.StrEnum):
@@ -42,6 +46,8 @@ def usage_json(usage: Usage) -> dict[str, Any]:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cache_creation_tokens": usage.cache_creation_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
         "known": usage.known,
     }
 
@@ -82,6 +88,8 @@ class Printer:
                     self._emit(
                         {"type": "message", "role": "assistant", "delta": True, "content": text}
                     )
+                case ReasoningDelta(text=text) if self.fmt is OutputFormat.STREAM_JSON:
+                    self._emit({"type": "reasoning", "delta": True, "content": text})
                 case ToolStarted(call_id=call_id, name=name, args=args) if (
                     self.fmt is OutputFormat.STREAM_JSON
                 ):
@@ -116,13 +124,24 @@ class Printer:
         return self._fail(TurnFailed(FailureKind.ERROR, "the turn ended without a result"))
 
     def _result(
-        self, *, text: str, usage: Usage, rounds: int, error: TurnFailed | None
+        self,
+        *,
+        text: str,
+        usage: Usage,
+        rounds: int,
+        error: TurnFailed | None,
+        stop_reason: str | None = None,
     ) -> dict[str, Any]:
+        if error is not None:
+            subtype = f"error_{error.kind}"
+        else:
+            subtype = "success" if stop_reason in FINISHED_STOPS else "incomplete"
         record: dict[str, Any] = {
             "type": "result",
-            "subtype": "success" if error is None else f"error_{error.kind}",
+            "subtype": subtype,
             "result": text,
-            "is_error": error is not None,
+            "is_error": subtype != "success",
+            "stop_reason": stop_reason,
             "session_id": self.session_id,
             "num_rounds": rounds,
             "duration_ms": int((self.clock() - self._started) * 1000),
@@ -133,7 +152,15 @@ class Printer:
         return record
 
     def _finish(self, event: TurnFinished) -> ExitCode:
-        record = self._result(text=event.text, usage=event.usage, rounds=event.rounds, error=None)
+        record = self._result(
+            text=event.text,
+            usage=event.usage,
+            rounds=event.rounds,
+            error=None,
+            stop_reason=event.stop_reason,
+        )
+        if event.note:
+            record["note"] = event.note
         if self.fmt is OutputFormat.TEXT:
             text = event.text
             self.stdout.write(text if text.endswith("\n") or not text else text + "\n")
@@ -141,8 +168,12 @@ class Printer:
         elif self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
-            self._emit({**record, "status": "success"})
-        return ExitCode.OK
+            self._emit({**record, "status": "success" if event.finished else "incomplete"})
+        if event.finished:
+            return ExitCode.OK
+        self.stderr.write(f"qshell: {event.note}\n")
+        self.stderr.flush()
+        return ExitCode.INCOMPLETE
 
     def _fail(self, event: TurnFailed) -> ExitCode:
         self.stderr.write(f"qshell: {event.message}\n")

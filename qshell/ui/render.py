@@ -5,7 +5,8 @@ render_plain.py writes plain lines with no escape codes (TERM=dumb, Emacs, pipes
 render_rich.py styles them with rich. This module owns *what* is shown: the one-argument
 summary of a tool call, the excerpt of its result, the diff cap, the usage line, and
 `clean()`, which strips control characters from model and tool text so a model can never
-inject terminal escape sequences. *How* it looks stays in each renderer. It never reads
+inject terminal escape sequences, and the model's reasoning folded to one dim line
+(`Reasoning`) that `/expand` unfolds. *How* it looks stays in each renderer. It never reads
 input or asks a question. Renderers are not thread-safe: each is used from one thread,
 the front-end's main thread; workers hand events over to it.
 """
@@ -34,6 +35,7 @@ SCREENFUL_MIN = 10  # a shell result shows at least this many lines before it is
 # tools whose output the user reads: shown whole up to a screenful, also when they fail
 WHOLE_OUTPUT_TOOLS = frozenset({"shell"})
 EXPAND_HINT = "/expand shows them"
+REASONING_MARK = "∴"
 NOTHING_CUT = "no output was cut short"
 DIFF_LINES = 40
 PREVIEW_LINES = 120
@@ -227,6 +229,46 @@ def compaction_line(event: HistoryCompacted, *, arrow: str) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """Reasoning shown folded to one line; `/expand` shows it whole."""
+
+    text: str
+
+    def lines(self) -> list[str]:
+        return excerpt(self.text, len(self.text) + 1)[0]
+
+    def line(self, *, width: int, ellipsis: str) -> str:
+        """`∴ first line of the reasoning… · 12 lines · /expand shows them`, fitting `width`."""
+        lines = self.lines()
+        count = f" · {len(lines)} line{'s' if len(lines) != 1 else ''} · {EXPAND_HINT}"
+        head = one_line(lines[0]) if lines else ""
+        room = max(width - len(count) - len(REASONING_MARK) - 2, MIN_SUMMARY_CHARS)
+        return f"{REASONING_MARK} {truncate(head, room, ellipsis)}{count}"
+
+
+class Reasoning:
+    """The reasoning streamed since the last fold; `fold()` ends it (None: there was none,
+    or it is not to be shown)."""
+
+    def __init__(self, *, shown: bool) -> None:
+        self.shown = shown
+        self._parts: list[str] = []
+
+    def add(self, text: str) -> None:
+        if self.shown:
+            self._parts.append(text)
+
+    @property
+    def words(self) -> int:
+        """Words streamed since the last fold (0 when reasoning is not shown)."""
+        return len("".join(self._parts).split())
+
+    def fold(self) -> Folded | None:
+        text, self._parts = "".join(self._parts), []
+        return Folded(text) if text.strip() else None
+
+
 class ToolCalls:
     """The calls in flight: their labels, and whose header is the last line printed.
 
@@ -239,7 +281,9 @@ class ToolCalls:
         self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
         self._diff_asked: set[str] = set()  # calls whose diff a permission question showed
         self.header_shown: str | None = None  # call_id of the header just printed, if any
-        self.last_cut: tuple[str, ToolFinished] | None = None  # (label, call) for /expand
+        # what /expand shows: the last call whose output was cut ((label, call)), or the
+        # last reasoning folded, whichever came later
+        self.last_cut: tuple[str, ToolFinished] | Folded | None = None
 
     def asked(self, request: PermissionRequested, view: PermissionView) -> None:
         """A permission question showed `view`: its diff, when shown whole, need not be
@@ -263,10 +307,11 @@ class ToolCalls:
             self.last_cut = (label, event)
         return shown
 
-    def expanded(self) -> tuple[str, Outcome] | None:
-        """The label and whole outcome of the last call whose output was cut, if any."""
-        if self.last_cut is None:
-            return None
+    def expanded(self) -> tuple[str, Outcome] | Folded | None:
+        """The label and whole outcome of the last call whose output was cut, or the last
+        folded reasoning, whichever came later; None when nothing was cut."""
+        if self.last_cut is None or isinstance(self.last_cut, Folded):
+            return self.last_cut
         label, event = self.last_cut
         return label, outcome(event, whole=True)
 

@@ -2,7 +2,7 @@
 
 It writes the model's text as it streams, exactly as sent minus control characters, and
 everything else as whole lines with ASCII markers (`*` for a tool call, `->` for its
-status). It never writes an escape code or a carriage return, never animates: while a
+status, the model's reasoning folded to one `∴` line once it ends). It never writes an escape code or a carriage return, never animates: while a
 turn waits it prints at most one `... still thinking (10s)` line every ten seconds. It
 does not ask the permission question; the front-end reads the answer its own way. Not
 thread-safe: the front-end's main thread owns it.
@@ -18,6 +18,7 @@ from qshell.agent.events import (
     HistoryCompacted,
     Notice,
     PermissionRequested,
+    ReasoningDelta,
     RoundFinished,
     SpeculationAccepted,
     TextDelta,
@@ -29,7 +30,9 @@ from qshell.agent.events import (
 from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
+    Folded,
     Outcome,
+    Reasoning,
     ToolCalls,
     clean,
     compaction_line,
@@ -49,19 +52,26 @@ PREVIEW_INDENT = "    "
 class PlainRenderer:
     """Writes a turn as plain text lines to `file`; lines are cut at `width` characters."""
 
-    def __init__(self, file: TextIO, *, width: int = 100, height: int = 24) -> None:
+    def __init__(
+        self, file: TextIO, *, width: int = 100, height: int = 24, show_reasoning: bool = True
+    ) -> None:
         if width < 20:
             raise ValueError(f"width must be at least 20, not {width!r}")
         self.file = file
         self.width = width
         self.height = height  # the screen's lines: a shell result is shown up to a screenful
         self._tools = ToolCalls(ellipsis=ELLIPSIS)
+        self._reasoning = Reasoning(shown=show_reasoning)
         self._tail = ""  # the last two characters written this turn
         self._in_text = False  # the last thing written was model text
         self._next_notice_s = STILL_WORKING_EVERY_S
         self._last_wait_s = 0.0
 
     def event(self, event: Event) -> None:
+        if isinstance(event, ReasoningDelta):
+            self._reasoning.add(clean(event.text))
+            return
+        self._fold()
         self._next_notice_s = STILL_WORKING_EVERY_S
         match event:
             case TextDelta(text=text):
@@ -82,7 +92,9 @@ class PlainRenderer:
                 self.notice(speculation_line(event))
             case RoundFinished():
                 pass
-            case TurnFinished(usage=usage, rounds=rounds):
+            case TurnFinished(usage=usage, rounds=rounds, note=note):
+                if note:
+                    self._line(f"! {one_line(note)}")
                 self.notice(usage_line(usage, rounds, sep=", "))
             case TurnFailed(kind=FailureKind.CANCELLED):
                 self.notice("cancelled")
@@ -120,7 +132,15 @@ class PlainRenderer:
         self._line(f"... still {self._tools.waiting_label()} ({int(elapsed_s)}s)")
         self._next_notice_s = (elapsed_s // STILL_WORKING_EVERY_S + 1) * STILL_WORKING_EVERY_S
 
+    def _fold(self) -> None:
+        """The reasoning streamed so far, as one line (kept whole for /expand)."""
+        folded = self._reasoning.fold()
+        if folded is not None:
+            self._line(folded.line(width=self.width, ellipsis=ELLIPSIS))
+            self._tools.last_cut = folded
+
     def end_turn(self) -> None:
+        self._fold()
         if self._tail and not self._tail.endswith("\n"):
             self._write("\n")
         self.file.flush()
@@ -135,6 +155,10 @@ class PlainRenderer:
         expanded = self._tools.expanded()
         if expanded is None:
             self.notice(NOTHING_CUT)
+        elif isinstance(expanded, Folded):
+            self._line("reasoning:")
+            for line in expanded.lines():
+                self._line(PREVIEW_INDENT + line, cut=False)
         else:
             self._show(*expanded, cut=False)
 

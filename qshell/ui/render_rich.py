@@ -31,6 +31,7 @@ from qshell.agent.events import (
     HistoryCompacted,
     Notice,
     PermissionRequested,
+    ReasoningDelta,
     RoundFinished,
     SpeculationAccepted,
     TextDelta,
@@ -39,11 +40,13 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
-from qshell.ui.live import LiveBlock
+from qshell.ui.live import FRAME_S, LiveBlock
 from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
+    Folded,
     Outcome,
+    Reasoning,
     ToolCalls,
     clean,
     compaction_line,
@@ -115,6 +118,7 @@ class RichRenderer:
         environ: Mapping[str, str] | None = None,
         force_terminal: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        show_reasoning: bool = True,
     ) -> None:
         if console is None:
             console = Console(
@@ -127,15 +131,23 @@ class RichRenderer:
             )
         self.console = console
         self._tools = ToolCalls(ellipsis="…")
+        self._reasoning = Reasoning(shown=show_reasoning)
         self._pending = ""  # model text not printed yet
         self._in_text = False  # the last thing printed was model text
         self._started = False  # anything printed this turn
         self._spinning = False
         live = console.is_terminal and not console.is_dumb_terminal
         self._live = LiveBlock(console, _model_markdown, clock=clock) if live else None
+        self._clock = clock
+        self._spun_at: tuple[float, float] | None = None  # (clock, elapsed) of the last spin
         self._live_open = False  # the live block's lines (or their gap) are on screen
 
     def event(self, event: Event) -> None:
+        if isinstance(event, ReasoningDelta):
+            self._reasoning.add(clean(event.text))
+            self._spin_while_reasoning()
+            return
+        self._fold()
         if isinstance(event, _TEXT_ENDS):
             self._flush_text(len(self._pending))
         match event:
@@ -159,7 +171,9 @@ class RichRenderer:
                 self.notice(text)
             case SpeculationAccepted():
                 self.notice(speculation_line(event))
-            case TurnFinished(usage=usage, rounds=rounds):
+            case TurnFinished(usage=usage, rounds=rounds, note=note):
+                if note:
+                    self._print(Text(f"! {one_line(note)}", style="bold yellow"))
                 self.notice(usage_line(usage, rounds, sep=" · "))
             case TurnFailed(kind=FailureKind.CANCELLED):
                 self.notice("cancelled")
@@ -196,15 +210,41 @@ class RichRenderer:
         if self._live is not None and self._live.due:
             self._clear_spinner()
             self._live.tick()
+        self._spin(elapsed_s)
+
+    def _spin(self, elapsed_s: float) -> None:
+        """Draw the spinner line: what the turn waits for, and for how long."""
         frame = SPINNER_FRAMES[int(elapsed_s * SPINNER_FRAMES_PER_S) % len(SPINNER_FRAMES)]
-        line = Text.assemble(
-            (frame, "cyan"), f" {self._tools.waiting_label()} {elapsed_s:.1f}s", style="dim"
-        )
+        label = self._tools.waiting_label()
+        if self._reasoning.words:
+            label += f" · {self._reasoning.words:,} words of reasoning"
+        line = Text.assemble((frame, "cyan"), f" {label} {elapsed_s:.1f}s", style="dim")
         self.console.control(_CLEAR_LINE)
         self.console.print(line, end="", no_wrap=True, overflow="crop")
         self._spinning = True
+        self._spun_at = (self._clock(), elapsed_s)
+
+    def _spin_while_reasoning(self) -> None:
+        """Reasoning streams in as events, so no wait is reported: keep the spinner going,
+        at most once a frame, counting the words (they show folded once it ends)."""
+        if not self.console.is_terminal or self.console.is_dumb_terminal:
+            return
+        now = self._clock()
+        last_clock, last_elapsed = self._spun_at or (now - FRAME_S, 0.0)
+        if now - last_clock >= FRAME_S:
+            self._spin(last_elapsed + now - last_clock)
+
+    def _fold(self) -> None:
+        """The reasoning streamed so far, as one dim line (kept whole for /expand)."""
+        folded = self._reasoning.fold()
+        if folded is not None:
+            line = folded.line(width=self.console.width, ellipsis="…")
+            self._print(Text(line, style="dim italic"))
+            self._tools.last_cut = folded
 
     def end_turn(self) -> None:
+        self._spun_at = None
+        self._fold()
         self._flush_text(len(self._pending))
         self._clear_spinner()
         self._in_text = self._started = False
@@ -216,6 +256,10 @@ class RichRenderer:
         expanded = self._tools.expanded()
         if expanded is None:
             self.notice(NOTHING_CUT)
+        elif isinstance(expanded, Folded):
+            self._print(Text("∴ reasoning", style="dim bold"))
+            for line in expanded.lines():
+                self._print(Text(INDENT + line, style="dim italic"), wrap=True)
         else:
             self._show(*expanded, wrap=True)
 

@@ -139,7 +139,7 @@ class Repl(FollowupHooks):
         console = Console(
             file=self.stdout, force_terminal=True, no_color="NO_COLOR" in environ, highlight=False
         )
-        self.renderer = RichRenderer(console=console)
+        self.renderer = RichRenderer(console=console, show_reasoning=conversation.show_reasoning)
         self.console = console
         history = FileHistory(str(history_path)) if history_path else InMemoryHistory()
         _recognise_alt_enter()

@@ -48,7 +48,11 @@ class SimpleFrontEnd(FollowupHooks):
         self.conversation = conversation
         self.stdin = stdin
         self.stdout = stdout
-        self.renderer = PlainRenderer(stdout, height=shutil.get_terminal_size().lines)
+        self.renderer = PlainRenderer(
+            stdout,
+            height=shutil.get_terminal_size().lines,
+            show_reasoning=conversation.show_reasoning,
+        )
         self.keys_help = KEYS_HELP
         self._write_lock = threading.Lock()
         self.followup = followup(self._show_suggestion) if followup else None

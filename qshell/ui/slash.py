@@ -115,12 +115,18 @@ def _stats(conversation: Conversation, rest: str) -> SlashResult:
     share = ""
     if usage.cached_tokens is not None and usage.prompt_tokens:
         share = f" ({100 * usage.cached_tokens / usage.prompt_tokens:.0f}%)"
+    written = ""
+    if usage.cache_creation_tokens is not None:
+        written = f" · written to the cache: {usage.cache_creation_tokens:,}"
+    reasoning = ""
+    if usage.reasoning_tokens is not None:
+        reasoning = f" (reasoning: {usage.reasoning_tokens:,})"
     return SlashResult(
         lines=[
             f"session {session.id}",
             f"model rounds: {session.rounds}",
-            f"prompt tokens: {usage.prompt_tokens:,} · cached: {cached}{share}",
-            f"completion tokens: {usage.completion_tokens:,}",
+            f"prompt tokens: {usage.prompt_tokens:,} · cached: {cached}{share}{written}",
+            f"completion tokens: {usage.completion_tokens:,}{reasoning}",
             f"messages in history: {len(session.history)}",
             f"speculations accepted: {session.speculations_accepted} · "
             f"time saved: {session.time_saved_s:.1f} s",

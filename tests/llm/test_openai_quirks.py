@@ -19,7 +19,7 @@ from qshell.errors import (
     RateLimited,
     StreamBroken,
 )
-from qshell.llm import anthropic, openai
+from qshell.llm import anthropic, openai, openai_chunks
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.http import RetryPolicy
 from qshell.llm.messages import ChatRequest, Message, ToolCall, ToolSpec, Usage
@@ -187,8 +187,8 @@ def test_a_stream_with_a_usage_chunk_reports_known_usage() -> None:
 
 
 def test_no_usage_at_all_is_unknown_and_stays_unknown_in_a_sum() -> None:
-    assert openai._usage(None) == Usage(known=False)
-    assert openai._usage({}).known is False
+    assert openai_chunks.usage_of(None) == Usage(known=False)
+    assert openai_chunks.usage_of({}).known is False
     total = Usage(prompt_tokens=5, completion_tokens=1) + Usage(known=False)
     assert total.known is False
     assert (total.prompt_tokens, total.completion_tokens) == (5, 1)

@@ -56,6 +56,8 @@ def test_json_prints_one_object_with_the_documented_fields():
         "prompt_tokens": 60,
         "completion_tokens": 10,
         "cached_tokens": None,
+        "cache_creation_tokens": None,
+        "reasoning_tokens": None,
         "known": True,
     }
 

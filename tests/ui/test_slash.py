@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from qshell.agent.events import FailureKind, HistoryCompacted, TurnFailed
+from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.llm.messages import Message
+from qshell.llm.base import StreamDone, StreamEvent
+from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.ui.slash import ALIASES, COMMANDS, Next, SlashResult, is_slash, run_slash
 from tests.agent.test_conversation import Setup, consume, make_conversation, write_call
 
@@ -155,6 +159,27 @@ def test_stats_after_a_turn_counts_tokens_and_the_cached_share(setup):
         "completion tokens: 2",
         "messages in history: 2",
         "speculations accepted: 0 · time saved: 0.0 s",
+    ]
+
+
+def test_stats_counts_cache_writes_and_reasoning_tokens_when_the_provider_reports_them(setup):
+    usage = Usage(
+        prompt_tokens=1000,
+        completion_tokens=300,
+        cached_tokens=600,
+        cache_creation_tokens=350,
+        reasoning_tokens=120,
+    )
+
+    def answer(request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        yield StreamDone(Message.assistant("hi"), usage, "end_turn")
+
+    setup.script(answer)
+    consume(setup.conversation.turn("hello"))
+    lines = shown(run_slash("/stats", setup.conversation)).splitlines()
+    assert lines[2:4] == [
+        "prompt tokens: 1,000 · cached: 600 (60%) · written to the cache: 350",
+        "completion tokens: 300 (reasoning: 120)",
     ]
 
 

@@ -1,0 +1,200 @@
+"""A replay HTTP server on 127.0.0.1: answers each POST with the next recorded body, byte for byte.
+
+Tests give it the raw response bodies of real provider streams (`tests/llm/streams/`) and point
+a provider at `url`; the n-th POST gets the n-th body exactly as stored, with the configured
+status and content type, so a two-round turn can be replayed as two bodies. It records every
+request (path, headers, body) for the test to inspect and must not interpret, reframe or
+validate what it serves: a request past the last body gets a 500 that says so. Thread rule:
+one daemon thread per connection; the request log and the body cursor are guarded by one
+lock; handlers never wait on anything, so `stop()` never hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+REQUEST_TIMEOUT_S = 10.0
+SERVE_POLL_S = 0.05
+STOP_JOIN_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedRequest:
+    """One request the server answered: its path, lower-cased headers and raw body."""
+
+    index: int
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+
+class ReplayServer:
+    """Serves `bodies` in order, one per POST, with `status` and `content_type`.
+
+    `write_size` splits each body into writes of that many bytes (the bytes are unchanged),
+    so a parser also meets events cut across reads; None writes each body at once."""
+
+    def __init__(
+        self,
+        bodies: bytes | Sequence[bytes],
+        *,
+        status: int = 200,
+        content_type: str = "text/event-stream",
+        write_size: int | None = None,
+    ) -> None:
+        if write_size is not None and write_size < 1:
+            raise ValueError(f"write_size must be positive, got {write_size!r}")
+        self.bodies: list[bytes] = [bodies] if isinstance(bodies, bytes) else list(bodies)
+        self.status = status
+        self.content_type = content_type
+        self.write_size = write_size
+        self._lock = threading.Lock()
+        self._requests: list[ReplayedRequest] = []
+        self._httpd: _ReplayHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> Self:
+        if self._httpd is None:
+            self._httpd = _ReplayHTTPServer(("127.0.0.1", 0), self)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": SERVE_POLL_S},
+                name=f"replay-{self.port}",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Close the listener; connections still open are daemon threads and end on their own."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=STOP_JOIN_S)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("the replay server is not started")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ----------------------------------------------------------------- records
+
+    @property
+    def requests(self) -> list[ReplayedRequest]:
+        """Every request answered so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    def _record(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes | None]:
+        """Log one request; return its index and the body to serve (None: none left)."""
+        with self._lock:
+            index = len(self._requests)
+            self._requests.append(ReplayedRequest(index, path, headers, body))
+        return index, self.bodies[index] if index < len(self.bodies) else None
+
+
+class _ReplayHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], owner: ReplayServer) -> None:
+        self.owner = owner
+        super().__init__(address, _ReplayHandler)
+
+    def server_bind(self) -> None:
+        # Skip HTTPServer's reverse DNS lookup (socket.getfqdn), which can be slow.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up mid-body is the test's business, not a traceback.
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class _ReplayHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = REQUEST_TIMEOUT_S
+    server: _ReplayHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.close_connection = True
+        owner = self.server.owner
+        raw = self._read_body()
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        index, body = owner._record(self.path, headers, raw)
+        if body is None:
+            message = f"replay server: no recorded body left for request #{index + 1}"
+            payload = json.dumps({"error": {"message": message, "type": "server_error"}})
+            self._answer(500, "application/json", payload.encode(), None)
+            return
+        self._answer(owner.status, owner.content_type, body, owner.write_size)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _answer(self, status: int, content_type: str, body: bytes, write_size: int | None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            step = write_size or max(len(body), 1)
+            for start in range(0, len(body), step):
+                self.wfile.write(body[start : start + step])
+                self.wfile.flush()
+        except OSError:
+            return

@@ -1,0 +1,91 @@
+"""Both renderers fold the model's reasoning to one dim line when it ends, `/expand` shows it
+whole, `showReasoning: false` hides it, and an answer that did not finish says why."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from qshell.agent.events import Event, ReasoningDelta, RoundFinished, TextDelta, TurnFinished
+from qshell.llm.messages import Usage
+from qshell.ui.live import FRAME_S
+from qshell.ui.render_plain import PlainRenderer
+from qshell.ui.render_rich import RichRenderer
+from tests.ui.test_live import live_renderer
+
+THOUGHT = ["The user wants ", "a greeting.\nI will say hello", " back.\nShort is best."]
+TURN: list[Event] = [
+    *(ReasoningDelta(t) for t in THOUGHT),
+    TextDelta("Hello!"),
+    RoundFinished(1, Usage()),
+    TurnFinished("Hello!", Usage(), 1),
+]
+
+
+def plain(events: list[Event], **kw: bool) -> tuple[PlainRenderer, io.StringIO]:
+    out = io.StringIO()
+    renderer = PlainRenderer(out, width=80, **kw)
+    for event in events:
+        renderer.event(event)
+    renderer.end_turn()
+    return renderer, out
+
+
+def rich(events: list[Event], **kw: bool) -> tuple[RichRenderer, io.StringIO]:
+    out = io.StringIO()
+    renderer = RichRenderer(file=out, width=80, environ={}, **kw)
+    for event in events:
+        renderer.event(event)
+    renderer.end_turn()
+    return renderer, out
+
+
+@pytest.mark.parametrize("make", [plain, rich], ids=["plain", "rich"])
+def test_reasoning_is_one_folded_line_before_the_answer_and_expand_shows_it(make) -> None:
+    renderer, out = make(TURN)
+    lines = out.getvalue().splitlines()
+    fold = next(i for i, line in enumerate(lines) if line.startswith("∴ "))
+    assert lines[fold] == "∴ The user wants a greeting. · 3 lines · /expand shows them"
+    assert fold < next(i for i, line in enumerate(lines) if "Hello!" in line)
+    assert "I will say hello" not in out.getvalue()
+    renderer.expand()
+    shown = out.getvalue().splitlines()[len(lines) :]
+    assert [line.strip() for line in shown] == [
+        shown[0].strip(),
+        "The user wants a greeting.",
+        "I will say hello back.",
+        "Short is best.",
+    ]
+    assert "reasoning" in shown[0]
+
+
+@pytest.mark.parametrize("make", [plain, rich], ids=["plain", "rich"])
+def test_show_reasoning_off_hides_it(make) -> None:
+    renderer, out = make(TURN, show_reasoning=False)
+    assert "∴" not in out.getvalue() and "greeting" not in out.getvalue()
+    renderer.expand()
+    assert "no output was cut short" in out.getvalue()
+
+
+@pytest.mark.parametrize("make", [plain, rich], ids=["plain", "rich"])
+def test_an_unfinished_answer_says_why_above_the_usage_line(make) -> None:
+    note = "the answer was cut off at the output limit (8,192 tokens a round)"
+    end = TurnFinished("Writ", Usage(), 1, stop_reason="max_tokens", note=note)
+    _, out = make([TextDelta("Writ"), end])
+    lines = out.getvalue().splitlines()
+    at = next(i for i, line in enumerate(lines) if line == f"! {note}")
+    assert lines[at + 1].startswith("tokens:")
+
+
+def test_on_a_terminal_the_spinner_counts_reasoning_words_while_it_streams() -> None:
+    renderer, term, clock = live_renderer(rows=10)
+    for _ in range(10):
+        clock.now += 2 * FRAME_S  # each delta a frame or more after the last
+        renderer.event(ReasoningDelta("one two three "))
+    assert "thinking · 30 words of reasoning" in term.read()[-1]
+    renderer.event(TextDelta("Hi"))
+    renderer.end_turn()
+    screen = term.read()
+    assert "words of reasoning" not in "\n".join(screen)
+    assert screen[0].startswith("∴ one two three") and screen[-1] == "Hi"
