@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TextIO
 
 from qshell import __version__
 
-SUBCOMMANDS = ("stats", "plugins")
+SUBCOMMANDS = ("stats", "plugins", "doctor")
 CHECK_SHELL = "check-shell"  # has options of its own (check_shell.py)
 APPROVAL_MODES = ("default", "auto-edit", "plan", "yolo")
 OUTPUT_FORMATS = ("text", "json", "stream-json")
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qshell",
         description="A fast terminal coding agent that predicts and pre-runs your next prompt.",
-        epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell check-shell`. "
+        epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell doctor`, `qshell check-shell`. "
         "Exit codes: 0 ok, 1 error, "
         "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 130 interrupted.",
     )

@@ -105,6 +105,11 @@ def run_subcommand(
         )
         stdout.write(suggestion_summary(outcomes) + "\n")
         return 0
+    if name == "doctor":
+        from qshell.doctor import doctor_report
+
+        stdout.write("\n".join(doctor_report(root, environ)) + "\n")
+        return 0
     from qshell.plugins import describe, make_plugin_manager
 
     infos = describe(make_plugin_manager(environ))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
+from qshell.agent.confine import confinement
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event
 from qshell.agent.policy import MainToolRunner
@@ -160,16 +161,25 @@ class SessionOpener:
 
 def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) -> ToolContext:
     """What the tools of a session in `root` may use: the path resolver with the secret and
-    protected patterns from settings, the environment and the shell timeout."""
+    protected patterns from settings, the environment, the shell timeout, and the sandbox
+    the commands qshell runs on its own start in (agent/confine.py)."""
+    paths = PathResolver(
+        root,
+        home=Path(environ.get("HOME") or Path.home()),
+        extra_secret_patterns=settings.secret_patterns,
+        protected_patterns=settings.protected_paths,
+    )
+    confined = confinement(
+        settings.sandbox.enabled, paths, environ, Dirs.from_environ(environ).cache
+    )
     return ToolContext(
-        paths=PathResolver(
-            root,
-            home=Path(environ.get("HOME") or Path.home()),
-            extra_secret_patterns=settings.secret_patterns,
-            protected_patterns=settings.protected_paths,
-        ),
+        paths=paths,
         environ=dict(environ),
         shell_timeout_s=settings.shell_timeout_s,
+        sandbox=confined.launcher,
+        sandbox_missing=confined.missing,
+        sandbox_mode=confined.mode,
+        sandbox_note=confined.note,
     )
 
 

@@ -94,6 +94,16 @@ class SpeculationSettings(_Section):
     output_tokens: int = Field(8_000, ge=1)
 
 
+class SandboxMode(enum.StrEnum):
+    AUTO = "auto"  # used where the machine allows it, else the proof alone (said once)
+    ON = "on"  # required: without it, no command runs without asking
+    OFF = "off"
+
+
+class SandboxSettings(_Section):
+    enabled: SandboxMode = SandboxMode.AUTO
+
+
 class TelemetrySettings(_Section):
     log_text: bool = False
 
@@ -134,6 +144,7 @@ class Settings(_Section):
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     local: LocalSettings = Field(default_factory=LocalSettings)
 

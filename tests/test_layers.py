@@ -20,6 +20,7 @@ LEAVES = {
     "qshell.config": ("qshell.dirs", "qshell.errors"),
     "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
     "qshell.plugins": (),
+    "qshell.sandbox": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = ("qshell.followup", "qshell.ui", "qshell.cli", "qshell.compose")
@@ -35,6 +36,7 @@ FORBIDDEN = {
         "qshell.agent",
         "qshell.overlay",
         "qshell.shellproof",
+        "qshell.sandbox",
         "qshell.llm",
         *ABOVE_AGENT,
     ),

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
+from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_concern
 from qshell.agent.shell_scope import read_concern
 from qshell.config import ApprovalMode
@@ -95,6 +96,8 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
     as bash will expand and walk it, is inside the project root and no secret (the main
     policy's read-scope rules, agent/shell_scope.py); otherwise the reason it is not."""
+    if ctx.sandbox_missing:
+        return ctx.sandbox_missing
     verdict = shellproof.check(command)
     if not verdict.read_only:
         return verdict.reason
@@ -111,14 +114,20 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
 
 def proven_context(ctx: ToolContext) -> ToolContext:
     """How a shell command that runs because it was proven read-only runs (main loop and
-    speculation alike): the sanitised environment (no pager, hardened git, no API keys or
-    other secrets), and at most `shellproof.SHELL_TIMEOUT_S` whatever the call asks for."""
+    speculation alike): in the session's sandbox when there is one (agent/confine.py: the
+    project read-only, its secrets masked, no network — a wrong proof is then harmless),
+    with the sanitised environment (no pager, hardened git, no API keys or other secrets),
+    and at most `shellproof.SHELL_TIMEOUT_S` whatever the call asks for."""
     limit = min(ctx.shell_timeout_s, shellproof.SHELL_TIMEOUT_S)
+    sandbox = ctx.sandbox
+    if isinstance(sandbox, JailLauncher):
+        sandbox = sandbox.timed(limit)
     return replace(
         ctx,
         environ=shellproof.sanitized_env(ctx.environ, root=str(ctx.root)),
         shell_timeout_s=limit,
         shell_timeout_cap_s=limit,
+        launcher=sandbox,
     )
 
 
@@ -167,6 +176,8 @@ class MainToolRunner:
             with self._lock:
                 self._proven.add(args.command)
             return ALLOW
+        if tool.kind is Kind.EXECUTE and ctx.sandbox_missing:
+            decision = replace(decision, reason=f"{decision.reason} ({ctx.sandbox_missing})")
         if not self.interactive:
             return Decision(Verdict.DENY, f"{decision.reason}; {NON_INTERACTIVE_HINT}")
         return decision

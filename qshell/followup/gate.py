@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from qshell import shellproof
+from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_output
 from qshell.agent.policy import (
     ALLOW,
@@ -47,7 +48,7 @@ from qshell.tools.paths import PathResolver
 # delete and move stay boundaries: the overlay records no whiteouts or renames
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
-PRIVATE_INDEX_NAME = "git-index"  # beside upper/, never inside it
+PRIVATE_INDEX_DIR = "git"  # beside upper/, never inside it; holds the private `index`
 # a path component with any of these is only known when bash expands it
 _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
@@ -124,9 +125,14 @@ class SpeculativeRunner:
         index = Path(found.strip()) if found else None
         if index is None or not index.is_file():
             return ctx  # no repository or no index yet: nothing git could rewrite
-        copy = self.overlay.directory / PRIVATE_INDEX_NAME
+        private = self.overlay.directory / PRIVATE_INDEX_DIR
+        private.mkdir(exist_ok=True)
+        copy = private / "index"
         shutil.copyfile(index, copy)
-        return replace(ctx, environ={**ctx.environ, "GIT_INDEX_FILE": str(copy)})
+        launcher = ctx.launcher
+        if isinstance(launcher, JailLauncher):  # git writes the index and its lock there
+            launcher = launcher.with_writable(private)
+        return replace(ctx, environ={**ctx.environ, "GIT_INDEX_FILE": str(copy)}, launcher=launcher)
 
     def allow_always(self, tool: Tool) -> None:
         """Speculation never asks, so there is nothing to remember."""

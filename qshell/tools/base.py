@@ -98,6 +98,15 @@ class Access:
     write: bool = False
 
 
+class Launcher(Protocol):
+    """How a shell command is started: its argv and environment, maybe wrapped (a sandbox)."""
+
+    def wrap(
+        self, argv: Sequence[str], environ: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment that run `argv` (raises OSError when it cannot run)."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Everything a tool may use: the resolver, the file view, the cancel token and limits."""
@@ -110,6 +119,14 @@ class ToolContext:
     shell_timeout_cap_s: float = MAX_SHELL_TIMEOUT_S
     max_output_chars: int = 30_000
     view: FileView = field(default=REAL_VIEW)
+    # how the shell tool starts this call's command (None: as is); `sandbox` is the jail
+    # a command qshell runs on its own gets (policy.proven_context), `sandbox_missing` why
+    # there is none when the settings require one
+    launcher: Launcher | None = None
+    sandbox: Launcher | None = None
+    sandbox_missing: str = ""
+    sandbox_mode: str = "off"  # for /stats and `qshell doctor`
+    sandbox_note: str = ""  # said once at start-up: why there is no sandbox
 
     @property
     def root(self) -> Path:

@@ -96,7 +96,13 @@ class PathResolver:
         self._protected = pathspec.GitIgnoreSpec.from_lines(self.protected_patterns)
         self.home = (home or Path(os.path.expanduser("~"))).resolve()
         self.secret_patterns: tuple[str, ...] = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
-        self._secret_dirs = tuple(self.home / d for d in SECRET_HOME_DIRS)
+        self._secret_dirs = tuple(str(self.home / d) for d in SECRET_HOME_DIRS)
+        # one regex per kind of pattern: the check runs for every file a tree walk meets
+        by_name = [p.lower() for p in self.secret_patterns if "/" not in p]
+        by_path = [p.lower() for p in self.secret_patterns if "/" in p]
+        self._secret_name = _any_of(by_name)
+        self._secret_path = _any_of(by_path)
+        self._secret_system = _any_of(list(SECRET_PATH_PATTERNS))
 
     def resolve(self, path: str | os.PathLike[str] | None) -> Path:
         """The absolute, symlink-resolved path for a tool argument (None = the root).
@@ -139,23 +145,17 @@ class PathResolver:
     def is_secret(self, path: Path) -> bool:
         """True for secret-looking files, anything inside a secret home directory, and a
         process's environment. Names are compared without regard to case."""
-        if any(path == d or path.is_relative_to(d) for d in self._secret_dirs):
+        posix = path.as_posix()
+        if any(posix == d or posix.startswith(d + "/") for d in self._secret_dirs):
             return True
         name = path.name.lower()
-        posix = path.as_posix()
-        if any(fnmatch.fnmatchcase(posix, p) for p in SECRET_PATH_PATTERNS):
+        if self._secret_system.match(posix):
             return True
         if name in NOT_SECRET_NAMES:
             return False
         if name in GIT_CONFIG_NAMES and ".git" in path.parts and _holds_credentials(path):
             return True
-        for pattern in self.secret_patterns:
-            if "/" in pattern:
-                if fnmatch.fnmatchcase(posix.lower(), pattern.lower()):
-                    return True
-            elif fnmatch.fnmatchcase(name, pattern.lower()):
-                return True
-        return False
+        return bool(self._secret_name.match(name) or self._secret_path.match(posix.lower()))
 
     def hidden(self, path: Path) -> bool:
         """True when a tree-wide tool must skip `path`: it, or the file it leads to once
@@ -184,6 +184,13 @@ class PathResolver:
         if not self.is_inside_root(path):
             return f"{path} is outside the project root {self.root}"
         return None
+
+
+def _any_of(patterns: list[str]) -> re.Pattern[str]:
+    """One regex matching what any of the glob `patterns` matches (case as given)."""
+    if not patterns:
+        return re.compile(r"(?!)")
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
 def _holds_credentials(path: Path) -> bool:

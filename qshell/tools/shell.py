@@ -5,6 +5,8 @@ stderr are merged in order by one reader thread into a head-and-tail buffer, so 
 bounded and a full pipe can never deadlock. On timeout or cancellation the whole group is
 terminated (SIGTERM, then SIGKILL). Background processes that outlive a normal exit are
 left running, but the tool stops reading their output shortly after the command exits.
+When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
+it starts the command: `bash -c` runs inside it.
 It does not judge whether a command is safe (that is policy's job). Stateless: each call
 owns its process and reader thread, so concurrent calls are independent.
 """
@@ -104,11 +106,14 @@ class ShellTool:
         if ctx.cancel.cancelled:
             return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
         timeout_s = min(args.timeout or ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
+        argv, environ = ["bash", "-c", args.command], dict(ctx.environ)
         try:
+            if ctx.launcher is not None:
+                argv, environ = ctx.launcher.wrap(argv, environ)
             proc = subprocess.Popen(
-                ["bash", "-c", args.command],
+                argv,
                 cwd=ctx.paths.root,
-                env=dict(ctx.environ),
+                env=environ,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -103,12 +103,16 @@ def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> boo
 RESUME_EXCERPT_CHARS = 160
 
 
-def resume_lines(conversation: Conversation) -> list[str]:
-    """What a resumed session shows first: that it was resumed, and its last exchange."""
+def opening_lines(conversation: Conversation) -> list[str]:
+    """What a session shows under its banner: why there is no sandbox when the machine has
+    none (said once, at start), and for a resumed session that it was resumed and its last
+    exchange."""
+    note = conversation.session.tool_context.sandbox_note
+    lines = [note] if note else []
     history = conversation.session.history
     if not history:
-        return []
-    lines = [f"resumed session {conversation.session.id} ({len(history)} messages)"]
+        return lines
+    lines.append(f"resumed session {conversation.session.id} ({len(history)} messages)")
     asked = next((m.text for m in reversed(history) if m.role == "user" and m.text), "")
     answered = next((m.text for m in reversed(history) if m.role == "assistant" and m.text), "")
     if asked:

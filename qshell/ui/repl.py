@@ -36,7 +36,7 @@ from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupHooks, resume_lines, run_loop
+from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
@@ -251,7 +251,7 @@ class Repl(FollowupHooks):
             "/help for commands, Ctrl-D to exit",
             highlight=False,
         )
-        for line in resume_lines(c):
+        for line in opening_lines(c):
             self.say(line)
         try:
             return run_loop(self, c, first=first)

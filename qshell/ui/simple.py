@@ -19,7 +19,7 @@ from qshell import __version__
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
 from qshell.ui.driver import drive
-from qshell.ui.line_loop import FollowupHooks, resume_lines, run_loop
+from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.questions import parse_answer, question_text
 from qshell.ui.render_plain import PlainRenderer
 
@@ -112,7 +112,7 @@ class SimpleFrontEnd(FollowupHooks):
             f"qshell {__version__} · model {c.model} · {c.approval_mode} mode · "
             "/help for commands, Ctrl-D to exit"
         )
-        for line in resume_lines(c):
+        for line in opening_lines(c):
             self.say(line)
         try:
             return run_loop(self, c, first=first)

@@ -130,6 +130,7 @@ def _stats(conversation: Conversation, rest: str) -> SlashResult:
             f"messages in history: {len(session.history)}",
             f"speculations accepted: {session.speculations_accepted} · "
             f"time saved: {session.time_saved_s:.1f} s",
+            f"sandbox: {session.tool_context.sandbox_mode}",
         ]
     )
 

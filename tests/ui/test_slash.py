@@ -146,6 +146,7 @@ def test_stats_of_a_new_session(setup):
         "completion tokens: 0",
         "messages in history: 0",
         "speculations accepted: 0 · time saved: 0.0 s",
+        f"sandbox: {setup.conversation.session.tool_context.sandbox_mode}",
     ]
 
 
@@ -159,6 +160,7 @@ def test_stats_after_a_turn_counts_tokens_and_the_cached_share(setup):
         "completion tokens: 2",
         "messages in history: 2",
         "speculations accepted: 0 · time saved: 0.0 s",
+        f"sandbox: {setup.conversation.session.tool_context.sandbox_mode}",
     ]
 
 

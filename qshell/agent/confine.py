@@ -1,0 +1,119 @@
+"""Confinement: the sandbox a shell command qshell runs on its own is started in.
+
+`confinement(mode, paths, environ, cache_dir)` decides, once per session, from the
+`sandbox.enabled` setting and the machine's probe (qshell/sandbox), which `JailLauncher`
+the proven commands of the main loop and of speculation get (policy.proven_context puts
+it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
+`Jail` for the project root: the secrets it masks are the read-scope rule's
+(`PathResolver.is_secret`, kept current by a `SecretIndex`), the home directories it
+keeps are those on `PATH` and qshell's own interpreter prefix (never a secret one), and
+`with_writable` adds files a speculation lets the command write (its private git index).
+Thread-safe: a launcher is immutable but for its index, which locks.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from qshell.config import SandboxMode
+from qshell.sandbox import Jail, Limits, Probe, SecretIndex, probe
+from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
+
+CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
+
+
+@dataclass(frozen=True)
+class JailLauncher:
+    """Starts commands in a Jail for `paths.root` (the shell tool's `ctx.launcher`)."""
+
+    found: Probe
+    paths: PathResolver
+    index: SecretIndex
+    home_binds: tuple[Path, ...]
+    home_masks: tuple[Path, ...] = ()  # credential directories inside those
+    writable: tuple[Path, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+    def wrap(
+        self, argv: Sequence[str], environ: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        assert self.found.bwrap is not None
+        jail = Jail(
+            self.found.bwrap,
+            self.paths.root,
+            home=self.paths.home,
+            masked=(*self.index.paths(), *self.home_masks),
+            home_binds=self.home_binds,
+            limits=self.limits,
+            prlimit=self.found.prlimit,
+            writable_files=self.writable,
+        )
+        return jail.argv(argv), jail.environ(environ)
+
+    def with_writable(self, *paths: Path) -> JailLauncher:
+        """This launcher, letting the command write `paths` too (files outside the root)."""
+        return replace(self, writable=(*self.writable, *paths))
+
+    def timed(self, timeout_s: float) -> JailLauncher:
+        """This launcher with a CPU limit that fits a command of `timeout_s` seconds."""
+        cpu = math.ceil(timeout_s) + CPU_MARGIN_S
+        return replace(self, limits=replace(self.limits, cpu_s=cpu))
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """What a session's proven commands run in: a launcher, or why there is none."""
+
+    launcher: JailLauncher | None
+    missing: str  # set when `sandbox.enabled: on` and there is no launcher
+    note: str  # said once at start-up when `auto` finds no sandbox ("" otherwise)
+    mode: str  # for /stats and `qshell doctor`
+
+
+def confinement(
+    mode: SandboxMode, paths: PathResolver, environ: Mapping[str, str], cache_dir: Path | None
+) -> Confinement:
+    """The Confinement of a session in `paths.root` with `sandbox.enabled: mode`."""
+    if mode is SandboxMode.OFF:
+        return Confinement(None, "", "", "off (sandbox.enabled: off)")
+    found = probe(cache_dir)
+    if not found.jail:
+        if mode is SandboxMode.ON:
+            missing = f"the sandbox is required (sandbox.enabled: on) but {found.reason}"
+            return Confinement(None, missing, "", f"unavailable: {found.reason}")
+        note = f"no sandbox here, shell commands are checked by the proof alone: {found.reason}"
+        return Confinement(None, "", note, f"off: {found.reason}")
+    index = SecretIndex(paths.root, paths.is_secret, recheck=_content_decides)
+    binds = _home_binds(paths, environ)
+    masks = tuple(
+        d
+        for d in (paths.home / name for name in SECRET_HOME_DIRS)
+        if any(d.is_relative_to(b) for b in binds)
+    )
+    launcher = JailLauncher(found, paths, index, binds, masks)
+    return Confinement(launcher, "", "", found.mode)
+
+
+def _content_decides(path: Path) -> bool:
+    """A file whose secrecy depends on what it holds (a git config with a credential)."""
+    return path.name.lower() in GIT_CONFIG_NAMES and ".git" in path.parts
+
+
+def _home_binds(paths: PathResolver, environ: Mapping[str, str]) -> tuple[Path, ...]:
+    """The home directories a command needs to find its programs: each `PATH` entry's
+    top directory under the home, and qshell's interpreter prefix — never a secret one."""
+    home = paths.home
+    wanted = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
+    wanted += [Path(sys.prefix), Path(sys.base_prefix)]
+    binds: list[Path] = []
+    for path in wanted:
+        if not path.is_relative_to(home) or path == home:
+            continue
+        top = home / path.relative_to(home).parts[0]
+        if not paths.is_secret(top) and not paths.is_secret(path) and top not in binds:
+            binds.append(top)
+    return tuple(binds)

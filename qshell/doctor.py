@@ -1,0 +1,55 @@
+"""`qshell doctor`: one screen saying how qshell is set up here, for a user or a bug report.
+
+It reports the version, the project root, which settings files are in force, the provider
+it would talk to (name, URL, model, whether a key is set — never the key), the sandbox the
+commands it runs on its own would get and why not, and where speculation overlays go. It
+changes nothing and sends nothing; a part that cannot be worked out says why instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from qshell import __version__
+from qshell.config import PROJECT_SETTINGS, USER_SETTINGS_NAME, load_settings
+from qshell.dirs import Dirs
+from qshell.errors import QshellError
+
+
+def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
+    """The lines of the report for a session in `root`."""
+    from qshell.compose import provider_config, tool_context
+    from qshell.overlay import OverlayUnavailable
+    from qshell.overlay.base_dir import choose_base
+
+    dirs = Dirs.from_environ(environ)
+    lines = [f"qshell {__version__} · Python {sys.version.split()[0]}", f"project: {root}"]
+    for label, path in (
+        ("user settings", dirs.config / USER_SETTINGS_NAME),
+        ("project settings", root / PROJECT_SETTINGS),
+    ):
+        lines.append(f"{label}: {path}" + ("" if path.is_file() else " (none)"))
+    try:
+        settings = load_settings(project_root=root, environ=environ)
+    except QshellError as exc:
+        return [*lines, f"settings: {exc}"]
+    try:
+        config = provider_config(settings, environ)
+        key = "set" if config.api_key else "not set"
+        where = config.base_url or "(built in)"
+        lines.append(f"provider: {config.name} at {where} · model {config.model} · key {key}")
+    except QshellError as exc:
+        lines.append(f"provider: none — {exc}")
+    ctx = tool_context(settings, root=root, environ=environ)
+    sandbox = f"sandbox: {ctx.sandbox_mode} (sandbox.enabled: {settings.sandbox.enabled})"
+    lines.append(sandbox)
+    if ctx.sandbox_missing or ctx.sandbox_note:
+        lines.append(f"  {ctx.sandbox_missing or ctx.sandbox_note}")
+    try:
+        lines.append(f"speculation overlays: {choose_base(root.resolve(), environ=environ)}")
+    except OverlayUnavailable as exc:
+        lines.append(f"speculation overlays: unavailable — {exc}")
+    lines.append(f"state: {dirs.state} · cache: {dirs.cache}")
+    return lines

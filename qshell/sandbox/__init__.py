@@ -1,0 +1,15 @@
+"""The OS sandbox: shell commands qshell runs on its own run inside bubblewrap.
+
+A leaf package: it knows bubblewrap, user namespaces and overlayfs, and nothing of tools,
+policy or speculation. `probe()` says what works on this machine (cached per boot);
+`Jail` is the bubblewrap command line for one command — the root file system read-only,
+fresh `/dev` and `/proc`, private `/tmp` and `$HOME`, no network, a new pid namespace,
+no capabilities, resource limits — with the project bound read-only and its secrets
+masked; `secret_paths` finds what to mask. See ARCHITECTURE.md.
+"""
+
+from qshell.sandbox.jail import Jail, Limits, SandboxUnavailable
+from qshell.sandbox.masks import SecretIndex, secret_paths
+from qshell.sandbox.probe import Probe, probe
+
+__all__ = ["Jail", "Limits", "Probe", "SandboxUnavailable", "SecretIndex", "probe", "secret_paths"]

@@ -1,0 +1,130 @@
+"""Jail: the bubblewrap command line one sandboxed command runs under.
+
+Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
+namespace is new, so no other process's environment is there to read); `/tmp` and the
+user's home are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws` and every other
+credential directory are gone) but for the home directories the command needs to run its
+programs (`home_binds`, read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at its own path — or, for
+a speculation, a writable directory is bound there instead; each secret-looking file of
+the project is bound over with an empty file and each secret directory with an empty
+read-only one, so even `grep -r` finds nothing there. The command gets a new user
+namespace with every capability dropped (bubblewrap run by root would otherwise keep
+root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
+new session (no terminal to inject keystrokes into), and dies with qshell. `prlimit`
+caps its CPU time, memory, file size and processes. Pure: it builds argument lists, it
+runs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GIB = 1 << 30
+MIB = 1 << 20
+SANDBOX_TMP = "/tmp"
+
+
+class SandboxUnavailable(OSError):
+    """The sandbox cannot run here (`str()` says why, for the user)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one sandboxed command (and everything it starts)."""
+
+    cpu_s: int = 600
+    memory_bytes: int = 4 * GIB
+    file_bytes: int = GIB
+    processes: int = 4096
+    tmp_bytes: int = 512 * MIB  # each of /tmp and $HOME
+    home_bytes: int = 64 * MIB
+
+    def prlimit_args(self) -> list[str]:
+        return [
+            f"--cpu={self.cpu_s}",
+            f"--as={self.memory_bytes}",
+            f"--fsize={self.file_bytes}",
+            f"--nproc={self.processes}",
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Jail:
+    """How to run commands for the project at `root` inside bubblewrap (`bwrap`)."""
+
+    bwrap: str
+    root: Path
+    home: Path | None = None
+    masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
+    home_binds: tuple[Path, ...] = ()  # read-only inside the empty home
+    limits: Limits = field(default_factory=Limits)
+    prlimit: str | None = None
+    writable: Path | None = None  # bound read-write at `root` instead of the project
+    writable_files: tuple[Path, ...] = ()  # existing files outside it the command may write
+
+    def argv(self, command: Sequence[str]) -> list[str]:
+        """The full command line that runs `command` in the jail, in the project root."""
+        args = [self.bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += ["--proc", "/proc", "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
+        hidden = [Path(SANDBOX_TMP)]
+        home = self.home
+        if home is not None and _under(home, Path(SANDBOX_TMP)):
+            args += ["--dir", str(home)]  # empty, like the tmpfs a home elsewhere gets
+        elif home is not None and home != Path("/"):
+            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(home)]
+            hidden.append(home)
+        for path in self.home_binds:
+            if any(_under(path, h) for h in hidden) and path.exists():
+                args += ["--ro-bind", str(path), str(path)]
+        if self.writable is not None:
+            args += ["--bind", str(self.writable), str(self.root)]
+        elif any(_under(self.root, h) for h in hidden):
+            args += ["--ro-bind", str(self.root), str(self.root)]
+        args += self._masks(hidden)
+        for path in self.writable_files:
+            args += ["--bind", str(path), str(path)]
+        args += ["--chdir", str(self.root), "--", *command]
+        if self.prlimit is None:
+            return args
+        return [self.prlimit, *self.limits.prlimit_args(), "--", *args]
+
+    def _masks(self, hidden: list[Path]) -> list[str]:
+        args: list[str] = []
+        for path in self.masked:
+            shown = (self.root, *self.home_binds)
+            if any(_under(path, h) for h in hidden) and not any(_under(path, s) for s in shown):
+                continue  # an empty tmpfs hides it already
+            if path.is_dir() and not path.is_symlink():
+                args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+            elif path.exists():
+                args += ["--ro-bind", "/dev/null", str(path)]
+        return args
+
+    def environ(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """`environ` as the command sees it inside: temporary files go to the private /tmp."""
+        inside = dict(environ)
+        for name in ("TMPDIR", "TMP", "TEMP"):
+            if name in inside or name == "TMPDIR":
+                inside[name] = SANDBOX_TMP
+        return inside
+
+
+_NAMESPACES = (
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)
+
+
+def _under(path: Path, directory: Path) -> bool:
+    return path == directory or path.is_relative_to(directory)

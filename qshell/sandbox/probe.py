@@ -1,0 +1,128 @@
+"""probe(): what sandboxing works on this machine, tried once per boot.
+
+Two things are tried for real, each in a throwaway directory: a jail (bubblewrap with the
+namespaces and mounts `Jail` uses, running `true`), and a kernel overlay mounted by an
+unprivileged user in a new user and mount namespace (`unshare -rm`, overlayfs with
+`userxattr`) — what a speculation of any command needs. The answer, with the reason when
+something fails ("bwrap is not installed", "user namespaces are disabled", …), is cached
+in the cache directory keyed by the kernel's boot id and the tools' paths, so later starts
+cost one file read. Safe from any thread; concurrent probes only repeat the work.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from qshell.sandbox.jail import Jail
+
+PROBE_TIMEOUT_S = 10.0
+CACHE_NAME = "sandbox-probe.json"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What works here: `jail` (bubblewrap), `overlay` (user-namespace overlayfs)."""
+
+    jail: bool
+    overlay: bool
+    reason: str  # why the jail (else the overlay) does not work; "" when both do
+    bwrap: str | None = None
+    unshare: str | None = None
+    prlimit: str | None = None
+
+    @property
+    def mode(self) -> str:
+        """One word for /stats and `qshell doctor`."""
+        if self.jail and self.overlay:
+            return "bubblewrap + overlay"
+        return "bubblewrap" if self.jail else "off"
+
+
+def probe(cache_dir: Path | None = None) -> Probe:
+    """This machine's Probe: from the cache when this boot already tried, else tried now."""
+    tools = {name: shutil.which(name) for name in ("bwrap", "unshare", "prlimit")}
+    key = {"boot": _boot_id(), **tools}
+    cached = _read_cache(cache_dir, key)
+    if cached is not None:
+        return cached
+    found = _try(tools["bwrap"], tools["unshare"], tools["prlimit"])
+    _write_cache(cache_dir, key, found)
+    return found
+
+
+def _try(bwrap: str | None, unshare: str | None, prlimit: str | None) -> Probe:
+    if bwrap is None:
+        return Probe(False, False, "bwrap is not installed (Debian/Ubuntu: apt install bubblewrap)")
+    with tempfile.TemporaryDirectory(prefix="qshell-probe-") as tmp:
+        root = Path(tmp)
+        jail = Jail(bwrap, root, prlimit=prlimit)
+        failure = _run(jail.argv(["true"]))
+        if failure:
+            return Probe(False, False, f"bubblewrap cannot start a sandbox here: {failure}")
+        overlay_failure = _overlay(root, unshare) if unshare else "unshare is not installed"
+    reason = f"no user-namespace overlay: {overlay_failure}" if overlay_failure else ""
+    return Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit)
+
+
+def _overlay(root: Path, unshare: str) -> str:
+    """Why an overlay cannot be mounted by this user ("" when it can)."""
+    dirs = {name: root / name for name in ("lower", "upper", "work", "merged")}
+    for path in dirs.values():
+        path.mkdir()
+    options = "userxattr,lowerdir={lower},upperdir={upper},workdir={work}".format(**dirs)
+    script = (
+        f'mount -t overlay overlay -o "{options}" "{dirs["merged"]}" && touch "{dirs["merged"]}/x"'
+    )
+    failure = _run([unshare, "-rm", "sh", "-c", script])
+    if not failure and not (dirs["upper"] / "x").exists():
+        return "a file written through the overlay did not reach its upper layer"
+    return failure
+
+
+def _run(argv: list[str]) -> str:
+    """ "" when `argv` exits 0, else the last line it printed (or why it could not run)."""
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return ""
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit code {done.returncode}"
+
+
+def _boot_id() -> str:
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _read_cache(cache_dir: Path | None, key: dict[str, str | None]) -> Probe | None:
+    if cache_dir is None or not key["boot"]:
+        return None
+    try:
+        record = json.loads((cache_dir / CACHE_NAME).read_text())
+        if record.get("key") == key:
+            return Probe(**record["probe"])
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    return None
+
+
+def _write_cache(cache_dir: Path | None, key: dict[str, str | None], found: Probe) -> None:
+    if cache_dir is None or not key["boot"]:
+        return
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        (cache_dir / CACHE_NAME).write_text(json.dumps({"key": key, "probe": asdict(found)}))
+    except OSError:
+        pass  # the next start probes again

@@ -1,0 +1,180 @@
+"""The jail, tried for real with bubblewrap in a throwaway project: a command qshell runs
+on its own can write, delete or create nothing in the project, `/tmp`, `$HOME` or `/etc`,
+reads nothing masked (not with `grep -r`, not through a symlink), reaches no network and
+cannot undo the sandbox; and the read-only commands the proof allows give the same output
+inside as outside (differential, against the real binaries). Skipped, with the probe's
+reason, where the machine cannot sandbox; `.ci/run` installs bubblewrap."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from qshell.agent.confine import confinement
+from qshell.agent.policy import proven_context
+from qshell.config import SandboxMode
+from qshell.sandbox import probe
+from qshell.tools.base import ToolContext
+from qshell.tools.paths import PathResolver
+from qshell.tools.shell import ShellArgs, ShellTool
+
+FOUND = probe(None)
+pytestmark = pytest.mark.skipif(not FOUND.jail, reason=f"no sandbox here: {FOUND.reason}")
+SECRET = "s3cr3t-value-0451"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "app.py").write_text("print('hi')\n")
+    (root / "README.md").write_text("hello\n")
+    (root / ".env").write_text(f"TOKEN={SECRET}\n")
+    (root / "deploy").mkdir()
+    (root / "deploy" / "server.pem").write_text(f"{SECRET}\n")
+    outside = tmp_path / "elsewhere.key"
+    outside.write_text(f"{SECRET}\n")
+    (root / "linked").symlink_to(outside)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def jailed(project: Path) -> ToolContext:
+    home = Path(os.environ["HOME"])
+    paths = PathResolver(project, home=home)
+    confined = confinement(SandboxMode.ON, paths, os.environ, None)
+    assert confined.launcher is not None, confined.missing
+    ctx = ToolContext(paths=paths, environ=dict(os.environ), sandbox=confined.launcher)
+    return proven_context(ctx)
+
+
+def run(ctx: ToolContext, command: str) -> str:
+    result = ShellTool().run(ShellArgs(command=command), ctx)
+    return result.llm_content
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    found: dict[str, bytes | str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            found[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[rel] = path.read_bytes()
+        else:
+            found[rel] = "dir"
+    return found
+
+
+WRITES = [
+    "echo x > README.md",
+    "rm -f README.md",
+    "touch new.txt",
+    "mkdir made",
+    "mv src moved",
+    "git add -A && git commit -qm x",
+    "chmod 000 README.md",
+    "ln -s /etc/passwd here",
+]
+
+
+@pytest.mark.parametrize("command", WRITES)
+def test_a_command_changes_nothing_in_the_project(project, command):
+    before = snapshot(project)
+    out = run(jailed(project), command)
+    assert snapshot(project) == before
+    assert "Read-only file system" in out or "read-only" in out.lower()
+
+
+def test_writes_to_tmp_home_and_etc_stay_inside(project):
+    home = Path(os.environ["HOME"])
+    name = f"qshell-jail-{os.getpid()}"
+    out = run(
+        jailed(project),
+        f"echo x > /tmp/{name}; echo x > ~/{name}; echo x > /etc/{name}; cat /tmp/{name}",
+    )
+    assert "x" in out.splitlines()  # /tmp is writable inside, and private
+    assert "Read-only file system" in out
+    for where in (Path("/tmp"), home, Path("/etc")):
+        assert not (where / name).exists()
+
+
+def test_masked_secrets_read_as_empty_even_recursively(project):
+    ctx = jailed(project)
+    assert SECRET not in run(ctx, f"grep -r {SECRET} . ; grep -r {SECRET} / 2>/dev/null | head")
+    assert SECRET not in run(ctx, "cat .env deploy/server.pem linked")
+    assert "hello" in run(ctx, "cat README.md")
+
+
+def test_home_credentials_are_not_there(project):
+    ssh = Path(os.environ["HOME"]) / ".ssh"
+    ssh.mkdir(exist_ok=True)
+    (ssh / "id_ed25519").write_text(SECRET)
+    try:
+        assert SECRET not in run(jailed(project), "cat ~/.ssh/id_ed25519; ls -a ~")
+    finally:
+        (ssh / "id_ed25519").unlink()
+
+
+def test_no_network_not_even_the_loopback(project):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    accepted: list[object] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # closed at the end of the test
+            accepted.append(server.accept())
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        out = run(jailed(project), f'python3 -c "{code}" && echo CONNECTED')
+        assert "CONNECTED" not in out and accepted == []
+        assert "Connection refused" in out or "unreachable" in out
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "mount -o remount,rw / && echo ESCAPED",
+        "unshare -rm true && echo ESCAPED",
+        f"mount -o remount,rw {'{root}'} && echo ESCAPED",
+        "cat /proc/1/environ | tr '\\0' '\\n' | grep -c HOME && ls /proc | grep -c '^[0-9]'",
+    ],
+)
+def test_the_sandbox_cannot_be_undone_from_inside(project, command):
+    out = run(jailed(project), command.replace("{root}", str(project)))
+    assert "ESCAPED" not in out
+    before = snapshot(project)
+    run(jailed(project), command.replace("{root}", str(project)) + "; touch x")
+    assert snapshot(project) == before
+
+
+READ_ONLY = [
+    "ls -la src",
+    "cat README.md src/app.py",
+    "grep -rn hi src",
+    "git status --short",
+    "git log --oneline -3 || true",
+    "wc -l README.md",
+    "find src -name '*.py'",
+    "head -1 README.md && tail -1 src/app.py",
+]
+
+
+@pytest.mark.parametrize("command", READ_ONLY)
+def test_read_only_commands_say_the_same_inside_and_out(project, command):
+    inside = jailed(project)
+    outside = replace(inside, launcher=None)
+    assert run(inside, command) == run(outside, command)
