@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+from dataclasses import replace
 
 import pytest
 
@@ -147,3 +148,12 @@ def test_a_closed_stdout_gets_the_plain_mode():
     closed = io.StringIO()
     closed.close()
     assert wants_plain(args(), {"TERM": "xterm"}, closed)
+
+
+def test_a_machine_without_a_sandbox_is_said_once_under_the_banner(tmp_path):
+    setup = make_conversation(tmp_path, [Message.assistant("hi")])
+    session = setup.conversation.session
+    note = "no sandbox here, shell commands are checked by the proof alone: bwrap is missing"
+    session.tool_context = replace(session.tool_context, sandbox=None, sandbox_note=note)
+    lines = run(setup, "hello\n/exit\n").splitlines()
+    assert lines[1] == note and lines.count(note) == 1
