@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from qshell.config import SandboxMode
-from qshell.sandbox import Jail, Limits, Probe, SecretIndex, probe
+from qshell.sandbox import Jail, Limits, Probe, SecretIndex, filter_file, probe
 from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
 
 CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
@@ -36,6 +36,7 @@ class JailLauncher:
     home_binds: tuple[Path, ...]
     home_masks: tuple[Path, ...] = ()  # credential directories inside those
     writable: tuple[Path, ...] = ()
+    seccomp: Path | None = None
     limits: Limits = field(default_factory=Limits)
 
     def wrap(
@@ -51,6 +52,7 @@ class JailLauncher:
             limits=self.limits,
             prlimit=self.found.prlimit,
             writable_files=self.writable,
+            seccomp=self.seccomp,
         )
         return jail.argv(argv), jail.environ(environ)
 
@@ -94,7 +96,8 @@ def confinement(
         for d in (paths.home / name for name in SECRET_HOME_DIRS)
         if any(d.is_relative_to(b) for b in binds)
     )
-    launcher = JailLauncher(found, paths, index, binds, masks)
+    seccomp = filter_file(cache_dir) if found.seccomp else None
+    launcher = JailLauncher(found, paths, index, binds, masks, seccomp=seccomp)
     return Confinement(launcher, "", "", found.mode)
 
 

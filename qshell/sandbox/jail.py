@@ -10,8 +10,10 @@ the project is bound over with an empty file and each secret directory with an e
 read-only one, so even `grep -r` finds nothing there. The command gets a new user
 namespace with every capability dropped (bubblewrap run by root would otherwise keep
 root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
-new session (no terminal to inject keystrokes into), and dies with qshell. `prlimit`
-caps its CPU time, memory, file size and processes. Pure: it builds argument lists, it
+new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
+that refuses Unix sockets (seccomp.py: a read-only file system does not stop a connect to
+a daemon's socket), and dies with qshell. `prlimit` caps its CPU time, memory, file size
+and processes. Pure: it builds argument lists, it
 runs nothing.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
+SECCOMP_FD = 9
 
 
 class SandboxUnavailable(OSError):
@@ -63,11 +66,13 @@ class Jail:
     prlimit: str | None = None
     writable: Path | None = None  # bound read-write at `root` instead of the project
     writable_files: tuple[Path, ...] = ()  # existing files outside it the command may write
+    seccomp: Path | None = None  # a compiled filter (seccomp.filter_file) to load
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """The full command line that runs `command` in the jail, in the project root."""
         args = [self.bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--dev", "/dev"]
         args += ["--proc", "/proc", "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
+        args += ["--tmpfs", "/run"]
         hidden = [Path(SANDBOX_TMP)]
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
@@ -85,6 +90,9 @@ class Jail:
         args += self._masks(hidden)
         for path in self.writable_files:
             args += ["--bind", str(path), str(path)]
+        if self.seccomp is not None:  # bwrap reads it from fd 9, opened by sh just before
+            args += ["--seccomp", str(SECCOMP_FD)]
+            args = ["sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', str(self.seccomp), *args]
         args += ["--chdir", str(self.root), "--", *command]
         if self.prlimit is None:
             return args

@@ -1,7 +1,7 @@
 """probe(): what sandboxing works on this machine, tried once per boot.
 
-Two things are tried for real, each in a throwaway directory: a jail (bubblewrap with the
-namespaces and mounts `Jail` uses, running `true`), and a kernel overlay mounted by an
+Three things are tried for real, each in a throwaway directory: a jail (bubblewrap with the
+namespaces and mounts `Jail` uses, running `true`), the same with the seccomp filter, and a kernel overlay mounted by an
 unprivileged user in a new user and mount namespace (`unshare -rm`, overlayfs with
 `userxattr`) — what a speculation of any command needs. The answer, with the reason when
 something fails ("bwrap is not installed", "user namespaces are disabled", …), is cached
@@ -15,10 +15,11 @@ import json
 import shutil
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from qshell.sandbox.jail import Jail
+from qshell.sandbox.seccomp import filter_file
 
 PROBE_TIMEOUT_S = 10.0
 CACHE_NAME = "sandbox-probe.json"
@@ -35,6 +36,7 @@ class Probe:
     bwrap: str | None = None
     unshare: str | None = None
     prlimit: str | None = None
+    seccomp: bool = False  # the Unix-socket filter loads (seccomp.py)
 
     @property
     def mode(self) -> str:
@@ -65,9 +67,11 @@ def _try(bwrap: str | None, unshare: str | None, prlimit: str | None) -> Probe:
         failure = _run(jail.argv(["true"]))
         if failure:
             return Probe(False, False, f"bubblewrap cannot start a sandbox here: {failure}")
+        code = filter_file(root)
+        filtered = code is not None and not _run(replace(jail, seccomp=code).argv(["true"]))
         overlay_failure = _overlay(root, unshare) if unshare else "unshare is not installed"
     reason = f"no user-namespace overlay: {overlay_failure}" if overlay_failure else ""
-    return Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit)
+    return Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit, filtered)
 
 
 def _overlay(root: Path, unshare: str) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -142,6 +144,29 @@ def test_no_network_not_even_the_loopback(project):
         assert "Connection refused" in out or "unreachable" in out
     finally:
         server.close()
+
+
+@pytest.mark.skipif(not FOUND.seccomp, reason="the seccomp filter does not load here")
+def test_no_unix_socket_even_one_the_read_only_file_system_shows(project):
+    # like /var/run/docker.sock: a socket the jail's file system shows (not under the
+    # private /tmp, /run or home)
+    where = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    path = where / "daemon.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+    try:
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r})"
+        ctx = jailed(project)
+        assert ctx.launcher is not None
+        # the socket file is there, read-only, yet nothing may connect to it
+        out = run(ctx, f'ls {path} && python3 -c "{code}" && echo CONNECTED')
+        assert str(path) in out and "CONNECTED" not in out and "Operation not permitted" in out
+        pair = "import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))"
+        assert "b'x'" in run(ctx, f'python3 -c "{pair}"')  # a process's own pair still works
+    finally:
+        server.close()
+        shutil.rmtree(where)
 
 
 @pytest.mark.parametrize(
