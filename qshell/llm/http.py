@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 ERROR_BODY_MAX_BYTES = 64 * 1024
 DRAIN_S = 2.0
 """After the final event, how long the rest of the body may take before the socket is cut."""
+DONE_DATA = b"[DONE]"  # the OpenAI stream's last data line, not JSON
 READ_TIMEOUT_MARGIN_S = 30.0
 """httpx's own read timeout is only a backstop this far behind the watchdog."""
 
@@ -129,22 +130,49 @@ ParseFn = Callable[[Iterator[ServerSentEvent], StreamProgress], Iterator[StreamE
 
 class _FeedingStream(httpx.SyncByteStream):
     """Wraps a response body so that every chunk re-arms the watchdog, and a body that ends
-    cleanly ends its last event: a server that closes right after the last `data:` line,
-    without the blank line that dispatches it, still delivers that event (an extra blank
-    line dispatches nothing; a line cut mid-way then fails as the malformed JSON it is)."""
+    cleanly ends its last event when that event is whole: a server that closes right after
+    the last `data:` line, without the blank line that dispatches it (or without even its
+    line break, when the line holds a whole JSON value), still delivers that event. A line
+    cut mid-way is left undispatched, so the stream ends as the cut stream it is (retried
+    when no content came yet), not as malformed JSON."""
 
     def __init__(self, inner: Any, on_chunk: Callable[[], None]) -> None:
         self._inner = inner
         self._on_chunk = on_chunk
 
     def __iter__(self) -> Iterator[bytes]:
+        last_line: list[bytes] = []  # the bytes after the last line feed
         for chunk in self._inner:
             self._on_chunk()
+            _, feed, tail = chunk.rpartition(b"\n")
+            if feed:
+                last_line.clear()
+            last_line.append(tail)
             yield chunk
-        yield b"\n\n"
+        yield _event_end(b"".join(last_line))
 
     def close(self) -> None:
         self._inner.close()
+
+
+def _event_end(last_line: bytes) -> bytes:
+    """What ends a body whose bytes after their last line feed are `last_line`: a blank
+    line when that line is whole (empty, ended by a carriage return, or a `data:` line
+    holding a whole JSON value or `[DONE]`), nothing when it was cut mid-way."""
+    line = b"" if last_line.endswith(b"\r") else last_line.rsplit(b"\r", 1)[-1]
+    if not line:
+        return b"\n\n"
+    name, colon, value = line.partition(b":")
+    if name != b"data" or not colon:
+        return b""
+    value = value.strip()
+    if value == DONE_DATA:
+        return b"\n\n"
+    try:
+        json.loads(value)
+    except ValueError:
+        return b""
+    return b"\n\n"
 
 
 class _AttemptState:

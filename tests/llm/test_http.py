@@ -37,6 +37,7 @@ from qshell.llm.http import RetryPolicy, Timeouts
 from qshell.llm.messages import ChatRequest, Message
 from qshell.llm.openai import OpenAIProvider
 from qshell.llm.watchdog import AbortHandle, Watchdog
+from tests.fakes.replay import ReplayServer
 from tests.llm.sse import Sleeps, chunk, event
 
 KEY = "sk-proj-0123456789abcdefghijklmnop"
@@ -329,3 +330,48 @@ def test_consecutive_streams_reuse_one_pooled_connection() -> None:
         server.shutdown()
         server.server_close()
     assert len(_KeepAliveHandler.connections) == 1
+
+
+def _stream_from(bodies: list[bytes]) -> tuple[list[object], int]:
+    """One streamed request against a replay server serving `bodies`; its events (or the
+    error it raised, last) and how many attempts it took."""
+    request = ChatRequest(model="m", system="", messages=[Message.user("hi")])
+    with ReplayServer(bodies) as server:
+        provider = OpenAIProvider(
+            server.url + "/v1", KEY, retry=RetryPolicy(max_attempts=3), sleep=Sleeps()
+        )
+        out: list[object] = []
+        try:
+            out.extend(provider.stream(request, CancelToken()))
+        except ProviderError as error:
+            out.append(error)
+        finally:
+            provider.close()
+        return out, len(server.requests)
+
+
+WHOLE = (chunk("Hello") + chunk(finish="stop") + event("[DONE]")).encode()
+
+
+def test_a_stream_closed_mid_line_before_any_content_is_tried_again() -> None:
+    cut = (chunk("") + 'data: {"choices":[{"index":0,"delta":{"cont').encode()
+    events, attempts = _stream_from([cut, WHOLE])
+    assert attempts == 2
+    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello"
+
+
+def test_a_stream_closed_mid_line_after_content_says_it_was_cut_not_malformed() -> None:
+    cut = (chunk("Hel") + 'data: {"choices":[{"index":0,"delta":{"content":"lo"').encode()
+    events, attempts = _stream_from([cut, WHOLE])
+    error = events[-1]
+    assert attempts == 1 and isinstance(error, ProviderError)
+    assert "ended before the answer was complete" in str(error)
+    assert "not JSON" not in str(error)
+
+
+@pytest.mark.parametrize("ending", ["", "\n", "\r\n"])
+def test_a_last_whole_event_without_its_blank_line_is_still_delivered(ending: str) -> None:
+    body = chunk("Hello") + chunk(finish="stop").rstrip("\n") + ending
+    events, attempts = _stream_from([body.encode()])
+    assert attempts == 1
+    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello"
