@@ -235,9 +235,11 @@ class RichRenderer:
             self._spin(last_elapsed + now - last_clock)
 
     def _fold(self) -> None:
-        """The reasoning streamed so far, as one dim line (kept whole for /expand)."""
+        """The reasoning streamed so far, as one dim line (kept whole for /expand), below
+        the text that came before it."""
         folded = self._reasoning.fold()
         if folded is not None:
+            self._flush_text(len(self._pending))
             line = folded.line(width=self.console.width, ellipsis="…")
             self._print(Text(line, style="dim italic"))
             self._tools.last_cut = folded

@@ -89,3 +89,39 @@ def test_on_a_terminal_the_spinner_counts_reasoning_words_while_it_streams() -> 
     screen = term.read()
     assert "words of reasoning" not in "\n".join(screen)
     assert screen[0].startswith("∴ one two three") and screen[-1] == "Hi"
+
+
+@pytest.mark.parametrize("make", [plain, rich], ids=["plain", "rich"])
+def test_reasoning_that_comes_after_some_text_is_folded_after_that_text(make) -> None:
+    events: list[Event] = [
+        TextDelta("First I read the file.\n\nThen "),
+        ReasoningDelta("Wait, the file may be missing."),
+        TextDelta("I check that it exists."),
+        TurnFinished("", Usage(), 1),
+    ]
+    _, out = make(events)
+    text = out.getvalue()
+    first, fold, then = (
+        text.index("First I read"),
+        text.index("∴ Wait, the file"),
+        text.index("I check that"),
+    )
+    assert first < fold < then
+
+
+def test_on_a_terminal_reasoning_after_text_is_folded_below_it() -> None:
+    renderer, term, clock = live_renderer(rows=10)
+    events: list[Event] = [
+        TextDelta("First I read the file.\n\nThen "),
+        ReasoningDelta("Wait, the file may be missing."),
+        TextDelta("I check that it exists."),
+    ]
+    for event in events:
+        clock.now += 2 * FRAME_S
+        renderer.event(event)
+    renderer.end_turn()
+    screen = [line for line in term.read() if line]
+    assert screen[0] == "First I read the file."
+    assert screen[1] == "Then"
+    assert screen[2].startswith("∴ Wait, the file")
+    assert screen[3] == "I check that it exists."
