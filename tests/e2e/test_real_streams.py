@@ -155,15 +155,23 @@ def test_llama_cpp_s_error_event_is_the_message_and_is_not_retried(project):
 # ------------------------------------------------------------------ 6. reasoning goes back
 
 
-def test_a_deepseek_tool_round_s_reasoning_content_goes_back_in_the_next_request(project):
-    first, answer = "deepseek/tool_call_cache_hit.sse", "deepseek/reasoner_hello.sse"
+def two_rounds(wire: str, first: str, answer: str, *args: str, cwd: Path) -> tuple[Run, Any]:
+    """A tool round then an answer, replayed: the run, and the assistant message the second
+    request sent back."""
     with ReplayServer([body(first), body(answer)]) as server:
-        run = replay(server, "openai", "-o", "stream-json", "weather in SF?", cwd=project)
+        run = replay(server, wire, *args, cwd=cwd)
         sent = server.requests
     assert run.code == 0, run.stderr
     assert len(sent) == 2
+    return run, next(m for m in sent[1].json()["messages"] if m["role"] == "assistant")
+
+
+def test_a_deepseek_tool_round_s_reasoning_content_goes_back_in_the_next_request(project):
+    first, answer = "deepseek/tool_call_cache_hit.sse", "deepseek/reasoner_hello.sse"
+    run, assistant = two_rounds(
+        "openai", first, answer, "-o", "stream-json", "weather in SF?", cwd=project
+    )
     (call,) = expect(first)["tool_calls"]
-    assistant = next(m for m in sent[1].json()["messages"] if m["role"] == "assistant")
     assert assistant["reasoning_content"] == expect(first)["reasoning"]
     assert assistant["tool_calls"][0]["id"] == call["id"]
     streamed = "".join(e["content"] for e in run.lines() if e["type"] == "reasoning")
@@ -175,12 +183,9 @@ def test_a_deepseek_tool_round_s_reasoning_content_goes_back_in_the_next_request
 
 def test_an_anthropic_signed_thinking_block_goes_back_unchanged_in_the_tool_round(project):
     first, answer = "anthropic/sonnet5_thinking_text_tool.sse", "anthropic/sonnet_thinking.sse"
-    with ReplayServer([body(first), body(answer)]) as server:
-        run = replay(server, "anthropic", "-o", "json", "which country is best?", cwd=project)
-        sent = server.requests
-    assert run.code == 0, run.stderr
-    assert len(sent) == 2
-    assistant = next(m for m in sent[1].json()["messages"] if m["role"] == "assistant")
+    run, assistant = two_rounds(
+        "anthropic", first, answer, "-o", "json", "which country is best?", cwd=project
+    )
     thinking = assistant["content"][0]
     assert thinking == {
         "type": "thinking",

@@ -13,18 +13,16 @@ from __future__ import annotations
 import json
 import select
 import socket
-import socketserver
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from tests.fakes import sse_anthropic, sse_openai
+from tests.fakes.loopback import LoopbackHandler, LoopbackHTTPServer
 from tests.fakes.recording import Protocol, RecordedRequest
 from tests.fakes.script import Answer, Fault, Hold, Latency, Reply
 from tests.fakes.wire import (
@@ -56,38 +54,23 @@ WATCH_INTERVAL_S = 0.02
 WaitOutcome = Literal["released", "timeout", "disconnected", "stopped"]
 
 
-class FakeHTTPServer(ThreadingHTTPServer):
+class FakeHTTPServer(LoopbackHTTPServer):
     """The listening socket; one daemon thread per connection, none joined on close."""
 
-    daemon_threads = True
-    block_on_close = False
     request_queue_size = 128
-    allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], owner: ScriptedLLMServer) -> None:
         self.owner = owner
         super().__init__(address, RequestHandler)
 
-    def server_bind(self) -> None:
-        # Skip HTTPServer's reverse DNS lookup (socket.getfqdn), which can be slow.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that vanishes before sending a full request is not worth a traceback.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-class RequestHandler(BaseHTTPRequestHandler):
+class RequestHandler(LoopbackHandler):
     """Serves one request per connection (`Connection: close`), then the socket closes."""
 
-    protocol_version = "HTTP/1.1"
     server: FakeHTTPServer
 
     def setup(self) -> None:
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.owner = self.server.owner
         self.owner.track_connection(self.connection, add=True)
 
@@ -96,9 +79,6 @@ class RequestHandler(BaseHTTPRequestHandler):
             super().finish()
         finally:
             self.owner.track_connection(self.connection, add=False)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
     # ----------------------------------------------------------------- plumbing
 

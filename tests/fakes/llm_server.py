@@ -19,10 +19,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from tests.fakes.http_handler import FakeHTTPServer
+from tests.fakes.loopback import HOST, LoopbackServer
 from tests.fakes.matchers import (
     Match,
     all_of,
@@ -66,7 +66,7 @@ __all__ = [
 TEST_API_KEY = "sk-test-SECRET-123456"
 
 
-class ScriptedLLMServer:
+class ScriptedLLMServer(LoopbackServer):
     """The fake server. Rules are tried in insertion order; the first non-exhausted match
     answers. No match → HTTP 500 and the request is recorded with `unmatched=True`."""
 
@@ -94,23 +94,13 @@ class ScriptedLLMServer:
         self._connections: set[socket.socket] = set()
         self.stopping = threading.Event()
         self._stall_release = threading.Event()
-        self._httpd: FakeHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> Self:
-        if self._httpd is not None:
-            return self
-        self._httpd = FakeHTTPServer(("127.0.0.1", self._port), self)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.05},
-            name=f"fake-llm-{self.port}",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
+    thread_name = "fake-llm"
+
+    def _listener(self) -> FakeHTTPServer:
+        return FakeHTTPServer((HOST, self._port), self)
 
     def stop(self) -> None:
         """Release every hold and stall, cut open connections, close the listener."""
@@ -123,32 +113,7 @@ class ScriptedLLMServer:
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the server is not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        self._close_listener()
 
     @property
     def openai_base_url(self) -> str:

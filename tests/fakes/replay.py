@@ -12,19 +12,14 @@ lock; handlers never wait on anything, so `stop()` never hangs.
 from __future__ import annotations
 
 import json
-import socket
-import socketserver
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
+
+from tests.fakes.loopback import HOST, LoopbackHandler, LoopbackHTTPServer, LoopbackServer
 
 REQUEST_TIMEOUT_S = 10.0
-SERVE_POLL_S = 0.05
-STOP_JOIN_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +36,7 @@ class ReplayedRequest:
         return json.loads(self.body)
 
 
-class ReplayServer:
+class ReplayServer(LoopbackServer):
     """Serves `bodies` in order, one per POST, with `status` and `content_type`.
 
     `write_size` splits each body into writes of that many bytes (the bytes are unchanged),
@@ -63,53 +58,11 @@ class ReplayServer:
         self.write_size = write_size
         self._lock = threading.Lock()
         self._requests: list[ReplayedRequest] = []
-        self._httpd: _ReplayHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # ----------------------------------------------------------------- lifecycle
+    thread_name = "replay"
 
-    def start(self) -> Self:
-        if self._httpd is None:
-            self._httpd = _ReplayHTTPServer(("127.0.0.1", 0), self)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": SERVE_POLL_S},
-                name=f"replay-{self.port}",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Close the listener; connections still open are daemon threads and end on their own."""
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=STOP_JOIN_S)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the replay server is not started")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def _listener(self) -> _ReplayHTTPServer:
+        return _ReplayHTTPServer((HOST, 0), self)
 
     # ----------------------------------------------------------------- records
 
@@ -127,37 +80,15 @@ class ReplayServer:
         return index, self.bodies[index] if index < len(self.bodies) else None
 
 
-class _ReplayHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-
+class _ReplayHTTPServer(LoopbackHTTPServer):
     def __init__(self, address: tuple[str, int], owner: ReplayServer) -> None:
         self.owner = owner
         super().__init__(address, _ReplayHandler)
 
-    def server_bind(self) -> None:
-        # Skip HTTPServer's reverse DNS lookup (socket.getfqdn), which can be slow.
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "127.0.0.1", self.server_address[1]
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up mid-body is the test's business, not a traceback.
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
-class _ReplayHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _ReplayHandler(LoopbackHandler):
     timeout = REQUEST_TIMEOUT_S
     server: _ReplayHTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
 
     def do_POST(self) -> None:
         self.close_connection = True
