@@ -110,6 +110,9 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
 
 
 def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The wire messages. An assistant message with nothing to send — a round cut off while
+    it was reasoning, whose reasoning is not sent back — is left out as a round that said
+    nothing is (Mistral rejects an assistant message with neither content nor calls)."""
     out: list[dict[str, Any]] = []
     if request.system:
         out.append({"role": "system", "content": request.system})
@@ -117,7 +120,9 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     turn_start = current_turn_start(messages)
     for index, message in enumerate(messages):
         if message.role == "assistant":
-            out.append(_assistant(message, with_reasoning=index > turn_start))
+            entry = _assistant(message, with_reasoning=index > turn_start)
+            if entry["content"] or "tool_calls" in entry or "reasoning_content" in entry:
+                out.append(entry)
             continue
         for block in message.content:
             if isinstance(block, ToolResultBlock):

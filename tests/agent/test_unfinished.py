@@ -86,3 +86,30 @@ def test_reasoning_streams_as_its_own_event_and_stays_in_the_history(tmp_path):
     assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["the user greets me"]
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["hello"]
     assert session.history[-1].reasoning == "the user greets me"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        Message.assistant(reasoning=[ReasoningBlock(text="Let me think", source="thinking")]),
+        Message.assistant(
+            "", [CUT], reasoning=[ReasoningBlock(text="I'll note", source="reasoning_content")]
+        ),
+    ],
+    ids=["reasoning-only", "reasoning-and-cut-call"],
+)
+def test_a_round_cut_off_while_reasoning_is_not_sent_as_an_empty_assistant_message(tmp_path, cut):
+    """Mistral rejects an assistant message with neither content nor calls; the round is
+    left out of the next request as a round that said nothing (or only a cut call) is."""
+    tool = RecordingTool("note", Kind.EDIT)
+    session, provider = make_session(
+        tmp_path, [ending(cut, "max_tokens", "length"), Message.assistant("ok")], [tool]
+    )
+    drive(session, "write the note", yolo())
+    drive(session, "go on", yolo())
+    assert session.history[1] == cut  # the history keeps what was said
+    sent = [m for m in openai_body(provider.requests[-1])["messages"] if m["role"] != "system"]
+    assert sent == [
+        {"role": "user", "content": "write the note"},
+        {"role": "user", "content": "go on"},
+    ]
