@@ -281,9 +281,12 @@ class ToolCalls:
         self._labels: dict[str, tuple[str, str]] = {}  # call_id -> (name, label)
         self._diff_asked: set[str] = set()  # calls whose diff a permission question showed
         self.header_shown: str | None = None  # call_id of the header just printed, if any
-        # what /expand shows: the last call whose output was cut ((label, call)), or the
-        # last reasoning folded, whichever came later
-        self.last_cut: tuple[str, ToolFinished] | Folded | None = None
+        # what /expand shows: the last call whose output was cut (label, call, turn), the
+        # last reasoning folded (it, turn), and whether the reasoning came later
+        self._cut: tuple[str, ToolFinished, int] | None = None
+        self._folded: tuple[Folded, int] | None = None
+        self._folded_last = False
+        self._turn = 0  # turns ended so far
 
     def asked(self, request: PermissionRequested, view: PermissionView) -> None:
         """A permission question showed `view`: its diff, when shown whole, need not be
@@ -304,16 +307,31 @@ class ToolCalls:
         self._diff_asked.discard(event.call_id)
         shown = outcome(event, diff_seen=seen, screen_lines=screen_lines)
         if shown.cut:
-            self.last_cut = (label, event)
+            self._cut = (label, event, self._turn)
+            self._folded_last = False
         return shown
 
-    def expanded(self) -> tuple[str, Outcome] | Folded | None:
-        """The label and whole outcome of the last call whose output was cut, or the last
-        folded reasoning, whichever came later; None when nothing was cut."""
-        if self.last_cut is None or isinstance(self.last_cut, Folded):
-            return self.last_cut
-        label, event = self.last_cut
-        return label, outcome(event, whole=True)
+    def folded(self, reasoning: Folded) -> None:
+        """Reasoning was shown folded to one line: `/expand` shows it whole."""
+        self._folded = (reasoning, self._turn)
+        self._folded_last = True
+
+    def turn_ended(self) -> None:
+        self._turn += 1
+
+    def expanded(self) -> list[tuple[str, Outcome] | Folded]:
+        """What `/expand` shows, in the order it came: the label and whole outcome of the
+        last call whose output was cut, unless reasoning folded in a later turn came after
+        it, and the last reasoning folded, unless a call was cut after it (a reasoning
+        model reasons in every round, so the round after a cut call always folds some).
+        Empty when nothing was cut."""
+        shown: list[tuple[str, Outcome] | Folded] = []
+        cut, folded = self._cut, self._folded
+        if cut is not None and not (self._folded_last and folded and folded[1] > cut[2]):
+            shown.append((cut[0], outcome(cut[1], whole=True)))
+        if folded is not None and (self._folded_last or cut is None):
+            shown.append(folded[0])
+        return shown
 
     def start(self, event: ToolStarted, *, width: int) -> str:
         label = call_label(event.name, event.args, ellipsis=self._ellipsis, width=width)

@@ -137,10 +137,11 @@ class PlainRenderer:
         folded = self._reasoning.fold()
         if folded is not None:
             self._line(folded.line(width=self.width, ellipsis=ELLIPSIS))
-            self._tools.last_cut = folded
+            self._tools.folded(folded)
 
     def end_turn(self) -> None:
         self._fold()
+        self._tools.turn_ended()
         if self._tail and not self._tail.endswith("\n"):
             self._write("\n")
         self.file.flush()
@@ -153,14 +154,15 @@ class PlainRenderer:
 
     def expand(self) -> None:
         expanded = self._tools.expanded()
-        if expanded is None:
+        if not expanded:
             self.notice(NOTHING_CUT)
-        elif isinstance(expanded, Folded):
-            self._line("reasoning:")
-            for line in expanded.lines():
-                self._line(PREVIEW_INDENT + line, cut=False)
-        else:
-            self._show(*expanded, cut=False)
+        for shown in expanded:
+            if isinstance(shown, Folded):
+                self._line("reasoning:")
+                for line in shown.lines():
+                    self._line(PREVIEW_INDENT + line, cut=False)
+            else:
+                self._show(*shown, cut=False)
 
     def _show(self, header: str | None, shown: Outcome, *, cut: bool = True) -> None:
         """A call's outcome, under its header unless that is the last line printed; lines

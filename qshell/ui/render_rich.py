@@ -242,11 +242,12 @@ class RichRenderer:
             self._flush_text(len(self._pending))
             line = folded.line(width=self.console.width, ellipsis="…")
             self._print(Text(line, style="dim italic"))
-            self._tools.last_cut = folded
+            self._tools.folded(folded)
 
     def end_turn(self) -> None:
         self._spun_at = None
         self._fold()
+        self._tools.turn_ended()
         self._flush_text(len(self._pending))
         self._clear_spinner()
         self._in_text = self._started = False
@@ -256,14 +257,15 @@ class RichRenderer:
 
     def expand(self) -> None:
         expanded = self._tools.expanded()
-        if expanded is None:
+        if not expanded:
             self.notice(NOTHING_CUT)
-        elif isinstance(expanded, Folded):
-            self._print(Text("∴ reasoning", style="dim bold"))
-            for line in expanded.lines():
-                self._print(Text(INDENT + line, style="dim italic"), wrap=True)
-        else:
-            self._show(*expanded, wrap=True)
+        for shown in expanded:
+            if isinstance(shown, Folded):
+                self._print(Text("∴ reasoning", style="dim bold"))
+                for line in shown.lines():
+                    self._print(Text(INDENT + line, style="dim italic"), wrap=True)
+            else:
+                self._show(*shown, wrap=True)
 
     def _show(self, header: str | None, shown: Outcome, *, wrap: bool = False) -> None:
         """A call's outcome, under its header unless that is the last line printed."""

@@ -7,8 +7,17 @@ import io
 
 import pytest
 
-from qshell.agent.events import Event, ReasoningDelta, RoundFinished, TextDelta, TurnFinished
+from qshell.agent.events import (
+    Event,
+    ReasoningDelta,
+    RoundFinished,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
 from qshell.llm.messages import Usage
+from qshell.tools.base import ToolResult
 from qshell.ui.live import FRAME_S
 from qshell.ui.render_plain import PlainRenderer
 from qshell.ui.render_rich import RichRenderer
@@ -125,3 +134,48 @@ def test_on_a_terminal_reasoning_after_text_is_folded_below_it() -> None:
     assert screen[1] == "Then"
     assert screen[2].startswith("∴ Wait, the file")
     assert screen[3] == "I check that it exists."
+
+
+@pytest.mark.parametrize("make", [plain, rich], ids=["plain", "rich"])
+def test_expand_still_shows_a_cut_call_whole_when_the_next_round_reasoned(make) -> None:
+    """A reasoning model reasons at the start of every round, so the round after a cut
+    call always folds some: the call's "/expand shows them" must still hold."""
+    output = "\n".join(f"row {n}" for n in range(100))
+    events: list[Event] = [
+        ToolStarted("s", "shell", {"command": "seq 100"}),
+        ToolFinished("s", "shell", ToolResult(llm_content=output, display=output)),
+        RoundFinished(1, Usage()),
+        ReasoningDelta("The rows go on to 99."),
+        TextDelta("There are 100 rows."),
+        TurnFinished("There are 100 rows.", Usage(), 2),
+    ]
+    renderer, out = make(events)
+    before = out.getvalue()
+    assert "row 99" not in before and before.count("/expand shows them") == 2
+    renderer.expand()
+    shown = out.getvalue()[len(before) :]
+    assert "row 99\n" in shown and "row 17\n" in shown  # the call's output, whole
+    assert shown.index("row 99") < shown.index("The rows go on to 99.")  # then the reasoning
+
+
+def test_expand_shows_only_the_newer_of_a_cut_call_and_reasoning_from_another_turn() -> None:
+    output = "\n".join(f"row {n}" for n in range(100))
+    call = [
+        ToolStarted("s", "shell", {"command": "seq 100"}),
+        ToolFinished("s", "shell", ToolResult(llm_content=output, display=output)),
+    ]
+    thought = [ReasoningDelta("Only a greeting."), TextDelta("Hi"), TurnFinished("Hi", Usage(), 1)]
+    for first, then, kept, gone in (
+        (call, thought, "Only a", "row 99"),
+        (thought, call, "row 99", "Only a"),
+    ):
+        out = io.StringIO()
+        renderer = PlainRenderer(out, width=80)
+        for turn in (first, then):
+            for event in turn:
+                renderer.event(event)
+            renderer.end_turn()
+        before = len(out.getvalue())
+        renderer.expand()
+        shown = out.getvalue()[before:]
+        assert kept in shown and gone not in shown
