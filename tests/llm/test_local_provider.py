@@ -678,3 +678,23 @@ def test_the_log_is_appended_to_and_restarted_once_it_grows_large(tmp_path: Path
     with pytest.raises(ProviderUnavailable):
         server.start()
     assert log.read_text() == "second run\n"
+
+
+@pytest.mark.parametrize("tools", [TOOLS, []], ids=["tools", "no-tools"])
+def test_a_call_the_output_limit_cut_is_left_out_with_its_result(tmp_path: Path, tools) -> None:
+    """As for the other providers: the cut call never ran and is no call to show the
+    model, neither as a call, in prose, nor as a result rewritten as user text."""
+    cut = ToolCall(id="c9", name="shell", arguments='{"command": "ma', complete=False)
+    history = [
+        Message.user("build it"),
+        Message.assistant("Building.", [cut]),
+        Message(
+            role="user",
+            content=[ToolResultBlock(tool_call_id="c9", content="not run: cut", is_error=True)],
+        ),
+        Message.user("go on"),
+    ]
+    body = provider_for(tmp_path)._body(request(messages=history, tools=tools))
+    sent = json.dumps(body["messages"])
+    assert "not run" not in sent and "shell" not in sent and "c9" not in sent
+    assert [m["content"] for m in body["messages"][1:]] == ["build it", "Building.", "go on"]
