@@ -230,7 +230,10 @@ class RichRenderer:
         if not self.console.is_terminal or self.console.is_dumb_terminal:
             return
         now = self._clock()
-        last_clock, last_elapsed = self._spun_at or (now - FRAME_S, 0.0)
+        if self._spun_at is None:  # no wait was reported this turn: start it now
+            self._spin(0.0)
+            return
+        last_clock, last_elapsed = self._spun_at
         if now - last_clock >= FRAME_S:
             self._spin(last_elapsed + now - last_clock)
 

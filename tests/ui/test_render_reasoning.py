@@ -179,3 +179,14 @@ def test_expand_shows_only_the_newer_of_a_cut_call_and_reasoning_from_another_tu
         renderer.expand()
         shown = out.getvalue()[before:]
         assert kept in shown and gone not in shown
+
+
+def test_the_reasoning_spinner_starts_with_the_first_delta_whatever_the_clock_reads() -> None:
+    """A fast server's reasoning may begin before the driver ever reported a wait; the
+    spinner must not depend on how the clock's float rounds."""
+    renderer, term, clock = live_renderer(rows=10)
+    clock.now = 12345.678  # a monotonic clock is far from zero
+    for _ in range(10):
+        clock.now += 2 * FRAME_S
+        renderer.event(ReasoningDelta("one two three "))
+    assert "thinking · 30 words of reasoning" in term.read()[-1]
