@@ -33,6 +33,7 @@ from qshell.agent.events import (
 )
 from qshell.errors import ExitCode
 from qshell.llm.messages import FINISHED_STOPS, Usage
+from qshell.ui.render import one_line
 
 
 class OutputFormat(enum.StrEnum):
@@ -171,13 +172,16 @@ class Printer:
             self._emit({**record, "status": "success" if event.finished else "incomplete"})
         if event.finished:
             return ExitCode.OK
-        self.stderr.write(f"qshell: {event.note}\n")
-        self.stderr.flush()
+        self._say(event.note)
         return ExitCode.INCOMPLETE
 
-    def _fail(self, event: TurnFailed) -> ExitCode:
-        self.stderr.write(f"qshell: {event.message}\n")
+    def _say(self, text: str) -> None:
+        """One line on stderr; what a server said in it is cleaned of control characters."""
+        self.stderr.write(f"qshell: {one_line(text)}\n")
         self.stderr.flush()
+
+    def _fail(self, event: TurnFailed) -> ExitCode:
+        self._say(event.message)
         record = self._result(text="", usage=event.usage, rounds=event.rounds, error=event)
         if self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

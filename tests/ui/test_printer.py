@@ -121,3 +121,15 @@ def test_each_failure_kind_maps_to_its_exit_code():
     }
     for kind, code in expected.items():
         assert render(OutputFormat.TEXT, [TurnFailed(kind, "x")])[0] == code
+
+
+def test_what_the_server_said_reaches_stderr_as_one_line_without_escape_codes():
+    """A stop reason or an error message comes from the server: on a terminal's stderr it
+    must not move the cursor, retitle the window or break the one-line rule."""
+    said = "the server ended the answer (\x1b]0;owned\x07pause\x1b[2J\nnow)"
+    for end in (
+        TurnFinished("", USAGE, 1, stop_reason="other", note=said),
+        TurnFailed(FailureKind.ERROR, said),
+    ):
+        _, _, err = render(OutputFormat.TEXT, [end])
+        assert err == "qshell: the server ended the answer (]0;ownedpause[2J now)\n"
