@@ -137,23 +137,21 @@ def error_for_status(
     return _build(status, code, message, endpoint, model, retry_after_s)
 
 
-# In-stream errors worth another attempt: the server is busy, not failing at this request.
-TRANSIENT_STATUSES = frozenset({429, 503, 529})
-
-
 def error_from_payload(
     payload: Any, endpoint: Endpoint, model: str, *, in_stream: bool = False
 ) -> ProviderError:
     """Translate an error object sent as an answer's body or inside a stream
     (`{"error": {...}}`, or llama.cpp's flat `{"code", "message", "type"}`). An error the
-    server streamed (`in_stream`) was its answer to this very request: it is retried only
-    when it says the server is busy or rate-limited."""
+    server streamed (`in_stream`) is retried before any content as its status says (a
+    server error or a busy server, as OpenAI's own streamed `server_error` is), except when
+    it says the context is full: llama.cpp streams that as a 500, and the same request
+    would fill the same context again."""
     error = payload.get("error", payload) if isinstance(payload, dict) else payload
     code = _error_code(error)
     status = _status_of(error, code)
     message = _clip(redact(" ".join(_message_of(payload).split()), endpoint.secrets))
     built = _build(status, code, message, endpoint, model, None)
-    if in_stream and status not in TRANSIENT_STATUSES:
+    if in_stream and _is_context_error(code, message):
         built.retryable = False
     return built
 

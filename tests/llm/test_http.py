@@ -375,3 +375,18 @@ def test_a_last_whole_event_without_its_blank_line_is_still_delivered(ending: st
     events, attempts = _stream_from([body.encode()])
     assert attempts == 1
     assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello"
+
+
+def test_a_transient_server_error_streamed_before_any_content_is_tried_again() -> None:
+    said = "The server had an error while processing your request. Sorry about that!"
+    error = event({"error": {"message": said, "type": "server_error"}}).encode()
+    events, attempts = _stream_from([error, WHOLE])
+    assert attempts == 2
+    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello"
+
+
+def test_a_streamed_error_that_says_the_context_is_full_is_not_tried_again() -> None:
+    full = {"code": 500, "message": "Context size has been exceeded.", "type": "server_error"}
+    events, attempts = _stream_from([event({"error": full}).encode(), WHOLE])
+    assert attempts == 1 and isinstance(events[-1], ProviderError)
+    assert "Context size has been exceeded." in str(events[-1])
