@@ -9,8 +9,10 @@ command reads); `apply()` moves every written file into the real tree at once or
 not write it: nothing is applied); `discard()` removes it. `sweep_stale(root=…)` at
 start-up finishes or rolls back the applies of overlays nobody holds, for that project
 only, and removes them. Inside: `overlay.py` (the overlay), `view.py` (its FileView),
-`reads.py` (read fingerprints), `plan.py` (the checks before an apply), `journal.py` (the
-journaled apply and recovery), `trust.py` and `seal.py` (which journals recovery follows:
+`reads.py` (read fingerprints), `upper.py` (what a kernel overlay left in `upper/`:
+whiteouts and opaque directories as deletions), `trees.py` (digests of deleted entries),
+`plan.py` (the checks before an apply), `journal.py` (the journaled apply and recovery),
+`unlinks.py` (its deletions), `trust.py` and `seal.py` (which journals recovery follows:
 this user's qshell's own, sealed, for this project, never from a base inside it), `records.py`
 (the values), `renameat.py` (atomic exchange), `dirfd.py` (descriptor operations that never
 follow a symlink), `lease.py` (flock liveness), `base_dir.py` (where overlays live) and

@@ -1,8 +1,10 @@
 """The values of an apply: what was written, why it cannot apply, and the journal's steps.
 
-`Original` is a written file as it was before the overlay's first write; `Conflict` (with
+`Original` is a written file as it was before the overlay's first write, `Removal` a real
+file, symlink or directory the overlay deletes (by its digest, trees.py); `Conflict` (with
 one of the reason constants) is why a file cannot be applied, `ApplyConflict` carries them
 all (nothing was applied) and `ApplyFailed` means an apply was rolled back; `Step` and
+`Unlink` and
 `JournalState` are what the journal records, `Phase` where an apply stands. Values only,
 no I/O; any thread.
 """
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 JOURNAL_NAME = "journal.json"
-JOURNAL_VERSION = 3  # 3: sealed (seal.py)
+JOURNAL_VERSION = 4  # 3: sealed (seal.py); 4: removals
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
 
@@ -32,7 +34,7 @@ READ_CHANGED = "changed since the speculation read it"
 class Phase(enum.StrEnum):
     """Where an apply stands, as its journal records it (crash recovery reads it back)."""
 
-    STAGING = "staging"  # copies are being staged beside their destinations: roll back
+    STAGING = "staging"  # removals moved aside, copies staged beside destinations: roll back
     RENAMING = "renaming"  # staged copies are being swapped in: roll back
     COMMITTED = "committed"  # every file is in: finish the clean-up
 
@@ -74,11 +76,20 @@ class Original:
 
 
 @dataclass(frozen=True, slots=True)
+class Removal:
+    """A real entry the overlay deletes, as it was when the deletion was recorded."""
+
+    rel: str
+    digest: str  # trees.digest_at of the real file, symlink or directory then
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyReport:
     applied: tuple[str, ...]
     created_dirs: tuple[str, ...]
     seconds: float
     leftovers: tuple[str, ...] = ()  # backups that could not be removed afterwards
+    removed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +117,21 @@ class Step:
 
 
 @dataclass
+class Unlink:
+    """One deletion of an apply: the real entry at `rel` is moved to `backup` (in the same
+    directory) and checked against `digest`; the backup is removed after the commit."""
+
+    rel: str
+    backup: str
+    digest: str
+
+
+@dataclass
 class JournalState:
     root: str
     phase: Phase
     dirs: list[str]
     files: list[Step]
+    removals: list[Unlink] = field(default_factory=list)  # done before `dirs` are made
     version: int = JOURNAL_VERSION
     pid: int = field(default_factory=os.getpid)
