@@ -275,7 +275,7 @@ def _is_original(parent: int, name: str, step: Step) -> bool:
     return (
         found is not None
         and found[0] == step.expect_sha256
-        and stat_module.S_IMODE(found[1].st_mode) == step.mode
+        and stat_module.S_IMODE(found[1].st_mode) == step.original_mode
     )
 
 

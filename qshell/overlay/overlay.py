@@ -47,7 +47,14 @@ from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnreco
 from qshell.overlay.lease import Lease
 from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
-from qshell.overlay.records import ApplyFailed, ApplyReport, Conflict, Original, Removal
+from qshell.overlay.records import (
+    ApplyConflict,
+    ApplyFailed,
+    ApplyReport,
+    Conflict,
+    Original,
+    Removal,
+)
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
 from qshell.overlay.upper import OPAQUE_XATTR, Refused, covered, drop, reconcile, scan, snapshot
@@ -75,6 +82,7 @@ class Overlay:
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._discarded = False
+        self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._bases = [
             Path(os.path.realpath(b)) for b in {*candidate_bases(), directory.parent.parent}
         ]
@@ -160,10 +168,18 @@ class Overlay:
         finally:
             os.close(fd)
 
+    def spoil(self, conflict: Conflict) -> None:
+        """Refuse every later apply with `conflict`: something changed `upper/` that must
+        not be applied (a command whose result did not stand)."""
+        with self._lock:
+            self._spoiled = conflict
+
     def check_conflicts(self) -> list[Conflict]:
         """Why the overlay could not be applied now (empty: apply would go through)."""
         with self._lock:
             self._check_open()
+            if self._spoiled is not None:
+                return [self._spoiled]
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
@@ -179,6 +195,8 @@ class Overlay:
         """
         with self._lock:
             self._check_open()
+            if self._spoiled is not None:
+                raise ApplyConflict([self._spoiled])
             target = self.directory / journal.JOURNAL_NAME
             originals, read = list(self._originals.values()), list(self._reads.values())
             removals, made = list(self._removed.values()), [d for d in self._dirs if d]

@@ -129,7 +129,10 @@ def _check(
         return Conflict(item.rel, MODE_CHANGED)
     if not may_write(found[1]):
         return Conflict(item.rel, READ_ONLY)
-    return Step(item.rel, staged, f"{BACKUP_PREFIX}{token}", mode, item.sha256), []
+    new_mode = stat_module.S_IMODE(copy.st_mode)  # a command may have changed it
+    backup = f"{BACKUP_PREFIX}{token}"
+    step = Step(item.rel, staged, backup, new_mode, item.sha256, expect_mode=mode)
+    return step, []
 
 
 def _fresh_dirs(parts: Sequence[str], removed: set[str]) -> list[str] | None:

@@ -114,6 +114,11 @@ class Step:
     expect_sha256: str | None  # what the swapped-out original must hold (None: new file)
     sha256: str | None = None  # of the new content, once staged
     staged_ino: int | None = None  # of the new copy, once staged
+    expect_mode: int | None = None  # the original's mode when not `mode` (a command's chmod)
+
+    @property
+    def original_mode(self) -> int | None:
+        return self.mode if self.expect_mode is None else self.expect_mode
 
 
 @dataclass

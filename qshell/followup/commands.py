@@ -1,0 +1,142 @@
+"""Speculation of any command: a shell command not proven read-only runs on a kernel overlay.
+
+Where the probe found that a user-namespace overlayfs works and `sandbox.speculateCommands`
+is on (the session's `JailLauncher` then carries `commands`), the gate no longer stops at
+a shell command that may write: `run_on_overlay` runs it in the jail with the project
+replaced by a kernel overlay whose upper layer is the speculation overlay's `upper/`
+(sandbox.OverlayMount), so its writes, deletions and replaced directories land there and
+nothing real changes. Since what such a command reads is unknown, the whole project is
+fingerprinted first (too many files: a boundary). Afterwards the overlay takes in what the
+command left (`Overlay.absorb`) — files the project ignores (`.gitignore`, `__pycache__`,
+`.pytest_cache`, …) dropped unless `sandbox.applyIgnored` — and a symlink it made, a
+protected file it changed, or output that shows a network failure (no result built on a
+failed download is shown as done) is a boundary, and spoils the overlay: what the command
+left in `upper/` — in files written before it too — is never applied, so accepting then
+runs the prompt for real. `outside_world` says which commands are
+not worth running there at all (shellproof.reach). It runs the command with the proven
+commands' sanitised environment (no secrets) but the session's own timeout. Functions;
+thread-safe as the overlay they write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from qshell import shellproof
+from qshell.agent.confine import JailLauncher
+from qshell.agent.git_scope import GIT_TIMEOUT_S
+from qshell.agent.policy import PROTECTED_REASON
+from qshell.overlay import Conflict, Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.sandbox import SandboxUnavailable
+from qshell.tools.base import Tool, ToolContext, ToolResult
+
+SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
+IGNORED_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+NETWORK_FAILURE = re.compile(
+    r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
+    r"|Name or service not known|No address associated with hostname|getaddrinfo failed"
+    r"|Failed to establish a new connection|Could not connect to|Connection refused"
+    r"|No route to host|unable to access '|EAI_AGAIN|ENOTFOUND|ENETUNREACH"
+)
+
+
+class Refused(Exception):
+    """The command's run cannot stand as a speculated result (`str()` says why)."""
+
+
+def overlay_launcher(ctx: ToolContext) -> JailLauncher | None:
+    """The session's jail when any command may be speculated in it, else None."""
+    sandbox = ctx.sandbox
+    if isinstance(sandbox, JailLauncher) and sandbox.commands is not None:
+        return sandbox
+    return None
+
+
+def outside_world(command: str) -> str | None:
+    """Why `command` is not worth speculating ("needs the network: pip install"), or None."""
+    found = shellproof.reach(command)
+    return None if found is None else f"it needs the network or a person: {found}"
+
+
+def run_on_overlay(
+    tool: Tool, args: Any, ctx: ToolContext, overlay: Overlay, launcher: JailLauncher
+) -> ToolResult:
+    """Run the shell call on a kernel overlay of the project whose writes go to `overlay`;
+    Refused when its result cannot stand (the caller makes that a boundary)."""
+    try:
+        overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
+    except ReadsUnrecorded as exc:
+        raise Refused(str(exc)) from None
+    limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
+    try:
+        jailed = launcher.timed(limit).on_overlay(overlay.upper, overlay.directory / SCRATCH_DIR)
+    except SandboxUnavailable as exc:
+        raise Refused(str(exc)) from None
+    assert jailed.mount is not None
+    jailed.mount.prepare()
+    environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+    try:
+        result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
+    finally:
+        jailed.mount.clean()
+    try:
+        return _taken_in(result, ctx, overlay, launcher, environ)
+    except Refused as exc:  # what it left in upper/ (even in files written before) must not apply
+        command = str(getattr(args, "command", ""))
+        overlay.spoil(Conflict(command, f"changed the speculation's files, then stopped it: {exc}"))
+        raise
+
+
+def _taken_in(
+    result: ToolResult,
+    ctx: ToolContext,
+    overlay: Overlay,
+    launcher: JailLauncher,
+    environ: Mapping[str, str],
+) -> ToolResult:
+    """Bring what a command left in `upper/` into the overlay, or say why it cannot stand."""
+    failure = NETWORK_FAILURE.search(result.llm_content)
+    if failure is not None:
+        raise Refused(f"its output shows a network failure ({failure.group()})")
+    commands = launcher.commands
+    keep_ignored = commands is not None and commands.apply_ignored
+    try:
+        overlay.absorb(lambda rels: set() if keep_ignored else ignored(ctx.root, environ, rels))
+    except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
+        raise Refused(str(exc)) from None
+    protected = [r for r in overlay.written if ctx.paths.is_protected(ctx.root / r)]
+    if protected:
+        raise Refused(f"{', '.join(protected)} {PROTECTED_REASON}")
+    return result
+
+
+def ignored(root: Path, environ: Mapping[str, str], rels: list[str]) -> set[str]:
+    """The paths among `rels` the project ignores: build caches by name, and what git's
+    ignore rules match (`git check-ignore`; none outside a repository)."""
+    found = {r for r in rels if IGNORED_PARTS.intersection(r.split("/"))}
+    rest = [r for r in rels if r not in found]
+    if not rest:
+        return found
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "--stdin", "-z"],
+            cwd=root,
+            env=dict(environ),
+            input=b"\0".join(os.fsencode(r) for r in rest) + b"\0",
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return found  # no git: only the caches by name
+    if done.returncode == 0:
+        found.update(os.fsdecode(p) for p in done.stdout.split(b"\0") if p)
+    return found
