@@ -62,15 +62,16 @@ class JailLauncher:
         inner = jail.argv(argv)
         return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
 
-    def on_overlay(self, upper: Path, scratch: Path) -> JailLauncher:
-        """This launcher, running the command on a kernel overlay of the project whose upper
-        layer is `upper` (the kernel's work directory and the mount point go in `scratch`,
-        beside it); SandboxUnavailable when commands cannot be speculated here."""
+    def on_overlay(self, layers: tuple[Path, ...], scratch: Path) -> JailLauncher:
+        """This launcher, running the command on a kernel overlay of the project under
+        `layers` (top first), its changes going to `scratch/upper` (the kernel's work
+        directory and the mount point beside it); SandboxUnavailable when commands cannot
+        be speculated here."""
         unshare, mount = self.found.unshare, shutil.which("mount")
         if self.commands is None or unshare is None or mount is None:
             raise SandboxUnavailable("commands are not speculated here")
-        merged = scratch / "merged"
-        where = OverlayMount(unshare, mount, self.paths.root, upper, scratch / "work", merged)
+        parts = (scratch / "upper", scratch / "work", scratch / "merged")
+        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers=layers)
         return replace(self, mount=where)
 
     def with_writable(self, *paths: Path) -> JailLauncher:

@@ -6,13 +6,12 @@ a shell command that may write: `run_on_overlay` runs it in the jail with the pr
 replaced by a kernel overlay whose upper layer is the speculation overlay's `upper/`
 (sandbox.OverlayMount), so its writes, deletions and replaced directories land there and
 nothing real changes. Since what such a command reads is unknown, the whole project is
-fingerprinted first (too many files: a boundary). Afterwards the overlay takes in what the
-command left (`Overlay.absorb`) — files the project ignores (`.gitignore`, `__pycache__`,
-`.pytest_cache`, …) dropped unless `sandbox.applyIgnored` — and a symlink it made, a
-protected file it changed, or output that shows a network failure (no result built on a
-failed download is shown as done) is a boundary, and spoils the overlay: what the command
-left in `upper/` — in files written before it too — is never applied, so accepting then
-runs the prompt for real. `outside_world` says which commands are
+fingerprinted first (too many files: a boundary). Afterwards a symlink it made, a protected
+file it changed, or output that shows a network failure (no result built on a failed
+download is shown as done) is a boundary and its layer is dropped; else the overlay takes
+the layer in (`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as
+replacements), files the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …)
+left out unless `sandbox.applyIgnored`. `outside_world` says which commands are
 not worth running there at all (shellproof.reach). It runs the command with the proven
 commands' sanitised environment (no secrets) but the session's own timeout. Functions;
 thread-safe as the overlay they write.
@@ -22,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
@@ -32,7 +32,7 @@ from qshell import shellproof
 from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import GIT_TIMEOUT_S
 from qshell.agent.policy import PROTECTED_REASON
-from qshell.overlay import Conflict, Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.sandbox import SandboxUnavailable
 from qshell.tools.base import Tool, ToolContext, ToolResult
 
@@ -69,53 +69,56 @@ def outside_world(command: str) -> str | None:
 def run_on_overlay(
     tool: Tool, args: Any, ctx: ToolContext, overlay: Overlay, launcher: JailLauncher
 ) -> ToolResult:
-    """Run the shell call on a kernel overlay of the project whose writes go to `overlay`;
-    Refused when its result cannot stand (the caller makes that a boundary)."""
+    """Run the shell call on a kernel overlay of the project and the speculation's changes,
+    then take what it changed into `overlay`; Refused when its result cannot stand (the
+    caller makes that a boundary; nothing of it is then taken in)."""
     try:
         overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
     except ReadsUnrecorded as exc:
         raise Refused(str(exc)) from None
     limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
+    scratch = overlay.directory / SCRATCH_DIR
     try:
-        jailed = launcher.timed(limit).on_overlay(overlay.upper, overlay.directory / SCRATCH_DIR)
+        jailed = launcher.timed(limit).on_overlay((overlay.upper,), scratch)
     except SandboxUnavailable as exc:
         raise Refused(str(exc)) from None
-    assert jailed.mount is not None
-    jailed.mount.prepare()
+    mount = jailed.mount
+    assert mount is not None
+    shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
+    mount.prepare()
     environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
     try:
-        result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
+        try:
+            result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
+        finally:
+            mount.clean()
+        _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
     finally:
-        jailed.mount.clean()
-    try:
-        return _taken_in(result, ctx, overlay, launcher, environ)
-    except Refused as exc:  # what it left in upper/ (even in files written before) must not apply
-        command = str(getattr(args, "command", ""))
-        overlay.spoil(Conflict(command, f"changed the speculation's files, then stopped it: {exc}"))
-        raise
+        shutil.rmtree(mount.upper, ignore_errors=True)
+    return result
 
 
-def _taken_in(
-    result: ToolResult,
-    ctx: ToolContext,
-    overlay: Overlay,
-    launcher: JailLauncher,
-    environ: Mapping[str, str],
-) -> ToolResult:
-    """Bring what a command left in `upper/` into the overlay, or say why it cannot stand."""
+def _keeps_ignored(launcher: JailLauncher) -> bool:
+    return launcher.commands is not None and launcher.commands.apply_ignored
+
+
+def _take_in(
+    result: ToolResult, ctx: ToolContext, overlay: Overlay, layer: Path, *, keep_ignored: bool
+) -> None:
+    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand."""
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:
         raise Refused(f"its output shows a network failure ({failure.group()})")
-    commands = launcher.commands
-    keep_ignored = commands is not None and commands.apply_ignored
     try:
-        overlay.absorb(lambda rels: set() if keep_ignored else ignored(ctx.root, environ, rels))
+        changed = overlay.changes_in(layer)
+        protected = [r for r in changed if ctx.paths.is_protected(ctx.root / r)]
+        if protected:
+            raise Refused(f"{', '.join(protected)} {PROTECTED_REASON}")
+        environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+        unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
+        overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise Refused(str(exc)) from None
-    protected = [r for r in overlay.written if ctx.paths.is_protected(ctx.root / r)]
-    if protected:
-        raise Refused(f"{', '.join(protected)} {PROTECTED_REASON}")
-    return result
 
 
 def ignored(root: Path, environ: Mapping[str, str], rels: list[str]) -> set[str]:

@@ -57,7 +57,17 @@ from qshell.overlay.records import (
 )
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
-from qshell.overlay.upper import OPAQUE_XATTR, Refused, covered, drop, reconcile, scan, snapshot
+from qshell.overlay.upper import (
+    DIR,
+    OPAQUE_XATTR,
+    Refused,
+    covered,
+    drop,
+    merge,
+    reconcile,
+    scan,
+    snapshot,
+)
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
 
@@ -168,12 +178,6 @@ class Overlay:
         finally:
             os.close(fd)
 
-    def spoil(self, conflict: Conflict) -> None:
-        """Refuse every later apply with `conflict`: something changed `upper/` that must
-        not be applied (a command whose result did not stand)."""
-        with self._lock:
-            self._spoiled = conflict
-
     def check_conflicts(self) -> list[Conflict]:
         """Why the overlay could not be applied now (empty: apply would go through)."""
         with self._lock:
@@ -204,28 +208,39 @@ class Overlay:
                 self.root, self.upper, target, originals, read, removals=removals, made=made
             )
 
-    def absorb(self, unwanted: Callable[[list[str]], Collection[str]]) -> list[str]:
-        """Take in what a command run on the kernel overlay left in `upper/`, as if tools had
-        written it (upper.py): originals from the real tree, whiteouts and replaced
-        directories as deletions. The files and deletions `unwanted` picks (given every
-        changed path) are dropped from `upper/` first; returns those. OverlayEscape for a
-        symlink or special file the command made, or a file the user could not write;
-        ReadsUnrecorded for a deleted tree too large to check."""
+    def changes_in(self, layer: Path) -> list[str]:
+        """The files and deletions a command left in its own upper `layer` (upper.py);
+        OverlayEscape for a symlink or special file there."""
+        try:
+            return [e.rel for e in scan(layer) if e.kind != DIR]
+        except Refused as exc:
+            raise OverlayEscape(layer, str(exc)) from None
+
+    def absorb(self, layer: Path, unwanted: Collection[str] = ()) -> None:
+        """Take in what a command run on the kernel overlay left in its `layer`, as if tools
+        had written it: the paths in `unwanted` dropped, the rest moved into `upper/`, then
+        originals read from the real tree, whiteouts and replaced directories recorded as
+        deletions (upper.py). OverlayEscape (nothing taken in) for a symlink or special
+        file in the layer; once the move has begun, a failure spoils the overlay (it raises
+        OverlayEscape, ReadsUnrecorded for a deleted tree too large to check, or OSError)."""
         with self._lock:
             self._check_open()
             try:
-                entries = scan(self.upper)
-                changed = [e.rel for e in entries if e.kind != "dir"]
-                dropped = set(unwanted(changed)) & set(changed)
-                entries = drop(self.upper, entries, dropped)
-                found = reconcile(self.root, entries, self._originals, self._removed)
+                entries = drop(layer, scan(layer), unwanted)
             except Refused as exc:
-                raise OverlayEscape(self.upper, str(exc)) from None
-            except TreeTooLarge as exc:
-                raise ReadsUnrecorded(str(exc)) from None
+                raise OverlayEscape(layer, str(exc)) from None
+            try:
+                merge(layer, self.upper, entries)
+                found = reconcile(self.root, scan(self.upper), self._originals, self._removed)
+            except BaseException as exc:
+                self._spoiled = Conflict("a speculated command", f"could not be taken in: {exc}")
+                if isinstance(exc, Refused):
+                    raise OverlayEscape(self.upper, str(exc)) from None
+                if isinstance(exc, TreeTooLarge):
+                    raise ReadsUnrecorded(str(exc)) from None
+                raise
             self._originals, self._removed, self._dirs = found
             self._record_meta([*self._originals.values(), *self._removed.values()])
-            return sorted(dropped)
 
     def _record_meta(self, records: list[Original | Removal]) -> None:
         lines = "".join(json.dumps(asdict(r)) + "\n" for r in records)

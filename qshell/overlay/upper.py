@@ -1,12 +1,14 @@
 """What a kernel overlay left in the upper directory, turned into the overlay's records.
 
-A command run on the kernel overlay (sandbox/) writes `upper/` as overlayfs does: a written
-or new file at its path, a deletion as a whiteout (a character device 0:0), and a directory
-that replaces the real one (its old content gone) with the xattr `user.overlay.opaque=y`.
-`scan` lists those entries through no-follow descriptors and refuses (`Refused`) a symlink
-or any other special file there; `drop` removes the entries a caller does not want applied
-(build artefacts the project ignores) from `upper/`; `reconcile` makes the overlay's
-records from what is left, exactly as tool writes would have: each file's original read
+A command run on the kernel overlay (sandbox/) writes its own upper layer (a fresh `layer`
+above the overlay's `upper/` and the project) as overlayfs does: a written or new file at
+its path, a deletion as a whiteout (a character device 0:0), and a directory that replaces
+the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
+those entries through no-follow descriptors and refuses (`Refused`) a symlink or any other
+special file there; `drop` removes the entries a caller does not want applied (build
+artefacts the project ignores) from the layer; `merge` moves the rest into `upper/` as if
+the command had written it directly; `reconcile` makes the overlay's records from
+`upper/`, exactly as tool writes would have: each file's original read
 from the real tree (or the original the overlay already had), each whiteout or replaced
 directory a `Removal` of the real entry with its digest (trees.py). Functions over one
 overlay's directories; the overlay's lock serialises them.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat as stat_module
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from qshell.overlay.trees import digest_at
 OPAQUE_XATTR = "user.overlay.opaque"
 FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
+NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
 
 
 class Refused(Exception):
@@ -100,6 +104,42 @@ def drop(upper: Path, entries: list[Entry], unwanted: Collection[str]) -> list[E
                         os.rmdir(parts[-1], dir_fd=parent)
                         gone.add(entry.rel)
     return [e for e in entries if e.rel not in gone]
+
+
+def merge(layer: Path, upper: Path, entries: list[Entry]) -> None:
+    """Move a command's layer into `upper/`, parents first: a file or whiteout replaces what
+    `upper/` had at its path, an opaque directory replaces it whole (moved as it is), and a
+    plain directory is made where missing."""
+    moved: set[str] = set()
+    with open_dir(layer) as top_layer, open_dir(upper) as top_upper:
+        for entry in entries:
+            if covered(entry.rel, moved):
+                continue  # inside an opaque directory moved whole
+            parts = split_rel(entry.rel)
+            with (
+                open_chain(top_layer, parts[:-1]) as source,
+                open_chain(top_upper, parts[:-1]) as target,
+            ):
+                name, there = parts[-1], lstat_at(target, parts[-1])
+                if entry.kind == DIR and not entry.opaque:
+                    if there is not None and stat_module.S_ISDIR(there.st_mode):
+                        continue
+                    _remove_at(target, name, there)
+                    os.mkdir(name, NEW_DIR_MODE, dir_fd=target)
+                    continue
+                _remove_at(target, name, there)
+                os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
+                if entry.kind == DIR:
+                    moved.add(entry.rel)
+
+
+def _remove_at(parent: int, name: str, info: os.stat_result | None) -> None:
+    if info is None:
+        return
+    if stat_module.S_ISDIR(info.st_mode):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
 
 
 def covered(rel: str, removed: Collection[str]) -> bool:

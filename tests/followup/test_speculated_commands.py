@@ -42,6 +42,7 @@ class Run:
     setup: Setup
     spec: Speculation
     overlay: Overlay
+    commands: tuple[str, ...] = ()  # what the Acceptance said ran on the kernel overlay
 
     @property
     def root(self) -> Path:
@@ -50,7 +51,9 @@ class Run:
     def accept(self) -> list[object]:
         runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
         session = self.setup.conversation.session
-        return list(accept(self.spec, session, runner, CancelToken()).events)
+        acceptance = accept(self.spec, session, runner, CancelToken())
+        self.commands = acceptance.commands
+        return list(acceptance.events)
 
 
 def project(base: Path, files: dict[str, str]) -> Setup:
@@ -92,6 +95,7 @@ def test_a_command_that_writes_deletes_and_creates_lands_only_on_accept(tmp_path
     events = run.accept()
     accepted = [e for e in events if isinstance(e, SpeculationAccepted)]
     assert accepted and "a.txt" in accepted[0].files
+    assert run.commands == tuple(run.spec.runner.overlay_commands)
     assert not (setup.root / "a.txt").exists()
     assert (setup.root / "src/b.py").read_text() == "b\nx\n"
     assert (setup.root / "d/e/f").read_text() == "f\n"
@@ -242,18 +246,18 @@ def test_random_command_sequences_change_nothing_until_accept_then_match_a_real_
         os.sync()
 
 
-def test_a_command_whose_result_does_not_stand_spoils_the_overlay(tmp_path):
+def test_what_a_command_whose_result_does_not_stand_changed_is_never_applied(tmp_path):
     setup = project(tmp_path, {"a.txt": "a\n"})
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     write = json.dumps({"path": "a.txt", "content": "written\n"})
     setup.script(Message.assistant("", [call("write_file", write, "w0")]))
     probe_net = "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 3)\""
-    run = speculate(setup, [f"echo more >> a.txt; {probe_net}"])
+    run = speculate(setup, [f"echo more >> a.txt; echo n > new.txt; {probe_net}"])
     assert run.spec.status is Status.BOUNDARY
-    conflicts = run.overlay.check_conflicts()
-    assert conflicts and "network failure" in str(conflicts[0])
-    before = tree(setup.root)
-    setup.script(Message.assistant("ran it now"))
+    assert run.overlay.check_conflicts() == []
+    assert run.overlay.view.read_bytes(setup.root / "a.txt") == b"written\n"
+    setup.script(Message.assistant("stopped there"))  # the boundary call is asked (denied)
     events = run.accept()
-    assert not any(isinstance(e, SpeculationAccepted) for e in events)
-    assert tree(setup.root) == before
+    assert any(isinstance(e, SpeculationAccepted) for e in events)
+    assert (setup.root / "a.txt").read_text() == "written\n"
+    assert not (setup.root / "new.txt").exists()

@@ -4,6 +4,7 @@ seen through the view, checked by the plan and applied (and recovered) by the jo
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -54,14 +55,23 @@ def overlay(project: Path, tmp_path: Path):
         yield ov
 
 
+def layer_of(overlay: Overlay) -> Path:
+    """A fresh upper layer for one command, beside the overlay's `upper/`."""
+    layer = overlay.directory / "layer"
+    shutil.rmtree(layer, ignore_errors=True)
+    layer.mkdir()
+    return layer
+
+
 def command_deletes(overlay: Overlay) -> None:
     """What `rm old.txt; rm -rf src; mkdir src; echo new > src/app.py; echo n > new.txt`
-    leaves in the upper layer of a kernel overlay."""
-    whiteout(overlay.upper / "old.txt")
-    opaque(overlay.upper / "src")
-    (overlay.upper / "src" / "app.py").write_text("new app\n")
-    (overlay.upper / "new.txt").write_text("n\n")
-    overlay.absorb(lambda rels: ())
+    leaves in its upper layer on a kernel overlay, taken in."""
+    layer = layer_of(overlay)
+    whiteout(layer / "old.txt")
+    opaque(layer / "src")
+    (layer / "src" / "app.py").write_text("new app\n")
+    (layer / "new.txt").write_text("n\n")
+    overlay.absorb(layer)
 
 
 AFTER = {
@@ -135,18 +145,39 @@ def test_a_change_between_check_and_move_puts_the_entry_back(overlay, project, m
     assert snapshot(project) == before
 
 
-def test_a_symlink_made_by_a_command_is_refused(overlay):
-    (overlay.upper / "link").symlink_to("/etc/passwd")
+def test_a_symlink_made_by_a_command_is_refused_and_nothing_taken_in(overlay):
+    layer = layer_of(overlay)
+    (layer / "new.txt").write_text("n\n")
+    (layer / "link").symlink_to("/etc/passwd")
     with pytest.raises(OverlayEscape, match="symlink"):
-        overlay.absorb(lambda rels: ())
+        overlay.absorb(layer)
+    assert not overlay.has_writes and overlay.check_conflicts() == []
 
 
-def test_unwanted_files_are_dropped_from_the_upper_layer(overlay, project):
-    (overlay.upper / "__pycache__").mkdir()
-    (overlay.upper / "__pycache__" / "x.pyc").write_bytes(b"\0")
-    (overlay.upper / "new.txt").write_text("n\n")
-    dropped = overlay.absorb(lambda rels: [r for r in rels if "__pycache__" in r])
-    assert dropped == ["__pycache__/x.pyc"]
+def test_a_second_command_layers_over_the_first(overlay, project):
+    command_deletes(overlay)
+    layer = layer_of(overlay)
+    whiteout(layer / "src" / "app.py")
+    (layer / "old.txt").write_text("back\n")
+    overlay.absorb(layer)
+    assert overlay.view.read_bytes(project / "old.txt") == b"back\n"
+    assert not overlay.view.exists(project / "src" / "app.py")
+    overlay.apply()
+    assert snapshot(project) == {
+        "keep.txt": b"keep\n",
+        "new.txt": b"n\n",
+        "old.txt": b"back\n",
+        "src": None,
+    }
+
+
+def test_unwanted_files_are_dropped_from_the_layer(overlay, project):
+    layer = layer_of(overlay)
+    (layer / "__pycache__").mkdir()
+    (layer / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (layer / "new.txt").write_text("n\n")
+    assert sorted(overlay.changes_in(layer)) == ["__pycache__/x.pyc", "new.txt"]
+    overlay.absorb(layer, {"__pycache__/x.pyc"})
     assert not (overlay.upper / "__pycache__").exists()
     overlay.apply()
     assert not (project / "__pycache__").exists()
@@ -154,8 +185,9 @@ def test_unwanted_files_are_dropped_from_the_upper_layer(overlay, project):
 
 
 def test_a_tool_write_below_a_deleted_directory_makes_it_a_replacement(overlay, project):
-    whiteout(overlay.upper / "src")
-    overlay.absorb(lambda rels: ())
+    layer = layer_of(overlay)
+    whiteout(layer / "src")
+    overlay.absorb(layer)
     overlay.view.write_bytes(project / "src" / "only.py", b"only\n")
     assert [e.name for e in overlay.view.scandir(project / "src")] == ["only.py"]
     overlay.apply()
