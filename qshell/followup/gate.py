@@ -50,7 +50,7 @@ from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.tools.base import ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
-# delete and move stay boundaries: the overlay records no whiteouts or renames
+# the delete and move tools stay boundaries; a command deletes through the kernel overlay
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
 PRIVATE_INDEX_DIR = "git"  # beside upper/, never inside it; holds the private `index`

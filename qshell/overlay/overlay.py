@@ -58,9 +58,9 @@ from qshell.overlay.records import (
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
 from qshell.overlay.upper import (
-    DIR,
     OPAQUE_XATTR,
     Refused,
+    changed_paths,
     covered,
     drop,
     merge,
@@ -209,10 +209,11 @@ class Overlay:
             )
 
     def changes_in(self, layer: Path) -> list[str]:
-        """The files and deletions a command left in its own upper `layer` (upper.py);
-        OverlayEscape for a symlink or special file there."""
+        """The files and deletions a command left in its own upper `layer`, a replaced
+        directory with a trailing slash (upper.py); OverlayEscape for a symlink or special
+        file there."""
         try:
-            return [e.rel for e in scan(layer) if e.kind != DIR]
+            return changed_paths(scan(layer))
         except Refused as exc:
             raise OverlayEscape(layer, str(exc)) from None
 

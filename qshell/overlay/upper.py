@@ -5,8 +5,8 @@ above the overlay's `upper/` and the project) as overlayfs does: a written or ne
 its path, a deletion as a whiteout (a character device 0:0), and a directory that replaces
 the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
 those entries through no-follow descriptors and refuses (`Refused`) a symlink or any other
-special file there; `drop` removes the entries a caller does not want applied (build
-artefacts the project ignores) from the layer; `merge` moves the rest into `upper/` as if
+special file there; `changed_paths` names what they change, `drop` removes those a caller
+does not want applied (build artefacts the project ignores) from the layer; `merge` moves the rest into `upper/` as if
 the command had written it directly; `reconcile` makes the overlay's records from
 `upper/`, exactly as tool writes would have: each file's original read
 from the real tree (or the original the overlay already had), each whiteout or replaced
@@ -84,25 +84,37 @@ def _opaque(fd: int) -> bool:
         return False
 
 
-def drop(upper: Path, entries: list[Entry], unwanted: Collection[str]) -> list[Entry]:
-    """Remove the files and whiteouts named in `unwanted` from `upper/`, and directories
-    left empty by that (unless opaque: they still delete); the entries that remain."""
+def changed_paths(entries: list[Entry]) -> list[str]:
+    """What a layer's entries change: each file and whiteout, and each replaced (opaque)
+    directory with a trailing slash, as git names directories."""
+    return [f"{e.rel}/" if e.kind == DIR else e.rel for e in entries if e.kind != DIR or e.opaque]
+
+
+def drop(layer: Path, entries: list[Entry], unwanted: Collection[str]) -> list[Entry]:
+    """Remove from `layer` what `unwanted` names among its `changed_paths` — a replaced
+    directory whole — and the plain directories that leaves empty; the entries that remain."""
+    whole = {e.rel for e in entries if e.kind == DIR and e.opaque and f"{e.rel}/" in unwanted}
     gone = {e.rel for e in entries if e.kind != DIR and e.rel in unwanted}
-    if not gone:
+    if not gone and not whole:
         return entries
-    with open_dir(upper) as top:
-        for rel in gone:
-            parts = split_rel(rel)
-            with open_chain(top, parts[:-1]) as parent:
-                os.unlink(parts[-1], dir_fd=parent)
+    with open_dir(layer) as top:
+        for rel in sorted(whole | gone):
+            if rel in whole or not covered(rel, whole):
+                parts = split_rel(rel)
+                with open_chain(top, parts[:-1]) as parent:
+                    _remove_at(parent, parts[-1], lstat_at(parent, parts[-1]))
+        gone |= {e.rel for e in entries if covered(e.rel, whole)}
+        emptied = {
+            rel.rsplit("/", depth)[0] for rel in gone for depth in range(1, rel.count("/") + 1)
+        }
         for entry in reversed(entries):  # children first
-            if entry.kind == DIR and not entry.opaque:
-                parts = split_rel(entry.rel)
-                had = any(e.rel.startswith(entry.rel + "/") and e.rel in gone for e in entries)
-                with open_chain(top, parts[:-1]) as parent, open_chain(parent, parts[-1:]) as fd:
-                    if had and not os.listdir(fd):
-                        os.rmdir(parts[-1], dir_fd=parent)
-                        gone.add(entry.rel)
+            if entry.kind != DIR or entry.opaque or entry.rel not in emptied or entry.rel in gone:
+                continue
+            parts = split_rel(entry.rel)
+            with open_chain(top, parts[:-1]) as parent, open_chain(parent, parts[-1:]) as fd:
+                if not os.listdir(fd):
+                    os.rmdir(parts[-1], dir_fd=parent)
+                    gone.add(entry.rel)
     return [e for e in entries if e.rel not in gone]
 
 

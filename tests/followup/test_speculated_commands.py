@@ -261,3 +261,14 @@ def test_what_a_command_whose_result_does_not_stand_changed_is_never_applied(tmp
     assert any(isinstance(e, SpeculationAccepted) for e in events)
     assert (setup.root / "a.txt").read_text() == "written\n"
     assert not (setup.root / "new.txt").exists()
+
+
+def test_an_ignored_directory_a_command_replaced_is_left_as_it_was(tmp_path):
+    setup = project(tmp_path, {".gitignore": "build/\n", "build/old.o": "old\n", "a.txt": "a\n"})
+    subprocess.run(["git", "init", "-q"], cwd=setup.root, check=True)
+    run = speculate(setup, ["rm -rf build && mkdir build && echo n > build/new.o && rm a.txt"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    run.accept()
+    assert (setup.root / "build/old.o").read_text() == "old\n"
+    assert not (setup.root / "build/new.o").exists()
+    assert not (setup.root / "a.txt").exists()
