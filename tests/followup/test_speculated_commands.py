@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,3 +273,20 @@ def test_an_ignored_directory_a_command_replaced_is_left_as_it_was(tmp_path):
     assert (setup.root / "build/old.o").read_text() == "old\n"
     assert not (setup.root / "build/new.o").exists()
     assert not (setup.root / "a.txt").exists()
+
+
+def test_running_the_tests_is_speculated_whole_and_leaves_no_cache_behind(tmp_path):
+    tests = "from app import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    setup = project(
+        tmp_path, {"app.py": "def add(a, b):\n    return a + b\n", "test_app.py": tests}
+    )
+    before = tree(setup.root)
+    run = speculate(setup, [f"{sys.executable} -m pytest -q"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    assert "1 passed" in outputs(run)[0]
+    assert tree(setup.root) == before
+    requests = len(setup.provider.requests)
+    events = run.accept()
+    assert len(setup.provider.requests) == requests  # the result is there: no new request
+    assert any(isinstance(e, SpeculationAccepted) for e in events)
+    assert tree(setup.root) == before  # caches and bytecode are not applied
