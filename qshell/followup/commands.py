@@ -13,7 +13,8 @@ the layer in (`Overlay.absorb`: writes, whiteouts as deletions, opaque directori
 replacements), files the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …)
 left out unless `sandbox.applyIgnored`. `outside_world` says which commands are
 not worth running there at all (shellproof.reach). It runs the command with the proven
-commands' sanitised environment (no secrets) but the session's own timeout. Functions;
+commands' sanitised environment (no secrets) but the user's whole PATH and toolchain
+variables (`command_environ`), and the session's own timeout. Functions;
 thread-safe as the overlay they write.
 """
 
@@ -39,6 +40,9 @@ from qshell.tools.base import Tool, ToolContext, ToolResult
 SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
 IGNORED_PARTS = frozenset(
     {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+TOOLCHAIN_ENV = frozenset(
+    {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "NODE_PATH", "GOPATH"}
 )
 NETWORK_FAILURE = re.compile(
     r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
@@ -86,7 +90,7 @@ def run_on_overlay(
     assert mount is not None
     shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
     mount.prepare()
-    environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+    environ = command_environ(ctx.environ)
     try:
         try:
             result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
@@ -119,6 +123,19 @@ def _take_in(
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise Refused(str(exc)) from None
+
+
+def command_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment a speculated command runs in: the proven commands' sanitised one (no
+    secrets, git hardened), but with the user's whole PATH — a project's own `.venv/bin` or
+    `node_modules/.bin` included, since inside the sandbox any command may run anyway — and
+    the variables that select a toolchain (`TOOLCHAIN_ENV`)."""
+    env = shellproof.sanitized_env(environ)
+    path = [entry for entry in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(entry)]
+    if path:
+        env["PATH"] = os.pathsep.join(path)
+    env.update({key: value for key, value in environ.items() if key in TOOLCHAIN_ENV})
+    return env
 
 
 def ignored(root: Path, environ: Mapping[str, str], rels: list[str]) -> set[str]:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -290,3 +290,17 @@ def test_running_the_tests_is_speculated_whole_and_leaves_no_cache_behind(tmp_pa
     assert len(setup.provider.requests) == requests  # the result is there: no new request
     assert any(isinstance(e, SpeculationAccepted) for e in events)
     assert tree(setup.root) == before  # caches and bytecode are not applied
+
+
+def test_a_command_finds_the_projects_own_tools_but_no_secret_variables(tmp_path):
+    setup = project(tmp_path, {"bin/hello": "#!/bin/sh\necho hello from the project\n"})
+    (setup.root / "bin/hello").chmod(0o755)
+    session = setup.conversation.session
+    path = f"{setup.root}/bin:/usr/bin:/bin"
+    environ = {**session.tool_context.environ, "PATH": path, "DATABASE_URL": "pg://u:pw@h/db"}
+    session.tool_context = replace(session.tool_context, environ=environ)
+    run = speculate(setup, ["hello > out.txt; env >> out.txt"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    shown = run.overlay.view.read_bytes(setup.root / "out.txt").decode()
+    assert shown.startswith("hello from the project\n")
+    assert "OPENAI_API_KEY" not in shown and "pg://" not in shown
