@@ -35,7 +35,7 @@ from qshell.agent.git_scope import GIT_TIMEOUT_S
 from qshell.agent.policy import PROTECTED_REASON
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.sandbox import SandboxUnavailable
-from qshell.tools.base import Tool, ToolContext, ToolResult
+from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
 
 SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
 IGNORED_PARTS = frozenset(
@@ -109,7 +109,10 @@ def _keeps_ignored(launcher: JailLauncher) -> bool:
 def _take_in(
     result: ToolResult, ctx: ToolContext, overlay: Overlay, layer: Path, *, keep_ignored: bool
 ) -> None:
-    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand."""
+    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand.
+    A cancelled command's partial changes are dropped: its call is answered again live."""
+    if result.error is not None and result.error.type is ErrorType.CANCELLED:
+        return
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:
         raise Refused(f"its output shows a network failure ({failure.group()})")

@@ -1,24 +1,25 @@
 """The speculation tool gate: what a speculative turn may do before the user has agreed.
 
 `SpeculativeRunner` is the ToolRunner a speculation passes to the one agent loop. Built on
-the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`,
-the functions the main runner asks), it answers seed 000's table: read and search tools run
+the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`, the
+functions the main runner asks), it answers seed 000's table: read and search tools run
 against the overlay view; `edit`/`write_file` run redirected into the overlay, but only in
-`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs on the real tree
-when `policy.shell_concern` proves the command read-only and in scope and the overlay holds
-no writes, with a sanitised environment and a short timeout; any other command, in
-`auto-edit`/`yolo` mode and where the session's sandbox can speculate commands
+`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs on the real tree when
+`policy.shell_concern` proves the command read-only and in scope and the overlay holds no
+writes, with a sanitised environment and a short timeout; any other command, in `auto-
+edit`/`yolo` mode and where the session's sandbox can speculate commands
 (followup/commands.py), runs in the jail on a kernel overlay whose writes land in the
 speculation's overlay — unless it plainly needs the network or a person — and
-`overlay_commands` lists those; else it is a `bash` boundary; `web_fetch` and anything else is a `denied_tool` boundary. Before
-a shell command runs, the files the proof says it reads are recorded with the overlay
-(`shell_reads`), so accept can tell they changed: a literal file by its content, a
-directory by every file below it (whether or not the proof saw the command recurse: what
-a command does with a directory it names is not always known), and a path known only at
-run time (a glob, `$…`) by every file below its literal leading directories. A command reading too many files to record is a `bash`
-boundary. A boundary is raised as `Boundary`, a control signal that ends the speculative
-turn; it is never a QshellError. Unlike the main runner it never asks. Thread-safe:
-decisions are pure, the overlay locks.
+`overlay_commands` lists those; else it is a `bash` boundary; `web_fetch` and anything else
+is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
+are recorded with the overlay (`shell_reads`), so accept can tell they changed: a literal
+file by its content, a directory by every file below it (whether or not the proof saw the
+command recurse: what a command does with a directory it names is not always known), and a
+path known only at run time (a glob, `$…`) by every file below its literal leading
+directories. A command reading too many files to record is a `bash` boundary. A boundary is
+raised as `Boundary`, a control signal that ends the speculative turn; it is never a
+QshellError. Unlike the main runner it never asks. Thread-safe: decisions are pure, the
+overlay locks.
 """
 
 from __future__ import annotations

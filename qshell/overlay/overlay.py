@@ -9,13 +9,13 @@ during a speculation; every real file read through it, and every file a speculat
 command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
 checks with the written files. Every path is resolved with symlinks followed; one outside
 the project root, through a symlink loop, or a symlink inside the overlay, raises
-OverlayEscape here, and is a Conflict again at apply time (plan.py). Deletions are recorded as overlayfs records
-them — a whiteout, or an opaque directory replacing the real one — when a command run on the
-kernel overlay leaves them in `upper/` (`absorb`, upper.py); the view then shows them
-deleted and `apply` deletes them. It never writes the real tree except through `apply`,
-and never uses a directory it does not own. Thread-safe: one
-speculation thread writes and applies while parallel tool calls read; a lock guards the
-bookkeeping and copies are renamed in whole, so a read sees one version.
+OverlayEscape here, and is a Conflict again at apply time (plan.py). Deletions are recorded
+as overlayfs records them — a whiteout, or an opaque directory replacing the real one — when
+a command run on the kernel overlay leaves them in `upper/` (`absorb`, upper.py); the view
+then shows them deleted and `apply` deletes them. It never writes the real tree except
+through `apply`, and never uses a directory it does not own. Thread-safe: one speculation
+thread writes and applies while parallel tool calls read; a lock guards the bookkeeping and
+copies are renamed in whole, so a read sees one version.
 """
 
 from __future__ import annotations

@@ -3,14 +3,15 @@
 `plan` compares each written file with the real tree — same content and mode as when the
 overlay copied it (or still absent for a new one), no symlink on the way, and writable by
 this user, as is its directory — each deleted entry (a `Removal`: file, symlink or whole
-directory) with the digest it had when the speculation deleted it (trees.py), and each
-file the speculation read with its fingerprint (reads.py). A file or directory at or below
-a deleted one is new, in a directory the apply makes after the deletion (a replaced
-directory); `made` names the directories that must exist even when empty. It returns the journal the apply would follow and every conflict at once; it
-touches nothing. Write permission is judged from the mode bits for this user's class
-(owner, group, other), not `os.access`: for root, which may write anything, a file or
-directory with no write bit at all counts as read-only, since someone made it so. Pure
-functions over directory descriptors; any thread.
+directory) with the digest it had when the speculation deleted it (trees.py), and each file
+the speculation read with its fingerprint (reads.py). A file or directory at or below a
+deleted one is new, in a directory the apply makes after the deletion (a replaced
+directory); `made` names the directories that must exist even when empty. It returns the
+journal the apply would follow and every conflict at once; it touches nothing. Write
+permission is judged from the mode bits for this user's class (owner, group, other), not
+`os.access`: for root, which may write anything, a file or directory with no write bit at
+all counts as read-only, since someone made it so. Pure functions over directory
+descriptors; any thread.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ its path, a deletion as a whiteout (a character device 0:0), and a directory tha
 the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
 those entries through no-follow descriptors and refuses (`Refused`) a symlink or any other
 special file there; `changed_paths` names what they change, `drop` removes those a caller
-does not want applied (build artefacts the project ignores) from the layer; `merge` moves the rest into `upper/` as if
-the command had written it directly; `reconcile` makes the overlay's records from
-`upper/`, exactly as tool writes would have: each file's original read
-from the real tree (or the original the overlay already had), each whiteout or replaced
+does not want applied (build artefacts the project ignores) from the layer; `merge` moves
+the rest into `upper/` as if the command had written it directly; `reconcile` makes the
+overlay's records from `upper/`, exactly as tool writes would have: each file's original
+read from the real tree (or the original the overlay already had), each whiteout or replaced
 directory a `Removal` of the real entry with its digest (trees.py). Functions over one
 overlay's directories; the overlay's lock serialises them.
 """

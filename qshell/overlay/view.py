@@ -1,14 +1,15 @@
 """`OverlayView`: the FileView a speculation's tools get, the real tree with its writes on top.
 
 A written file resolves to its copy in `upper/`, a listing merges both layers (the real
-directory's entry stands for a directory both have), a deleted entry — and everything
-inside a deleted or replaced directory that the overlay does not hold — is missing, as on
-the kernel overlay, and everything else reads the real tree. Writes go to `Overlay.write`. Reading a real file's content — whole (`read_bytes`) or
-streamed (`open_read`, so a reader takes only what it needs, as on the real disk) — records
-its fingerprint with the overlay (reads.py); listings and stats are not recorded. Reads of
-`upper/` go through descriptors that never follow a symlink (else OverlayEscape), and no
-open blocks on a FIFO swapped in after a check. Thread-safe as the Overlay it wraps: copies
-are renamed in whole, so a read sees one version.
+directory's entry stands for a directory both have), a deleted entry — and everything inside
+a deleted or replaced directory that the overlay does not hold — is missing, as on the
+kernel overlay, and everything else reads the real tree. Writes go to `Overlay.write`.
+Reading a real file's content — whole (`read_bytes`) or streamed (`open_read`, so a reader
+takes only what it needs, as on the real disk) — records its fingerprint with the overlay
+(reads.py); listings and stats are not recorded. Reads of `upper/` go through descriptors
+that never follow a symlink (else OverlayEscape), and no open blocks on a FIFO swapped in
+after a check. Thread-safe as the Overlay it wraps: copies are renamed in whole, so a read
+sees one version.
 """
 
 from __future__ import annotations

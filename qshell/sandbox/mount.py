@@ -1,16 +1,16 @@
 """OverlayMount: a command run on a kernel overlay of the project, in its own namespaces.
 
 A speculation runs a command that writes on an overlayfs whose bottom layer is the project,
-with the speculation's earlier changes as a layer above it (`layers`, top first), and
-whose upper layer is a fresh directory for this command's changes: in a new user and mount
+with the speculation's earlier changes as a layer above it (`layers`, top first), and whose
+upper layer is a fresh directory for this command's changes: in a new user and mount
 namespace (`unshare -rm`, so no privilege is needed and the mount vanishes with the
 command), `mount -t overlay -o userxattr,...` makes the merged view at `merged`, and the
 command — normally a `Jail` (jail.py) that binds `merged` read-write at the project path —
 runs there. Every write, deletion (a whiteout) and replaced directory (an opaque one) lands
-in `upper`; the project and the layers are never written. `workdir` is the kernel's scratch directory, a
-sibling of `upper/` on the same file system. `argv` builds the command line, `prepare`
-makes the two directories and `clean` empties the work directory after a command; it runs
-nothing.
+in `upper`; the project and the layers are never written. `workdir` is the kernel's scratch
+directory, a sibling of `upper/` on the same file system. `argv` builds the command line,
+`prepare` makes the two directories and `clean` empties the work directory after a command;
+it runs nothing.
 """
 
 from __future__ import annotations

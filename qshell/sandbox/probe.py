@@ -2,11 +2,12 @@
 
 Two things are tried for real, each in a throwaway directory: a jail (bubblewrap with the
 namespaces and mounts `Jail` uses, running `true`), and the same jail on a kernel overlay
-mounted by an unprivileged user in a new user and mount namespace (`unshare -rm`,
-overlayfs with `userxattr`, mount.py) — what a speculation of any command needs. The answer, with the reason when
-something fails ("bwrap is not installed", "user namespaces are disabled", …), is cached
-in the cache directory keyed by the kernel's boot id and the tools' paths, so later starts
-cost one file read. Safe from any thread; concurrent probes only repeat the work.
+mounted by an unprivileged user in a new user and mount namespace (`unshare -rm`, overlayfs
+with `userxattr`, mount.py) — what a speculation of any command needs. The answer, with the
+reason when something fails ("bwrap is not installed", "user namespaces are disabled", …),
+is cached in the cache directory keyed by the kernel's boot id and the tools' paths, so
+later starts cost one file read. Safe from any thread; concurrent probes only repeat the
+work.
 """
 
 from __future__ import annotations
