@@ -304,3 +304,14 @@ def test_a_command_finds_the_projects_own_tools_but_no_secret_variables(tmp_path
     shown = run.overlay.view.read_bytes(setup.root / "out.txt").decode()
     assert shown.startswith("hello from the project\n")
     assert "OPENAI_API_KEY" not in shown and "pg://" not in shown
+
+
+def test_a_read_only_command_after_an_edit_sees_the_edit_instead_of_stopping(tmp_path):
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    write = json.dumps({"path": "a.txt", "content": "edited\n"})
+    setup.script(Message.assistant("", [call("write_file", write, "w0")]))
+    run = speculate(setup, ["cat a.txt"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    assert outputs(run)[-1].startswith("edited")
+    assert run.spec.runner.overlay_commands == ["cat a.txt"]
