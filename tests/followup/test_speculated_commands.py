@@ -315,3 +315,15 @@ def test_a_read_only_command_after_an_edit_sees_the_edit_instead_of_stopping(tmp
     assert run.spec.status is Status.COMPLETED, run.spec.boundary
     assert outputs(run)[-1].startswith("edited")
     assert run.spec.runner.overlay_commands == ["cat a.txt"]
+
+
+def test_a_write_through_a_symlink_out_of_the_project_changes_nothing_real(tmp_path):
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (setup.root / "out").symlink_to(outside)
+    run = speculate(setup, ["echo x > out/planted; echo y >> a.txt; true"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    run.accept()
+    assert list(outside.iterdir()) == []
+    assert (setup.root / "a.txt").read_text() == "a\ny\n"
