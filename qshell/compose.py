@@ -169,8 +169,9 @@ def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) 
         extra_secret_patterns=settings.secret_patterns,
         protected_patterns=settings.protected_paths,
     )
+    cache = Dirs.from_environ(environ).cache
     confined = confinement(
-        settings.sandbox.enabled, paths, environ, Dirs.from_environ(environ).cache
+        settings.sandbox.enabled, paths, environ, cache, settings=settings.sandbox
     )
     return ToolContext(
         paths=paths,

@@ -102,6 +102,8 @@ class SandboxMode(enum.StrEnum):
 
 class SandboxSettings(_Section):
     enabled: SandboxMode = SandboxMode.AUTO
+    speculate_commands: bool = True  # run any command a speculation meets on a kernel overlay
+    apply_ignored: bool = False  # apply the files such a command made that the project ignores
 
 
 class TelemetrySettings(_Section):

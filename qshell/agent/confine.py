@@ -1,26 +1,39 @@
 """Confinement: the sandbox a shell command qshell runs on its own is started in.
 
-`confinement(mode, paths, environ, cache_dir)` decides, once per session, from the
+`confinement(mode, paths, environ, cache_dir, settings=…)` decides, once per session, from the
 `sandbox.enabled` setting and the machine's probe (qshell/sandbox), which `JailLauncher`
 the proven commands of the main loop and of speculation get (policy.proven_context puts
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
 (`PathResolver.is_secret`, kept current by a `SecretIndex`), the home directories it
 keeps are those on `PATH` and qshell's own interpreter prefix (never a secret one), and
-`with_writable` adds files a speculation lets the command write (its private git index).
+`with_writable` adds files a speculation lets the command write (its private git index),
+and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
+command that writes: `OverlayMount`, where the probe found that works and
+`sandbox.speculateCommands` is on — `commands`).
 Thread-safe: a launcher is immutable but for its index, which locks.
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from qshell.config import SandboxMode
-from qshell.sandbox import Jail, Limits, Probe, SecretIndex, filter_file, probe
+from qshell.config import SandboxMode, SandboxSettings
+from qshell.sandbox import (
+    Jail,
+    Limits,
+    OverlayMount,
+    Probe,
+    SandboxUnavailable,
+    SecretIndex,
+    filter_file,
+    probe,
+)
 from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
 
 CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
@@ -38,6 +51,8 @@ class JailLauncher:
     writable: tuple[Path, ...] = ()
     seccomp: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    commands: SandboxSettings | None = None  # set when any command may be speculated
+    mount: OverlayMount | None = None  # the project is this kernel overlay's merged view
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
@@ -53,8 +68,22 @@ class JailLauncher:
             prlimit=self.found.prlimit,
             writable_files=self.writable,
             seccomp=self.seccomp,
+            writable=None if self.mount is None else self.mount.merged,
         )
-        return jail.argv(argv), jail.environ(environ)
+        inner = jail.argv(argv)
+        return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
+
+    def on_overlay(self, layers: tuple[Path, ...], scratch: Path) -> JailLauncher:
+        """This launcher, running the command on a kernel overlay of the project under
+        `layers` (top first), its changes going to `scratch/upper` (the kernel's work
+        directory and the mount point beside it); SandboxUnavailable when commands cannot
+        be speculated here."""
+        unshare, mount = self.found.unshare, shutil.which("mount")
+        if self.commands is None or unshare is None or mount is None:
+            raise SandboxUnavailable("commands are not speculated here")
+        parts = (scratch / "upper", scratch / "work", scratch / "merged")
+        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers=layers)
+        return replace(self, mount=where)
 
     def with_writable(self, *paths: Path) -> JailLauncher:
         """This launcher, letting the command write `paths` too (files outside the root)."""
@@ -77,9 +106,15 @@ class Confinement:
 
 
 def confinement(
-    mode: SandboxMode, paths: PathResolver, environ: Mapping[str, str], cache_dir: Path | None
+    mode: SandboxMode,
+    paths: PathResolver,
+    environ: Mapping[str, str],
+    cache_dir: Path | None,
+    *,
+    settings: SandboxSettings | None = None,
 ) -> Confinement:
-    """The Confinement of a session in `paths.root` with `sandbox.enabled: mode`."""
+    """The Confinement of a session in `paths.root` with `sandbox.enabled: mode` (and the
+    other `sandbox` settings: whether speculation runs any command)."""
     if mode is SandboxMode.OFF:
         return Confinement(None, "", "", "off (sandbox.enabled: off)")
     found = probe(cache_dir)
@@ -96,8 +131,10 @@ def confinement(
         for d in (paths.home / name for name in SECRET_HOME_DIRS)
         if any(d.is_relative_to(b) for b in binds)
     )
+    speculates = settings is not None and settings.speculate_commands and found.overlay
+    commands = settings if speculates else None
     seccomp = filter_file(cache_dir) if found.seccomp else None
-    launcher = JailLauncher(found, paths, index, binds, masks, seccomp=seccomp)
+    launcher = JailLauncher(found, paths, index, binds, masks, seccomp=seccomp, commands=commands)
     return Confinement(launcher, "", "", found.mode)
 
 

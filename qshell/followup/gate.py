@@ -1,21 +1,25 @@
 """The speculation tool gate: what a speculative turn may do before the user has agreed.
 
 `SpeculativeRunner` is the ToolRunner a speculation passes to the one agent loop. Built on
-the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`,
-the functions the main runner asks), it answers seed 000's table: read and search tools run
+the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`, the
+functions the main runner asks), it answers seed 000's table: read and search tools run
 against the overlay view; `edit`/`write_file` run redirected into the overlay, but only in
-`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs only when
+`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs on the real tree when
 `policy.shell_concern` proves the command read-only and in scope and the overlay holds no
-writes (the shell sees the real tree), with a sanitised environment and a short timeout —
-else a `bash` boundary; `web_fetch` and anything else is a `denied_tool` boundary. Before
-a shell command runs, the files the proof says it reads are recorded with the overlay
-(`shell_reads`), so accept can tell they changed: a literal file by its content, a
-directory by every file below it (whether or not the proof saw the command recurse: what
-a command does with a directory it names is not always known), and a path known only at
-run time (a glob, `$…`) by every file below its literal leading directories. A command reading too many files to record is a `bash`
-boundary. A boundary is raised as `Boundary`, a control signal that ends the speculative
-turn; it is never a QshellError. Unlike the main runner it never asks. Thread-safe:
-decisions are pure, the overlay locks.
+writes, with a sanitised environment and a short timeout; any other command, in `auto-
+edit`/`yolo` mode and where the session's sandbox can speculate commands
+(followup/commands.py), runs in the jail on a kernel overlay whose writes land in the
+speculation's overlay — unless it plainly needs the network or a person — and
+`overlay_commands` lists those; else it is a `bash` boundary; `web_fetch` and anything else
+is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
+are recorded with the overlay (`shell_reads`), so accept can tell they changed: a literal
+file by its content, a directory by every file below it (whether or not the proof saw the
+command recurse: what a command does with a directory it names is not always known), and a
+path known only at run time (a glob, `$…`) by every file below its literal leading
+directories. A command reading too many files to record is a `bash` boundary. A boundary is
+raised as `Boundary`, a control signal that ends the speculative turn; it is never a
+QshellError. Unlike the main runner it never asks. Thread-safe: decisions are pure, the
+overlay locks.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import enum
 import re
 import shutil
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,11 +46,12 @@ from qshell.agent.policy import (
 )
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
+from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.tools.base import ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
-# delete and move stay boundaries: the overlay records no whiteouts or renames
+# the delete and move tools stay boundaries; a command deletes through the kernel overlay
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
 PRIVATE_INDEX_DIR = "git"  # beside upper/, never inside it; holds the private `index`
@@ -78,6 +84,9 @@ class SpeculativeRunner:
     def __init__(self, overlay: Overlay, mode: ApprovalMode) -> None:
         self.overlay = overlay
         self.mode = mode
+        self.overlay_commands: list[str] = []  # commands run on the kernel overlay, in order
+        self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
+        self._lock = threading.Lock()
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         accesses = tool.accesses(args, ctx)
@@ -108,12 +117,18 @@ class SpeculativeRunner:
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
         concern = shell_concern(command, ctx)
-        if concern is not None:
+        if concern is None and not self.overlay.has_writes:
+            return ALLOW  # proven read-only: it runs on the real tree, read-only
+        concern = concern or "the shell would not see pending edits"
+        if overlay_launcher(ctx) is None:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
-        if self.overlay.has_writes:
-            raise Boundary(
-                BoundaryType.BASH, tool.name, f"{command} (the shell would not see pending edits)"
-            )
+        if self.mode not in REDIRECT_MODES:  # accept would apply what nobody agreed to
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
+        outside = outside_world(command)
+        if outside is not None:
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({outside})")
+        with self._lock:
+            self._on_overlay[id(args)] = args
         return ALLOW
 
     def _private_index(self, ctx: ToolContext) -> ToolContext:
@@ -138,6 +153,10 @@ class SpeculativeRunner:
         """Speculation never asks, so there is nothing to remember."""
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        with self._lock:
+            on_overlay = self._on_overlay.pop(id(args), None) is args
+        if on_overlay:
+            return self._on_kernel_overlay(tool, args, ctx)
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
             try:
@@ -156,6 +175,19 @@ class SpeculativeRunner:
             return tool.run(args, ctx)
         except OverlayEscape as exc:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
+
+    def _on_kernel_overlay(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        """Run a command that may write on a kernel overlay (followup/commands.py)."""
+        command = str(getattr(args, "command", ""))
+        launcher = overlay_launcher(ctx)
+        if launcher is None:
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} (no overlay sandbox)")
+        with self._lock:
+            self.overlay_commands.append(command)
+        try:
+            return run_on_overlay(tool, args, ctx, self.overlay, launcher)
+        except Refused as exc:
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
 
 
 def _runs_git(commands: Iterable[str]) -> bool:

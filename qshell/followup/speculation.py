@@ -95,12 +95,14 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class Acceptance:
     """What `accept` came to, and the events of the real turn for the prompt (to render as
-    a live turn's). `saved_s` is the time saved when accepted; `detail` says why not."""
+    a live turn's). `saved_s` is the time saved when accepted; `detail` says why not;
+    `commands` lists the commands the speculation ran on a kernel overlay (gate.py)."""
 
     outcome: Outcome
     events: Iterator[Event]
     saved_s: float = 0.0
     detail: str = ""
+    commands: tuple[str, ...] = ()
 
 
 class Speculation:
@@ -349,7 +351,8 @@ def accept(
         saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
     )
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
-    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved)
+    commands = tuple(spec.runner.overlay_commands)
+    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
 
 
 def _accepted_turn(

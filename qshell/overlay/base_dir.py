@@ -140,8 +140,17 @@ def _make_overlay(pid_dir: Path) -> tuple[Path, Lease]:
 def remove_overlay(directory: Path) -> None:
     """Delete an overlay directory (its lease still held by the caller), then its pid
     directory once empty — unless an overlay is being made there right now."""
-    shutil.rmtree(directory, ignore_errors=True)
+    shutil.rmtree(directory, onerror=_open_up)
     remove_if_empty(directory.parent)
+
+
+def _open_up(func: object, path: str, exc_info: object) -> None:
+    """rmtree's error handler: a directory it could not read — the mode-000 `work/` a kernel
+    overlay leaves when a command was killed mid-run — is made readable and removed."""
+    with contextlib.suppress(OSError):
+        if stat_module.S_ISDIR(os.lstat(path).st_mode):
+            os.chmod(path, PRIVATE_DIR_MODE)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_if_empty(pid_dir: Path) -> None:

@@ -1,8 +1,10 @@
 """All-or-nothing apply of a speculation overlay onto the real tree, and crash recovery.
 
 `apply_files` checks everything first (plan.py) and applies nothing if one check fails.
-Then it stages each file beside its destination with its mode (fsynced, several at once),
-journals the plan and swaps each staged copy in. An existing destination is swapped with
+Then it journals the plan, moves each deleted entry aside (unlinks.py: checked after the
+move, dropped after the commit point, put back on a rollback), makes the new directories,
+stages each file beside its destination with its mode (fsynced, several at once)
+and swaps each staged copy in. An existing destination is swapped with
 `renameat2(RENAME_EXCHANGE)`: the destination is never missing, and whatever was there at
 that instant — the checked original, or an editor's save that landed after the check — is
 caught under the staged name, not destroyed. It is then verified (the checked content and
@@ -37,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qshell.dirs import PRIVATE_FILE_MODE
-from qshell.overlay import renameat, trust
+from qshell.overlay import renameat, trust, unlinks
 from qshell.overlay.dirfd import (
     ESCAPED,
     READ_FLAGS,
@@ -65,6 +67,7 @@ from qshell.overlay.records import (
     Original,
     Phase,
     Recovery,
+    Removal,
     Step,
 )
 from qshell.overlay.seal import canonical, seal
@@ -103,24 +106,28 @@ def apply_files(
     journal: Path,
     pending: Sequence[Original],
     read: Sequence[Fingerprint] = (),
+    *,
+    removals: Sequence[Removal] = (),
+    made: Sequence[str] = (),
 ) -> ApplyReport:
-    """Apply every pending file from `upper` onto `root`, all or nothing; any file in `read`
-    that changed since it was read stops it too.
+    """Apply every pending file from `upper` onto `root`, every removal and every directory
+    in `made`, all or nothing; any file in `read` that changed since it was read stops it too.
 
     Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
     """
     started = time.perf_counter()
     try:
-        state, conflicts = plan(root, upper, pending, read)
+        state, conflicts = plan(root, upper, pending, read, removals, made)
     except (OSError, PathRefused) as exc:
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:
         raise ApplyConflict(conflicts)
-    if not state.files:
+    if not state.files and not state.removals and not state.dirs:
         return ApplyReport((), (), time.perf_counter() - started)
     try:
         write_journal(journal, state)
         with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
+            unlinks.move_aside(root_fd, state)
             _create_dirs(root_fd, state)
             pool = ThreadPoolExecutor(STAGE_WORKERS)  # so creates and fsyncs overlap
             try:
@@ -132,7 +139,8 @@ def apply_files(
             write_journal(journal, state)
             for step in state.files:
                 _swap(root_fd, step)
-            touched = {s.rel.rpartition("/")[0] for s in state.files}
+            changed = [s.rel for s in state.files] + [r.rel for r in state.removals]
+            touched = {rel.rpartition("/")[0] for rel in changed}
             for parent in touched | {d.rpartition("/")[0] for d in state.dirs}:
                 with open_chain(root_fd, parent.split("/") if parent else []) as fd:
                     os.fsync(fd)
@@ -144,7 +152,9 @@ def apply_files(
     leftovers = _finish(root, state)
     journal.unlink(missing_ok=True)
     applied = tuple(step.rel for step in state.files)
-    return ApplyReport(applied, tuple(state.dirs), time.perf_counter() - started, leftovers)
+    removed = tuple(step.rel for step in state.removals)
+    seconds = time.perf_counter() - started
+    return ApplyReport(applied, tuple(state.dirs), seconds, leftovers, removed)
 
 
 def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -> None:
@@ -265,7 +275,7 @@ def _is_original(parent: int, name: str, step: Step) -> bool:
     return (
         found is not None
         and found[0] == step.expect_sha256
-        and stat_module.S_IMODE(found[1].st_mode) == step.mode
+        and stat_module.S_IMODE(found[1].st_mode) == step.original_mode
     )
 
 
@@ -294,7 +304,8 @@ def _each_parent(root: Path, state: JournalState) -> Iterator[tuple[Step, int | 
 
 def _finish(root: Path, state: JournalState) -> tuple[str, ...]:
     """After the commit point: remove backups and stray staged files. Best effort."""
-    leftovers: list[str] = []
+    with open_dir(root) as root_fd:
+        leftovers = unlinks.drop(root_fd, state)
     for step, parent in _each_parent(root, state):
         for name in (step.staged, step.backup):
             try:
@@ -322,6 +333,7 @@ def _roll_back(root: Path, state: JournalState) -> tuple[str, ...]:
                     os.rmdir(parts[-1], dir_fd=parent)
             except (OSError, PathRefused):
                 continue  # not empty (kept files or someone else's) or already gone
+        kept += unlinks.restore(root_fd, state)
     return tuple(kept)
 
 
@@ -387,7 +399,8 @@ def _swap_back(parent: int, holder: str, name: str, step: Step) -> bool:
 def write_journal(path: Path, state: JournalState) -> None:
     """Replace the journal atomically and durably (0600, as trust.py requires)."""
     temp = path.with_name(path.name + ".tmp")
-    body = canonical({**vars(state), "files": [vars(step) for step in state.files]})
+    steps = {"files": [vars(s) for s in state.files], "removals": [vars(r) for r in state.removals]}
+    body = canonical({**vars(state), **steps})
     data = json.dumps({"seal": seal(body.encode()), "journal": json.loads(body)})
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
     with open(os.open(temp, flags, PRIVATE_FILE_MODE), "w", encoding="utf-8") as out:

@@ -9,11 +9,13 @@ during a speculation; every real file read through it, and every file a speculat
 command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
 checks with the written files. Every path is resolved with symlinks followed; one outside
 the project root, through a symlink loop, or a symlink inside the overlay, raises
-OverlayEscape here, and is a Conflict again at apply time (plan.py). It never writes the
-real tree except through `apply`, never deletes or renames (no tool does yet: the gate
-treats either as a boundary), and never uses a directory it does not own. Thread-safe: one
-speculation thread writes and applies while parallel tool calls read; a lock guards the
-bookkeeping and copies are renamed in whole, so a read sees one version.
+OverlayEscape here, and is a Conflict again at apply time (plan.py). Deletions are recorded
+as overlayfs records them — a whiteout, or an opaque directory replacing the real one — when
+a command run on the kernel overlay leaves them in `upper/` (`absorb`, upper.py); the view
+then shows them deleted and `apply` deletes them. It never writes the real tree except
+through `apply`, and never uses a directory it does not own. Thread-safe: one speculation
+thread writes and applies while parallel tool calls read; a lock guards the bookkeeping and
+copies are renamed in whole, so a read sees one version.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import secrets
 import stat as stat_module
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
@@ -40,13 +42,32 @@ from qshell.overlay.base_dir import (
     new_overlay_dir,
     remove_overlay,
 )
-from qshell.overlay.dirfd import READ_FLAGS, PathRefused, hash_at, open_chain, open_dir
+from qshell.overlay.dirfd import READ_FLAGS, PathRefused, open_chain, open_dir
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded, os_error
 from qshell.overlay.lease import Lease
-from qshell.overlay.plan import may_write, plan
+from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
-from qshell.overlay.records import ApplyFailed, ApplyReport, Conflict, Original
+from qshell.overlay.records import (
+    ApplyConflict,
+    ApplyFailed,
+    ApplyReport,
+    Conflict,
+    Original,
+    Removal,
+)
 from qshell.overlay.sweep import recover_overlay
+from qshell.overlay.trees import TreeTooLarge
+from qshell.overlay.upper import (
+    OPAQUE_XATTR,
+    Refused,
+    changed_paths,
+    covered,
+    drop,
+    merge,
+    reconcile,
+    scan,
+    snapshot,
+)
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
 
@@ -67,9 +88,11 @@ class Overlay:
         self.lease = lease  # held until discard: while it is, no sweep takes this overlay
         self._lock = threading.Lock()
         self._originals: dict[str, Original] = {}
+        self._removed: dict[str, Removal] = {}  # real entries deleted (or replaced)
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._discarded = False
+        self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._bases = [
             Path(os.path.realpath(b)) for b in {*candidate_bases(), directory.parent.parent}
         ]
@@ -93,14 +116,20 @@ class Overlay:
 
     @property
     def written(self) -> list[str]:
-        """Root-relative paths of every file written so far, sorted."""
+        """Root-relative paths of every file written or deleted so far, sorted."""
         with self._lock:
-            return sorted(self._originals)
+            return sorted({*self._originals, *self._removed})
+
+    @property
+    def removed(self) -> list[str]:
+        """Root-relative paths of every real file or directory deleted so far, sorted."""
+        with self._lock:
+            return sorted(self._removed)
 
     @property
     def has_writes(self) -> bool:
         with self._lock:
-            return bool(self._originals)
+            return bool(self._originals or self._removed or len(self._dirs) > 1)
 
     def original(self, rel: str) -> Original | None:
         with self._lock:
@@ -153,9 +182,12 @@ class Overlay:
         """Why the overlay could not be applied now (empty: apply would go through)."""
         with self._lock:
             self._check_open()
+            if self._spoiled is not None:
+                return [self._spoiled]
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
-                return plan(self.root, self.upper, originals, read)[1]
+                removals, made = list(self._removed.values()), [d for d in self._dirs if d]
+                return plan(self.root, self.upper, originals, read, removals, made)[1]
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
@@ -167,9 +199,55 @@ class Overlay:
         """
         with self._lock:
             self._check_open()
+            if self._spoiled is not None:
+                raise ApplyConflict([self._spoiled])
             target = self.directory / journal.JOURNAL_NAME
             originals, read = list(self._originals.values()), list(self._reads.values())
-            return journal.apply_files(self.root, self.upper, target, originals, read)
+            removals, made = list(self._removed.values()), [d for d in self._dirs if d]
+            return journal.apply_files(
+                self.root, self.upper, target, originals, read, removals=removals, made=made
+            )
+
+    def changes_in(self, layer: Path) -> list[str]:
+        """The files and deletions a command left in its own upper `layer`, a replaced
+        directory with a trailing slash (upper.py); OverlayEscape for a symlink or special
+        file there."""
+        try:
+            return changed_paths(scan(layer))
+        except Refused as exc:
+            raise OverlayEscape(layer, str(exc)) from None
+
+    def absorb(self, layer: Path, unwanted: Collection[str] = ()) -> None:
+        """Take in what a command run on the kernel overlay left in its `layer`, as if tools
+        had written it: the paths in `unwanted` dropped, the rest moved into `upper/`, then
+        originals read from the real tree, whiteouts and replaced directories recorded as
+        deletions (upper.py). OverlayEscape (nothing taken in) for a symlink or special
+        file in the layer; once the move has begun, a failure spoils the overlay (it raises
+        OverlayEscape, ReadsUnrecorded for a deleted tree too large to check, or OSError)."""
+        with self._lock:
+            self._check_open()
+            try:
+                entries = drop(layer, scan(layer), unwanted)
+            except Refused as exc:
+                raise OverlayEscape(layer, str(exc)) from None
+            try:
+                merge(layer, self.upper, entries)
+                found = reconcile(self.root, scan(self.upper), self._originals, self._removed)
+            except BaseException as exc:
+                self._spoiled = Conflict("a speculated command", f"could not be taken in: {exc}")
+                if isinstance(exc, Refused):
+                    raise OverlayEscape(self.upper, str(exc)) from None
+                if isinstance(exc, TreeTooLarge):
+                    raise ReadsUnrecorded(str(exc)) from None
+                raise
+            self._originals, self._removed, self._dirs = found
+            self._record_meta([*self._originals.values(), *self._removed.values()])
+
+    def _record_meta(self, records: list[Original | Removal]) -> None:
+        lines = "".join(json.dumps(asdict(r)) + "\n" for r in records)
+        fd = os.open(self.directory / META_NAME, _APPEND_FLAGS, PRIVATE_FILE_MODE)
+        with open(fd, "w", encoding="utf-8", closefd=True) as meta:
+            meta.write(lines)
 
     def discard(self) -> None:
         """Remove the overlay directory, then give up its lock. Idempotent; a pending
@@ -204,12 +282,20 @@ class Overlay:
         return rel, resolved
 
     def kind(self, rel: str) -> str | None:
-        """'file' for a written file, 'dir' for a directory of the upper layer, else None."""
+        """'file' for a written file, 'dir' for a directory of the upper layer, 'gone' for
+        a deleted real entry (or one inside a deleted or replaced directory), else None."""
         with self._lock:
             self._check_open()
             if rel in self._originals:
                 return "file"
-            return "dir" if rel in self._dirs else None
+            if rel in self._dirs:
+                return "dir"
+            return "gone" if rel and covered(rel, self._removed) else None
+
+    def covers(self, rel: str) -> bool:
+        """Whether the real entry at `rel` is deleted or replaced (its content not shown)."""
+        with self._lock:
+            return bool(rel) and covered(rel, self._removed)
 
     def children(self, rel: str) -> set[str]:
         """The names the upper layer holds in directory `rel`."""
@@ -248,17 +334,28 @@ class Overlay:
                 if rel in self._dirs:
                     raise os_error(errno.EISDIR, path)
                 self._check_parents(parts, path)
-                original = _snapshot(rel, resolved, mode)
+                original = snapshot(rel, resolved, mode)
+                self._open_deleted(parts)
             with self.upper_dir(parts[:-1], create=True) as parent:
                 self._put(parent, parts[-1], data, original.mode)
             if rel not in self._originals:
                 self._originals[rel] = original
                 for depth, name in enumerate(parts):
                     self._dirs.setdefault("/".join(parts[:depth]), set()).add(name)
-                line = json.dumps(asdict(original)) + "\n"
-                fd = os.open(self.directory / META_NAME, _APPEND_FLAGS, PRIVATE_FILE_MODE)
-                with open(fd, "w", encoding="utf-8", closefd=True) as meta:
-                    meta.write(line)
+                self._record_meta([original])
+
+    def _open_deleted(self, parts: list[str]) -> None:
+        """Before a write below a deleted directory: its whiteout in `upper/` becomes an
+        opaque directory (a replacement, as overlayfs makes one)."""
+        for depth in range(1, len(parts)):
+            prefix = "/".join(parts[:depth])
+            if prefix in self._removed and prefix not in self._dirs:
+                with self.upper_dir(parts[: depth - 1], create=True) as parent:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(parts[depth - 1], dir_fd=parent)
+                    os.mkdir(parts[depth - 1], journal.NEW_DIR_MODE, dir_fd=parent)
+                with self.upper_dir(parts[:depth]) as fd, contextlib.suppress(OSError):
+                    os.setxattr(fd, OPAQUE_XATTR, b"y")
 
     def _check_parents(self, parts: list[str], path: os.PathLike[str] | str) -> None:
         """ENOTDIR when an ancestor is a file in this view, as the OS would say."""
@@ -266,6 +363,8 @@ class Overlay:
             prefix = "/".join(parts[:depth])
             if prefix in self._dirs:
                 continue
+            if prefix in self._removed:
+                return  # deleted: made again with the file
             if prefix in self._originals:
                 raise os_error(errno.ENOTDIR, path)
             try:
@@ -288,22 +387,3 @@ class Overlay:
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-
-
-def _snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
-    """Hash and mode of the real file about to be shadowed, or that it does not exist."""
-    try:
-        info = os.lstat(resolved)
-    except FileNotFoundError:
-        return Original(rel, False, None, None if mode is None else stat_module.S_IMODE(mode))
-    if stat_module.S_ISDIR(info.st_mode):
-        raise os_error(errno.EISDIR, resolved)
-    if not stat_module.S_ISREG(info.st_mode):
-        raise OverlayEscape(resolved, "is not a regular file")
-    with open_dir(resolved.parent) as parent:
-        found = hash_at(parent, resolved.name)
-        if not may_write(info) or not may_write(os.fstat(parent), directory=True):
-            raise os_error(errno.EACCES, resolved)  # as the write itself would fail (plan.py)
-    if found is None:
-        raise OverlayEscape(resolved, "changed while it was being copied")
-    return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))

@@ -2,12 +2,16 @@
 
 `plan` compares each written file with the real tree — same content and mode as when the
 overlay copied it (or still absent for a new one), no symlink on the way, and writable by
-this user, as is its directory — and each file the speculation read with its fingerprint
-(reads.py). It returns the journal the apply would follow and every conflict at once; it
-touches nothing. Write permission is judged from the mode bits for this user's class
-(owner, group, other), not `os.access`: for root, which may write anything, a file or
-directory with no write bit at all counts as read-only, since someone made it so. Pure
-functions over directory descriptors; any thread.
+this user, as is its directory — each deleted entry (a `Removal`: file, symlink or whole
+directory) with the digest it had when the speculation deleted it (trees.py), and each file
+the speculation read with its fingerprint (reads.py). A file or directory at or below a
+deleted one is new, in a directory the apply makes after the deletion (a replaced
+directory); `made` names the directories that must exist even when empty. It returns the
+journal the apply would follow and every conflict at once; it touches nothing. Write
+permission is judged from the mode bits for this user's class (owner, group, other), not
+`os.access`: for root, which may write anything, a file or directory with no write bit at
+all counts as read-only, since someone made it so. Pure functions over directory
+descriptors; any thread.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from qshell.overlay.dirfd import (
     PathRefused,
     hash_at,
     lstat_at,
+    open_chain,
     open_dir,
     split_rel,
 )
@@ -44,8 +49,11 @@ from qshell.overlay.records import (
     JournalState,
     Original,
     Phase,
+    Removal,
     Step,
+    Unlink,
 )
+from qshell.overlay.trees import TreeTooLarge, digest_at
 
 _WRITE = 0o2
 _WRITE_AND_SEARCH = 0o3
@@ -87,7 +95,7 @@ def _dir_info(root_fd: int, parts: Sequence[str]) -> os.stat_result | None:
 
 
 def _check(
-    root_fd: int, upper_fd: int, item: Original, token: str
+    root_fd: int, upper_fd: int, item: Original, token: str, removed: set[str]
 ) -> Conflict | tuple[Step, list[str]]:
     """The journal step for one file and its missing directories, or why it cannot apply."""
     parts = split_rel(item.rel)
@@ -97,6 +105,9 @@ def _check(
         copy = None
     if copy is None or not stat_module.S_ISREG(copy.st_mode):
         return Conflict(item.rel, BAD_COPY)
+    fresh = _fresh_dirs(parts, removed)
+    if fresh is not None:  # in a directory the apply makes after a deletion
+        return Step(item.rel, f"{STAGE_PREFIX}{token}", None, item.mode, None), fresh
     try:
         missing, info = _inspect(root_fd, parts)
     except PathRefused as exc:
@@ -119,25 +130,86 @@ def _check(
         return Conflict(item.rel, MODE_CHANGED)
     if not may_write(found[1]):
         return Conflict(item.rel, READ_ONLY)
-    return Step(item.rel, staged, f"{BACKUP_PREFIX}{token}", mode, item.sha256), []
+    new_mode = stat_module.S_IMODE(copy.st_mode)  # a command may have changed it
+    backup = f"{BACKUP_PREFIX}{token}"
+    step = Step(item.rel, staged, backup, new_mode, item.sha256, expect_mode=mode)
+    return step, []
+
+
+def _fresh_dirs(parts: Sequence[str], removed: set[str]) -> list[str] | None:
+    """When `parts` is at or below a deleted entry: the directories from that entry down to
+    its parent, which the apply makes (else None)."""
+    for depth in range(1, len(parts) + 1):
+        if "/".join(parts[:depth]) in removed:
+            return ["/".join(parts[:i]) for i in range(depth, len(parts))]
+    return None
+
+
+def _check_removal(root_fd: int, item: Removal, token: str) -> Conflict | Unlink:
+    """The journal step that deletes one real entry, or why it cannot."""
+    parts = split_rel(item.rel)
+    try:
+        with open_chain(root_fd, parts[:-1]) as parent:
+            if not may_write(os.fstat(parent), directory=True):
+                return Conflict(item.rel, DIR_READ_ONLY)
+            found = digest_at(parent, parts[-1])
+    except FileNotFoundError:
+        return Conflict(item.rel, DELETED)
+    except TreeTooLarge:
+        return Conflict(item.rel, CHANGED)
+    if found is None:
+        return Conflict(item.rel, DELETED)
+    if found != item.digest:
+        return Conflict(item.rel, CHANGED)
+    return Unlink(item.rel, f"{BACKUP_PREFIX}{token}", item.digest)
+
+
+def _check_made(root_fd: int, rel: str, removed: set[str]) -> Conflict | list[str]:
+    """The directories to make so that directory `rel` exists, or why it cannot."""
+    parts = split_rel(rel)
+    fresh = _fresh_dirs(parts, removed)
+    if fresh is not None:
+        return [*fresh, rel]
+    missing, info = _inspect(root_fd, parts)
+    if info is None:
+        return [*missing, rel]
+    if not stat_module.S_ISDIR(info.st_mode):
+        return Conflict(rel, APPEARED)
+    return []
 
 
 def plan(
-    root: Path, upper: Path, pending: Sequence[Original], read: Sequence[Fingerprint] = ()
+    root: Path,
+    upper: Path,
+    pending: Sequence[Original],
+    read: Sequence[Fingerprint] = (),
+    removals: Sequence[Removal] = (),
+    made: Sequence[str] = (),
 ) -> tuple[JournalState, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing.
 
     `read` holds the fingerprints of the real files the speculation read: any that changed
-    is a conflict too.
+    is a conflict too; `removals` the real entries it deleted, `made` the directories it
+    made (empty ones included).
     """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
     conflicts: list[Conflict] = []
     dirs: dict[str, None] = {}
+    removed = {r.rel for r in removals}
     with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
+        for index, gone in enumerate(removals):
+            try:
+                step = _check_removal(root_fd, gone, f"{token}-r{index}")
+            except PathRefused as exc:
+                step = Conflict(gone.rel, exc.reason)
+            if isinstance(step, Conflict):
+                conflicts.append(step)
+            else:
+                state.removals.append(step)
         for index, item in enumerate(pending):
             try:
-                result = _check(root_fd, upper_fd, item, f"{token}-{index}")
+                result = _check(root_fd, upper_fd, item, f"{token}-{index}", removed)
             except PathRefused as exc:
                 result = Conflict(item.rel, exc.reason)
             if isinstance(result, Conflict):
@@ -145,6 +217,15 @@ def plan(
                 continue
             state.files.append(result[0])
             dirs.update(dict.fromkeys(result[1]))
+        for rel in made:
+            try:
+                needed = _check_made(root_fd, rel, removed)
+            except PathRefused as exc:
+                needed = Conflict(rel, exc.reason)
+            if isinstance(needed, Conflict):
+                conflicts.append(needed)
+            else:
+                dirs.update(dict.fromkeys(needed))
         stopped = {c.path for c in conflicts}
         for print_ in read:
             if print_.rel not in stopped and not reads.unchanged(root_fd, print_):

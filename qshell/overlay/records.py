@@ -1,8 +1,10 @@
 """The values of an apply: what was written, why it cannot apply, and the journal's steps.
 
-`Original` is a written file as it was before the overlay's first write; `Conflict` (with
+`Original` is a written file as it was before the overlay's first write, `Removal` a real
+file, symlink or directory the overlay deletes (by its digest, trees.py); `Conflict` (with
 one of the reason constants) is why a file cannot be applied, `ApplyConflict` carries them
 all (nothing was applied) and `ApplyFailed` means an apply was rolled back; `Step` and
+`Unlink` and
 `JournalState` are what the journal records, `Phase` where an apply stands. Values only,
 no I/O; any thread.
 """
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 JOURNAL_NAME = "journal.json"
-JOURNAL_VERSION = 3  # 3: sealed (seal.py)
+JOURNAL_VERSION = 4  # 3: sealed (seal.py); 4: removals
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
 
@@ -32,7 +34,7 @@ READ_CHANGED = "changed since the speculation read it"
 class Phase(enum.StrEnum):
     """Where an apply stands, as its journal records it (crash recovery reads it back)."""
 
-    STAGING = "staging"  # copies are being staged beside their destinations: roll back
+    STAGING = "staging"  # removals moved aside, copies staged beside destinations: roll back
     RENAMING = "renaming"  # staged copies are being swapped in: roll back
     COMMITTED = "committed"  # every file is in: finish the clean-up
 
@@ -74,11 +76,20 @@ class Original:
 
 
 @dataclass(frozen=True, slots=True)
+class Removal:
+    """A real entry the overlay deletes, as it was when the deletion was recorded."""
+
+    rel: str
+    digest: str  # trees.digest_at of the real file, symlink or directory then
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyReport:
     applied: tuple[str, ...]
     created_dirs: tuple[str, ...]
     seconds: float
     leftovers: tuple[str, ...] = ()  # backups that could not be removed afterwards
+    removed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,21 @@ class Step:
     expect_sha256: str | None  # what the swapped-out original must hold (None: new file)
     sha256: str | None = None  # of the new content, once staged
     staged_ino: int | None = None  # of the new copy, once staged
+    expect_mode: int | None = None  # the original's mode when not `mode` (a command's chmod)
+
+    @property
+    def original_mode(self) -> int | None:
+        return self.mode if self.expect_mode is None else self.expect_mode
+
+
+@dataclass
+class Unlink:
+    """One deletion of an apply: the real entry at `rel` is moved to `backup` (in the same
+    directory) and checked against `digest`; the backup is removed after the commit."""
+
+    rel: str
+    backup: str
+    digest: str
 
 
 @dataclass
@@ -111,5 +137,6 @@ class JournalState:
     phase: Phase
     dirs: list[str]
     files: list[Step]
+    removals: list[Unlink] = field(default_factory=list)  # done before `dirs` are made
     version: int = JOURNAL_VERSION
     pid: int = field(default_factory=os.getpid)

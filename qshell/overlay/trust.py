@@ -27,6 +27,7 @@ from qshell.overlay.records import (
     JournalState,
     Phase,
     Step,
+    Unlink,
 )
 from qshell.overlay.seal import canonical, verifies
 
@@ -84,12 +85,16 @@ def parse(path: Path, data: bytes) -> JournalState:
         if not verifies(canonical(raw).encode(), str(outer["seal"])):
             raise ValueError("its seal does not verify: this user's qshell did not write it")
         steps = [Step(**s) for s in raw["files"]]
-        state = JournalState(**{**raw, "phase": Phase(raw["phase"]), "files": steps})
-        for rel in [*state.dirs, *(step.rel for step in state.files)]:
+        removals = [Unlink(**r) for r in raw.get("removals", [])]
+        fields = {"phase": Phase(raw["phase"]), "files": steps, "removals": removals}
+        state = JournalState(**{**raw, **fields})
+        rels = [s.rel for s in state.files] + [r.rel for r in state.removals]
+        for rel in [*state.dirs, *rels]:
             split_rel(rel)
     except (KeyError, TypeError, ValueError, PathRefused) as exc:
         raise ValueError(f"{path} is not a journal this version can recover") from exc
     names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
+    names += [step.backup for step in state.removals]
     if (
         state.version != JOURNAL_VERSION
         or not Path(state.root).is_absolute()

@@ -1,13 +1,15 @@
 """`OverlayView`: the FileView a speculation's tools get, the real tree with its writes on top.
 
 A written file resolves to its copy in `upper/`, a listing merges both layers (the real
-directory's entry stands for a directory both have), and everything else reads the real
-tree. Writes go to `Overlay.write`. Reading a real file's content — whole (`read_bytes`) or
-streamed (`open_read`, so a reader takes only what it needs, as on the real disk) — records
-its fingerprint with the overlay (reads.py); listings and stats are not recorded. Reads of
-`upper/` go through descriptors that never follow a symlink (else OverlayEscape), and no
-open blocks on a FIFO swapped in after a check. Thread-safe as the Overlay it wraps: copies
-are renamed in whole, so a read sees one version.
+directory's entry stands for a directory both have), a deleted entry — and everything inside
+a deleted or replaced directory that the overlay does not hold — is missing, as on the
+kernel overlay, and everything else reads the real tree. Writes go to `Overlay.write`.
+Reading a real file's content — whole (`read_bytes`) or streamed (`open_read`, so a reader
+takes only what it needs, as on the real disk) — records its fingerprint with the overlay
+(reads.py); listings and stats are not recorded. Reads of `upper/` go through descriptors
+that never follow a symlink (else OverlayEscape), and no open blocks on a FIFO swapped in
+after a check. Thread-safe as the Overlay it wraps: copies are renamed in whole, so a read
+sees one version.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from qshell.overlay.reads import Fingerprint
 from qshell.tools.fileview import REAL_VIEW, Entry
 
 _OPEN_FLAGS = READ_FLAGS | os.O_NONBLOCK  # a FIFO swapped in must not block the open
+GONE = "gone"  # Layer.kind of a deleted entry
 
 
 class Layer(Protocol):
@@ -37,7 +40,11 @@ class Layer(Protocol):
         """(root-relative path, resolved real path); OverlayEscape when outside the root."""
 
     def kind(self, rel: str) -> str | None:
-        """'file' for a written file, 'dir' for a directory of the upper layer, else None."""
+        """'file' for a written file, 'dir' for a directory of the upper layer, 'gone' for
+        a deleted real entry, else None."""
+
+    def covers(self, rel: str) -> bool:
+        """Whether the real entry at `rel` is deleted or replaced."""
 
     def children(self, rel: str) -> set[str]:
         """The names the upper layer holds in directory `rel`."""
@@ -87,6 +94,8 @@ class OverlayView:
         return open(self._open_upper(rel, kind, path), "rb", closefd=True)
 
     def _open_upper(self, rel: str, kind: str, path: Path) -> int:
+        if kind == GONE:
+            raise os_error(errno.ENOENT, path)
         if kind == "dir":
             raise os_error(errno.EISDIR, path)
         parts = rel.split("/")
@@ -108,20 +117,23 @@ class OverlayView:
         kind = self._overlay.kind(rel)
         if kind is None:
             return os.stat(resolved)
+        if kind == GONE:
+            raise os_error(errno.ENOENT, resolved)
         parts = rel.split("/") if rel else []
         if kind == "file":
             with self._overlay.upper_dir(parts[:-1]) as parent:
                 return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
         with contextlib.suppress(OSError):
             info = os.stat(resolved)
-            if stat_module.S_ISDIR(info.st_mode):
+            if stat_module.S_ISDIR(info.st_mode) and not self._overlay.covers(rel):
                 return info  # a real directory the overlay also has: the real one's stat
         with self._overlay.upper_dir(parts) as fd:
             return os.fstat(fd)
 
     def exists(self, path: Path) -> bool:
         rel, resolved = self._overlay.locate(path)
-        return self._overlay.kind(rel) is not None or resolved.exists()
+        kind = self._overlay.kind(rel)
+        return kind != GONE and (kind is not None or resolved.exists())
 
     def is_dir(self, path: Path) -> bool:
         rel, resolved = self._overlay.locate(path)
@@ -138,12 +150,19 @@ class OverlayView:
         kind = self._overlay.kind(rel)
         if kind == "file":
             raise os_error(errno.ENOTDIR, path)
+        if kind == GONE:
+            raise os_error(errno.ENOENT, path)
         try:
-            merged = {entry.name: entry for entry in REAL_VIEW.scandir(resolved)}
+            real = [] if self._overlay.covers(rel) else REAL_VIEW.scandir(resolved)
         except (FileNotFoundError, NotADirectoryError):
             if kind is None:
                 raise
-            merged = {}  # a directory only the overlay has
+            real = []  # a directory only the overlay has
+        merged = {
+            entry.name: entry
+            for entry in real
+            if self._overlay.kind(f"{rel}/{entry.name}" if rel else entry.name) != GONE
+        }
         for name in self._overlay.children(rel):
             child = f"{rel}/{name}" if rel else name
             if name in merged and merged[name].is_dir and self._overlay.kind(child) == "dir":

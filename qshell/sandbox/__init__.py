@@ -5,18 +5,21 @@ policy or speculation. `probe()` says what works on this machine (cached per boo
 `Jail` is the bubblewrap command line for one command — the root file system read-only,
 fresh `/dev` and `/proc`, private `/tmp` and `$HOME`, no network, a new pid namespace,
 no capabilities, resource limits — with the project bound read-only and its secrets
-masked and Unix sockets refused (seccomp.py); `secret_paths` finds what to mask. See
-ARCHITECTURE.md.
+masked and Unix sockets refused (seccomp.py); `OverlayMount` runs a command on a kernel
+overlay of the project in new user and mount namespaces (a speculation's writes land in its
+upper layer); `secret_paths` finds what to mask. See ARCHITECTURE.md.
 """
 
 from qshell.sandbox.jail import Jail, Limits, SandboxUnavailable
 from qshell.sandbox.masks import SecretIndex, secret_paths
+from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.probe import Probe, probe
 from qshell.sandbox.seccomp import filter_file
 
 __all__ = [
     "Jail",
     "Limits",
+    "OverlayMount",
     "Probe",
     "SandboxUnavailable",
     "SecretIndex",

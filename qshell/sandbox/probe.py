@@ -1,12 +1,13 @@
 """probe(): what sandboxing works on this machine, tried once per boot.
 
 Three things are tried for real, each in a throwaway directory: a jail (bubblewrap with the
-namespaces and mounts `Jail` uses, running `true`), the same with the seccomp filter, and a kernel overlay mounted by an
-unprivileged user in a new user and mount namespace (`unshare -rm`, overlayfs with
-`userxattr`) — what a speculation of any command needs. The answer, with the reason when
-something fails ("bwrap is not installed", "user namespaces are disabled", …), is cached
-in the cache directory keyed by the kernel's boot id and the tools' paths, so later starts
-cost one file read. Safe from any thread; concurrent probes only repeat the work.
+namespaces and mounts `Jail` uses, running `true`), the same with the seccomp filter
+(seccomp.py), and that jail on a kernel overlay mounted by an unprivileged user in a new
+user and mount namespace (`unshare -rm`, overlayfs with `userxattr`, mount.py) — what a
+speculation of any command needs. The answer, with the reason when something fails ("bwrap
+is not installed", "user namespaces are disabled", …), is cached in the cache directory
+keyed by the kernel's boot id and the tools' paths, so later starts cost one file read.
+Safe from any thread; concurrent probes only repeat the work.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from qshell.sandbox.jail import Jail
+from qshell.sandbox.jail import Jail, SandboxUnavailable
+from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.seccomp import filter_file
 
 PROBE_TIMEOUT_S = 10.0
+PROBE_VERSION = "3"  # 2: the overlay is tried with the jail inside it; 3: with seccomp
 CACHE_NAME = "sandbox-probe.json"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
@@ -49,7 +52,7 @@ class Probe:
 def probe(cache_dir: Path | None = None) -> Probe:
     """This machine's Probe: from the cache when this boot already tried, else tried now."""
     tools = {name: shutil.which(name) for name in ("bwrap", "unshare", "prlimit")}
-    key = {"boot": _boot_id(), **tools}
+    key = {"boot": _boot_id(), "version": PROBE_VERSION, **tools}
     cached = _read_cache(cache_dir, key)
     if cached is not None:
         return cached
@@ -69,23 +72,32 @@ def _try(bwrap: str | None, unshare: str | None, prlimit: str | None) -> Probe:
             return Probe(False, False, f"bubblewrap cannot start a sandbox here: {failure}")
         code = filter_file(root)
         filtered = code is not None and not _run(replace(jail, seccomp=code).argv(["true"]))
-        overlay_failure = _overlay(root, unshare) if unshare else "unshare is not installed"
+        if filtered:
+            jail = replace(jail, seccomp=code)
+        overlay_failure = _overlay(root, unshare, jail) if unshare else "unshare is not installed"
     reason = f"no user-namespace overlay: {overlay_failure}" if overlay_failure else ""
     return Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit, filtered)
 
 
-def _overlay(root: Path, unshare: str) -> str:
-    """Why an overlay cannot be mounted by this user ("" when it can)."""
-    dirs = {name: root / name for name in ("lower", "upper", "work", "merged")}
-    for path in dirs.values():
-        path.mkdir()
-    options = "userxattr,lowerdir={lower},upperdir={upper},workdir={work}".format(**dirs)
-    script = (
-        f'mount -t overlay overlay -o "{options}" "{dirs["merged"]}" && touch "{dirs["merged"]}/x"'
-    )
-    failure = _run([unshare, "-rm", "sh", "-c", script])
-    if not failure and not (dirs["upper"] / "x").exists():
+def _overlay(root: Path, unshare: str, jail: Jail) -> str:
+    """Why a command cannot run in the jail on an overlay mounted by this user ("" when it
+    can): what a speculated command needs (mount.py)."""
+    lower = root / "lower"
+    lower.mkdir()
+    upper, work, merged = (root / name for name in ("upper", "work", "merged"))
+    mount = OverlayMount(unshare, shutil.which("mount") or "mount", lower, upper, work, merged)
+    mount.prepare()
+    inner = replace(jail, root=lower, writable=mount.merged)
+    try:
+        failure = _run(mount.argv(inner.argv(["touch", str(lower / "x")])))
+    except SandboxUnavailable as exc:
+        return str(exc)
+    finally:
+        mount.clean()
+    if not failure and not (mount.upper / "x").exists():
         return "a file written through the overlay did not reach its upper layer"
+    if not failure and (lower / "x").exists():
+        return "a file written through the overlay reached the lower layer"
     return failure
 
 

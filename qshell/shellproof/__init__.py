@@ -8,11 +8,13 @@ expand and whether the command walks the tree below a path. A command proven rea
 run by the caller with `sanitized_env(...)` and at most `SHELL_TIMEOUT_S`. Inside:
 `walker.py` walks statements, `words.py` proves single words, `quoting.py` decodes them as
 bash does, `syntax.py` holds node tables and where bash splits text, `rules/` the per-command
-allowlists and `env.py` the environment.
+allowlists and `env.py` the environment; `reach.py` (`reach(command)`) says whether a line
+that is not read-only plainly needs the network or a person, for speculation.
 Nothing here runs a command; `check` is safe from any thread.
 """
 
 from qshell.shellproof.env import DEFAULT_PATH, GIT_HARDENING, SHELL_TIMEOUT_S, sanitized_env
+from qshell.shellproof.reach import reach
 from qshell.shellproof.rules import Read
 from qshell.shellproof.syntax import Verdict
 from qshell.shellproof.walker import MAX_COMMAND_BYTES, check
@@ -25,5 +27,6 @@ __all__ = [
     "Read",
     "Verdict",
     "check",
+    "reach",
     "sanitized_env",
 ]

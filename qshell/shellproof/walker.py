@@ -67,11 +67,12 @@ _LANGUAGE = Language(tree_sitter_bash.language())
 _LOCAL = threading.local()
 
 
-def _parser() -> Parser:
-    parser = getattr(_LOCAL, "parser", None)
-    if parser is None:
-        parser = _LOCAL.parser = Parser(_LANGUAGE)
-    return parser
+def parser() -> Parser:
+    """This thread's tree-sitter-bash parser."""
+    found: Parser | None = getattr(_LOCAL, "parser", None)
+    if found is None:
+        found = _LOCAL.parser = Parser(_LANGUAGE)
+    return found
 
 
 class Walker:
@@ -368,7 +369,7 @@ class Walker:
         and `&` end it; tree-sitter reads a test expression. The text is parsed again as the
         command `\\[ …` and proven like any other (its rule is `test`'s)."""
         text = b"\\" + (node.text or b"")
-        root = _parser().parse(text).root_node
+        root = parser().parse(text).root_node
         if root.has_error:
             fail("[ … ] does not parse as the simple command bash runs")
         check_gaps(text, root)
@@ -419,7 +420,7 @@ def _proof(command: str) -> Verdict:
     bad = BAD_CHARS.search(command)
     if bad:
         return Verdict(False, f"control or unusual whitespace character {bad.group()!r}")
-    tree = _parser().parse(source)
+    tree = parser().parse(source)
     root = tree.root_node
     if root.has_error:
         return Verdict(False, "parse error")

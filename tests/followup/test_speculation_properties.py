@@ -6,7 +6,8 @@ commands that read or write) and a final text, and runs them as a Speculation. W
 the outcome (completed, or a boundary), the real tree — every file's bytes and every mode
 — is byte-identical to the snapshot taken before, at every round and at the end. A
 completed speculation is then accepted, a stopped one's overlay applied, and the tree
-equals what the overlay's view showed.
+equals what the overlay's view showed. Commands are not speculated on a kernel overlay
+here (`sandbox.speculateCommands` off): test_speculated_commands.py covers that.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from qshell import shellproof
+from qshell.agent.confine import JailLauncher
 from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
 from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.gate import BoundaryType
@@ -178,6 +182,13 @@ def final(root: Path, seen: list[Tree]) -> Callable[[ChatRequest, CancelToken], 
     return stream
 
 
+def without_command_speculation(session: Session) -> None:
+    """The session as `sandbox.speculateCommands: false` makes it."""
+    ctx = session.tool_context
+    if isinstance(ctx.sandbox, JailLauncher):
+        session.tool_context = replace(ctx, sandbox=replace(ctx.sandbox, commands=None))
+
+
 @settings(max_examples=40)
 @given(st.lists(ops, max_size=10))
 def test_the_real_tree_is_byte_identical_until_accept_then_matches_the_view(sequence):
@@ -190,6 +201,7 @@ def test_the_real_tree_is_byte_identical_until_accept_then_matches_the_view(sequ
             os.chmod(root / rel, mode)
         setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
         session = setup.conversation.session
+        without_command_speculation(session)
         before = tree(root)
         overlay = Overlay.create(root, session.tool_context.paths, base_dir=Path(temp) / "base")
         seen: list[Tree] = []

@@ -1,0 +1,165 @@
+"""Speculation of any command: a shell command not proven read-only runs on a kernel overlay.
+
+Where the probe found that a user-namespace overlayfs works and `sandbox.speculateCommands`
+is on (the session's `JailLauncher` then carries `commands`), the gate no longer stops at
+a shell command that may write: `run_on_overlay` runs it in the jail with the project
+replaced by a kernel overlay whose upper layer is the speculation overlay's `upper/`
+(sandbox.OverlayMount), so its writes, deletions and replaced directories land there and
+nothing real changes. Since what such a command reads is unknown, the whole project is
+fingerprinted first (too many files: a boundary). Afterwards a symlink it made, a protected
+file it changed, or output that shows a network failure (no result built on a failed
+download is shown as done) is a boundary and its layer is dropped; else the overlay takes
+the layer in (`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as
+replacements), files the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …)
+left out unless `sandbox.applyIgnored`. `outside_world` says which commands are
+not worth running there at all (shellproof.reach). It runs the command with the proven
+commands' sanitised environment (no secrets) but the user's whole PATH and toolchain
+variables (`command_environ`), and the session's own timeout. Functions;
+thread-safe as the overlay they write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from qshell import shellproof
+from qshell.agent.confine import JailLauncher
+from qshell.agent.git_scope import GIT_TIMEOUT_S
+from qshell.agent.policy import PROTECTED_REASON
+from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.sandbox import SandboxUnavailable
+from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
+
+SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
+IGNORED_PARTS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
+)
+TOOLCHAIN_ENV = frozenset(
+    {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "NODE_PATH", "GOPATH"}
+)
+NETWORK_FAILURE = re.compile(
+    r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
+    r"|Name or service not known|No address associated with hostname|getaddrinfo failed"
+    r"|Failed to establish a new connection|Could not connect to|Connection refused"
+    r"|No route to host|unable to access '|EAI_AGAIN|ENOTFOUND|ENETUNREACH"
+)
+
+
+class Refused(Exception):
+    """The command's run cannot stand as a speculated result (`str()` says why)."""
+
+
+def overlay_launcher(ctx: ToolContext) -> JailLauncher | None:
+    """The session's jail when any command may be speculated in it, else None."""
+    sandbox = ctx.sandbox
+    if isinstance(sandbox, JailLauncher) and sandbox.commands is not None:
+        return sandbox
+    return None
+
+
+def outside_world(command: str) -> str | None:
+    """Why `command` is not worth speculating ("needs the network: pip install"), or None."""
+    found = shellproof.reach(command)
+    return None if found is None else f"it needs the network or a person: {found}"
+
+
+def run_on_overlay(
+    tool: Tool, args: Any, ctx: ToolContext, overlay: Overlay, launcher: JailLauncher
+) -> ToolResult:
+    """Run the shell call on a kernel overlay of the project and the speculation's changes,
+    then take what it changed into `overlay`; Refused when its result cannot stand (the
+    caller makes that a boundary; nothing of it is then taken in)."""
+    try:
+        overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
+    except ReadsUnrecorded as exc:
+        raise Refused(str(exc)) from None
+    limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
+    scratch = overlay.directory / SCRATCH_DIR
+    try:
+        jailed = launcher.timed(limit).on_overlay((overlay.upper,), scratch)
+    except SandboxUnavailable as exc:
+        raise Refused(str(exc)) from None
+    mount = jailed.mount
+    assert mount is not None
+    shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
+    mount.prepare()
+    environ = command_environ(ctx.environ)
+    try:
+        try:
+            result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
+        finally:
+            mount.clean()
+        _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
+    finally:
+        shutil.rmtree(mount.upper, ignore_errors=True)
+    return result
+
+
+def _keeps_ignored(launcher: JailLauncher) -> bool:
+    return launcher.commands is not None and launcher.commands.apply_ignored
+
+
+def _take_in(
+    result: ToolResult, ctx: ToolContext, overlay: Overlay, layer: Path, *, keep_ignored: bool
+) -> None:
+    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand.
+    A cancelled command's partial changes are dropped: its call is answered again live."""
+    if result.error is not None and result.error.type is ErrorType.CANCELLED:
+        return
+    failure = NETWORK_FAILURE.search(result.llm_content)
+    if failure is not None:
+        raise Refused(f"its output shows a network failure ({failure.group()})")
+    try:
+        changed = overlay.changes_in(layer)
+        protected = [r for r in changed if ctx.paths.is_protected(ctx.root / r)]
+        if protected:
+            raise Refused(f"{', '.join(protected)} {PROTECTED_REASON}")
+        environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+        unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
+        overlay.absorb(layer, unwanted)
+    except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
+        raise Refused(str(exc)) from None
+
+
+def command_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment a speculated command runs in: the proven commands' sanitised one (no
+    secrets, git hardened), but with the user's whole PATH — a project's own `.venv/bin` or
+    `node_modules/.bin` included, since inside the sandbox any command may run anyway — and
+    the variables that select a toolchain (`TOOLCHAIN_ENV`)."""
+    env = shellproof.sanitized_env(environ)
+    path = [entry for entry in environ.get("PATH", "").split(os.pathsep) if os.path.isabs(entry)]
+    if path:
+        env["PATH"] = os.pathsep.join(path)
+    env.update({key: value for key, value in environ.items() if key in TOOLCHAIN_ENV})
+    return env
+
+
+def ignored(root: Path, environ: Mapping[str, str], rels: list[str]) -> set[str]:
+    """The paths among `rels` the project ignores: build caches by name, and what git's
+    ignore rules match (`git check-ignore`; none outside a repository)."""
+    found = {r for r in rels if IGNORED_PARTS.intersection(r.split("/"))}
+    rest = [r for r in rels if r not in found]
+    if not rest:
+        return found
+    try:
+        done = subprocess.run(
+            ["git", "check-ignore", "--stdin", "-z"],
+            cwd=root,
+            env=dict(environ),
+            input=b"\0".join(os.fsencode(r) for r in rest) + b"\0",
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return found  # no git: only the caches by name
+    if done.returncode == 0:
+        found.update(os.fsdecode(p) for p in done.stdout.split(b"\0") if p)
+    return found

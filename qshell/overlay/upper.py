@@ -1,0 +1,252 @@
+"""What a kernel overlay left in the upper directory, turned into the overlay's records.
+
+A command run on the kernel overlay (sandbox/) writes its own upper layer (a fresh `layer`
+above the overlay's `upper/` and the project) as overlayfs does: a written or new file at
+its path, a deletion as a whiteout (a character device 0:0), and a directory that replaces
+the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
+those entries through no-follow descriptors and refuses (`Refused`) a symlink or any other
+special file there; `changed_paths` names what they change, `drop` removes those a caller
+does not want applied (build artefacts the project ignores) from the layer; `merge` moves
+the rest into `upper/` as if the command had written it directly; `reconcile` makes the
+overlay's records from `upper/`, exactly as tool writes would have: each file's original
+read from the real tree (or the original the overlay already had), each whiteout or replaced
+directory a `Removal` of the real entry with its digest (trees.py). Functions over one
+overlay's directories; the overlay's lock serialises them.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat as stat_module
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
+from qshell.overlay.errors import OverlayEscape, os_error
+from qshell.overlay.plan import may_write
+from qshell.overlay.records import Original, Removal
+from qshell.overlay.trees import digest_at
+
+OPAQUE_XATTR = "user.overlay.opaque"
+FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
+MAX_UPPER_ENTRIES = 100_000
+NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
+
+
+class Refused(Exception):
+    """The upper layer holds something an apply may not bring in (`str()` says what)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    rel: str
+    kind: str  # FILE | WHITEOUT | DIR
+    mode: int = 0  # permission bits of a file
+    opaque: bool = False  # a directory that replaces the real one
+
+
+def scan(upper: Path) -> list[Entry]:
+    """Every entry of `upper/`, parents before children."""
+    found: list[Entry] = []
+    with open_dir(upper) as top:
+        for entry in _walk(top, ""):
+            found.append(entry)
+            if len(found) > MAX_UPPER_ENTRIES:
+                raise Refused(f"the command left more than {MAX_UPPER_ENTRIES} changed entries")
+    return found
+
+
+def _walk(fd: int, prefix: str) -> Iterator[Entry]:
+    for name in sorted(os.listdir(fd)):
+        rel = f"{prefix}/{name}" if prefix else name
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        mode = info.st_mode
+        if stat_module.S_ISREG(mode):
+            yield Entry(rel, FILE, stat_module.S_IMODE(mode))
+        elif stat_module.S_ISCHR(mode) and info.st_rdev == 0:
+            yield Entry(rel, WHITEOUT)
+        elif stat_module.S_ISDIR(mode):
+            with open_chain(fd, [name]) as child:
+                yield Entry(rel, DIR, opaque=_opaque(child))
+                yield from _walk(child, rel)
+        else:
+            what = "a symlink" if stat_module.S_ISLNK(mode) else "a special file"
+            raise Refused(f"the command made {rel} {what}, which qshell never applies")
+
+
+def _opaque(fd: int) -> bool:
+    try:
+        return os.getxattr(fd, OPAQUE_XATTR) == b"y"
+    except OSError:
+        return False
+
+
+def changed_paths(entries: list[Entry]) -> list[str]:
+    """What a layer's entries change: each file and whiteout, and each replaced (opaque)
+    directory with a trailing slash, as git names directories."""
+    return [f"{e.rel}/" if e.kind == DIR else e.rel for e in entries if e.kind != DIR or e.opaque]
+
+
+def drop(layer: Path, entries: list[Entry], unwanted: Collection[str]) -> list[Entry]:
+    """Remove from `layer` what `unwanted` names among its `changed_paths` — a replaced
+    directory whole — and the plain directories that leaves empty; the entries that remain."""
+    whole = {e.rel for e in entries if e.kind == DIR and e.opaque and f"{e.rel}/" in unwanted}
+    gone = {e.rel for e in entries if e.kind != DIR and e.rel in unwanted}
+    if not gone and not whole:
+        return entries
+    with open_dir(layer) as top:
+        for rel in sorted(whole | gone):
+            if rel in whole or not covered(rel, whole):
+                parts = split_rel(rel)
+                with open_chain(top, parts[:-1]) as parent:
+                    _remove_at(parent, parts[-1], lstat_at(parent, parts[-1]))
+        gone |= {e.rel for e in entries if covered(e.rel, whole)}
+        emptied = {
+            rel.rsplit("/", depth)[0] for rel in gone for depth in range(1, rel.count("/") + 1)
+        }
+        for entry in reversed(entries):  # children first
+            if entry.kind != DIR or entry.opaque or entry.rel not in emptied or entry.rel in gone:
+                continue
+            parts = split_rel(entry.rel)
+            with open_chain(top, parts[:-1]) as parent, open_chain(parent, parts[-1:]) as fd:
+                if not os.listdir(fd):
+                    os.rmdir(parts[-1], dir_fd=parent)
+                    gone.add(entry.rel)
+    return [e for e in entries if e.rel not in gone]
+
+
+def merge(layer: Path, upper: Path, entries: list[Entry]) -> None:
+    """Move a command's layer into `upper/`, parents first: a file or whiteout replaces what
+    `upper/` had at its path, an opaque directory replaces it whole (moved as it is), and a
+    plain directory is made where missing."""
+    moved: set[str] = set()
+    with open_dir(layer) as top_layer, open_dir(upper) as top_upper:
+        for entry in entries:
+            if covered(entry.rel, moved):
+                continue  # inside an opaque directory moved whole
+            parts = split_rel(entry.rel)
+            with (
+                open_chain(top_layer, parts[:-1]) as source,
+                open_chain(top_upper, parts[:-1]) as target,
+            ):
+                name, there = parts[-1], lstat_at(target, parts[-1])
+                if entry.kind == DIR and not entry.opaque:
+                    if there is not None and stat_module.S_ISDIR(there.st_mode):
+                        continue
+                    _remove_at(target, name, there)
+                    os.mkdir(name, NEW_DIR_MODE, dir_fd=target)
+                    continue
+                _remove_at(target, name, there)
+                os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
+                if entry.kind == DIR:
+                    moved.add(entry.rel)
+
+
+def _remove_at(parent: int, name: str, info: os.stat_result | None) -> None:
+    if info is None:
+        return
+    if stat_module.S_ISDIR(info.st_mode):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
+
+
+def covered(rel: str, removed: Collection[str]) -> bool:
+    """Whether `rel` is at or below a removed entry."""
+    parts = rel.split("/")
+    return any("/".join(parts[:depth]) in removed for depth in range(1, len(parts) + 1))
+
+
+def reconcile(
+    root: Path,
+    entries: list[Entry],
+    originals: Mapping[str, Original],
+    removed: Mapping[str, Removal],
+) -> tuple[dict[str, Original], dict[str, Removal], dict[str, set[str]]]:
+    """(originals, removals, upper directories → child names) for what `upper/` now holds."""
+    new_originals: dict[str, Original] = {}
+    new_removed: dict[str, Removal] = {}
+    dirs: dict[str, set[str]] = {"": set()}
+    with open_dir(root) as root_fd:
+        for entry in entries:
+            parent, _, name = entry.rel.rpartition("/")
+            if entry.kind == WHITEOUT and covered(entry.rel, new_removed):
+                continue  # inside a replaced directory: nothing real to delete
+            if entry.kind != WHITEOUT:  # a whiteout is no entry of the merged view
+                dirs.setdefault(parent, set()).add(name)
+            if entry.kind == DIR:
+                dirs.setdefault(entry.rel, set())
+            replaced = entry.kind == WHITEOUT or entry.opaque or entry.kind == FILE
+            if replaced and not covered(entry.rel, new_removed):
+                gone = _removal(root_fd, entry, originals.get(entry.rel), removed.get(entry.rel))
+                if gone is not None:
+                    new_removed[entry.rel] = gone
+            if entry.kind == FILE:
+                new_originals[entry.rel] = _original(root, entry, originals, new_removed)
+    return new_originals, new_removed, dirs
+
+
+def _removal(
+    root_fd: int, entry: Entry, original: Original | None, known: Removal | None
+) -> Removal | None:
+    """The deletion `entry` makes of the real entry at its path (None: nothing deleted)."""
+    if known is not None:
+        return known
+    parts = split_rel(entry.rel)
+    try:
+        with open_chain(root_fd, parts[:-1]) as parent:
+            info = lstat_at(parent, parts[-1])
+            if info is None:
+                return None
+            if entry.kind == FILE and not stat_module.S_ISDIR(info.st_mode):
+                return None  # a file over a file: a write, not a deletion
+            if entry.kind == WHITEOUT and original is not None and original.sha256 is not None:
+                return Removal(entry.rel, f"file:{original.mode or 0:o}:{original.sha256}")
+            digest = digest_at(parent, parts[-1])
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PathRefused:
+        raise Refused(f"{entry.rel} goes through a symlink in the project") from None
+    return None if digest is None else Removal(entry.rel, digest)
+
+
+def _original(
+    root: Path, entry: Entry, originals: Mapping[str, Original], removed: Mapping[str, Removal]
+) -> Original:
+    known = originals.get(entry.rel)
+    if known is not None:
+        return known
+    if covered(entry.rel, removed):
+        return Original(entry.rel, False, None, entry.mode)
+    try:
+        return snapshot(entry.rel, root / entry.rel, entry.mode)
+    except OverlayEscape as exc:
+        raise Refused(str(exc)) from None
+    except OSError as exc:
+        if exc.errno == errno.ENOTDIR:
+            return Original(entry.rel, False, None, entry.mode)
+        raise
+
+
+def snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
+    """Hash and mode of the real file about to be shadowed, or that it does not exist (the
+    one rule for tool writes and a command's): OverlayEscape for a symlink or special file,
+    EACCES when this user could not write it, EISDIR for a directory."""
+    try:
+        info = os.lstat(resolved)
+    except FileNotFoundError:
+        return Original(rel, False, None, None if mode is None else stat_module.S_IMODE(mode))
+    if stat_module.S_ISDIR(info.st_mode):
+        raise os_error(errno.EISDIR, resolved)
+    if not stat_module.S_ISREG(info.st_mode):
+        raise OverlayEscape(resolved, "is not a regular file")
+    with open_dir(resolved.parent) as parent:
+        found = hash_at(parent, resolved.name)
+        if not may_write(info) or not may_write(os.fstat(parent), directory=True):
+            raise os_error(errno.EACCES, resolved)  # as the write itself would fail (plan.py)
+    if found is None:
+        raise OverlayEscape(resolved, "changed while it was being copied")
+    return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))
