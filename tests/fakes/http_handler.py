@@ -82,18 +82,6 @@ class RequestHandler(LoopbackHandler):
 
     # ----------------------------------------------------------------- plumbing
 
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(parts)
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
-
     def _send_json(
         self,
         request: RecordedRequest | None,
@@ -202,7 +190,7 @@ class RequestHandler(LoopbackHandler):
     def do_POST(self) -> None:
         self.close_connection = True
         path = urlsplit(self.path).path
-        raw = self._read_body()
+        raw = self.read_body()
         protocol = PATHS.get(path)
         if protocol is None:
             self.owner.note_unknown(f"POST {self.path}")

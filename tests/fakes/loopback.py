@@ -53,6 +53,19 @@ class LoopbackHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return
 
+    def read_body(self) -> bytes:
+        """The request's body, sent with a length or chunked."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
 
 class LoopbackServer:
     """Starts a LoopbackHTTPServer (built by `_listener`) on a daemon thread."""

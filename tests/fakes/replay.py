@@ -93,7 +93,7 @@ class _ReplayHandler(LoopbackHandler):
     def do_POST(self) -> None:
         self.close_connection = True
         owner = self.server.owner
-        raw = self._read_body()
+        raw = self.read_body()
         headers = {name.lower(): value for name, value in self.headers.items()}
         index, body = owner._record(self.path, headers, raw)
         if body is None:
@@ -102,18 +102,6 @@ class _ReplayHandler(LoopbackHandler):
             self._answer(500, "application/json", payload.encode(), None)
             return
         self._answer(owner.status, owner.content_type, body, owner.write_size)
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    self.rfile.readline()
-                    return b"".join(parts)
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def _answer(self, status: int, content_type: str, body: bytes, write_size: int | None) -> None:
         try:

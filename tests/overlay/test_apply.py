@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qshell.overlay import Overlay, journal, recover, renameat, sweep_stale
+from qshell.overlay import Overlay, journal, recover, renameat, sweep_stale, unlinks
 from qshell.overlay.journal import (
     APPEARED,
     BAD_COPY,
@@ -330,8 +330,11 @@ class CrashingOs(SimpleNamespace):
 
 
 def crashed_apply(overlay: Overlay, monkeypatch, crash_at: int | None) -> int:
+    """Apply with the os calls of the journal (and of the deletions it makes) crashing at
+    call number `crash_at`; returns how many calls were made."""
     fake = CrashingOs(crash_at)
     monkeypatch.setattr(journal, "os", fake)
+    monkeypatch.setattr(unlinks, "os", fake)
     monkeypatch.setattr(journal, "_abort", lambda *args: None)  # a crash runs no handler
     try:
         overlay.apply()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from qshell.overlay import ApplyConflict, Overlay, OverlayEscape, journal, unlinks
+from qshell.overlay import ApplyConflict, Overlay, OverlayEscape, unlinks
 from qshell.overlay.journal import JOURNAL_NAME, recover_journal
 from qshell.overlay.upper import OPAQUE_XATTR
 from qshell.tools.paths import PathResolver
-from tests.overlay.test_apply import CRASH_POINTS, Crash, CrashingOs
+from tests.overlay.test_apply import CRASH_POINTS, crashed_apply
 from tests.overlay.test_overlay import snapshot
 
 
@@ -192,20 +192,6 @@ def test_a_tool_write_below_a_deleted_directory_makes_it_a_replacement(overlay, 
     assert [e.name for e in overlay.view.scandir(project / "src")] == ["only.py"]
     overlay.apply()
     assert sorted(p.name for p in (project / "src").iterdir()) == ["only.py"]
-
-
-def crashed_apply(overlay: Overlay, monkeypatch, crash_at: int | None) -> int:
-    fake = CrashingOs(crash_at)
-    monkeypatch.setattr(journal, "os", fake)
-    monkeypatch.setattr(unlinks, "os", fake)
-    monkeypatch.setattr(journal, "_abort", lambda *args: None)  # a crash runs no handler
-    try:
-        overlay.apply()
-    except Crash:
-        pass
-    finally:
-        monkeypatch.undo()
-    return fake.count
 
 
 @pytest.mark.parametrize("crash_at", range(0, CRASH_POINTS, 3))
