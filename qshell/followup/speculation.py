@@ -131,6 +131,7 @@ class Speculation:
         self.done = threading.Event()
         self._cancel = CancelToken()
         self._stop_reason: Status | None = None
+        self._aborted = False
         self._lock = threading.Lock()
         self._started = False  # run() has begun (set under _lock)
         self._ended = False  # the run is over, or will never start (under _lock, before `done`)
@@ -205,6 +206,7 @@ class Speculation:
     def abort(self, then: Callable[[], None] | None = None) -> None:
         """The user typed something else: cancel the run and return at once. The overlay is
         dropped, and `then` called, as soon as the run has ended (now, if it has)."""
+        self._aborted = True
         self._stop(Status.ABORTED)
         self.release(then)
 
@@ -235,6 +237,11 @@ class Speculation:
         if not self.done.is_set():
             self._stop(Status.LIMIT)
             self.done.wait(ACCEPT_WAIT_S)
+
+    @property
+    def aborted(self) -> bool:
+        """`abort()` was called (before, during or after the run)."""
+        return self._aborted
 
     @property
     def usable(self) -> bool:
