@@ -8,7 +8,9 @@ framework-agnostic SuggestionController. Each suggestion the controller reports 
 Speculator; a submitted prompt that matches is run from that speculation (`prepared`).
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
-submitted prompt forgets every other context. Front-ends call its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`, `prepared`,
+submitted prompt forgets every other context. Closing the conversation (or `close`)
+ends every suggestion and speculation at once, closing their HTTP streams. Front-ends call
+its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`, `prepared`,
 `close` — and show what `on_change` tells them. It never touches the terminal;
 `on_change` runs on a background thread, so a front-end must hop to its UI thread before
 touching widgets.
@@ -83,6 +85,7 @@ class Followup:
             log_text=settings.telemetry.log_text,
             delay_s=settings.suggestions.delay_ms / 1000,
         )
+        self._unregister = conversation.on_close(self.close)
 
     def _ready(self, text: str, cycle: int) -> None:
         """A suggestion is ready to show: speculate it while it stays the live one."""
@@ -175,6 +178,10 @@ class Followup:
         return self.conversation.run_prepared(self.speculator.prepared_turn(spec))
 
     def close(self) -> None:
+        """End every suggestion and speculation now (their streams close) and start no
+        more; the conversation's close calls it. Safe to call again."""
+        self._unregister()
         self.controller.cancel()
         self.speculator.cancel()
+        self.flights.close()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,4 +1,5 @@
-"""Over real HTTP: a Followup sends one suggestion request per context.
+"""Over real HTTP: a Followup sends one suggestion request per context, and leaves nothing
+streaming once its conversation closes.
 
 A real Conversation (compose.open_session: settings, tools, transcripts) and a real Followup
 (its pool, controller, Speculator and real overlays) talk to the scripted server. Holds
@@ -177,3 +178,26 @@ def test_a_suggestion_pipelined_by_a_speculation_that_conflicted_is_asked_again_
     live = [r for r in suggestions_after(server, ANSWER) if "version 2" in r.all_text]
     assert len(live) == 1
     assert len(speculations_of(server, SUGGESTED)) == 2  # the speculation, then the live turn
+
+
+def test_closing_the_conversation_closes_a_streaming_speculation(rig):
+    server = rig.server
+    server.add_rule(suggestion_rule("two files", SUGGESTED))
+    slow = server.add_rule(last_user_text_contains(SUGGESTED), Reply.text(ANSWER))
+    held = server.hold(slow, after_first_chunk=True)  # streaming, and billed, until closed
+    rig.first_turn()
+    request = held.wait_arrived(WAIT_S)
+    rig.conversation.close()
+    assert request.disconnected.wait(WAIT_S)
+
+
+def test_closing_the_conversation_closes_a_pipelined_suggestion_request(rig):
+    server = rig.server
+    pipelined = server.add_rule(suggestion_rule(ANSWER, NEXT), first=True)
+    held = server.hold(pipelined, after_first_chunk=True)
+    server.add_rule(suggestion_rule("two files", SUGGESTED))
+    server.add_rule(last_user_text_contains(SUGGESTED), Reply.text(ANSWER))
+    rig.first_turn()
+    request = held.wait_arrived(WAIT_S)
+    rig.conversation.close()
+    assert request.disconnected.wait(WAIT_S)
