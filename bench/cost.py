@@ -18,9 +18,9 @@ prefix × 0.1 + output × 1. Requests are told apart from outside: suggestions b
 prediction marker; a request for a prompt that arrived once the user had submitted that
 prompt is a main turn, one before (or for a prompt never submitted) a speculation. Prints
 both runs' bills and request counts by kind, the time to leave, Enter-to-prompt times, the
-ratio on/off against the goal ≤ 1.3, and with `--requests` every request. It asserts nothing
-about time; it stops with an error when a prediction is not shown or an answer does not
-arrive.
+ratio on/off against the goal ≤ 1.3, and with `--requests` every request (a stream still
+running when the user left says how long after Ctrl-D it ended). It asserts nothing about
+time; it stops with an error when a prediction is not shown or an answer does not arrive.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ class Run:
     waits: list[tuple[float, float]] = field(default_factory=list)
     submitted: dict[str, float] = field(default_factory=dict)  # prompt -> when Enter went
     exit_s: float = 0.0
+    left_at: float = 0.0  # when Ctrl-D went
     accepted: int = 0
     completed: int = 0
 
@@ -211,7 +212,7 @@ def play(server: ScriptedLLMServer, work: Path, *, on: bool, think_s: float) -> 
         child.wait_prompt(WAIT_S)
         run.waits.append((start, time.monotonic()))
     time.sleep(think_s)
-    left = time.monotonic()
+    left = run.left_at = time.monotonic()
     child.send("\x04")
     code = child.finish()
     run.exit_s = time.monotonic() - left
@@ -281,6 +282,9 @@ def listing(requests: list[RecordedRequest], run: Run) -> list[str]:
         cached = request.cached
         assert cached is not None
         cut = " (closed early)" if request.disconnected.is_set() else ""
+        ended = request.ended_at or 0.0
+        if ended > run.left_at:
+            cut += f" (ended {ended - run.left_at:.2f} s after Ctrl-D)"
         lines.append(
             f"    {request.received_at - first:6.2f} s  {kind(request, run):<11} "
             f"uncached {cached.uncached_tokens:>5} cached {cached.cached_tokens:>5} "

@@ -225,6 +225,7 @@ class RequestHandler(LoopbackHandler):
             if request.status is None:
                 self._send_json(request, 500, CODECS[protocol].server_error(repr(exc)))
         finally:
+            request.ended_at = time.monotonic()
             request.completed.set()
 
     def _provided_key(self, protocol: str) -> str | None:
