@@ -152,8 +152,9 @@ class Speculator:
         def run(
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
+            shown = yield from spec_module.take_over(spec, cancel)
             acceptance = spec_module.accept(
-                spec, self.conversation.session, runner, cancel, on_apply=checkpoint
+                spec, self.conversation.session, runner, cancel, on_apply=checkpoint, shown=shown
             )
             if acceptance.outcome is not Outcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes

@@ -1,5 +1,6 @@
-"""Over real HTTP: a Followup sends one suggestion request per context, and leaves nothing
-streaming once its conversation closes.
+"""Over real HTTP: a Followup sends one suggestion request per context, an accepted
+speculation's round still streaming is taken over rather than asked for again, and nothing
+streams once the conversation closes.
 
 A real Conversation (compose.open_session: settings, tools, transcripts) and a real Followup
 (its pool, controller, Speculator and real overlays) talk to the scripted server. Holds
@@ -17,7 +18,15 @@ import pytest
 
 from qshell import compose
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import TurnFinished
+from qshell.agent.events import (
+    Event,
+    FailureKind,
+    SpeculationAccepted,
+    TextDelta,
+    ToolFinished,
+    TurnFailed,
+    TurnFinished,
+)
 from qshell.agent.session import SessionRequest
 from qshell.config import load_settings
 from qshell.followup.followup import Followup
@@ -70,7 +79,7 @@ class Rig:
         assert isinstance(events[-1], TurnFinished), events[-1]
         self.followup.turn_ended(events[-1])
 
-    def accept(self, text: str) -> None:
+    def accept(self, text: str) -> list[Event]:
         """Tab then Enter on the ghost text, as the REPL does, and the turn's end."""
         assert self.followup.fill("tab") == text
         self.followup.user_typed(text)
@@ -78,8 +87,8 @@ class Rig:
         prepared = self.followup.prepared()
         assert prepared is not None, "the suggestion had no speculation to accept"
         events = consume(prepared)
-        assert isinstance(events[-1], TurnFinished), events[-1]
         self.followup.turn_ended(events[-1])
+        return events
 
 
 def suggestions_after(server: ScriptedLLMServer, text: str) -> list[RecordedRequest]:
@@ -149,7 +158,7 @@ def test_accepting_a_completed_speculation_sends_one_suggestion_request_for_its_
     rig.first_turn()
     assert rig.shown.wait_for(SUGGESTED)
     pipelined.wait_arrived(WAIT_S)  # the speculation completed and asked for the next one
-    rig.accept(SUGGESTED)
+    assert isinstance(rig.accept(SUGGESTED)[-1], TurnFinished)
     pipelined.release()
     assert rig.shown.wait_for(NEXT)
     assert len(suggestions_after(server, ANSWER)) == 1
@@ -173,11 +182,82 @@ def test_a_suggestion_pipelined_by_a_speculation_that_conflicted_is_asked_again_
     pipelined.release()
     assert ahead.completed.wait(WAIT_S)
     file.write_text("version 2\n")
-    rig.accept(SUGGESTED)
+    assert isinstance(rig.accept(SUGGESTED)[-1], TurnFinished)
     assert rig.shown.wait_for(NEXT)
     live = [r for r in suggestions_after(server, ANSWER) if "version 2" in r.all_text]
     assert len(live) == 1
     assert len(speculations_of(server, SUGGESTED)) == 2  # the speculation, then the live turn
+
+
+LONG_ANSWER = "the suite ran and every one of the twelve tests passed " * 4
+READ_A = ToolCallSpec("read_file", {"path": "a.txt"})
+
+
+def text_of(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def answer_rounds(server: ScriptedLLMServer) -> list[RecordedRequest]:
+    return [r for r in server.requests if r.last_tool_results and "version" in r.all_text]
+
+
+@pytest.fixture
+def reading(rig):
+    """The suggestion's speculation reads a.txt, then answers LONG_ANSWER."""
+    (rig.conversation.session.project_root / "a.txt").write_text("version 1\n")
+    answer = rig.server.add_rule(has_tool_result("version"), Reply.text(LONG_ANSWER), first=True)
+    rig.server.add_rule(suggestion_rule("two files", SUGGESTED))
+    prompt = rig.server.add_rule(last_user_text_contains(SUGGESTED), Reply.tool_calls([READ_A]))
+    return answer, prompt
+
+
+def test_accepting_while_the_answer_streams_takes_that_stream_over(rig, reading):
+    """Accepted after the speculation's read, mid-answer: the answer goes on streaming into
+    the accepted turn, shown once, and is not asked for again."""
+    answer, _ = reading
+    held = rig.server.hold(answer, after_first_chunk=True)
+    rig.first_turn()
+    assert rig.shown.wait_for(SUGGESTED)
+    streaming = held.wait_arrived(WAIT_S)
+    threading.Timer(0.2, held.release).start()
+    events = rig.accept(SUGGESTED)
+    assert isinstance(events[-1], TurnFinished), events[-1]
+    assert text_of(events) == LONG_ANSWER
+    assert any(isinstance(e, SpeculationAccepted) for e in events)
+    assert answer_rounds(rig.server) == [streaming]
+    assert not streaming.disconnected.is_set()
+
+
+def test_accepting_while_a_tool_call_streams_takes_it_over_and_runs_the_call_live(rig, reading):
+    """The first round (the read) is still streaming at accept: it is finished, not asked for
+    again; the read runs in the accepted turn, then the answer comes live."""
+    _, prompt = reading
+    held = rig.server.hold(prompt, after_first_chunk=True)
+    rig.first_turn()
+    assert rig.shown.wait_for(SUGGESTED)
+    streaming = held.wait_arrived(WAIT_S)
+    threading.Timer(0.2, held.release).start()
+    events = rig.accept(SUGGESTED)
+    assert isinstance(events[-1], TurnFinished), events[-1]
+    assert speculations_of(rig.server, SUGGESTED) == [streaming]
+    assert [e.name for e in events if isinstance(e, ToolFinished)] == ["read_file"]
+    assert text_of(events) == LONG_ANSWER
+
+
+def test_cancelling_a_turn_that_took_over_a_stream_closes_it(rig, reading):
+    answer, _ = reading
+    held = rig.server.hold(answer, after_first_chunk=True)
+    rig.first_turn()
+    assert rig.shown.wait_for(SUGGESTED)
+    streaming = held.wait_arrived(WAIT_S)
+    assert rig.followup.fill("tab") == SUGGESTED
+    rig.followup.submitted(SUGGESTED)
+    prepared = rig.followup.prepared()
+    assert prepared is not None
+    threading.Timer(0.2, rig.conversation.cancel).start()  # Ctrl-C while it streams
+    events = consume(prepared)
+    assert streaming.disconnected.wait(WAIT_S)
+    assert isinstance(events[-1], TurnFailed) and events[-1].kind is FailureKind.CANCELLED
 
 
 def test_closing_the_conversation_closes_a_streaming_speculation(rig):
