@@ -17,10 +17,11 @@ tokens it actually sent before a stream closed. Billed tokens = uncached input �
 prefix × 0.1 + output × 1. Requests are told apart from outside: suggestions by the
 prediction marker; a request for a prompt that arrived once the user had submitted that
 prompt is a main turn, one before (or for a prompt never submitted) a speculation. Prints
-both runs' bills and request counts by kind, the time to leave, Enter-to-prompt times, the
-ratio on/off against the goal ≤ 1.3, and with `--requests` every request (a stream still
-running when the user left says how long after Ctrl-D it ended). It asserts nothing about
-time; it stops with an error when a prediction is not shown or an answer does not arrive.
+both runs' bills, request counts and billed tokens by kind, the time to leave,
+Enter-to-prompt times, the ratio on/off against the goal ≤ 1.3, and with `--requests` every
+request (a stream still running when the user left says how long after Ctrl-D it ended).
+It asserts nothing about time; it stops with an error when a prediction is not shown or an
+answer does not arrive.
 """
 
 from __future__ import annotations
@@ -231,14 +232,15 @@ class Bill:
     cached: int = 0
     output: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
+    by_kind: Counter[str] = field(default_factory=Counter)  # billed tokens of each kind
 
     @property
     def billed(self) -> float:
-        return (
-            self.uncached * UNCACHED_WEIGHT
-            + self.cached * CACHED_WEIGHT
-            + self.output * OUTPUT_WEIGHT
-        )
+        return billed(self.uncached, self.cached, self.output)
+
+
+def billed(uncached: int, cached: int, output: int) -> float:
+    return uncached * UNCACHED_WEIGHT + cached * CACHED_WEIGHT + output * OUTPUT_WEIGHT
 
 
 def kind(request: RecordedRequest, run: Run) -> str:
@@ -258,7 +260,12 @@ def bill(requests: list[RecordedRequest], run: Run) -> Bill:
         total.uncached += request.cached.uncached_tokens
         total.cached += request.cached.cached_tokens
         total.output += request.sent_tokens
-        total.kinds[kind(request, run)] += 1
+        what = kind(request, run)
+        total.kinds[what] += 1
+        cost = billed(
+            request.cached.uncached_tokens, request.cached.cached_tokens, request.sent_tokens
+        )
+        total.by_kind[what] += round(cost)
     return total
 
 
@@ -308,7 +315,10 @@ def _last_prompt(request: RecordedRequest) -> str:
 
 
 def describe(run: Run, total: Bill) -> list[str]:
-    kinds = " · ".join(f"{k} {total.kinds[k]}" for k in ("main turn", "suggestion", "speculation"))
+    kinds = " · ".join(
+        f"{k} {total.kinds[k]} ({total.by_kind[k]:,} billed)"
+        for k in ("main turn", "suggestion", "speculation")
+    )
     lines = [
         f"{run.name}: billed {total.billed:,.0f} tokens (uncached input {total.uncached:,}, "
         f"cached {total.cached:,}, output {total.output:,})",
