@@ -297,6 +297,62 @@ def test_openai_usage_with_and_without_cached_tokens(llm_server: ScriptedLLMServ
     assert bare["completion_tokens"] >= 1 and bare["prompt_tokens"] >= 1
 
 
+def test_a_modelled_prompt_cache_reports_the_prefix_an_earlier_prompt_shared(
+    llm_server_factory: Any,
+) -> None:
+    server = llm_server_factory(prompt_cache=True)
+    server.add_rule(always(), Reply.text("ok"))
+    first = openai_body("first question", usage=True)
+    longer = openai_body("first question", usage=True)
+    longer["messages"] += [
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "and a second one"},
+    ]
+    cold = openai_events(server, first)[-2]["usage"]
+    warm = openai_events(server, longer)[-2]["usage"]
+    other_model = openai_events(server, {**longer, "model": "gpt-other"})[-2]["usage"]
+    assert cold["prompt_tokens_details"] == {"cached_tokens": 0}
+    cold_request, warm_request, _ = server.requests
+    assert warm_request.cached is not None and cold_request.cached is not None
+    # the whole of the first prompt but its closing characters is a prefix of the second
+    shared = warm["prompt_tokens_details"]["cached_tokens"]
+    assert cold["prompt_tokens"] - 1 <= shared < warm["prompt_tokens"]
+    assert warm_request.cached.cached_tokens == shared
+    assert other_model["prompt_tokens_details"] == {"cached_tokens": 0}  # a cache per model
+
+
+def test_anthropic_cache_markers_do_not_break_the_modelled_prefix(llm_server_factory: Any) -> None:
+    server = llm_server_factory(prompt_cache=True)
+    server.add_rule(always(), Reply.text("ok"))
+    marker = {"type": "ephemeral"}
+    block = {"type": "text", "text": "hello there"}
+    first = anthropic_body(
+        "", messages=[{"role": "user", "content": [{**block, "cache_control": marker}]}]
+    )
+    again = anthropic_body("", messages=[{"role": "user", "content": [block]}])
+    anthropic_events(server, first)
+    anthropic_events(server, again)
+    cached = server.requests[1].cached
+    assert cached is not None and cached.cached_tokens == cached.prompt_tokens
+
+
+def test_sent_tokens_count_what_was_written_before_the_client_left(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.add_rule(always(), Reply.text("abcd" * 50))
+    openai_events(llm_server, openai_body("whole"))
+    rule = llm_server.add_rule(always(), Reply.text("abcd" * 50), first=True)
+    hold = llm_server.hold(rule, after_first_chunk=True)
+    url = llm_server.openai_base_url + "/chat/completions"
+    with httpx.stream("POST", url, json=openai_body("cut"), headers=OPENAI_HEADERS):
+        assert hold.wait_arrived().index == 1
+    whole, cut = llm_server.requests
+    assert whole.sent_tokens == 50
+    assert cut.disconnected.wait(10) and cut.completed.wait(10)
+    hold.release()
+    assert 1 <= cut.sent_tokens < 50
+
+
 def test_anthropic_usage_fields(llm_server: ScriptedLLMServer) -> None:
     usage = Usage(
         prompt_tokens=50, completion_tokens=9, cached_tokens=40, cache_creation_tokens=None

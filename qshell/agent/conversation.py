@@ -3,9 +3,11 @@
 It owns the current session, the main ToolRunner (interactive, with checkpoints for
 `/undo`), the per-turn CancelToken and the notes to pass to the model with the next prompt.
 Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
-`set_model()`, `set_approval_mode()`, `clear()`, `resume()` — and render the events the
-generators yield; they never touch the provider or the tools. A turn's generator must be
-consumed in one thread (the front-end's worker); `cancel()` may be called from any thread.
+`set_model()`, `set_approval_mode()`, `clear()`, `resume()`, `close()` — and render the
+events the generators yield; they never touch the provider or the tools. Work bound to the
+conversation's life (its suggestions and speculations) registers with `on_close` and is
+ended first thing in `close()`. A turn's generator must be consumed in one thread (the
+front-end's worker); `cancel()` may be called from any thread.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class Conversation:
         self.runner = self._new_runner(self.session.approval_mode)
         self.fast_model = fast_model
         self._cancel = CancelToken()
+        self._closing = CancelToken()  # fired by close(): what on_close registered runs
         self._notes: list[str] = []
         self.last_expansion: Expanded | None = None
 
@@ -207,7 +210,14 @@ class Conversation:
             )
         return sorted(summaries, key=lambda s: s.modified, reverse=True)
 
+    def on_close(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when the conversation closes (now, if it has); returns an
+        unregister function. Errors in it are logged, never raised into `close`."""
+        return self._closing.on_cancel(callback)
+
     def close(self) -> str:
-        """Close the session; returns its id for the "resume with" hint."""
+        """End what `on_close` registered, then close the session; returns its id for the
+        "resume with" hint."""
+        self._closing.cancel()
         self.session.close()
         return self.session.id

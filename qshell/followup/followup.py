@@ -6,10 +6,14 @@ shares the main request's cached prefix), and hands display timing and outcomes 
 framework-agnostic SuggestionController. Each suggestion the controller reports ready
 (`on_ready`: generated, or back on an emptied line) is speculated at once by the
 Speculator; a submitted prompt that matches is run from that speculation (`prepared`).
-Front-ends call its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`,
-`prepared`, `close` — and show what `on_change` tells them. It never touches the
-terminal; `on_change` runs on a background thread, so a front-end must hop to its UI
-thread before touching widgets.
+Suggestions go through one SuggestionFlights, so the one a completed speculation
+pipelined is the one asked for after its accepted turn, never a second request; a
+submitted prompt forgets every other context. Closing the conversation (or `close`)
+ends every suggestion and speculation at once, closing their HTTP streams. Front-ends call
+its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`, `prepared`,
+`close` — and show what `on_change` tells them. It never touches the terminal;
+`on_change` runs on a background thread, so a front-end must hop to its UI thread before
+touching widgets.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, FailureKind, TurnFailed
+from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
+from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
@@ -29,7 +35,6 @@ from qshell.followup.suggestion import (
     GuardInputs,
     SuggestionResult,
     count_assistant_turns,
-    generate_suggestion,
     guard_reason,
 )
 from qshell.llm.fork import CacheSafeParams
@@ -61,8 +66,14 @@ class Followup:
         self._params: CacheSafeParams | None = None
         self._previous_prompt = ""
         self._accepted: Speculation | None = None
+        self.flights = SuggestionFlights()
         self.speculator = Speculator(
-            conversation, settings, submit_task=self._pool.submit, telemetry=telemetry
+            conversation,
+            settings,
+            submit_task=self._pool.submit,
+            telemetry=telemetry,
+            flights=self.flights,
+            may_pipeline=self.may_pipeline,
         )
         self.controller = SuggestionController(
             generate=self._generate,
@@ -74,46 +85,61 @@ class Followup:
             log_text=settings.telemetry.log_text,
             delay_s=settings.suggestions.delay_ms / 1000,
         )
+        self._unregister = conversation.on_close(self.close)
 
     def _ready(self, text: str, cycle: int) -> None:
         """A suggestion is ready to show: speculate it while it stays the live one."""
         self.speculator.start(text, still_wanted=lambda: self.controller.is_current(cycle))
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
-        pipelined = self.speculator.pipelined(self._previous_prompt)
-        if pipelined is not None:
-            return pipelined
         params = self._params
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
-        return generate_suggestion(
-            self.conversation.session.provider,
-            params,
-            cancel,
-            model=self.conversation.fast_model or None,
-            previous_prompt=self._previous_prompt,
-        )
+        model = self.conversation.fast_model or None
+        provider = self.conversation.session.provider
+        context = SuggestionContext(provider, params, model, self._previous_prompt)
+        return self.flights.get(context, cancel)
 
     def turn_ended(self, last: Event | None, *, permission_pending: bool = False) -> None:
         """A main turn ended with `last` (its TurnFinished or TurnFailed): maybe suggest."""
         session = self.conversation.session
         failed = isinstance(last, TurnFailed)
         cancelled = isinstance(last, TurnFailed) and last.kind is FailureKind.CANCELLED
-        reason = guard_reason(
+        reason = self._guard_reason(
+            session,
+            failed=failed and not cancelled,
+            permission_pending=permission_pending,
+            aborted=last is None or cancelled,
+        )
+        self._params = session.cache_safe
+        self.controller.turn_finished(reason)
+
+    def may_pipeline(self, fork: Session) -> bool:
+        """Whether a suggestion may follow a completed speculation's `fork` once it is
+        accepted: the guards `turn_ended` will ask then, asked of the fork now."""
+        return self._guard_reason(fork) is None
+
+    def _guard_reason(
+        self,
+        session: Session,
+        *,
+        failed: bool = False,
+        permission_pending: bool = False,
+        aborted: bool = False,
+    ) -> str | None:
+        return guard_reason(
             GuardInputs(
                 enabled=self.enabled,
                 interactive=True,
                 assistant_turns=count_assistant_turns(session.history),
-                last_turn_failed=failed and not cancelled,
+                last_turn_failed=failed,
                 approval_mode=self.conversation.approval_mode,
                 permission_pending=permission_pending,
                 last_usage=session.last_usage,
                 cache_cold_tokens=self.cache_cold_tokens,
-                aborted=last is None or cancelled,
+                aborted=aborted,
             )
         )
-        self._params = session.cache_safe
-        self.controller.turn_finished(reason)
 
     def user_typed(self, buffer_text: str) -> None:
         # the speculator first: an emptied line that brings the suggestion back speculates
@@ -135,7 +161,9 @@ class Followup:
         """The user submitted `text`; notes in the transcript which suggestion was showing."""
         self._previous_prompt = text
         shown = self.controller.submitted(text)
-        self._accepted = self.speculator.take(text)
+        self._accepted = taken = self.speculator.take(text)
+        following = self.speculator.next_context(taken) if taken is not None else None
+        self.flights.keep_only([following] if following is not None else [])
         if shown is not None:
             self.conversation.session.note(
                 "suggestion", shown=shown, accepted=shown.strip() == text.strip()
@@ -150,6 +178,10 @@ class Followup:
         return self.conversation.run_prepared(self.speculator.prepared_turn(spec))
 
     def close(self) -> None:
+        """End every suggestion and speculation now (their streams close) and start no
+        more; the conversation's close calls it. Safe to call again."""
+        self._unregister()
         self.controller.cancel()
         self.speculator.cancel()
+        self.flights.close()
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -14,8 +14,11 @@ prompt runs as a normal turn. One background thread runs it; `abort()` and `acce
 from the front-end's thread. `abort()` never waits: it cancels the run (the loop's token
 closes the HTTP call and stops the tools) and returns at once; the overlay is discarded
 when the run has actually ended, on whichever thread sees that last (`release`), and the
-callback given to `abort` runs then too. `accept()` waits for the round in flight to stop
-(it needs the run's history) and synchronises through the done-event.
+callback given to `abort` runs then too. Accepted while a model round still streams,
+`take_over` shows what the run did so far and then that round as it arrives, and the run
+stops before it starts anything new — the round is not cut and asked for again; while it
+runs tools, `accept()` stops it at once. `accept()` waits for the run to stop (it needs its
+history) and synchronises through the done-event.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from qshell.agent.events import (
@@ -133,7 +136,12 @@ class Speculation:
         self.done = threading.Event()
         self._cancel = CancelToken()
         self._stop_reason: Status | None = None
+        self._aborted = False
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # an event was added, or the run ended
+        self._tools_left = 0  # calls of the last round still to finish (under _lock)
+        self._finish_round = False  # accepted mid-round: stop once the round ends (under _lock)
+        self.accepted_at: float | None = None
         self._started = False  # run() has begun (set under _lock)
         self._ended = False  # the run is over, or will never start (under _lock, before `done`)
         self._released = False  # the overlay goes once the run is over
@@ -156,6 +164,10 @@ class Speculation:
             for event in run_turn(self.fork, self.prompt, self.runner, self._cancel):
                 with self._lock:
                     self.events.append(event)
+                    round_over = self._track(event)
+                    self._arrived.notify_all()
+                if round_over:  # the accepted turn took this round over; start nothing new
+                    self._stop(Status.LIMIT)
                 if isinstance(event, RoundFinished):
                     output_tokens += event.usage.completion_tokens
                     too_many = len(self.fork.history) - self.base_length > self.limits.max_messages
@@ -182,6 +194,18 @@ class Speculation:
             except Exception:
                 log.exception("speculation callback failed")
 
+    def _track(self, event: Event) -> bool:
+        """Under the lock: count the calls the round just finished asks for; True when that
+        round ended and an accept asked to stop then."""
+        if isinstance(event, RoundFinished):
+            last = self.fork.history[-1] if self.fork.history else None
+            calls = last.tool_calls if last is not None and last.role == "assistant" else []
+            self._tools_left = len(calls)
+            return self._finish_round
+        if isinstance(event, ToolFinished):
+            self._tools_left = max(0, self._tools_left - 1)
+        return False
+
     def _stop(self, reason: Status) -> None:
         self._stop_reason = reason
         self._cancel.cancel()
@@ -193,6 +217,7 @@ class Speculation:
             self.status = status
             self.completed_at = self.clock()
             self._ended = True
+            self._arrived.notify_all()
             released, then = self._released, self._then
             self._then = []
         try:
@@ -207,6 +232,7 @@ class Speculation:
     def abort(self, then: Callable[[], None] | None = None) -> None:
         """The user typed something else: cancel the run and return at once. The overlay is
         dropped, and `then` called, as soon as the run has ended (now, if it has)."""
+        self._aborted = True
         self._stop(Status.ABORTED)
         self.release(then)
 
@@ -222,6 +248,7 @@ class Speculation:
             never_ran = not self._ended
             if never_ran:  # still queued (or its pool shut down): it will not start now
                 self._ended = True
+                self._arrived.notify_all()
                 self.status = self._stop_reason or Status.ABORTED
                 self.completed_at = self.clock()
             pending, self._then = self._then, []
@@ -232,11 +259,44 @@ class Speculation:
             if never_ran:
                 self.done.set()
 
+    def finish_round(self) -> bool:
+        """Accepted while running: when a model round is in flight (not a tool batch, and
+        the run has started), let it run to its end and stop the run then; False, and
+        nothing changes, otherwise."""
+        with self._lock:
+            self.accepted_at = self.clock()
+            if not self._started or self._ended or self._tools_left:
+                return False
+            self._finish_round = True
+            return True
+
+    def cut(self) -> None:
+        """End the round in flight now (the accepted turn was cancelled); never waits."""
+        self._stop(Status.LIMIT)
+
+    def follow(self) -> Iterator[Event]:
+        """Every event of the run, each one still to come as it arrives, until it ends."""
+        index = 0
+        while True:
+            with self._lock:
+                while index >= len(self.events) and not self._ended:
+                    self._arrived.wait()
+                if index >= len(self.events):
+                    return
+                event = self.events[index]
+            index += 1
+            yield event
+
     def stop_for_accept(self) -> None:
         """Accepted while still running: end the running round; completed rounds stay."""
         if not self.done.is_set():
             self._stop(Status.LIMIT)
             self.done.wait(ACCEPT_WAIT_S)
+
+    @property
+    def aborted(self) -> bool:
+        """`abort()` was called (before, during or after the run)."""
+        return self._aborted
 
     @property
     def usable(self) -> bool:
@@ -262,11 +322,33 @@ class _Injection:
     replay: Sequence[Event]
 
 
-def _plan(spec: Speculation) -> _Injection:
-    """Which speculated messages to keep, which calls to resume, which events to replay."""
+def take_over(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, int]:
+    """Accepted while a model round is in flight: yield the run's events so far and that
+    round's as they arrive, then let the run stop before it starts anything new (the round
+    is not cut and asked for again). Returns how many events it showed, which `accept`
+    does not replay; the turn's end is left to it. Shows nothing when the run is over or
+    in a tool batch. The user's cancel cuts the round."""
+    if not spec.finish_round():
+        return 0
+    shown = 0
+    unregister = cancel.on_cancel(spec.cut)
+    try:
+        for event in spec.follow():
+            if isinstance(event, TurnFinished | TurnFailed):
+                break  # the end, and nothing after it, is accept's to tell
+            shown += 1
+            yield event
+    finally:
+        unregister()
+    return shown
+
+
+def _plan(spec: Speculation, shown: int) -> _Injection:
+    """Which speculated messages to keep, which calls to resume, which events to replay
+    (those after the first `shown`, which `take_over` showed)."""
     new = list(spec.fork.history[spec.base_length :])
     if spec.status is Status.COMPLETED:
-        return _Injection(new, None, list(spec.events))
+        return _Injection(new, None, spec.events[shown:])
     known = {
         e.call_id: e.result
         for e in spec.events
@@ -288,7 +370,7 @@ def _plan(spec: Speculation) -> _Injection:
     kept_ids = {c.id for m in new for c in m.tool_calls}
     replay = [
         e
-        for e in spec.events
+        for e in spec.events[shown:]
         if not isinstance(e, TurnFailed | TurnFinished)
         and not (isinstance(e, ToolStarted | ToolFinished) and e.call_id not in kept_ids)
     ]
@@ -304,21 +386,22 @@ def accept(
     cancel: CancelToken,
     *,
     on_apply: Callable[[list[str]], None] | None = None,
+    shown: int = 0,
 ) -> Acceptance:
     """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
-    its messages, and return the events to render (replay, then a live continuation when it
-    stopped early). Fails open: when the speculation is unusable, conflicts with the tree or
-    anything breaks before its messages joined the history, the events are a normal turn.
-    `on_apply` gets the files about to be written (for /undo checkpoints)."""
+    its messages, and return the events to render (replay of all but the `shown` ones that
+    `take_over` showed, then a live continuation when it stopped early). Fails open: when
+    the speculation is unusable, conflicts with the tree or anything breaks before its
+    messages joined the history, the events are a normal turn (after a notice, when some
+    of the speculation was shown). `on_apply` gets the files about to be written (for /undo
+    checkpoints)."""
     spec.stop_for_accept()
-    accepted_at = spec.clock()
-    injection = _plan(spec) if spec.usable else None
+    accepted_at = spec.accepted_at or spec.clock()
+    injection = _plan(spec, shown) if spec.usable else None
     if injection is None or not injection.messages:
         spec.release()  # a run that did not stop in time drops its overlay when it does
         why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
-        return Acceptance(
-            Outcome.FAILED, run_turn(session, spec.prompt, runner, cancel), detail=why
-        )
+        return Acceptance(Outcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why)
     try:
         candidate = [*session.history, *injection.messages]
         problems = check_history(candidate if injection.pending is None else candidate[:-1])
@@ -341,9 +424,8 @@ def accept(
     except Exception as exc:
         log.exception("applying the speculation failed; running the prompt normally")
         spec.overlay.discard()
-        return Acceptance(
-            Outcome.FAILED, run_turn(session, spec.prompt, runner, cancel), detail=str(exc)
-        )
+        turn = _afresh(spec, session, runner, cancel, shown)
+        return Acceptance(Outcome.FAILED, turn, detail=str(exc))
     spec.overlay.discard()
     saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
     session.adopt(spec.fork, injection.messages, saved_s=saved)
@@ -353,6 +435,16 @@ def accept(
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
     commands = tuple(spec.runner.overlay_commands)
     return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
+
+
+def _afresh(
+    spec: Speculation, session: Session, runner: ToolRunner, cancel: CancelToken, shown: int
+) -> Iterator[Event]:
+    """The prompt as a normal turn; first a notice if part of the speculation was shown."""
+    turn = run_turn(session, spec.prompt, runner, cancel)
+    if not shown:
+        return turn
+    return itertools.chain([Notice("the prepared answer broke off; running it now")], turn)
 
 
 def _accepted_turn(

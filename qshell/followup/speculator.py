@@ -5,11 +5,14 @@ as a Speculation in the background pool (never for a slash command, never when t
 directory is unsafe — then speculation is off, with one warning). Typing away from the
 suggestion or submitting other text aborts it; submitting the same text hands it to
 `prepared_turn`, which the Conversation runs as the real turn. When a speculation
-completes, the next suggestion is generated from the augmented context at once
-(pipelining), so accepting keeps flowing. Each outcome is one local `speculation`
-telemetry event (an abort's once the run it cancelled has ended). Verbs are called from
-the front-end's thread and never wait for a run: an abort returns at once; runs happen in
-the pool.
+completes, the next suggestion is requested from the augmented context at once
+(pipelining), so accepting keeps flowing: it goes through the conversation's
+SuggestionFlights, where the suggestion asked for after the accepted turn — the same
+context — joins it or takes its result; it is not requested when `may_pipeline` says the
+guards would suppress it after the turn, and aborting the speculation (or an accept that
+does not adopt it) ends it. Each outcome is one local `speculation` telemetry event (an
+abort's once the run it cancelled has ended). Verbs are called from the front-end's
+thread and never wait for a run: an abort returns at once; runs happen in the pool.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from collections.abc import Callable, Iterator
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import Event, ToolFinished
 from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import speculation as spec_module
+from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Limits, Outcome, Speculation, Status
-from qshell.followup.suggestion import SuggestionResult, generate_suggestion
 from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.telemetry import Telemetry
 
@@ -53,7 +57,12 @@ class Speculator:
         *,
         submit_task: Callable[[Callable[[], None]], object],
         telemetry: Telemetry,
+        flights: SuggestionFlights | None = None,
+        may_pipeline: Callable[[Session], bool] = lambda fork: True,
     ) -> None:
+        """`flights` is shared with whoever asks for suggestions after a turn;
+        `may_pipeline(fork)` says whether the guards would let a suggestion follow the
+        completed speculation's fork once it is accepted."""
         self.conversation = conversation
         self.enabled = background_enabled(
             settings.speculation.enabled, conversation.session.provider.name
@@ -64,7 +73,9 @@ class Speculator:
         self._lock = threading.Lock()
         self._current: Speculation | None = None
         self._typed = ""  # the input line as last typed: a speculation must still match it
-        self._pipelined: dict[str, SuggestionResult] = {}
+        self._flights = flights or SuggestionFlights()
+        self._may_pipeline = may_pipeline
+        self._pipelined_by: Speculation | None = None  # the last one that asked ahead
         self._warned = False
 
     # -- lifecycle --------------------------------------------------------------------
@@ -141,18 +152,25 @@ class Speculator:
         def run(
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
+            shown = yield from spec_module.take_over(spec, cancel)
             acceptance = spec_module.accept(
-                spec, self.conversation.session, runner, cancel, on_apply=checkpoint
+                spec, self.conversation.session, runner, cancel, on_apply=checkpoint, shown=shown
             )
+            if acceptance.outcome is not Outcome.ACCEPTED:
+                self._drop_pipelined(spec)  # the turn runs live: its context never comes
             self._record(spec, acceptance.outcome, acceptance.saved_s)
             yield from acceptance.events
 
         return run
 
-    def pipelined(self, prompt: str) -> SuggestionResult | None:
-        """The suggestion generated ahead for the context after `prompt`, if any."""
-        with self._lock:
-            return self._pipelined.pop(prompt, None)
+    def next_context(self, spec: Speculation) -> SuggestionContext | None:
+        """The context of the suggestion that follows `spec` once it is accepted whole
+        (what its pipelining asks for); None before it has a round to fork from."""
+        params = spec.fork.cache_safe
+        if params is None:
+            return None
+        model = self.conversation.fast_model or None
+        return SuggestionContext(spec.fork.provider, params, model, spec.prompt)
 
     def cancel(self) -> None:
         with self._lock:
@@ -163,23 +181,31 @@ class Speculator:
     # -- background -------------------------------------------------------------------------
 
     def _finished(self, spec: Speculation) -> None:
-        """Pipelining: a completed speculation's next suggestion is generated right away."""
-        if spec.status is not Status.COMPLETED or spec.fork.cache_safe is None:
+        """Pipelining: a completed speculation's next suggestion is requested right away,
+        unless the guards would suppress it after the accepted turn. The result stays in
+        the flights for the caller after the turn; this run only waits for it."""
+        context = self.next_context(spec)
+        if spec.status is not Status.COMPLETED or context is None:
             return
-        result = generate_suggestion(
-            spec.fork.provider,
-            spec.fork.cache_safe,
-            CancelToken(),
-            model=self.conversation.fast_model or None,
-            previous_prompt=spec.prompt,
-        )
-        if result.text:
-            with self._lock:
-                self._pipelined = {spec.prompt: result}
+        if not self._may_pipeline(spec.fork):
+            return
+        with self._lock:
+            self._pipelined_by = spec
+        self._flights.get(context, CancelToken(), still_wanted=lambda: not spec.aborted)
 
     def _abort(self, spec: Speculation, why: AbortReason) -> None:
         """Cancel `spec` without waiting; its outcome is recorded once its run has ended."""
         spec.abort(then=lambda: self._record(spec, Outcome.ABORTED, None, reason=why))
+        self._drop_pipelined(spec)
+
+    def _drop_pipelined(self, spec: Speculation) -> None:
+        """End the suggestion `spec` pipelined (if it did): nobody will ask for it."""
+        with self._lock:
+            pipelined = spec is self._pipelined_by
+        if pipelined:
+            context = self.next_context(spec)
+            if context is not None:
+                self._flights.drop(context)
 
     def _record(
         self,
@@ -202,5 +228,5 @@ class Speculator:
             saved_ms=int(1000 * saved_s)
             if outcome is Outcome.ACCEPTED and saved_s is not None
             else None,
-            pipelined=spec.prompt in self._pipelined,
+            pipelined=spec is self._pipelined_by,
         )

@@ -293,6 +293,23 @@ def test_close_returns_the_session_id(tmp_path):
     assert setup.conversation.close() == setup.conversation.session.id
 
 
+def test_close_first_ends_what_registered_with_on_close_and_only_once(tmp_path, monkeypatch):
+    setup = make_conversation(tmp_path)
+    seen: list[str] = []
+    close_session = setup.conversation.session.close
+    monkeypatch.setattr(
+        setup.conversation.session, "close", lambda: (seen.append("session"), close_session())
+    )
+    setup.conversation.on_close(lambda: seen.append("followup"))
+    setup.conversation.on_close(lambda: seen.append("unregistered"))()
+    setup.conversation.close()
+    assert seen == ["followup", "session"]
+    setup.conversation.close()
+    assert seen == ["followup", "session", "session"]  # what registered ran once
+    setup.conversation.on_close(lambda: seen.append("late"))  # already closed: runs at once
+    assert seen[-1] == "late"
+
+
 def test_always_allow_answers_do_not_survive_clear(tmp_path):
     from qshell.agent.events import PermissionAnswer as Answer
 

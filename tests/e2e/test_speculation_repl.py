@@ -199,3 +199,21 @@ def test_qshell_stats_counts_the_tokens_of_an_accepted_speculation(llm_server, p
         1200,
         70,
     )
+
+
+def test_ctrl_d_closes_a_streaming_pipelined_suggestion_and_exits_at_once(llm_server, project):
+    """The completed speculation's next suggestion still streams (held after its first
+    chunk, billed until it closes) when the user leaves: Ctrl-D ends it and qshell exits."""
+    pipelined = suggests(llm_server, "commit this", after="all 12 tests pass")
+    held = llm_server.hold(pipelined, after_first_chunk=True)
+    suggests(llm_server, "run the tests")
+    llm_server.add_rule(last_user_text_contains("run the tests"), Reply.text("all 12 tests pass"))
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    llm_server.add_rule(always(), Reply.tool_calls([READ]))
+    child = start(llm_server, project)
+    first_turn(child)
+    child.expect("run the tests")
+    request = held.wait_arrived(20.0)
+    child.send("\x04")
+    assert child.finish() == 0
+    assert request.disconnected.wait(20.0)

@@ -213,6 +213,7 @@ class RequestHandler(LoopbackHandler):
             if request.status is None:
                 self._send_json(request, 500, CODECS[protocol].server_error(repr(exc)))
         finally:
+            request.ended_at = time.monotonic()
             request.completed.set()
 
     def _provided_key(self, protocol: str) -> str | None:
@@ -268,10 +269,12 @@ class RequestHandler(LoopbackHandler):
     ) -> None:
         fault = answer if isinstance(answer, Fault) else None
         reply = answer if isinstance(answer, Reply) else (answer.reply or Reply.text(""))
+        cached = request.cached
         ctx = ReplyContext(
             model=reply.model or request.model or DEFAULT_MODEL,
-            prompt_tokens=estimate_prompt_tokens(request.raw),
+            prompt_tokens=cached.prompt_tokens if cached else estimate_prompt_tokens(request.raw),
             include_usage=bool((request.body.get("stream_options") or {}).get("include_usage")),
+            cached_tokens=cached.cached_tokens if cached else None,
         )
         if fault is not None and fault.kind in ("http", "rate_limited", "context_too_long"):
             status, body = codec.fault_response(fault, ctx)
@@ -325,6 +328,7 @@ class RequestHandler(LoopbackHandler):
                 seen_content = True
             if not self._write(request, b"%x\r\n%s\r\n" % (len(step.data), step.data)):
                 return
+            request.sent_tokens += step.tokens
             if hold is not None and position == hold_at and not self._hold(request, hold):
                 return
         if plan.complete:
@@ -362,4 +366,5 @@ class RequestHandler(LoopbackHandler):
             return
         if fault is not None and fault.kind == "cut_midway":
             body = body[: len(body) // 2]
-        self._write(request, body)
+        if self._write(request, body):
+            request.sent_tokens += tokens

@@ -2,8 +2,10 @@
 
 Tests and benchmarks start it, add `Rule`s that match request *content* (not arrival
 order) and answer with a `Reply` or a `Fault`; every request is recorded and checked for
-tool-call / tool-result pairing. It must never reach beyond the loopback interface or
-depend on wall-clock timing in its defaults (latency is opt-in and the sleep injectable).
+tool-call / tool-result pairing; with `prompt_cache=True` it also models a provider's
+prompt cache (`prompt_cache.py`) and reports its hits as `cached_tokens`. It must never
+reach beyond the loopback interface or depend on wall-clock timing in its defaults
+(latency is opt-in and the sleep injectable).
 Thread rule: one daemon thread per connection; rules, records and violations are guarded
 by one lock; holds and stalls wait on events that `release_all()` and `stop()` always set,
 so `stop()` never hangs.
@@ -35,6 +37,7 @@ from tests.fakes.matchers import (
     protocol_is,
     system_contains,
 )
+from tests.fakes.prompt_cache import PromptCache
 from tests.fakes.recording import Protocol, RecordedRequest, pairing_problems, parse_conversation
 from tests.fakes.script import Answer, Fault, Hold, Latency, Reply, Rule, ToolCallSpec, Usage
 from tests.fakes.script_loader import load_script
@@ -79,8 +82,11 @@ class ScriptedLLMServer(LoopbackServer):
         port: int = 0,
         sleep: Callable[[float], None] | None = None,
         require_anthropic_version: bool = True,
+        prompt_cache: bool = False,
     ) -> None:
         self.api_key = api_key
+        # a modelled provider prompt cache: usage then reports `cached_tokens` from it
+        self.prompt_cache = PromptCache() if prompt_cache else None
         self.models: set[str] | None = set(models) if models is not None else None
         self.latency = latency or Latency()
         self.require_anthropic_version = require_anthropic_version
@@ -229,6 +235,8 @@ class ScriptedLLMServer(LoopbackServer):
         raw: bytes,
     ) -> RecordedRequest:
         request = RecordedRequest(path, protocol, headers, body, raw)
+        if self.prompt_cache is not None:
+            request.cached = self.prompt_cache.admit(protocol, body)
         _, turns, shape = parse_conversation(protocol, body)
         problems = shape + pairing_problems(protocol, turns)
         with self._lock:

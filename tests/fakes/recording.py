@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from tests.fakes.prompt_cache import CachedPrompt
     from tests.fakes.script import Answer, Rule
 
 Protocol = Literal["openai", "anthropic"]
@@ -198,6 +199,10 @@ class RecordedRequest:
     status: int | None = None
     answer: Answer | None = None
     received_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None  # when the handler was done with it (set before `completed`)
+    # the prompt cache's reading of it, when the server models one (tests/fakes/prompt_cache.py)
+    cached: CachedPrompt | None = None
+    sent_tokens: int = 0  # content tokens of the reply written before the stream ended
 
     @cached_property
     def _parsed(self) -> tuple[str, list[Turn], list[str]]:

@@ -58,6 +58,7 @@ class ReplyContext:
     model: str
     prompt_tokens: int
     include_usage: bool = False
+    cached_tokens: int | None = None  # from a modelled prompt cache; a reply's usage wins
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,12 @@ def estimate_prompt_tokens(raw: bytes) -> int:
 
 
 def resolve_usage(reply: Reply, ctx: ReplyContext, emitted_tokens: int) -> ResolvedUsage:
-    usage = Usage.coerce(reply.usage) if reply.usage is not None else Usage()
+    if reply.usage is not None:
+        usage = Usage.coerce(reply.usage)
+    elif ctx.cached_tokens is not None:
+        usage = Usage(cached_tokens=ctx.cached_tokens)
+    else:
+        usage = Usage()
     return ResolvedUsage(
         prompt_tokens=ctx.prompt_tokens if usage.prompt_tokens is None else usage.prompt_tokens,
         completion_tokens=(

@@ -1,19 +1,25 @@
 """Speculator.start against the user's verbs: a speculation whose suggestion went stale while
-it was being set up never runs, and a start that cannot be submitted leaves no overlay."""
+it was being set up never runs, and a start that cannot be submitted leaves no overlay; a
+completed speculation pipelines its next suggestion only when the guards would show it."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from qshell.cancel import CancelToken
 from qshell.config import Settings, load_settings
+from qshell.followup.flights import SuggestionFlights
 from qshell.followup.followup import Followup
 from qshell.followup.speculator import Speculator
-from qshell.llm.messages import Message
+from qshell.followup.suggestion import SUGGESTION_MARKER
+from qshell.llm.base import StreamDone, StreamEvent
+from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.telemetry import Telemetry
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume
@@ -102,4 +108,42 @@ def test_submitting_other_text_while_a_speculation_is_set_up_drops_it(setup, tmp
         assert overlays() == []
     finally:
         go_on.set()
+        followup.close()
+
+
+@pytest.mark.parametrize(("cached", "pipelined"), [(49_000, 1), (0, 0)], ids=["warm", "cold"])
+def test_a_completed_speculation_pipelines_only_a_suggestion_the_guards_would_show(
+    setup, tmp_path, cached, pipelined
+):
+    """Its last round left 50,000 prompt tokens: with `cached` of them read from the cache.
+    Cold, the guard would suppress the suggestion after the accepted turn, so none is asked."""
+
+    def answer(request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+        usage = Usage(prompt_tokens=50_000, completion_tokens=5, cached_tokens=cached)
+        yield StreamDone(Message.assistant("all 12 tests pass"), usage, "end_turn")
+
+    setup.script(answer, Message.assistant("commit this"))
+    followup = Followup(
+        setup.conversation,
+        load_settings(project_root=setup.root, environ={"QSHELL_HOME": str(tmp_path / "q")}),
+        on_change=lambda text: None,
+        telemetry=Telemetry(tmp_path / "ev.jsonl"),
+        scheduler=FakeScheduler(FakeClock()),
+    )
+    spec = Speculator(
+        setup.conversation,
+        Settings(),
+        submit_task=lambda task: task(),  # the run, and its pipelining, happen right here
+        telemetry=Telemetry(tmp_path / "ev2.jsonl"),
+        flights=SuggestionFlights(),
+        may_pipeline=followup.may_pipeline,
+    )
+    try:
+        spec.start(SUGGESTION)
+        asked = [r for r in setup.provider.requests if SUGGESTION_MARKER in r.messages[-1].text]
+        assert len(asked) == pipelined
+        taken = spec.take(SUGGESTION)
+        assert taken is not None
+        taken.release()
+    finally:
         followup.close()
