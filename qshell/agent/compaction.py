@@ -20,7 +20,7 @@ from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import QshellError, StreamBroken
 from qshell.llm.base import StreamDone
-from qshell.llm.messages import Message, TextBlock
+from qshell.llm.messages import FINISHED_STOPS, Message, TextBlock
 
 CHARS_PER_TOKEN = 4  # rough size estimate: characters per token, for text not yet sent
 MIN_MESSAGES_TO_COMPACT = 4  # messages the history needs before automatic compaction
@@ -114,6 +114,10 @@ def _compact(
     if done is None:
         raise StreamBroken("the model stream ended before the summary was complete")
     session.record_round(done.usage)
+    if done.stop_reason not in FINISHED_STOPS:
+        raise CompactionError(
+            f"the summary did not finish ({done.stop_reason}); the history was kept"
+        )
     summary = done.message.text.strip()
     if not summary:
         raise CompactionError(

@@ -22,7 +22,9 @@ from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, ContextTooLong, ProviderUnavailable
+from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, ToolResultBlock
+from qshell.llm.messages import Usage as LlmUsage
 from qshell.tools.base import Kind, ToolContext
 from qshell.tools.paths import PathResolver
 from tests.agent.scripted import RecordingTool, ScriptedProvider, call
@@ -106,6 +108,18 @@ def test_a_trailing_user_message_is_joined_with_the_summary_request(tmp_path):
 def test_a_failed_compaction_leaves_the_history_untouched(tmp_path, step):
     session, _ = make_session(tmp_path, [step])
     with pytest.raises((ProviderUnavailable, CompactionError)):
+        compact(session, CancelToken(), reason="r")
+    assert session.history == EARLIER
+
+
+@pytest.mark.parametrize("stop", ["max_tokens", "refusal", "content_filter"])
+def test_a_summary_that_did_not_finish_leaves_the_history_untouched(tmp_path, stop):
+    def unfinished(request, cancel):
+        message = Message.assistant("The user asked to add a fl")
+        yield StreamDone(message, LlmUsage(prompt_tokens=5, completion_tokens=5), stop)
+
+    session, _ = make_session(tmp_path, [unfinished])
+    with pytest.raises(CompactionError, match="did not finish"):
         compact(session, CancelToken(), reason="r")
     assert session.history == EARLIER
 
