@@ -38,10 +38,13 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
-PROJECT_WORDS = _words(
-    "file files folder folders directory directories dir dirs here project projects repo "
-    "repository codebase code source sources module modules package script scripts readme tree"
+# words that ask what is there (a listing), and words about what the project holds
+LISTING_WORDS = _words("file files folder folders directory directories dir dirs tree list ls")
+CONTENT_WORDS = _words(
+    "project projects repo repository codebase code source sources module modules package "
+    "script scripts readme"
 )
+PROJECT_WORDS = LISTING_WORDS | CONTENT_WORDS | {"here"}
 SEARCH_WORDS = _words(
     "find search grep where locate contain contains containing mention mentions list ls look"
 )
@@ -141,6 +144,18 @@ class PromptReading:
             bool(self.existing) or new_path or self.names_code or bool(self.words & PROJECT_WORDS)
         )
 
+    @property
+    def lists_only(self) -> bool:
+        """A listing question ("what files are here?", "list the python files"): it opens
+        no file and searches for nothing, so a listing answers it."""
+        return (
+            bool(self.words & LISTING_WORDS)
+            and not self.words & CONTENT_WORDS
+            and not (set(self.existing) - set(self.directories))
+            and not self.names_code
+            and not self.wants_change
+        )
+
     def kinds(self) -> frozenset[Kind]:
         """The kinds of tool this prompt could need; empty when none."""
         kinds: set[Kind] = set()
@@ -182,7 +197,9 @@ def offered_specs(
     when the prompt names an existing directory. A required `path` is pinned to the paths
     the prompt names, else, for a tool that only reads, to the project's top-level files (it
     otherwise copies the project root or invents `file.txt`); an optional `path` is pinned
-    to the named directories. The tools validate what they receive as always."""
+    to the named directories. A listing question is offered only the tools that need no
+    argument (`ls`), so there is no file or pattern to guess (asked to list "the python
+    files", such a model globs `*.jsx*`). The tools validate what they receive as always."""
     reading = PromptReading.of(prompt, root)
     kinds = reading.kinds()
     by_name = {tool.name: tool for tool in tools}
@@ -191,6 +208,8 @@ def offered_specs(
         tool = by_name.get(spec.name)
         if tool is None or tool.kind not in kinds:
             continue
+        if reading.lists_only and spec.parameters.get("required"):
+            continue  # a pattern or a file to guess
         if tool.kind in EDIT_KINDS:
             files = list(reading.named)  # a file to create need not exist yet
         else:

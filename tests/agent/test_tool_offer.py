@@ -81,10 +81,27 @@ def test_a_question_about_the_project_without_a_file_gets_search_and_the_top_lev
 
 
 def test_a_named_directory_pins_the_optional_path_of_the_looking_tools(root: Path) -> None:
-    tools = offered("list the files in src/", root)
+    tools = offered("find the tests in src/", root)
     assert tools["ls"] == {"path": {"type": "string", "enum": ["src/"]}}
     assert tools["glob"]["path"] == {"type": "string", "enum": ["src/"]}
-    assert tools["read_file"]["path"]["enum"] == ["app.py", "notes.txt"]
+    assert offered("what is in src/ and notes.txt?", root)["read_file"]["path"]["enum"] == [
+        "notes.txt"
+    ]
+
+
+@pytest.mark.parametrize(
+    "prompt", ["what files are here?", "list the python files", "show me the folder tree"]
+)
+def test_a_listing_question_is_offered_only_the_tools_that_need_no_argument(
+    prompt: str, root: Path
+) -> None:
+    assert offered(prompt, root) == {"ls": {}}
+    assert offered("list the files in src/", root)["ls"]["path"]["enum"] == ["src/"]
+
+
+def test_a_question_about_what_a_file_or_the_project_holds_is_no_listing(root: Path) -> None:
+    for prompt in ("list what notes.txt says", "what files does the project have?"):
+        assert "read_file" in offered(prompt, root), prompt
 
 
 def test_an_identifier_makes_a_question_about_the_projects_code(root: Path) -> None:
