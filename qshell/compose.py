@@ -31,7 +31,13 @@ from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
-from qshell.config import ProviderConfig, ProviderName, Settings, resolve_provider
+from qshell.config import (
+    ProviderConfig,
+    ProviderName,
+    Settings,
+    resolve_provider,
+    small_local_model,
+)
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
 from qshell.tools import default_tools
@@ -92,6 +98,7 @@ def _local_provider(
         convert=local.convert,
         chat_format=local.chat_format,
         start_timeout_s=local.start_timeout_s,
+        small=small_local_model(settings),
     )
     server = LocalServer(model, log_dir=dirs.state)
     server.start(notify)
@@ -197,7 +204,7 @@ def open_session(
     `provider` and its `config` are built from the settings when not given."""
     dirs = Dirs.from_environ(environ)
     config = config or provider_config(settings, environ)
-    tiny = config.name is ProviderName.LOCAL and not settings.local.model_path
+    tiny = config.name is ProviderName.LOCAL and small_local_model(settings)
     directory = transcripts.transcripts_dir(dirs.state, root)
     context = tool_context(settings, root=root, environ=environ)
     history = []
@@ -229,7 +236,9 @@ def open_session(
         max_turns=min(settings.max_turns, settings.local.max_rounds)
         if tiny
         else settings.max_turns,
-        max_tokens=settings.max_tokens,
+        max_tokens=min(settings.max_tokens, settings.local.max_tokens)
+        if tiny
+        else settings.max_tokens,
         session_id=session_id,
         transcript=transcript,
         history=history,
@@ -237,6 +246,7 @@ def open_session(
         last_prompt_tokens=last_prompt_tokens,
         compact_tools=tiny,
         final_round_without_tools=tiny,
+        tools_by_prompt=tiny,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL

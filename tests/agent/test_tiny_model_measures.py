@@ -279,7 +279,9 @@ def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
     )
     try:
         assert session.max_turns == settings.local.max_rounds
+        assert session.max_tokens == settings.local.max_tokens < settings.max_tokens
         assert session.compact_tools and session.final_round_without_tools
+        assert session.tools_by_prompt
         assert session.system_prompt.startswith(COMPACT_PROMPT)
         assert session.context_window == 4096
         read_file = next(s for s in session.tool_specs if s.name == "read_file")
@@ -310,7 +312,9 @@ def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_r
     try:
         assert session.model == "big"
         assert session.max_turns == 20
+        assert session.max_tokens == settings.max_tokens
         assert not session.compact_tools and not session.final_round_without_tools
+        assert not session.tools_by_prompt
         assert session.system_prompt.startswith(BASE_PROMPT)
         assert session.context_window == 16384
         assert session.request(round_index=19).tools
@@ -327,8 +331,33 @@ def test_a_session_on_a_remote_provider_gets_no_tiny_model_measure(tmp_path: Pat
     )
     try:
         assert session.max_turns == settings.max_turns
+        assert session.max_tokens == settings.max_tokens
         assert not session.compact_tools and not session.final_round_without_tools
+        assert not session.tools_by_prompt
         assert session.context_window == settings.context_window
+        assert session.request().tools == session.tool_specs
+    finally:
+        session.close()
+
+
+def test_a_configured_model_set_as_small_gets_the_tiny_model_measures(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    gguf = tmp_path / "other-small.gguf"
+    gguf.write_bytes(b"GGUF")
+    local = LocalSettings(model_path=str(gguf), small_model=True)
+    session = compose.open_session(
+        Settings(provider="local", local=local),
+        SessionRequest(),
+        root=root,
+        environ=environ_for(tmp_path),
+        provider=ScriptedProvider([]),
+    )
+    try:
+        assert session.model == "other-small"
+        assert session.max_turns == local.max_rounds
+        assert session.compact_tools and session.final_round_without_tools
+        assert session.tools_by_prompt
+        assert session.system_prompt.startswith(COMPACT_PROMPT)
     finally:
         session.close()
 

@@ -43,11 +43,22 @@ TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"typ
 
 
 def model(
-    tmp_path: Path, *, bundled: bool = True, chat_format: str | None = FUNCTION_CALLING_FORMAT
+    tmp_path: Path,
+    *,
+    bundled: bool = True,
+    chat_format: str | None = FUNCTION_CALLING_FORMAT,
+    small: bool | None = None,
 ) -> LocalModel:
     path = tmp_path / "model.gguf"
     path.write_bytes(b"GGUF")
-    return LocalModel(path=path, bundled=bundled, name="tiny", n_ctx=2048, chat_format=chat_format)
+    return LocalModel(
+        path=path,
+        bundled=bundled,
+        name="tiny",
+        n_ctx=2048,
+        chat_format=chat_format,
+        small=bundled if small is None else small,
+    )
 
 
 def provider_for(
@@ -56,9 +67,11 @@ def provider_for(
     base_url: str = "http://127.0.0.1:9/v1",
     bundled: bool = True,
     chat_format: str | None = FUNCTION_CALLING_FORMAT,
+    small: bool | None = None,
 ) -> LocalProvider:
     server = LocalServer(
-        model(tmp_path, bundled=bundled, chat_format=chat_format), log_dir=tmp_path / "log"
+        model(tmp_path, bundled=bundled, chat_format=chat_format, small=small),
+        log_dir=tmp_path / "log",
     )
     server.base_url = base_url
     return LocalProvider(server)
@@ -143,34 +156,100 @@ def test_without_the_function_calling_format_tool_results_keep_the_tool_role(
     assert body["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "hello"}
 
 
-def test_without_tools_earlier_calls_are_described_in_prose_and_not_sent_as_tool_calls(
+def refused_write() -> list[Message]:
+    """A turn whose model asked to write a file and was refused (print mode, no -y)."""
+    return [
+        Message.user("say hello"),
+        Message.assistant(
+            "Sure.",
+            [ToolCall(id="w1", name="write_file", arguments='{"path": "hi.txt", "content": "x"}')],
+        ),
+        Message(
+            role="user",
+            content=[
+                ToolResultBlock(
+                    tool_call_id="w1",
+                    content="Error: not allowed: edits need approval",
+                    is_error=True,
+                )
+            ],
+        ),
+    ]
+
+
+def test_the_answer_round_never_says_a_refused_call_ran(tmp_path: Path) -> None:
+    body = provider_for(tmp_path)._body(request(messages=refused_write()))
+    assert "tools" not in body
+    assert all("tool_calls" not in m for m in body["messages"])
+    shown = json.dumps(body["messages"])
+    assert "I used" not in shown and "returned" not in shown
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][-1]["content"] == (
+        "The write_file call failed: Error: not allowed: edits need approval\n\nsay hello"
+    )
+
+
+def test_the_answer_round_puts_what_the_calls_found_before_the_prompt_under_their_arguments(
     tmp_path: Path,
 ) -> None:
     history = [
-        Message.user("check"),
+        Message.user("what is in a.txt?"),
         Message.assistant(
             "Let me look.",
             [
-                ToolCall(id="c1", name="read_file", arguments="{}"),
-                ToolCall(id="c2", name="grep", arguments="{}"),
+                ToolCall(id="c1", name="read_file", arguments='{"path": "a.txt"}'),
+                ToolCall(id="c2", name="ls", arguments="{}"),
             ],
         ),
         Message(
             role="user",
             content=[
                 ToolResultBlock(tool_call_id="c1", content="one"),
-                ToolResultBlock(tool_call_id="c2", content="two"),
+                ToolResultBlock(tool_call_id="c2", content="a.txt"),
             ],
         ),
+        Message.assistant("", [ToolCall(id="c3", name="grep", arguments="not json")]),
+        Message(role="user", content=[ToolResultBlock(tool_call_id="c3", content="a.txt:1:one")]),
     ]
     body = provider_for(tmp_path)._body(request(messages=history))
-    assert "tools" not in body
-    assert all("tool_calls" not in m for m in body["messages"])
-    assistant = next(m for m in body["messages"] if m["role"] == "assistant")
-    assert assistant["content"] == (
-        "Let me look.\n(I used the read_file tool.)\n(I used the grep tool.)"
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][-1]["content"] == (
+        "a.txt:\none\n\nls:\na.txt\n\ngrep:\na.txt:1:one\n\nwhat is in a.txt?"
     )
-    assert body["messages"][-1]["content"].startswith("The read_file call returned:\none")
+
+
+def test_the_answer_round_keeps_earlier_answers_and_folds_each_turns_results_into_its_prompt(
+    tmp_path: Path,
+) -> None:
+    long_content = "line\n" * 50
+    history = [
+        Message.user("write b.txt"),
+        Message.assistant(
+            "",
+            [
+                ToolCall(
+                    id="w1",
+                    name="write_file",
+                    arguments=json.dumps({"path": "b.txt", "content": long_content}),
+                )
+            ],
+        ),
+        Message(role="user", content=[ToolResultBlock(tool_call_id="w1", content="Wrote b.txt")]),
+        Message.assistant("Done: b.txt is written."),
+        Message.user("thanks"),
+    ]
+    body = provider_for(tmp_path)._body(request(messages=history))
+    assert [(m["role"], m["content"]) for m in body["messages"][1:]] == [
+        ("user", "b.txt:\nWrote b.txt\n\nwrite b.txt"),
+        ("assistant", "Done: b.txt is written."),
+        ("user", "thanks"),
+    ]
+
+
+def test_a_round_with_tools_names_each_result_by_its_call(tmp_path: Path) -> None:
+    body = provider_for(tmp_path)._body(request(messages=refused_write(), tools=TOOLS))
+    assert body["messages"][-1]["content"].startswith("The write_file call failed: Error:")
+    assert body["messages"][2]["tool_calls"][0]["function"]["name"] == "write_file"
 
 
 def test_with_tools_earlier_calls_are_still_sent_as_tool_calls(tmp_path: Path) -> None:
@@ -501,7 +580,7 @@ def test_a_configured_model_is_served_as_is_without_the_tiny_model_measures(
     gguf.write_bytes(b"GGUF")
     chosen = LocalModel.choose(model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, threads=2)
     assert (chosen.path, chosen.bundled, chosen.name) == (gguf, False, "Qwen-7B")
-    assert chosen.chat_format is None and chosen.convert_to is None
+    assert chosen.chat_format is None and chosen.convert_to is None and not chosen.small
     assert chosen.child_config()["chat_format"] == ""
     formatted = LocalModel.choose(
         model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, chat_format="chatml"
@@ -528,6 +607,28 @@ def test_the_bundled_model_uses_function_calling_and_a_cached_conversion_named_b
     assert config["model"] == str(bundled) and config["convert_to"] == str(chosen.convert_to)
     unconverted = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192, convert=False)
     assert unconverted.convert_to is None
+
+
+@pytest.mark.parametrize(
+    ("model_path", "small", "expected"),
+    [("", None, True), ("", False, False), ("other.gguf", None, False), ("other.gguf", True, True)],
+)
+def test_only_the_bundled_model_is_small_unless_the_setting_says_otherwise(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model_path: str,
+    small: bool | None,
+    expected: bool,
+) -> None:
+    monkeypatch.setattr(local, "server_installed", lambda: True)
+    monkeypatch.setattr(local, "bundled_model", lambda: tmp_path / "bundled.gguf")
+    (tmp_path / "bundled.gguf").write_bytes(b"GGUF")
+    (tmp_path / "other.gguf").write_bytes(b"GGUF")
+    path = str(tmp_path / model_path) if model_path else ""
+    chosen = LocalModel.choose(model_path=path, cache_dir=tmp_path, n_ctx=512, small=small)
+    assert chosen.small is expected
+    body = LocalProvider(LocalServer(chosen, log_dir=tmp_path))._body(request())
+    assert ("seed" in body) is expected
 
 
 def test_without_a_bundled_model_or_a_model_path_choosing_is_a_config_error(

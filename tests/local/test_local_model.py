@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -266,6 +267,30 @@ def test_print_mode_with_json_output_runs_offline_by_default(tmp_path):
     assert "offline model" in run.stderr and "OPENAI_API_KEY" in run.stderr
     assert "Traceback" not in run.stderr
     print(f"\nqshell -p (start the server, convert once, answer): {took:.2f} s")
+
+
+GREETING = re.compile(r"\b(?:hello|hi|hey|greetings)\b", re.IGNORECASE)
+TOOL_TALK = re.compile(r"\b(?:tools?|read_file|write_file|edit|shell|I used)\b", re.IGNORECASE)
+
+
+def test_say_hello_on_the_default_offline_model_answers_with_a_greeting_not_tool_talk(
+    tmp_path, local_model_cache
+):
+    """The first command a new user types: before, the model asked for write_file, print
+    mode refused it, and the answer round told it "(I used the write_file tool.)", which it
+    repeated as its answer. Sampling is greedy with a fixed seed, so this is stable."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# demo\n\nA small demo project.\n")
+    (project / "notes.txt").write_text("- buy milk\n")
+    run = run_qshell("-p", "say hello", "-o", "stream-json", cwd=project, timeout_s=300)
+    assert run.code == 0, run.stderr
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r for r in records if r["type"] == "tool_use"] == [], "a greeting needs no tool"
+    answer = records[-1]["result"]
+    assert GREETING.search(answer), answer
+    assert not TOOL_TALK.search(answer), answer
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "notes.txt"]
 
 
 def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model_cache, tmp_path):

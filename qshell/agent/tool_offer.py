@@ -1,0 +1,235 @@
+"""Which tools a small local model is offered in a turn, decided from the turn's prompt.
+
+A model of a hundred million parameters that is offered tools calls one whatever it is
+asked: "say hello" becomes a write_file call. So for such a model (the bundled offline
+default, `local.smallModel`) qshell reads the prompt and offers only the kinds of tool it
+could need: none for a greeting or a general question; the read tools when it names a path
+or an identifier (`count_words`, `parseArgs`, `main()`) or asks about the project's files;
+the search tools when it asks about the project without naming an existing file, or asks
+to find something in it; the edit tools when it asks for a change to a path or to the
+project; the shell when it asks to run, build or test something; web_fetch for a URL.
+Tools of other kinds come along only when something else is offered. Only the text the
+user typed counts, not the `@path` attachments appended to it.
+
+The offered schemas are narrowed too (`offered_specs`): a required `path` is the file a
+tool acts on, an optional one the directory it looks in (so it is for qshell's tools).
+
+This is a keyword heuristic, and its limits are deliberate: the words are English (a prompt
+in another language gets no tools, and the model answers from what it knows), a question
+about the project phrased without any of the words below gets no tools, and a model that
+needs a second kind of tool mid-turn does not get it (the offer is decided once per turn).
+A larger model never goes through it. Pure apart from `exists` checks of the paths a prompt
+names and one listing of the project's top level; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qshell.llm.messages import ToolSpec
+from qshell.tools.base import Kind, Tool
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# words that ask what is there (a listing), and words about what the project holds
+LISTING_WORDS = _words("file files folder folders directory directories dir dirs tree list ls")
+CONTENT_WORDS = _words(
+    "project projects repo repository codebase code source sources module modules package "
+    "script scripts readme"
+)
+PROJECT_WORDS = LISTING_WORDS | CONTENT_WORDS | {"here"}
+SEARCH_WORDS = _words(
+    "find search grep where locate contain contains containing mention mentions list ls look"
+)
+CHANGE_WORDS = _words(
+    "add append prepend write create edit change modify fix update replace insert delete "
+    "remove rename move refactor implement save put rewrite"
+)
+RUN_WORDS = _words(
+    "run runs execute exec test tests pytest build compile install command commands shell "
+    "bash git commit lint"
+)
+EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
+ATTACHMENT_START = re.compile(r"^<(?:file|directory) path=", re.MULTILINE)
+URL = re.compile(r"\bhttps?://\S", re.IGNORECASE)
+WORD = re.compile(r"[a-z0-9_]+")
+# a name from code: snake_case, camelCase or a call, `count_words`, `parseArgs`, `main()`
+IDENTIFIER = re.compile(
+    r"(?<![\w.])(?:_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z]+[A-Z][A-Za-z0-9]*"
+    r"|[A-Za-z_]\w*\(\))(?![\w.])"
+)
+# a token with a slash, or a name with an extension: `notes.txt`, `src/app.py`, `./x`
+PATH_LIKE = re.compile(r"^(?:[\w.~-]*/[\w./-]*|[\w-][\w.-]*\.[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*)$")
+ABBREVIATION = re.compile(r"[A-Za-z](?:\.[A-Za-z])+")  # e.g., i.e., a.m.: not paths
+TOKEN_EDGES = "\"'`()[]{}<>,;:!?*"
+MAX_PATH_CHOICES = 40  # top-level files a pinned `path` argument may name
+
+
+def typed_text(prompt: str) -> str:
+    """The part of a prompt the user typed: attachment blocks start on their own line."""
+    found = ATTACHMENT_START.search(prompt)
+    return prompt[: found.start()] if found else prompt
+
+
+def named_paths(text: str) -> list[str]:
+    """Tokens of `text` that look like paths (`notes.txt`, `src/`, `./run.sh`), in order."""
+    paths: list[str] = []
+    for raw in text.split():
+        token = raw.strip(TOKEN_EDGES).rstrip(".")
+        if PATH_LIKE.match(token) and not ABBREVIATION.fullmatch(token) and token not in paths:
+            paths.append(token)
+    return paths
+
+
+def _exists(token: str, root: Path) -> bool:
+    try:
+        return _resolved(token, root).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_dir(token: str, root: Path) -> bool:
+    try:
+        return _resolved(token, root).is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _resolved(token: str, root: Path) -> Path:
+    candidate = Path(token).expanduser()
+    return candidate if candidate.is_absolute() else root / candidate
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReading:
+    """What the typed part of one prompt says: its words, and the paths it names."""
+
+    words: frozenset[str]
+    named: tuple[str, ...]  # path-like tokens
+    existing: tuple[str, ...]  # those that exist in (or, when absolute, outside) the root
+    directories: tuple[str, ...]  # the existing ones that are directories
+    names_code: bool  # an identifier such as `count_words` or `main()`
+    has_url: bool
+
+    @classmethod
+    def of(cls, prompt: str, root: Path) -> PromptReading:
+        text = typed_text(prompt)
+        named = named_paths(text)
+        existing = tuple(p for p in named if _exists(p, root))
+        return cls(
+            words=frozenset(WORD.findall(text.lower())),
+            named=tuple(named),
+            existing=existing,
+            directories=tuple(p for p in existing if _is_dir(p, root)),
+            names_code=IDENTIFIER.search(text) is not None,
+            has_url=URL.search(text) is not None,
+        )
+
+    @property
+    def wants_change(self) -> bool:
+        return bool(self.words & CHANGE_WORDS)
+
+    @property
+    def about_project(self) -> bool:
+        # a name that does not exist yet counts when the prompt asks for a change (to create it)
+        new_path = bool(self.named) and self.wants_change
+        return (
+            bool(self.existing) or new_path or self.names_code or bool(self.words & PROJECT_WORDS)
+        )
+
+    @property
+    def lists_only(self) -> bool:
+        """A listing question ("what files are here?", "list the python files"): it opens
+        no file and searches for nothing, so a listing answers it."""
+        return (
+            bool(self.words & LISTING_WORDS)
+            and not self.words & CONTENT_WORDS
+            and not (set(self.existing) - set(self.directories))
+            and not self.names_code
+            and not self.wants_change
+        )
+
+    def kinds(self) -> frozenset[Kind]:
+        """The kinds of tool this prompt could need; empty when none."""
+        kinds: set[Kind] = set()
+        if self.about_project:
+            kinds.add(Kind.READ)
+            if not self.existing or self.names_code or self.words & SEARCH_WORDS:
+                kinds.add(Kind.SEARCH)
+            if self.wants_change:
+                kinds |= EDIT_KINDS
+        if self.words & RUN_WORDS:
+            kinds.add(Kind.EXECUTE)
+        if self.has_url:
+            kinds.add(Kind.FETCH)
+        if kinds:
+            kinds |= {Kind.THINK, Kind.OTHER}
+        return frozenset(kinds)
+
+
+def offered_kinds(prompt: str, root: Path) -> frozenset[Kind]:
+    """The kinds of tool the prompt of a turn in `root` could need; empty when none."""
+    return PromptReading.of(prompt, root).kinds()
+
+
+def top_level_files(root: Path) -> list[str]:
+    """The project's visible top-level files, sorted, as a small model may name them."""
+    try:
+        entries = sorted(e for e in root.iterdir() if not e.name.startswith("."))
+    except OSError:
+        return []
+    return [e.name for e in entries if e.is_file()][:MAX_PATH_CHOICES]
+
+
+def offered_specs(
+    prompt: str, root: Path, tools: Sequence[Tool], specs: Sequence[ToolSpec]
+) -> list[ToolSpec]:
+    """What a small model is offered for `prompt`: the specs (matching `tools` by name) of
+    the tools it could need, each narrowed to the arguments such a model can fill. Optional
+    arguments are left out (it fills them with guesses such as `limit: 1`), except a `path`
+    when the prompt names an existing directory. A required `path` is pinned to the paths
+    the prompt names, else, for a tool that only reads, to the project's top-level files (it
+    otherwise copies the project root or invents `file.txt`); an optional `path` is pinned
+    to the named directories. A listing question is offered only the tools that need no
+    argument (`ls`), so there is no file or pattern to guess (asked to list "the python
+    files", such a model globs `*.jsx*`). The tools validate what they receive as always."""
+    reading = PromptReading.of(prompt, root)
+    kinds = reading.kinds()
+    by_name = {tool.name: tool for tool in tools}
+    offered = []
+    for spec in specs:
+        tool = by_name.get(spec.name)
+        if tool is None or tool.kind not in kinds:
+            continue
+        if reading.lists_only and spec.parameters.get("required"):
+            continue  # a pattern or a file to guess
+        if tool.kind in EDIT_KINDS:
+            files = list(reading.named)  # a file to create need not exist yet
+        else:
+            named_files = [p for p in reading.existing if p not in reading.directories]
+            files = named_files or top_level_files(root)
+        parameters = _narrowed(spec.parameters, files, list(reading.directories))
+        offered.append(spec.model_copy(update={"parameters": parameters}))
+    return offered
+
+
+def _narrowed(schema: dict[str, Any], files: list[str], directories: list[str]) -> dict[str, Any]:
+    """`schema` with only its required properties, a required `path` limited to `files`
+    and an optional one kept, limited to `directories`, when there are any."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    required = set(schema.get("required") or [])
+    kept = {name: value for name, value in properties.items() if name in required}
+    if "path" in required and files:
+        kept["path"] = {"type": "string", "enum": files}
+    elif "path" in properties and "path" not in required and directories:
+        kept["path"] = {"type": "string", "enum": directories}
+    return {**schema, "properties": kept}

@@ -1,0 +1,213 @@
+"""Which tools a small local model is offered, read from the turn's prompt, and how their
+schemas are narrowed; and that a session asks for that offer only when told to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qshell.agent.session import Session
+from qshell.agent.tool_offer import (
+    named_paths,
+    offered_kinds,
+    offered_specs,
+    top_level_files,
+    typed_text,
+)
+from qshell.llm.messages import Message, ToolResultBlock, ToolSpec
+from qshell.tools import default_tools
+from qshell.tools.base import Kind, ToolContext, tool_spec
+from qshell.tools.paths import PathResolver
+from tests.agent.scripted import ScriptedProvider
+
+TOOLS = default_tools()
+SPECS = [tool_spec(t, compact=True) for t in TOOLS]
+READING = {Kind.READ, Kind.THINK, Kind.OTHER}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "notes.txt").write_text("- buy milk\n")
+    (tmp_path / "app.py").write_text("print('hi')\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / ".hidden").write_text("x")
+    return tmp_path
+
+
+def offered(prompt: str, root: Path) -> dict[str, dict[str, Any]]:
+    """Tool name → its offered parameters' properties."""
+    return {s.name: s.parameters["properties"] for s in offered_specs(prompt, root, TOOLS, SPECS)}
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "say hello",
+        "hi!",
+        "thanks",
+        "who are you?",
+        "how do I reverse a string in Python?",
+        "write a Python function that checks if a number is even",
+        "explain recursion",
+        "bonjour, que sais-tu faire ?",
+    ],
+)
+def test_a_greeting_or_a_general_question_is_offered_no_tool(prompt: str, root: Path) -> None:
+    assert offered_kinds(prompt, root) == frozenset()
+    assert offered_specs(prompt, root, TOOLS, SPECS) == []
+
+
+def test_a_question_about_a_named_file_is_offered_only_reading_pinned_to_that_file(
+    root: Path,
+) -> None:
+    assert offered_kinds("what is in notes.txt?", root) == READING
+    tools = offered("what is in notes.txt?", root)
+    assert set(tools) == {"read_file", "ls"}
+    assert tools["read_file"] == {"path": {"type": "string", "enum": ["notes.txt"]}}
+    assert tools["ls"] == {}, "an optional path is a directory, and none was named"
+
+
+def test_a_question_about_the_project_without_a_file_gets_search_and_the_top_level_files(
+    root: Path,
+) -> None:
+    assert offered_kinds("what files are here?", root) == READING | {Kind.SEARCH}
+    tools = offered("what does this project do?", root)
+    assert set(tools) == {"read_file", "glob", "grep", "ls"}
+    assert tools["read_file"]["path"]["enum"] == ["app.py", "notes.txt"]
+    assert "path" not in tools["grep"] and "glob" not in tools["grep"]
+    assert set(tools["glob"]) == {"pattern"}
+
+
+def test_a_named_directory_pins_the_optional_path_of_the_looking_tools(root: Path) -> None:
+    tools = offered("find the tests in src/", root)
+    assert tools["ls"] == {"path": {"type": "string", "enum": ["src/"]}}
+    assert tools["glob"]["path"] == {"type": "string", "enum": ["src/"]}
+    assert offered("what is in src/ and notes.txt?", root)["read_file"]["path"]["enum"] == [
+        "notes.txt"
+    ]
+
+
+@pytest.mark.parametrize(
+    "prompt", ["what files are here?", "list the python files", "show me the folder tree"]
+)
+def test_a_listing_question_is_offered_only_the_tools_that_need_no_argument(
+    prompt: str, root: Path
+) -> None:
+    assert offered(prompt, root) == {"ls": {}}
+    assert offered("list the files in src/", root)["ls"]["path"]["enum"] == ["src/"]
+
+
+def test_a_question_about_what_a_file_or_the_project_holds_is_no_listing(root: Path) -> None:
+    for prompt in ("list what notes.txt says", "what files does the project have?"):
+        assert "read_file" in offered(prompt, root), prompt
+
+
+def test_an_identifier_makes_a_question_about_the_projects_code(root: Path) -> None:
+    for prompt in ("where is count_words defined?", "what does parseArgs do", "fix main()"):
+        assert {Kind.READ, Kind.SEARCH} <= offered_kinds(prompt, root), prompt
+
+
+def test_a_change_to_a_file_is_offered_the_edit_tools_pinned_to_it_even_when_new(
+    root: Path,
+) -> None:
+    kinds = offered_kinds("add a line 'call mum' to notes.txt", root)
+    assert {Kind.READ, Kind.EDIT, Kind.DELETE, Kind.MOVE} <= kinds
+    assert Kind.EXECUTE not in kinds and Kind.FETCH not in kinds
+    tools = offered("create todo.md with my tasks", root)
+    assert tools["write_file"]["path"] == {"type": "string", "enum": ["todo.md"]}
+    assert set(tools["write_file"]) == {"path", "content"}
+    assert set(tools["edit"]) == {"path", "old_string", "new_string"}, "replace_all is optional"
+
+
+def test_running_something_is_offered_the_shell_and_a_url_web_fetch(root: Path) -> None:
+    assert Kind.EXECUTE in offered_kinds("run the tests", root)
+    assert offered_kinds("what does https://example.com/a say", root) == {
+        Kind.FETCH,
+        Kind.THINK,
+        Kind.OTHER,
+    }
+    assert "timeout" not in offered("run the tests", root)["shell"]
+
+
+def test_only_the_typed_text_counts_not_the_attached_files(root: Path) -> None:
+    prompt = 'say hello\n\n<file path="notes.txt">\nfix the code in app.py\n</file>'
+    assert typed_text(prompt) == "say hello\n\n"
+    assert offered_kinds(prompt, root) == frozenset()
+
+
+def test_path_like_tokens_are_found_without_their_quotes_and_punctuation() -> None:
+    text = "compare `src/app.py`, 'notes.txt' and ./run.sh. Then stop: e.g. nothing"
+    assert named_paths(text) == ["src/app.py", "notes.txt", "./run.sh"]
+
+
+def test_the_top_level_files_skip_hidden_entries_and_directories(root: Path) -> None:
+    assert top_level_files(root) == ["app.py", "notes.txt"]
+    assert top_level_files(root / "missing") == []
+
+
+# ------------------------------------------------------------------ in a session
+
+
+def session(root: Path, *, tools_by_prompt: bool) -> Session:
+    return Session(
+        provider=ScriptedProvider([]),  # type: ignore[arg-type]
+        model="m1",
+        system_prompt="sys",
+        tools=TOOLS,
+        tool_context=ToolContext(paths=PathResolver(root, home=root)),
+        max_turns=3,
+        compact_tools=True,
+        final_round_without_tools=True,
+        tools_by_prompt=tools_by_prompt,
+    )
+
+
+def test_a_session_told_to_offers_its_turns_tools_by_the_prompt(root: Path) -> None:
+    chosen = session(root, tools_by_prompt=True)
+    chosen.append(Message.user("say hello"))
+    assert chosen.request().tools == []
+    chosen.append(Message.assistant("Hello!"))
+    chosen.append(Message.user("what is in notes.txt?"))
+    assert [t.name for t in chosen.request().tools] == ["read_file", "ls"]
+
+
+def test_the_offer_is_decided_once_per_turn_not_per_round(root: Path) -> None:
+    chosen = session(root, tools_by_prompt=True)
+    chosen.append(Message.user("create todo.md"))
+    first = chosen.request(round_index=0).tools
+    (root / "todo.md").write_text("made by the turn\n")  # the turn's own call made it exist
+    chosen.append(Message.assistant("", []))
+    chosen.append(Message(role="user", content=[ToolResultBlock(tool_call_id="c", content="ok")]))
+    assert chosen.request(round_index=1).tools == first
+    assert chosen.request(round_index=2).tools == [], "the last round still has no tools"
+
+
+def test_a_session_not_told_to_offers_every_tool_whatever_the_prompt(root: Path) -> None:
+    every = session(root, tools_by_prompt=False)
+    every.append(Message.user("say hello"))
+    assert every.request().tools == every.tool_specs
+    assert every.fork().tools_by_prompt is False
+
+
+def test_a_fork_of_a_session_that_chooses_chooses_for_its_own_prompt(root: Path) -> None:
+    parent = session(root, tools_by_prompt=True)
+    parent.append(Message.user("say hello"))
+    parent.append(Message.assistant("Hello!"))
+    from qshell.llm.fork import CacheSafeParams
+
+    parent.cache_safe = CacheSafeParams.capture(parent.request(), parent.history[-1])
+    fork = parent.fork()
+    fork.append(Message.user("what is in notes.txt?"))
+    assert [t.name for t in fork.request().tools] == ["read_file", "ls"]
+
+
+def compact(name: str) -> ToolSpec:
+    return next(s for s in SPECS if s.name == name)
+
+
+def test_the_narrowed_specs_leave_the_sessions_own_specs_untouched(root: Path) -> None:
+    before = compact("read_file").model_dump()
+    offered("what is in notes.txt?", root)
+    assert compact("read_file").model_dump() == before
