@@ -25,6 +25,7 @@ from pathlib import Path
 
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.sandbox import (
+    SANDBOX_TMP,
     Jail,
     Limits,
     OverlayMount,
@@ -144,16 +145,21 @@ def _content_decides(path: Path) -> bool:
 
 
 def _home_binds(paths: PathResolver, environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """The home directories a command needs to find its programs: each `PATH` entry's
-    top directory under the home, and qshell's interpreter prefix — never a secret one."""
-    home = paths.home
+    """What a command needs to find its programs that the jail's empty home and /tmp would
+    hide: each `PATH` entry's top directory under the home, and each `PATH` entry under
+    /tmp (a virtual environment there, as in a clone in /tmp), with qshell's interpreter
+    prefix counted as one — never a secret one."""
+    home, tmp = paths.home, Path(SANDBOX_TMP)
     wanted = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
     wanted += [Path(sys.prefix), Path(sys.base_prefix)]
     binds: list[Path] = []
     for path in wanted:
-        if not path.is_relative_to(home) or path == home:
+        if path.is_relative_to(home) and path != home:
+            keep = home / path.relative_to(home).parts[0]
+        elif path.is_relative_to(tmp) and path != tmp:
+            keep = path
+        else:
             continue
-        top = home / path.relative_to(home).parts[0]
-        if not paths.is_secret(top) and not paths.is_secret(path) and top not in binds:
-            binds.append(top)
+        if not paths.is_secret(keep) and not paths.is_secret(path) and keep not in binds:
+            binds.append(keep)
     return tuple(binds)

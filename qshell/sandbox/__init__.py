@@ -10,13 +10,14 @@ overlay of the project in new user and mount namespaces (a speculation's writes 
 upper layer); `secret_paths` finds what to mask. See ARCHITECTURE.md.
 """
 
-from qshell.sandbox.jail import Jail, Limits, SandboxUnavailable
+from qshell.sandbox.jail import SANDBOX_TMP, Jail, Limits, SandboxUnavailable
 from qshell.sandbox.masks import SecretIndex, secret_paths
 from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.probe import Probe, probe
 from qshell.sandbox.seccomp import filter_file
 
 __all__ = [
+    "SANDBOX_TMP",
     "Jail",
     "Limits",
     "OverlayMount",

@@ -61,7 +61,7 @@ class Jail:
     root: Path
     home: Path | None = None
     masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
-    home_binds: tuple[Path, ...] = ()  # read-only inside the empty home
+    home_binds: tuple[Path, ...] = ()  # read-only inside the empty home or /tmp
     limits: Limits = field(default_factory=Limits)
     prlimit: str | None = None
     writable: Path | None = None  # bound read-write at `root` instead of the project

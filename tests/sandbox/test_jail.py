@@ -203,3 +203,20 @@ def test_read_only_commands_say_the_same_inside_and_out(project, command):
     inside = jailed(project)
     outside = replace(inside, launcher=None)
     assert run(inside, command) == run(outside, command)
+
+
+def test_programs_on_path_under_tmp_are_still_there(project, tmp_path):
+    """A virtual environment in /tmp (a clone in /tmp, as CI makes) is behind the jail's
+    private /tmp: the PATH entries there are bound back, read-only."""
+    tools = tmp_path / "venv" / "bin"
+    tools.mkdir(parents=True)
+    (tools / "hello-tool").write_text("#!/bin/sh\necho tool ran\n")
+    (tools / "hello-tool").chmod(0o755)
+    environ = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+    paths = PathResolver(project, home=Path(os.environ["HOME"]))
+    launcher = confinement(SandboxMode.ON, paths, environ, None).launcher
+    ctx = proven_context(ToolContext(paths=paths, environ=environ, sandbox=launcher))
+    assert run(ctx, "hello-tool && touch $(dirname $(command -v hello-tool))/x").startswith(
+        "tool ran"
+    )
+    assert not (tools / "x").exists()
