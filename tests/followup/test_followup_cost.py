@@ -211,17 +211,24 @@ def reading(rig):
     return answer, prompt
 
 
-def test_accepting_while_the_answer_streams_takes_that_stream_over(rig, reading):
-    """Accepted after the speculation's read, mid-answer: the answer goes on streaming into
-    the accepted turn, shown once, and is not asked for again."""
-    answer, _ = reading
-    held = rig.server.hold(answer, after_first_chunk=True)
+def accepted_mid_stream(rig, rule):
+    """Accept the suggestion while the speculation's request for `rule` streams (held after
+    its first chunk, released 0.2 s into the accept): that request and the turn's events."""
+    held = rig.server.hold(rule, after_first_chunk=True)
     rig.first_turn()
     assert rig.shown.wait_for(SUGGESTED)
     streaming = held.wait_arrived(WAIT_S)
     threading.Timer(0.2, held.release).start()
     events = rig.accept(SUGGESTED)
     assert isinstance(events[-1], TurnFinished), events[-1]
+    return streaming, events
+
+
+def test_accepting_while_the_answer_streams_takes_that_stream_over(rig, reading):
+    """Accepted after the speculation's read, mid-answer: the answer goes on streaming into
+    the accepted turn, shown once, and is not asked for again."""
+    answer, _ = reading
+    streaming, events = accepted_mid_stream(rig, answer)
     assert text_of(events) == LONG_ANSWER
     assert any(isinstance(e, SpeculationAccepted) for e in events)
     assert answer_rounds(rig.server) == [streaming]
@@ -232,13 +239,7 @@ def test_accepting_while_a_tool_call_streams_takes_it_over_and_runs_the_call_liv
     """The first round (the read) is still streaming at accept: it is finished, not asked for
     again; the read runs in the accepted turn, then the answer comes live."""
     _, prompt = reading
-    held = rig.server.hold(prompt, after_first_chunk=True)
-    rig.first_turn()
-    assert rig.shown.wait_for(SUGGESTED)
-    streaming = held.wait_arrived(WAIT_S)
-    threading.Timer(0.2, held.release).start()
-    events = rig.accept(SUGGESTED)
-    assert isinstance(events[-1], TurnFinished), events[-1]
+    streaming, events = accepted_mid_stream(rig, prompt)
     assert speculations_of(rig.server, SUGGESTED) == [streaming]
     assert [e.name for e in events if isinstance(e, ToolFinished)] == ["read_file"]
     assert text_of(events) == LONG_ANSWER
