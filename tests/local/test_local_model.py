@@ -269,7 +269,10 @@ def test_print_mode_with_json_output_runs_offline_by_default(tmp_path):
     print(f"\nqshell -p (start the server, convert once, answer): {took:.2f} s")
 
 
-GREETING = re.compile(r"\b(?:hello|hi|hey|greetings)\b", re.IGNORECASE)
+# The project root is in the system prompt, so the exact words change with the temporary
+# directory's name ("Hello, I'm a coder. What can I help you with?" in one, "I'm ready to
+# help. What's the question?" in another): the test accepts any greeting or offer of help.
+GREETING = re.compile(r"\b(?:hello|hi|hey|greetings|welcome|help|assist)\b", re.IGNORECASE)
 TOOL_TALK = re.compile(r"\b(?:tools?|read_file|write_file|edit|shell|I used)\b", re.IGNORECASE)
 
 
@@ -278,7 +281,7 @@ def test_say_hello_on_the_default_offline_model_answers_with_a_greeting_not_tool
 ):
     """The first command a new user types: before, the model asked for write_file, print
     mode refused it, and the answer round told it "(I used the write_file tool.)", which it
-    repeated as its answer. Sampling is greedy with a fixed seed, so this is stable."""
+    repeated as its answer."""
     project = tmp_path / "project"
     project.mkdir()
     (project / "README.md").write_text("# demo\n\nA small demo project.\n")
