@@ -17,6 +17,8 @@ Thread-safe: a launcher is immutable but for its index, which locks.
 from __future__ import annotations
 
 import math
+import os
+import pwd
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,6 +35,7 @@ from qshell.sandbox import (
     SandboxUnavailable,
     SecretIndex,
     filter_file,
+    private_dirs,
     probe,
 )
 from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
@@ -129,7 +132,7 @@ def confinement(
     binds = _home_binds(paths, environ)
     masks = tuple(
         d
-        for d in (paths.home / name for name in SECRET_HOME_DIRS)
+        for d in (home / name for home in _homes(paths) for name in SECRET_HOME_DIRS)
         if any(d.is_relative_to(b) for b in binds)
     )
     speculates = settings is not None and settings.speculate_commands and found.overlay
@@ -144,22 +147,44 @@ def _content_decides(path: Path) -> bool:
     return path.name.lower() in GIT_CONFIG_NAMES and ".git" in path.parts
 
 
+def _homes(paths: PathResolver) -> list[Path]:
+    """The user's home as `$HOME` says and as the password database does (they differ when
+    HOME is pointed elsewhere, as tests and CI do)."""
+    homes = [paths.home]
+    try:
+        listed = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:  # a uid with no entry (some containers)
+        return homes
+    return homes if listed in homes or listed == Path("/") else [*homes, listed]
+
+
 def _home_binds(paths: PathResolver, environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """What a command needs to find its programs that the jail's empty home and /tmp would
-    hide: each `PATH` entry's top directory under the home, and each `PATH` entry under
-    /tmp (a virtual environment there, as in a clone in /tmp), with qshell's interpreter
-    prefix counted as one — never a secret one."""
-    home, tmp = paths.home, Path(SANDBOX_TMP)
+    """What a command needs to find its programs that the jail's emptied directories would
+    hide: each `PATH` entry's top directory under a home of the user (`~/.pyenv` for
+    `~/.pyenv/shims`) or under another home in `/home`, and each `PATH` entry itself under
+    /tmp or another emptied directory (a virtual environment there, as in a clone in
+    /tmp), with qshell's interpreter prefix counted as one — never a secret one."""
+    emptied = [Path(SANDBOX_TMP), *private_dirs()]
     wanted = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
     wanted += [Path(sys.prefix), Path(sys.base_prefix)]
     binds: list[Path] = []
     for path in wanted:
-        if path.is_relative_to(home) and path != home:
-            keep = home / path.relative_to(home).parts[0]
-        elif path.is_relative_to(tmp) and path != tmp:
-            keep = path
-        else:
+        keep = _kept(path, _homes(paths), emptied)
+        if keep is None:
             continue
         if not paths.is_secret(keep) and not paths.is_secret(path) and keep not in binds:
             binds.append(keep)
     return tuple(binds)
+
+
+def _kept(path: Path, homes: list[Path], emptied: list[Path]) -> Path | None:
+    """The directory to bind back for the PATH entry `path`, or None when nothing hides it."""
+    people = Path("/home")
+    if path.is_relative_to(people) and len(path.relative_to(people).parts) > 1:
+        homes = [*homes, people / path.relative_to(people).parts[0]]
+    for home in homes:
+        if path.is_relative_to(home) and path != home:
+            return home / path.relative_to(home).parts[0]
+    if any(path.is_relative_to(d) and path != d for d in emptied):
+        return path
+    return None

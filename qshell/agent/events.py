@@ -3,8 +3,9 @@
 Events are frozen, slotted dataclasses: cheap at one per token, safe to buffer and replay.
 Paired events share an id (`ToolStarted.call_id` is closed by the `ToolFinished` with the
 same id). A front-end is one `match` over `Event` ending in `case _: pass`, so adding an
-event never breaks an old renderer. A `PermissionRequested` carries the future the
-front-end resolves; the loop blocks on it in its own thread. No I/O here.
+event never breaks an old renderer. A `PermissionRequested` (and an `ApplyRequested`)
+carries the future the front-end resolves; the turn blocks on it in its own thread. No I/O
+here.
 """
 
 from __future__ import annotations
@@ -123,6 +124,36 @@ class PermissionRequested:
     preview: str = ""  # what the call would do, e.g. the unified diff of an edit
 
 
+class ApplyChoice(enum.StrEnum):
+    APPLY = "apply"  # keep the prepared answer: its file changes land in the project
+    RERUN = "rerun"  # drop it and run the prompt for real, asking about each command
+    DISCARD = "discard"  # drop it; the prompt does not run
+
+
+class ChangeKind(enum.StrEnum):
+    CHANGED = "changed"
+    CREATED = "created"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    path: str  # relative to the project root
+    kind: ChangeKind
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyRequested:
+    """An accepted speculation ran commands the user would have been asked about (default
+    mode): before anything of it is shown or applied, the user chooses; the front-end
+    resolves `future`. `changes` is what applying would do to the project."""
+
+    prompt: str
+    commands: tuple[str, ...]
+    changes: tuple[FileChange, ...]
+    future: Future[ApplyChoice] = field(compare=False)
+
+
 @dataclass(frozen=True, slots=True)
 class HistoryCompacted:
     """The history was replaced by a model-written summary (by /compact or automatically)."""
@@ -184,6 +215,7 @@ Event = (
     | ToolStarted
     | ToolFinished
     | PermissionRequested
+    | ApplyRequested
     | HistoryCompacted
     | Notice
     | SpeculationAccepted

@@ -162,6 +162,7 @@ class MainToolRunner:
         self.interactive = interactive
         self.checkpoints = checkpoints
         self._always: set[str] = set()
+        self._always_kinds: set[Kind] = set()
         self._proven: set[str] = set()  # shell commands allowed because they were proven
         self._lock = threading.Lock()
 
@@ -195,6 +196,15 @@ class MainToolRunner:
     def allow_always(self, tool: Tool) -> None:
         with self._lock:
             self._always.add(tool.name)
+            self._always_kinds.add(tool.kind)
+
+    def asks_about_commands(self) -> bool:
+        """Whether a shell command not proven read-only would be asked about now: in default
+        and plan mode, unless the user allowed shell commands for the session."""
+        if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.PLAN):
+            return False
+        with self._lock:
+            return Kind.EXECUTE not in self._always_kinds
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         if self.checkpoints is not None and tool.kind in EDIT_KINDS:

@@ -6,12 +6,14 @@ functions the main runner asks), it answers seed 000's table: read and search to
 against the overlay view; `edit`/`write_file` run redirected into the overlay, but only in
 `auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs on the real tree when
 `policy.shell_concern` proves the command read-only and in scope and the overlay holds no
-writes, with a sanitised environment and a short timeout; any other command, in `auto-
-edit`/`yolo` mode and where the session's sandbox can speculate commands
+writes, with a sanitised environment and a short timeout; a command proven read-only that
+reads out of scope (a secret, outside the root) is a `read_scope` boundary; any other
+command, in every mode but `plan` and where the session's sandbox can speculate commands
 (followup/commands.py), runs in the jail on a kernel overlay whose writes land in the
 speculation's overlay — unless it plainly needs the network or a person — and
-`overlay_commands` lists those; else it is a `bash` boundary; `web_fetch` and anything else
-is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
+`overlay_commands` lists those whose results stand (in `default` mode the accept asks
+about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
+anything else is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
 are recorded with the overlay (`shell_reads`), so accept can tell they changed: a literal
 file by its content, a directory by every file below it (whether or not the proof saw the
 command recurse: what a command does with a directory it names is not always known), and a
@@ -54,6 +56,8 @@ from qshell.tools.paths import PathResolver
 # the delete and move tools stay boundaries; a command deletes through the kernel overlay
 REDIRECT_KINDS = frozenset({Kind.EDIT})
 REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
+# a command's changes stay in the overlay until accept, which asks first in default mode
+COMMAND_MODES = frozenset({ApprovalMode.DEFAULT, *REDIRECT_MODES})
 PRIVATE_INDEX_DIR = "git"  # beside upper/, never inside it; holds the private `index`
 # a path component with any of these is only known when bash expands it
 _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
@@ -84,7 +88,7 @@ class SpeculativeRunner:
     def __init__(self, overlay: Overlay, mode: ApprovalMode) -> None:
         self.overlay = overlay
         self.mode = mode
-        self.overlay_commands: list[str] = []  # commands run on the kernel overlay, in order
+        self.overlay_commands: list[str] = []  # commands whose overlay results stand, in order
         self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
         self._lock = threading.Lock()
 
@@ -119,10 +123,15 @@ class SpeculativeRunner:
         concern = shell_concern(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
-        concern = concern or "the shell would not see pending edits"
         if overlay_launcher(ctx) is None:
-            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
-        if self.mode not in REDIRECT_MODES:  # accept would apply what nobody agreed to
+            why = concern or "the shell would not see pending edits"
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")
+        if concern is not None and shellproof.check(command).read_only:
+            # it reads what the main loop would ask about (a secret, a file outside the
+            # project): that is the user's to give, and a masked run would answer otherwise
+            raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
+        concern = concern or "the shell would not see pending edits"
+        if self.mode not in COMMAND_MODES:  # plan mode changes nothing
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
         outside = outside_world(command)
         if outside is not None:
@@ -182,12 +191,14 @@ class SpeculativeRunner:
         launcher = overlay_launcher(ctx)
         if launcher is None:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} (no overlay sandbox)")
-        with self._lock:
-            self.overlay_commands.append(command)
         try:
-            return run_on_overlay(tool, args, ctx, self.overlay, launcher)
+            result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
         except Refused as exc:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
+        if result.error is None or result.error.type is not ErrorType.CANCELLED:
+            with self._lock:  # a cancelled one left nothing: its call is answered live
+                self.overlay_commands.append(command)
+        return result
 
 
 def _runs_git(commands: Iterable[str]) -> bool:

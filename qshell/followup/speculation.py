@@ -74,6 +74,8 @@ class Outcome(enum.StrEnum):
     CONFLICT = "conflict"  # a file it wrote changed meanwhile: nothing applied, prompt ran
     FAILED = "error"  # unusable or broken: the prompt ran as a normal turn
     ABORTED = "aborted"  # the user typed or submitted something else
+    RERUN = "rerun"  # asked about its commands, the user had the prompt run for real
+    DISCARDED = "discarded"  # asked about its commands, the user dropped it (or cancelled)
 
 
 @dataclass(frozen=True, slots=True)

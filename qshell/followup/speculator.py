@@ -4,7 +4,8 @@ When a suggestion is ready to show, `start(text)` creates a private overlay and 
 as a Speculation in the background pool (never for a slash command, never when the overlay
 directory is unsafe — then speculation is off, with one warning). Typing away from the
 suggestion or submitting other text aborts it; submitting the same text hands it to
-`prepared_turn`, which the Conversation runs as the real turn. When a speculation
+`prepared_turn`, which the Conversation runs as the real turn (asking first, in default
+mode, about the commands it ran: consent.py). When a speculation
 completes, the next suggestion is requested from the augmented context at once
 (pipelining), so accepting keeps flowing: it goes through the conversation's
 SuggestionFlights, where the suggestion asked for after the accepted turn — the same
@@ -23,11 +24,12 @@ import threading
 from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
-from qshell.agent.events import Event, ToolFinished
+from qshell.agent.events import ApplyChoice, Event, ToolFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
+from qshell.followup import consent
 from qshell.followup import speculation as spec_module
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
@@ -152,9 +154,23 @@ class Speculator:
         def run(
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
-            shown = yield from spec_module.take_over(spec, cancel)
+            session = self.conversation.session
+            if consent.wanted(spec, runner):  # the question comes before anything is shown
+                for _ in spec_module.take_over(spec, cancel):
+                    pass
+                shown = 0
+            else:
+                shown = yield from spec_module.take_over(spec, cancel)
+            spec.stop_for_accept()
+            if consent.wanted(spec, runner):
+                choice = None if cancel.cancelled else (yield from consent.ask(spec, cancel))
+                if choice is not ApplyChoice.APPLY:
+                    self._drop_pipelined(spec)
+                    self._record(spec, consent.declined_outcome(choice), None)
+                    yield from consent.declined(spec, choice, session, runner, cancel)
+                    return
             acceptance = spec_module.accept(
-                spec, self.conversation.session, runner, cancel, on_apply=checkpoint, shown=shown
+                spec, session, runner, cancel, on_apply=checkpoint, shown=shown
             )
             if acceptance.outcome is not Outcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes

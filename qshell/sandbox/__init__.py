@@ -10,7 +10,7 @@ overlay of the project in new user and mount namespaces (a speculation's writes 
 upper layer); `secret_paths` finds what to mask. See ARCHITECTURE.md.
 """
 
-from qshell.sandbox.jail import SANDBOX_TMP, Jail, Limits, SandboxUnavailable
+from qshell.sandbox.jail import SANDBOX_TMP, Jail, Limits, SandboxUnavailable, private_dirs
 from qshell.sandbox.masks import SecretIndex, secret_paths
 from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.probe import Probe, probe
@@ -25,6 +25,7 @@ __all__ = [
     "SandboxUnavailable",
     "SecretIndex",
     "filter_file",
+    "private_dirs",
     "probe",
     "secret_paths",
 ]

@@ -1,13 +1,16 @@
 """Jail: the bubblewrap command line one sandboxed command runs under.
 
 Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
-namespace is new, so no other process's environment is there to read); `/tmp` and the
-user's home are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws` and every other
-credential directory are gone) but for the home directories the command needs to run its
-programs (`home_binds`, read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at its own path — or, for
-a speculation, a writable directory is bound there instead; each secret-looking file of
-the project is bound over with an empty file and each secret directory with an empty
-read-only one, so even `grep -r` finds nothing there. The command gets a new user
+namespace is new, so no other process's environment is there to read); `/tmp`, the
+user's home and every directory that holds people's data rather than the system's
+(`/home`, `/root`, `/mnt`, `/media`, `/srv`, `/var/tmp`, mail, logs) are empty, size-capped
+tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
+gone) but for the home directories the command needs to run its programs (`home_binds`,
+read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at
+its own path — or, for a speculation, a writable directory is bound there instead; each
+secret-looking file of the project, and each system secret this user can read
+(`/etc/shadow`, `/etc/ssh`, …), is bound over with an empty file and each secret
+directory with an empty read-only one, so even `grep -r` finds nothing there. The command gets a new user
 namespace with every capability dropped (bubblewrap run by root would otherwise keep
 root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
 new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
@@ -19,6 +22,7 @@ runs nothing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,21 @@ GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
 SECCOMP_FD = 9
+# where people's files live, not the system's: nothing a command needs to run is there but
+# the home directories on PATH, which `home_binds` gives back read-only
+PRIVATE_DIRS = (
+    "/home",
+    "/root",
+    "/mnt",
+    "/media",
+    "/srv",
+    "/var/tmp",
+    "/var/mail",
+    "/var/spool",
+    "/var/log",
+    "/var/backups",
+)
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d")
 
 
 class SandboxUnavailable(OSError):
@@ -74,10 +93,13 @@ class Jail:
         args += ["--proc", "/proc", "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
         args += ["--tmpfs", "/run"]
         hidden = [Path(SANDBOX_TMP)]
+        for private in private_dirs():
+            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(private)]
+            hidden.append(private)
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
             args += ["--dir", str(home)]  # empty, like the tmpfs a home elsewhere gets
-        elif home is not None and home != Path("/"):
+        elif home is not None and home != Path("/") and home not in hidden:
             args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(home)]
             hidden.append(home)
         for path in self.home_binds:
@@ -100,7 +122,7 @@ class Jail:
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
-        for path in self.masked:
+        for path in (*self.masked, *system_secrets()):
             shown = (self.root, *self.home_binds)
             if any(_under(path, h) for h in hidden) and not any(_under(path, s) for s in shown):
                 continue  # an empty tmpfs hides it already
@@ -132,6 +154,24 @@ _NAMESPACES = (
     "--die-with-parent",
     "--new-session",
 )
+
+
+def private_dirs() -> list[Path]:
+    """The directories that hold people's data rather than the system (`PRIVATE_DIRS` as
+    they resolve here, a symlinked one by its target), each to be replaced by an empty
+    tmpfs: other users' homes, `/root`, mounted media, `/var/tmp`, mail and logs."""
+    found: list[Path] = []
+    for name in PRIVATE_DIRS:
+        path = Path(name).resolve()
+        if path != Path("/") and path.is_dir() and path not in found:
+            found.append(path)
+    return found
+
+
+def system_secrets() -> list[Path]:
+    """The system's own secrets this user can read (root can read them all): each is
+    masked like a project secret."""
+    return [Path(p) for p in SYSTEM_SECRETS if os.access(p, os.R_OK)]
 
 
 def _under(path: Path, directory: Path) -> bool:

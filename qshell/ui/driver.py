@@ -1,9 +1,9 @@
 """Run one turn's event stream in a worker thread and hand its events to the UI thread.
 
 The worker iterates the loop's generator (which blocks on provider reads, tools and
-permission futures); the calling thread — the front-end's main thread — receives each
+question futures); the calling thread — the front-end's main thread — receives each
 event from a queue, renders it, answers permission questions through the front-end's
-`ask` function, and ticks the renderer's spinner while nothing arrives. Ctrl-C cancels
+`ask` function and apply questions through its `confirm`, and ticks the renderer's spinner while nothing arrives. Ctrl-C cancels
 the turn through its CancelToken (signals.py); a second Ctrl-C stops waiting at once.
 `drive` must be called from the thread that owns the terminal.
 """
@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
     Event,
     FailureKind,
     PermissionReply,
@@ -36,6 +38,7 @@ WORKER_JOIN_S = 10.0
 _DONE = object()
 
 Ask = Callable[[PermissionRequested], PermissionReply]
+Confirm = Callable[[ApplyRequested], ApplyChoice]
 
 
 def _pump(events: Iterator[Event], out: queue.Queue[Any]) -> None:
@@ -55,9 +58,12 @@ def drive(
     ask: Ask,
     cancel: CancelToken,
     *,
+    confirm: Confirm | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Event | None:
-    """Render `events` until the stream ends; returns the final TurnFinished/TurnFailed."""
+    """Render `events` until the stream ends; returns the final TurnFinished/TurnFailed.
+    `ask` answers permission questions, `confirm` whether to apply an accepted speculation
+    (without it, the answer is discard)."""
     inbox: queue.Queue[Any] = queue.Queue()
     worker = threading.Thread(target=_pump, args=(events, inbox), name="qshell-turn", daemon=True)
     last: Event | None = None
@@ -82,6 +88,13 @@ def drive(
                     started = clock()
                     continue
                 renderer.event(item)
+                if isinstance(item, ApplyRequested):
+                    with sigint_raises():
+                        choice = confirm(item) if confirm is not None else ApplyChoice.DISCARD
+                    if not item.future.done():
+                        item.future.set_result(choice)
+                    started = clock()
+                    continue
                 if isinstance(item, TurnFinished | TurnFailed):
                     last = item
         except KeyboardInterrupt:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
     Event,
     FailureKind,
     PermissionAnswer,
@@ -116,6 +118,8 @@ class Printer:
                     )
                 case PermissionRequested(future=future):
                     future.set_result(PermissionReply(PermissionAnswer.DENY, "print mode"))
+                case ApplyRequested(future=future):  # print mode never speculates
+                    future.set_result(ApplyChoice.DISCARD)
                 case TurnFinished():
                     return self._finish(event)
                 case TurnFailed():

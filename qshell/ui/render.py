@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from qshell.agent.events import (
+    ApplyRequested,
+    ChangeKind,
     Event,
     HistoryCompacted,
     PermissionRequested,
@@ -39,6 +41,8 @@ REASONING_MARK = "∴"
 NOTHING_CUT = "no output was cut short"
 DIFF_LINES = 40
 PREVIEW_LINES = 120
+APPLY_FILES = 20  # changed files listed by an apply question before "… N more"
+_CHANGE_MARKS = {ChangeKind.CHANGED: "~", ChangeKind.CREATED: "+", ChangeKind.DELETED: "-"}
 SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
 # C0 controls but tab and newline, DEL and C1 (0x9b is a one-byte CSI on some terminals)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -198,8 +202,7 @@ def permission_view(
     if request.preview.strip() or not isinstance(command, str):
         lines, more = excerpt(request.preview, PREVIEW_LINES)
     else:  # a command is shown whole: a cut could hide what the user agrees to run
-        lines, more = excerpt(command, len(command) + 1)
-        lines = [("$ " if i == 0 else "  ") + line for i, line in enumerate(lines)]
+        lines, more = command_lines(command), 0
     return PermissionView(
         label=call_label(request.name, request.args, ellipsis=ellipsis, width=width),
         reason=one_line(request.reason),
@@ -207,6 +210,40 @@ def permission_view(
         preview_is_diff=is_diff(request.preview),
         more=more,
     )
+
+
+def command_lines(command: str) -> list[str]:
+    """A shell command whole, cleaned, as `$ first line` and indented continuation lines."""
+    lines, _ = excerpt(command, len(command) + 1)
+    return [("$ " if i == 0 else "  ") + line for i, line in enumerate(lines)]
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyView:
+    """An apply question's context: the commands that ran (whole), then the file changes."""
+
+    title: str
+    commands: list[str]
+    summary: str
+    files: list[str]  # `~ changed`, `+ created`, `- deleted`
+    more: int
+
+
+def apply_view(request: ApplyRequested) -> ApplyView:
+    count = len(request.commands)
+    title = (
+        f"The prepared answer ran {count} {'command' if count == 1 else 'commands'} "
+        "you were not asked about, on a copy of your files:"
+    )
+    commands = [line for command in request.commands for line in command_lines(command)]
+    n = len(request.changes)
+    summary = (
+        f"Applying it changes {n} {'file' if n == 1 else 'files'} in the project:"
+        if n
+        else "It changed no file of the project."
+    )
+    files = [f"{_CHANGE_MARKS[c.kind]} {clean(c.path)}" for c in request.changes]
+    return ApplyView(title, commands, summary, files[:APPLY_FILES], max(0, n - APPLY_FILES))
 
 
 def usage_line(usage: Usage, rounds: int, *, sep: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from qshell.agent.events import (
+    ApplyRequested,
     Event,
     FailureKind,
     HistoryCompacted,
@@ -34,6 +35,7 @@ from qshell.ui.render import (
     Outcome,
     Reasoning,
     ToolCalls,
+    apply_view,
     clean,
     compaction_line,
     one_line,
@@ -84,6 +86,8 @@ class PlainRenderer:
                 self._finished(event)
             case PermissionRequested():
                 self.permission(event)
+            case ApplyRequested():
+                self._apply_question(event)
             case HistoryCompacted():
                 self.notice(compaction_line(event, arrow="->"))
             case Notice(text=text):
@@ -113,6 +117,17 @@ class PlainRenderer:
             self._line(PREVIEW_INDENT + line, cut=False)
         if view.more:
             self._line(f"{PREVIEW_INDENT}{ELLIPSIS} {view.more} more lines")
+
+    def _apply_question(self, request: ApplyRequested) -> None:
+        view = apply_view(request)
+        self._line(f"? {view.title}", cut=False)
+        for line in view.commands:
+            self._line(PREVIEW_INDENT + line, cut=False)
+        self._line(view.summary)
+        for line in view.files:
+            self._line(PREVIEW_INDENT + line, cut=False)
+        if view.more:
+            self._line(f"{PREVIEW_INDENT}{ELLIPSIS} {view.more} more files")
 
     def notice(self, text: str) -> None:
         self._line(one_line(text))

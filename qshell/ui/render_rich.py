@@ -26,6 +26,7 @@ from rich.segment import ControlType, Segment
 from rich.text import Text
 
 from qshell.agent.events import (
+    ApplyRequested,
     Event,
     FailureKind,
     HistoryCompacted,
@@ -48,6 +49,7 @@ from qshell.ui.render import (
     Outcome,
     Reasoning,
     ToolCalls,
+    apply_view,
     clean,
     compaction_line,
     one_line,
@@ -165,6 +167,8 @@ class RichRenderer:
                 self._finished(event)
             case PermissionRequested():
                 self.permission(event)
+            case ApplyRequested():
+                self._apply_question(event)
             case HistoryCompacted():
                 self.notice(compaction_line(event, arrow="→"))
             case Notice(text=text):
@@ -194,6 +198,19 @@ class RichRenderer:
             self._print(Text(INDENT + line, style=style), wrap=True)
         if view.more:
             self._print(Text(f"{INDENT}… {view.more} more lines", style="dim"))
+
+    def _apply_question(self, request: ApplyRequested) -> None:
+        self._flush_text(len(self._pending))
+        self._clear_spinner()
+        view = apply_view(request)
+        self._print(Text.assemble(("? ", "bold yellow"), (view.title, "bold")), wrap=True)
+        for line in view.commands:
+            self._print(Text(INDENT + line), wrap=True)
+        self._print(Text(view.summary, style="dim"))
+        for line in view.files:
+            self._print(Text(INDENT + line, style=_diff_style(line)), wrap=True)
+        if view.more:
+            self._print(Text(f"{INDENT}… {view.more} more files", style="dim"))
 
     def notice(self, text: str) -> None:
         self._print(Text(one_line(text), style="dim"))

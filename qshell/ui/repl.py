@@ -12,9 +12,9 @@ a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. Main thread only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.auto_suggest import Suggestion
@@ -34,10 +34,25 @@ from rich.console import Console
 from qshell import __version__
 from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    Event,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+)
 from qshell.ui.driver import drive
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
-from qshell.ui.questions import parse_answer, question_text
+from qshell.ui.questions import (
+    ANSWER_RETRY,
+    APPLY_QUESTION,
+    APPLY_RETRY,
+    ask_until,
+    parse_answer,
+    parse_apply,
+    question_text,
+)
 from qshell.ui.render_rich import RichRenderer
 from qshell.ui.slash import COMMANDS
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
@@ -45,6 +60,7 @@ from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
 if TYPE_CHECKING:
     from qshell.followup.followup import FollowupFactory
 
+T = TypeVar("T")
 PROMPT = "> "
 KEYS_HELP = (
     "Keys: Alt-Enter inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
@@ -221,15 +237,16 @@ class Repl(FollowupHooks):
         )
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
+        no_answer = PermissionReply(PermissionAnswer.DENY, "no answer")
+        return self._ask(question_text(request), parse_answer, ANSWER_RETRY, no_answer)
+
+    def confirm(self, request: ApplyRequested) -> ApplyChoice:
+        return self._ask(APPLY_QUESTION, parse_apply, APPLY_RETRY, ApplyChoice.DISCARD)
+
+    def _ask(self, question: str, parse: Callable[[str], T | None], retry: str, at_end: T) -> T:
         self.typeahead += typeahead_text(take_typeahead(self.fd))
-        while True:
-            try:
-                answer = parse_answer(self.questions.prompt(question_text(request)))
-            except EOFError:
-                return PermissionReply(PermissionAnswer.DENY, "no answer")
-            if answer is not None:
-                return answer
-            self.console.print("please answer y, a or n (optionally followed by a reason)")
+        read = self.questions.prompt
+        return ask_until(read, self.console.print, question, parse, retry=retry, at_end=at_end)
 
     def read_line(self) -> str:
         default, self.typeahead = self.typeahead, ""
@@ -241,7 +258,8 @@ class Repl(FollowupHooks):
 
     def drive(self, events: Iterator[Event]) -> Event | None:
         with quiet_input(self.fd):
-            return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+            cancel = self.conversation.cancel_token
+            return drive(events, self.renderer, self.ask, cancel, confirm=self.confirm)
 
     def run(self, first: str = "") -> int:
         """The loop; `first` is a prompt from the command line, run as the first turn."""

@@ -17,10 +17,25 @@ from typing import TYPE_CHECKING, TextIO
 
 from qshell import __version__
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import Event, PermissionAnswer, PermissionReply, PermissionRequested
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    Event,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+)
 from qshell.ui.driver import drive
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
-from qshell.ui.questions import parse_answer, question_text
+from qshell.ui.questions import (
+    ANSWER_RETRY,
+    APPLY_QUESTION,
+    APPLY_RETRY,
+    ask_until,
+    parse_answer,
+    parse_apply,
+    question_text,
+)
 from qshell.ui.render_plain import PlainRenderer
 
 if TYPE_CHECKING:
@@ -88,7 +103,8 @@ class SimpleFrontEnd(FollowupHooks):
         return line
 
     def drive(self, events: Iterator[Event]) -> Event | None:
-        return drive(events, self.renderer, self.ask, self.conversation.cancel_token)
+        cancel = self.conversation.cancel_token
+        return drive(events, self.renderer, self.ask, cancel, confirm=self.confirm)
 
     def say(self, text: str) -> None:
         with self._write_lock:
@@ -96,14 +112,21 @@ class SimpleFrontEnd(FollowupHooks):
             self.stdout.flush()
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
-        while True:
-            try:
-                answer = parse_answer(self._read(question_text(request)))
-            except EOFError:
-                return PermissionReply(PermissionAnswer.DENY, "no answer (end of input)")
-            if answer is not None:
-                return answer
-            self.say("please answer y, a or n (optionally followed by a reason)")
+        no_answer = PermissionReply(PermissionAnswer.DENY, "no answer (end of input)")
+        question = question_text(request)
+        return ask_until(
+            self._read, self.say, question, parse_answer, retry=ANSWER_RETRY, at_end=no_answer
+        )
+
+    def confirm(self, request: ApplyRequested) -> ApplyChoice:
+        return ask_until(
+            self._read,
+            self.say,
+            APPLY_QUESTION,
+            parse_apply,
+            retry=APPLY_RETRY,
+            at_end=ApplyChoice.DISCARD,
+        )
 
     def run(self, first: str = "") -> int:
         """The loop; `first` is a prompt from the command line, run as the first turn."""

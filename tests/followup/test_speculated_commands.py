@@ -25,7 +25,6 @@ from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.followup.gate import BoundaryType
 from qshell.followup.speculation import Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
@@ -149,13 +148,6 @@ def test_no_network_inside_and_a_network_failure_is_a_boundary(tmp_path):
     assert run.spec.status is Status.BOUNDARY
     assert run.spec.boundary is not None and "network failure" in run.spec.boundary.detail
     assert not (setup.root / "out.txt").exists()
-
-
-def test_in_default_mode_a_writing_command_is_still_a_boundary(tmp_path):
-    setup = project(tmp_path, {"a.txt": "a\n"})
-    run = speculate(setup, ["rm a.txt"], mode=ApprovalMode.DEFAULT)
-    assert run.spec.status is Status.BOUNDARY
-    assert run.spec.boundary is not None and run.spec.boundary.type is BoundaryType.BASH
 
 
 def test_files_the_project_ignores_are_not_applied(tmp_path):
@@ -327,3 +319,18 @@ def test_a_write_through_a_symlink_out_of_the_project_changes_nothing_real(tmp_p
     run.accept()
     assert list(outside.iterdir()) == []
     assert (setup.root / "a.txt").read_text() == "a\ny\n"
+
+
+@pytest.mark.parametrize("mode", [ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT])
+@pytest.mark.parametrize("command", ["grep -rn TOKEN .", "cat /etc/hostname", "cat ../outside.txt"])
+def test_a_read_only_command_that_reads_out_of_scope_stops_instead_of_running_masked(
+    tmp_path, mode, command
+):
+    """Run in the jail, a secret would read as empty and the answer would differ from the
+    real run; what the main loop would ask about is the user's to give."""
+    setup = project(tmp_path, {".env": "TOKEN=SECRET-42\n", "a.txt": "TOKEN here\n"})
+    (setup.root.parent / "outside.txt").write_text("out\n")
+    run = speculate(setup, [command], mode=mode)
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary is not None and run.spec.boundary.type == "read_scope"
+    assert run.spec.runner.overlay_commands == []

@@ -132,7 +132,10 @@ def test_abort_discards_the_overlay_and_leaves_the_tree(setup):
     assert (setup.root / "a.txt").read_text() == "one\n"
 
 
-def test_a_shell_command_that_writes_is_a_bash_boundary(setup):
+def test_a_shell_command_that_writes_is_a_bash_boundary_in_plan_mode(setup):
+    # in the other modes it runs on a kernel overlay where the machine allows one
+    # (tests/followup/test_speculated_commands.py, test_consent.py)
+    setup.conversation.set_approval_mode(ApprovalMode.PLAN)
     shell = Message.assistant("", [call("shell", json.dumps({"command": "rm a.txt"}), "s1")])
     spec = speculate(setup, "clean up", shell)
     assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
@@ -162,7 +165,9 @@ def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boun
     setup,
 ):
     read = call("read_file", json.dumps({"path": "a.txt"}), "r1")
-    shell = call("shell", json.dumps({"command": "rm a.txt"}), "s1")
+    # it needs the network: a boundary in every mode, whatever the sandbox can do
+    command = "curl -s http://127.0.0.1:9/ -o a.txt"
+    shell = call("shell", json.dumps({"command": command}), "s1")
     spec = speculate(setup, "clean up", Message.assistant("", [read, shell]))
     assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
     setup.script(Message.assistant("left it"))

@@ -148,9 +148,9 @@ def test_no_network_not_even_the_loopback(project):
 
 @pytest.mark.skipif(not FOUND.seccomp, reason="the seccomp filter does not load here")
 def test_no_unix_socket_even_one_the_read_only_file_system_shows(project):
-    # like /var/run/docker.sock: a socket the jail's file system shows (not under the
-    # private /tmp, /run or home)
-    where = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    # like /var/run/docker.sock: a socket the jail's file system shows (the project is
+    # bound read-only at its path, even where it lies under the private /tmp)
+    where = Path(tempfile.mkdtemp(dir=project))
     path = where / "daemon.sock"
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(path))
@@ -220,3 +220,32 @@ def test_programs_on_path_under_tmp_are_still_there(project, tmp_path):
         "tool ran"
     )
     assert not (tools / "x").exists()
+
+
+def test_other_peoples_files_and_the_system_secrets_are_not_there(project):
+    """/var/tmp, other homes, /root, mounted media: emptied; /etc/shadow and the host keys
+    are masked even for root, who could read them outside."""
+    left = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    (left / "notes.txt").write_text(f"{SECRET}\n")
+    try:
+        ctx = jailed(project)
+        out = run(ctx, f"cat {left}/notes.txt; grep -rs {SECRET} /var /mnt /media /srv; true")
+        assert SECRET not in out and "No such file" in out
+        shadow = Path("/etc/shadow")
+        if os.access(shadow, os.R_OK) and shadow.read_text().strip():
+            assert run(ctx, "cat /etc/shadow; true").split("[exit code")[0].strip() in (
+                "",
+                "cat: /etc/shadow: Permission denied",
+            )
+    finally:
+        shutil.rmtree(left)
+
+
+def test_the_python_on_path_runs_in_the_jail_wherever_it_is_installed(project):
+    """An interpreter under an emptied directory (pyenv in /root, a venv in another home)
+    is bound back, with what it needs beside it."""
+    code = "import sys; print(sys.version_info[:2])"
+    inside = jailed(project)
+    outside = replace(inside, launcher=None)
+    assert run(inside, f'python3 -c "{code}"') == run(outside, f'python3 -c "{code}"')
+    assert "(3, " in run(inside, f'python3 -c "{code}"')

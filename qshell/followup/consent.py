@@ -1,0 +1,101 @@
+"""What accepting a speculation asks first when its commands were never agreed to.
+
+In `default` mode the user who presses Enter on a suggestion accepts a prompt, not the
+commands its speculation ran on a kernel overlay (gate.py, commands.py). When the main
+runner would have asked about such commands (`MainToolRunner.asks_about_commands`) and
+some of their results stand (`SpeculativeRunner.overlay_commands`), the accepted turn
+first yields one `ApplyRequested` listing those commands and the files applying would
+change, before anything of the speculation is shown or written. `apply` goes on with
+`accept` as in `auto-edit` mode; `re-run for real` drops the speculation and runs the
+prompt as a normal turn (each command asked about as usual); `discard` drops it and runs
+nothing, so the prompt never joins the history. Generators run on the turn's worker thread,
+which blocks on the question's future; the user's cancel resolves it as cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from concurrent.futures import CancelledError, Future
+
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    ChangeKind,
+    Event,
+    FailureKind,
+    FileChange,
+    Notice,
+    TurnFailed,
+)
+from qshell.agent.loop import run_turn
+from qshell.agent.policy import MainToolRunner
+from qshell.agent.session import Session
+from qshell.cancel import CancelToken
+from qshell.followup.speculation import Outcome, Speculation
+from qshell.overlay import Overlay
+
+RERUN_NOTICE = "the prepared answer was dropped; running the prompt for real (commands ask first)"
+DISCARD_NOTICE = "discarded the prepared answer: nothing was applied and the prompt did not run"
+
+
+def wanted(spec: Speculation, runner: MainToolRunner) -> bool:
+    """Whether accepting `spec` must ask first: commands ran on its overlay that the main
+    runner would have asked about."""
+    return bool(spec.runner.overlay_commands) and runner.asks_about_commands()
+
+
+def changes(overlay: Overlay) -> tuple[FileChange, ...]:
+    """What applying `overlay` would do to the project, path by path."""
+    removed = set(overlay.removed)
+    found = []
+    for rel in overlay.written:
+        original = overlay.original(rel)
+        if original is not None:
+            kind = ChangeKind.CHANGED if original.existed or rel in removed else ChangeKind.CREATED
+        else:
+            kind = ChangeKind.DELETED
+        found.append(FileChange(rel, kind))
+    return tuple(found)
+
+
+def ask(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, ApplyChoice | None]:
+    """Yield the question for the stopped `spec` and wait for the answer; None when the
+    user cancelled the turn instead."""
+    future: Future[ApplyChoice] = Future()
+
+    def cancel_question() -> None:
+        future.cancel()
+
+    unregister = cancel.on_cancel(cancel_question)
+    try:
+        commands = tuple(spec.runner.overlay_commands)
+        yield ApplyRequested(spec.prompt, commands, changes(spec.overlay), future)
+        return future.result()
+    except CancelledError:
+        return None
+    finally:
+        unregister()
+
+
+def declined_outcome(choice: ApplyChoice | None) -> Outcome:
+    """The telemetry outcome of an accept whose question was not answered `apply`."""
+    return Outcome.RERUN if choice is ApplyChoice.RERUN else Outcome.DISCARDED
+
+
+def declined(
+    spec: Speculation,
+    choice: ApplyChoice | None,
+    session: Session,
+    runner: MainToolRunner,
+    cancel: CancelToken,
+) -> Iterator[Event]:
+    """The turn after anything but `apply`: the speculation's overlay is dropped unapplied;
+    `rerun` then runs the prompt live, `discard` (or a cancel) runs nothing."""
+    spec.release()
+    if choice is ApplyChoice.RERUN:
+        yield Notice(RERUN_NOTICE)
+        yield from run_turn(session, spec.prompt, runner, cancel)
+    elif choice is None:
+        yield TurnFailed(FailureKind.CANCELLED, "cancelled")
+    else:
+        yield Notice(DISCARD_NOTICE)

@@ -1,0 +1,210 @@
+"""Accepting, in default mode, a speculation that ran commands nobody agreed to: the accepted
+turn asks first (apply / re-run for real / discard), before anything of it is shown or
+written, and each answer does what it says. Driven through the Speculator's prepared turn
+as the REPL runs it (Conversation.run_prepared), on a real kernel overlay.
+
+Skipped with the probe's reason where a user-namespace overlay cannot be mounted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+
+import pytest
+
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    ChangeKind,
+    Event,
+    FailureKind,
+    FileChange,
+    Notice,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+    SpeculationAccepted,
+    TextDelta,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.config import ApprovalMode, Settings
+from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE
+from qshell.followup.speculation import Status
+from qshell.followup.speculator import Speculator
+from qshell.llm.messages import Message
+from qshell.sandbox import probe
+from qshell.telemetry import Telemetry
+from qshell.tools.shell import ShellTool
+from tests.agent.scripted import call
+from tests.followup.test_speculated_commands import Run, project, speculate
+from tests.followup.test_speculation_properties import tree
+
+FOUND = probe()
+pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
+COMMAND = "rm a.txt && echo new > b.txt && echo more >> c.txt"
+FILES = {"a.txt": "a\n", "c.txt": "c\n", "keep.txt": "k\n"}
+
+
+def accepted_turn(run: Run, choice: ApplyChoice | None) -> list[Event]:
+    """The prepared turn as the REPL drives it; an apply question gets `choice` (None: the
+    user cancels instead), a permission question is allowed once."""
+    telemetry = Telemetry(run.root.parent / "events.jsonl")
+    speculator = Speculator(
+        run.setup.conversation, Settings(), submit_task=lambda f: f(), telemetry=telemetry
+    )
+    conversation = run.setup.conversation
+    seen: list[Event] = []
+    for event in conversation.run_prepared(speculator.prepared_turn(run.spec)):
+        seen.append(event)
+        if isinstance(event, ApplyRequested):
+            if choice is None:
+                conversation.cancel()
+            else:
+                event.future.set_result(choice)
+        if isinstance(event, PermissionRequested):
+            event.future.set_result(PermissionReply(PermissionAnswer.ALLOW_ONCE))
+    return seen
+
+
+def of_type(events: Iterable[Event], kind: type) -> list:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def default_run(tmp_path) -> Run:
+    setup = project(tmp_path, FILES)
+    run = speculate(setup, [COMMAND], mode=ApprovalMode.DEFAULT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    return run
+
+
+def test_in_default_mode_the_question_comes_first_and_apply_lands_the_changes(tmp_path):
+    run = default_run(tmp_path)
+    assert (run.root / "a.txt").exists()  # the speculation changed nothing real
+    requests = len(run.setup.provider.requests)
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    question = events[0]
+    assert isinstance(question, ApplyRequested), events[:3]
+    assert question.commands == (COMMAND,)
+    assert question.changes == (
+        FileChange("a.txt", ChangeKind.DELETED),
+        FileChange("b.txt", ChangeKind.CREATED),
+        FileChange("c.txt", ChangeKind.CHANGED),
+    )
+    assert of_type(events, SpeculationAccepted)
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "all done"
+    assert not (run.root / "a.txt").exists()
+    assert (run.root / "b.txt").read_text() == "new\n"
+    assert (run.root / "c.txt").read_text() == "c\nmore\n"
+    assert len(run.setup.provider.requests) == requests  # the prepared answer, no new request
+    history = run.setup.conversation.session.history
+    assert [m.text for m in history if m.role == "user" and m.text] == ["do it"]
+
+
+def test_nothing_is_written_while_the_question_waits(tmp_path):
+    run = default_run(tmp_path)
+    before = tree(run.root)
+    asked = threading.Event()
+    answer = threading.Event()
+    trees = []
+
+    def turn() -> None:
+        telemetry = Telemetry(run.root.parent / "events.jsonl")
+        speculator = Speculator(
+            run.setup.conversation, Settings(), submit_task=lambda f: f(), telemetry=telemetry
+        )
+        for event in run.setup.conversation.run_prepared(speculator.prepared_turn(run.spec)):
+            if isinstance(event, ApplyRequested):
+                asked.set()
+                answer.wait(10)
+                trees.append(tree(run.root))
+                event.future.set_result(ApplyChoice.APPLY)
+
+    worker = threading.Thread(target=turn)
+    worker.start()
+    assert asked.wait(10)
+    assert tree(run.root) == before
+    answer.set()
+    worker.join(10)
+    assert trees == [before]
+    assert not (run.root / "a.txt").exists()
+
+
+def test_re_run_for_real_drops_the_overlay_and_asks_about_the_command(tmp_path):
+    run = default_run(tmp_path)
+    before = tree(run.root)
+    args = json.dumps({"command": "echo real > real.txt"})
+    run.setup.script(Message.assistant("", [call("shell", args, "r1")]), Message.assistant("ran"))
+    events = accepted_turn(run, ApplyChoice.RERUN)
+    assert isinstance(events[0], ApplyRequested)
+    assert Notice(RERUN_NOTICE) in events
+    assert not of_type(events, SpeculationAccepted)
+    asked = of_type(events, PermissionRequested)
+    assert [q.args["command"] for q in asked] == ["echo real > real.txt"]
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran"
+    after = tree(run.root)
+    assert (run.root / "real.txt").read_text() == "real\n"
+    del after["real.txt"]
+    assert after == before  # nothing of the speculation was applied
+    assert not run.overlay.directory.exists()
+
+
+def test_discard_changes_nothing_runs_nothing_and_keeps_the_prompt_out_of_history(tmp_path):
+    run = default_run(tmp_path)
+    before = tree(run.root)
+    history = list(run.setup.conversation.session.history)
+    requests = len(run.setup.provider.requests)
+    events = accepted_turn(run, ApplyChoice.DISCARD)
+    assert isinstance(events[0], ApplyRequested)
+    assert events[1:] == [Notice(DISCARD_NOTICE)]
+    assert tree(run.root) == before
+    assert run.setup.conversation.session.history == history
+    assert len(run.setup.provider.requests) == requests
+    assert not run.overlay.directory.exists()
+
+
+def test_cancelling_at_the_question_applies_nothing(tmp_path):
+    run = default_run(tmp_path)
+    before = tree(run.root)
+    events = accepted_turn(run, None)
+    assert isinstance(events[0], ApplyRequested)
+    assert isinstance(events[-1], TurnFailed) and events[-1].kind is FailureKind.CANCELLED
+    assert tree(run.root) == before
+    assert not run.overlay.directory.exists()
+
+
+def test_auto_edit_mode_applies_without_asking(tmp_path):
+    setup = project(tmp_path, FILES)
+    run = speculate(setup, [COMMAND], mode=ApprovalMode.AUTO_EDIT)
+    events = accepted_turn(run, ApplyChoice.DISCARD)
+    assert not of_type(events, ApplyRequested)
+    assert of_type(events, SpeculationAccepted)
+    assert (run.root / "b.txt").read_text() == "new\n"
+
+
+def test_shell_commands_allowed_for_the_session_need_no_question(tmp_path):
+    run = default_run(tmp_path)
+    run.setup.conversation.runner.allow_always(ShellTool())
+    events = accepted_turn(run, ApplyChoice.DISCARD)
+    assert not of_type(events, ApplyRequested)
+    assert (run.root / "b.txt").read_text() == "new\n"
+
+
+def test_a_proven_read_only_command_alone_asks_nothing(tmp_path):
+    setup = project(tmp_path, FILES)
+    run = speculate(setup, ["cat a.txt"], mode=ApprovalMode.DEFAULT)
+    assert run.spec.runner.overlay_commands == []
+    events = accepted_turn(run, ApplyChoice.DISCARD)
+    assert not of_type(events, ApplyRequested)
+    assert of_type(events, TextDelta) or of_type(events, ToolStarted)
+
+
+def test_in_plan_mode_a_writing_command_is_still_a_boundary(tmp_path):
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    run = speculate(setup, ["rm a.txt"], mode=ApprovalMode.PLAN)
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.runner.overlay_commands == []
+    assert (run.root / "a.txt").exists()
