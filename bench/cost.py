@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.stats import report
+from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_MARKER
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import (
@@ -51,6 +52,12 @@ CACHED_WEIGHT = 0.1  # a cached prompt token, in uncached input tokens
 UNCACHED_WEIGHT = 1.0
 OUTPUT_WEIGHT = 1.0
 GOAL_RATIO = 1.3
+# each run: its name, suggestions and speculation on, the prediction folded into the answer
+PLAYS = (
+    ("on (the answer predicts)", True, True),
+    ("on (suggestion requests)", True, False),
+    ("off", False, False),
+)
 TOKENS_PER_S = 250.0  # 4 ms a token after the first
 TOOL_LATENCY = Latency(ttft_s=0.35, tokens_per_s=TOKENS_PER_S)
 ANSWER_LATENCY = Latency(ttft_s=0.45, tokens_per_s=TOKENS_PER_S)
@@ -141,13 +148,26 @@ def script(server: ScriptedLLMServer) -> None:
         server.add_rule(predicted(prompt), Reply.text(nexts[prompt], latency=SUGGESTION_LATENCY))
     for index, turn in enumerate(TURNS):
         call = ToolCallSpec(turn.call.name, turn.call.arguments, id=f"call{index}")
-        server.add_rule(
-            _after(call.id or ""),
-            Reply.text(_text(turn.mark, ANSWER_TOKENS), latency=ANSWER_LATENCY),
-        )
+        answer = _text(turn.mark, ANSWER_TOKENS)
+        # a model that does as its system prompt asks: the answer ends with the prediction
+        trailer = f"\n\n{OPEN}{nexts[turn.prompt]}{CLOSE}"
+        folding = Reply.text(answer + trailer, latency=ANSWER_LATENCY)
+        server.add_rule(_both(_after(call.id or ""), _asked_to_predict), folding)
+        server.add_rule(_after(call.id or ""), Reply.text(answer, latency=ANSWER_LATENCY))
         server.add_rule(_asks(turn.prompt), Reply.tool_calls([call], latency=TOOL_LATENCY))
     final = Reply.text(_text(LAST_MARK, FINAL_ANSWER_TOKENS), latency=ANSWER_LATENCY)
     server.add_rule(_asks(LAST_SUGGESTION), final)
+
+
+def _asked_to_predict(request: RecordedRequest) -> bool:
+    first = (request.body.get("messages") or [{}])[0]
+    return first.get("role") == "system" and PREDICTION_MARKER in str(first.get("content"))
+
+
+def _both(
+    a: Callable[[RecordedRequest], bool], b: Callable[[RecordedRequest], bool]
+) -> Callable[[RecordedRequest], bool]:
+    return lambda request: a(request) and b(request)
 
 
 def _after(call_id: str) -> Callable[[RecordedRequest], bool]:
@@ -178,8 +198,10 @@ class Run:
     completed: int = 0
 
 
-def play(server: ScriptedLLMServer, work: Path, *, on: bool, think_s: float) -> Run:
-    root = work / ("on" if on else "off")
+def play(
+    server: ScriptedLLMServer, work: Path, name: str, *, on: bool, fold: bool, think_s: float
+) -> Run:
+    root = work / name.split()[0] / ("fold" if fold else "fork")
     project = root / "project"
     for rel, text in PROJECT_FILES.items():
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -193,10 +215,11 @@ def play(server: ScriptedLLMServer, work: Path, *, on: bool, think_s: float) -> 
         "QSHELL_LOAD_PLUGINS": "",
         "QSHELL_SUGGESTIONS": "1" if on else "0",
         "QSHELL_SPECULATION": "1" if on else "0",
+        "QSHELL_SUGGESTIONS__FOLD": "true" if fold else "false",
         **{f"XDG_{n}_HOME": str(home / n.lower()) for n in ("CONFIG", "STATE", "CACHE", "DATA")},
     }
-    (root / "tmp").mkdir()
-    run = Run("on" if on else "off")
+    (root / "tmp").mkdir(parents=True)
+    run = Run(name)
     child = spawn_qshell(server, project, "--approval-mode", "auto-edit", extra_env=env)
     child.expect("for commands, Ctrl-D to exit", timeout_s=WAIT_S)
     child.wait_prompt(WAIT_S)
@@ -339,11 +362,11 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-cost-"))
     results = []
     try:
-        for on in (True, False):
+        for name, on, fold in PLAYS:
             # a server, and so a prompt cache, of its own: each run starts cold
             with ScriptedLLMServer(prompt_cache=True) as server:
                 script(server)
-                run = play(server, work, on=on, think_s=args.think)
+                run = play(server, work, name, on=on, fold=fold, think_s=args.think)
                 requests = settle(server)
                 results.append((run, bill(requests, run), listing(requests, run)))
             for violation in server.violations:
@@ -356,10 +379,11 @@ def main() -> None:
     )
     for run, total, lines in results:
         print("\n".join(describe(run, total) + (lines if args.requests else [])))
-    (_, on_bill, _), (_, off_bill, _) = results
-    ratio = on_bill.billed / off_bill.billed
-    verdict = "met" if ratio <= GOAL_RATIO else "missed"
-    print(f"on / off: {ratio:.2f}× (goal ≤ {GOAL_RATIO}×: {verdict})")
+    off_bill = results[-1][1]
+    for run, total, _ in results[:-1]:
+        ratio = total.billed / off_bill.billed
+        verdict = "met" if ratio <= GOAL_RATIO else "missed"
+        print(f"{run.name} / off: {ratio:.2f}× (goal ≤ {GOAL_RATIO}×: {verdict})")
 
 
 if __name__ == "__main__":

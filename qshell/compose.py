@@ -191,6 +191,15 @@ def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) 
     )
 
 
+def folds_prediction(settings: Settings, provider: str) -> bool:
+    """Whether an interactive session's answers carry the next-prompt prediction
+    (`suggestions.fold`, with suggestions on for this provider)."""
+    from qshell.followup.guards import background_enabled
+
+    enabled = background_enabled(settings.suggestions.enabled, provider)
+    return enabled and settings.suggestions.fold
+
+
 def open_session(
     settings: Settings,
     request: SessionRequest,
@@ -220,7 +229,10 @@ def open_session(
         transcript = transcripts.Transcript(directory / f"{session_id}.jsonl")
     else:
         session_id = new_session_id()
-        system_prompt = build_system_prompt(root, extra=request.append_system_prompt, compact=tiny)
+        predict = request.predict_next and folds_prediction(settings, config.name)
+        system_prompt = build_system_prompt(
+            root, extra=request.append_system_prompt, compact=tiny, predict_next=predict
+        )
         transcript = transcripts.Transcript.create(
             directory,
             session_id,
@@ -281,7 +293,7 @@ def open_interactive(
 
     conversation = Conversation(
         open_session,
-        request,
+        replace(request, predict_next=True),
         fast_model=settings.fast_model,
         show_reasoning=settings.show_reasoning,
     )

@@ -84,6 +84,9 @@ class SuggestionSettings(_Section):
     enabled: bool | None = None  # None: on, except with the embedded `local` provider
     cache_cold_tokens: int = Field(10_000, ge=0)
     delay_ms: int = Field(300, ge=0)  # earliest a suggestion shows, after the turn ended
+    # the answer itself ends with the prediction (agent/prediction.py), so no separate
+    # suggestion request is needed when it does
+    fold: bool = True
 
 
 class SpeculationSettings(_Section):

@@ -13,7 +13,7 @@ front-end's worker); `cancel()` may be called from any thread.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from qshell.agent import transcript as transcripts
@@ -55,6 +55,8 @@ class Conversation:
         show_reasoning: bool = True,
     ) -> None:
         self._open = open_session
+        # what every later session of this conversation keeps (a new one for /clear)
+        self._fresh = replace(request, continue_latest=False, resume_id=None)
         self.show_reasoning = show_reasoning  # a front-end setting the renderers read
         self.session = open_session(request)
         self.checkpoints = Checkpoints(self.session.project_root)
@@ -175,12 +177,12 @@ class Conversation:
     def clear(self) -> str:
         """Start a new, empty session (the old one stays resumable); returns the old id."""
         old = self.session
-        self._switch(self._open(SessionRequest()))
+        self._switch(self._open(self._fresh))
         return old.id
 
     def resume(self, session_id: str) -> None:
         """Switch to an earlier session of this project (InputError when unknown)."""
-        self._switch(self._open(SessionRequest(resume_id=session_id)))
+        self._switch(self._open(replace(self._fresh, resume_id=session_id)))
 
     def _switch(self, session: Session) -> None:
         model, mode = self.session.model, self.runner.mode

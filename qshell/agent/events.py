@@ -195,6 +195,9 @@ class TurnFinished:
     rounds: int
     stop_reason: StopReason = "end_turn"
     note: str = ""
+    # the next prompt the answer predicts (agent/prediction.py): "" when it left it empty,
+    # None when the session does not ask for one or the answer had none
+    prediction: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -42,6 +42,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.agent.policy import ToolRunner, Verdict
+from qshell.agent.prediction import PredictionFilter, split_prediction
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, ControlSignal, QshellError
@@ -173,7 +174,7 @@ class _Turn:
         if done.stop_reason not in FINISHED_STOPS:
             return self.unfinished(done)
         if not calls:
-            return TurnFinished(text=done.message.text, usage=self.usage(), rounds=self.rounds)
+            return self.finished(done.message.text)
         results = yield from _run_batch(session, calls, self.runner, cancel)
         session.answer_all(results)
         return self.failed(FailureKind.CANCELLED, "cancelled") if cancel.cancelled else None
@@ -211,6 +212,15 @@ class _Turn:
             note=note,
         )
 
+    def finished(self, text: str) -> TurnFinished:
+        """The answer is complete: its text as shown, and the next prompt it predicts."""
+        prediction = None
+        if self.session.predicts_next:
+            text, prediction = split_prediction(text)
+        return TurnFinished(
+            text=text, usage=self.usage(), rounds=self.rounds, prediction=prediction
+        )
+
     def usage(self) -> Usage:
         """This turn's share of the session's usage totals."""
         return _since(self.session.usage, self.start_usage)
@@ -231,13 +241,19 @@ def _stream(
 ) -> Generator[Event, None, StreamDone | None]:
     """Stream one model response as TextDelta events; returns its end (None if cut)."""
     done: StreamDone | None = None
+    shown = PredictionFilter() if session.predicts_next else None  # prediction.py
     for chunk in session.provider.stream(request, cancel):
         if isinstance(chunk, StreamText):
-            yield TextDelta(chunk.text)
+            text = chunk.text if shown is None else shown.feed(chunk.text)
+            if text:
+                yield TextDelta(text)
         elif isinstance(chunk, StreamReasoning):
             yield ReasoningDelta(chunk.text)
         else:
             done = chunk
+    tail = shown.finish() if shown is not None and done is not None else ""
+    if tail:
+        yield TextDelta(tail)
     return done
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from qshell.agent.prediction import PREDICTION_PROMPT
+
 INSTRUCTION_FILES = ("AGENTS.md", "QSHELL.md")
 MAX_INSTRUCTIONS_CHARS = 40_000
 
@@ -45,9 +47,12 @@ def find_instructions(root: Path) -> Path | None:
     return None
 
 
-def build_system_prompt(root: Path, *, extra: str = "", compact: bool = False) -> str:
+def build_system_prompt(
+    root: Path, *, extra: str = "", compact: bool = False, predict_next: bool = False
+) -> str:
     """The whole system prompt for a session rooted at `root`; `compact` is the short
-    variant for a small local model, whose every prompt token costs real time."""
+    variant for a small local model, whose every prompt token costs real time;
+    `predict_next` asks each answer to end with the next prompt (agent/prediction.py)."""
     parts = [
         COMPACT_PROMPT if compact else BASE_PROMPT,
         f"Environment: {platform.system()} ({platform.machine()}); project root: {root}",
@@ -62,6 +67,8 @@ def build_system_prompt(root: Path, *, extra: str = "", compact: bool = False) -
         if text.strip():
             text = text[:limit]
             parts.append(f"Project instructions from {instructions.name}:\n\n{text.strip()}")
+    if predict_next:
+        parts.append(PREDICTION_PROMPT)
     if extra.strip():
         parts.append(extra.strip())
     return "\n\n".join(parts) + "\n"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qshell.agent.prediction import PREDICTION_MARKER
 from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode
@@ -34,6 +35,8 @@ class SessionRequest:
     continue_latest: bool = False
     resume_id: str | None = None
     append_system_prompt: str = ""
+    # a new session's answers end with the next prompt they predict (agent/prediction.py)
+    predict_next: bool = False
 
 
 SessionFactory = Callable[[SessionRequest], "Session"]
@@ -112,6 +115,8 @@ class Session:
         self._offer: tuple[int, str, list[ToolSpec]] | None = None  # prompt index, text, tools
         self.tool_specs: list[ToolSpec] = [tool_spec(t, compact=compact_tools) for t in self.tools]
         self.tool_context = tool_context
+        # its answers end with the next prompt they predict (agent/prediction.py)
+        self.predicts_next = PREDICTION_MARKER in system_prompt
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens

@@ -1,8 +1,9 @@
 """Followup: next-prompt suggestions and their speculation, wired to one Conversation.
 
-It decides after each turn whether a suggestion may be generated (the guards), generates it
-in a small background pool from the session's cache-safe parameters (so the request
-shares the main request's cached prefix), and hands display timing and outcomes to the
+It decides after each turn whether a suggestion may be generated (the guards), takes it
+from the answer when the answer ended with its prediction (agent/prediction.py), else
+generates it in a small background pool from the session's cache-safe parameters (so the
+request shares the main request's cached prefix), and hands display timing and outcomes to the
 framework-agnostic SuggestionController. Each suggestion the controller reports ready
 (`on_ready`: generated, or back on an emptied line) is speculated at once by the
 Speculator; a submitted prompt that matches is run from that speculation (`prepared`).
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import Event, FailureKind, TurnFailed
+from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
@@ -35,6 +36,7 @@ from qshell.followup.suggestion import (
     GuardInputs,
     SuggestionResult,
     count_assistant_turns,
+    folded_suggestion,
     guard_reason,
 )
 from qshell.llm.fork import CacheSafeParams
@@ -64,6 +66,8 @@ class Followup:
         self.cache_cold_tokens = settings.suggestions.cache_cold_tokens
         self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
         self._params: CacheSafeParams | None = None
+        # the prediction the last answer ended with, and the params it belongs to
+        self._folded: tuple[CacheSafeParams | None, str] | None = None
         self._previous_prompt = ""
         self._accepted: Speculation | None = None
         self.flights = SuggestionFlights()
@@ -93,6 +97,9 @@ class Followup:
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
         params = self._params
+        folded = self._folded
+        if folded is not None and folded[0] is params:  # the answer predicted it: no request
+            return folded_suggestion(folded[1], self._previous_prompt)
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
         model = self.conversation.fast_model or None
@@ -112,6 +119,8 @@ class Followup:
             aborted=last is None or cancelled,
         )
         self._params = session.cache_safe
+        prediction = last.prediction if isinstance(last, TurnFinished) else None
+        self._folded = None if prediction is None else (self._params, prediction)
         self.controller.turn_finished(reason)
 
     def may_pipeline(self, fork: Session) -> bool:

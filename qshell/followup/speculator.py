@@ -1,19 +1,19 @@
 """Speculator: starts, aborts, hands over and pipelines speculations for one conversation.
 
-When a suggestion is ready to show, `start(text)` creates a private overlay and runs the suggestion
-as a Speculation in the background pool (never for a slash command, never when the overlay
-directory is unsafe — then speculation is off, with one warning). Typing away from the
-suggestion or submitting other text aborts it; submitting the same text hands it to
+When a suggestion is ready to show, `start(text)` creates a private overlay and runs the
+suggestion as a Speculation in the background pool (never for a slash command, never when
+the overlay directory is unsafe — then speculation is off, with one warning). Typing away
+from the suggestion or submitting other text aborts it; submitting the same text hands it to
 `prepared_turn`, which the Conversation runs as the real turn (asking first, in default
-mode, about the commands it ran: consent.py). When a speculation
-completes, the next suggestion is requested from the augmented context at once
-(pipelining), so accepting keeps flowing: it goes through the conversation's
-SuggestionFlights, where the suggestion asked for after the accepted turn — the same
-context — joins it or takes its result; it is not requested when `may_pipeline` says the
-guards would suppress it after the turn, and aborting the speculation (or an accept that
-does not adopt it) ends it. Each outcome is one local `speculation` telemetry event (an
-abort's once the run it cancelled has ended). Verbs are called from the front-end's
-thread and never wait for a run: an abort returns at once; runs happen in the pool.
+mode, about the commands it ran: consent.py). When a speculation completes, the next
+suggestion is requested from the augmented context at once (pipelining) — unless its answer
+already predicted it (agent/prediction.py), so accepting keeps flowing: it goes through the
+conversation's SuggestionFlights, where the suggestion asked for after the accepted turn —
+the same context — joins it or takes its result; it is not requested when `may_pipeline`
+says the guards would suppress it after the turn, and aborting the speculation (or an accept
+that does not adopt it) ends it. Each outcome is one local `speculation` telemetry event (an
+abort's once the run it cancelled has ended). Verbs are called from the front-end's thread
+and never wait for a run: an abort returns at once; runs happen in the pool.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
-from qshell.agent.events import ApplyChoice, Event, ToolFinished
+from qshell.agent.events import ApplyChoice, Event, ToolFinished, TurnFinished
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
@@ -203,6 +203,9 @@ class Speculator:
         context = self.next_context(spec)
         if spec.status is not Status.COMPLETED or context is None:
             return
+        end = spec.events[-1] if spec.events else None
+        if isinstance(end, TurnFinished) and end.prediction is not None:
+            return  # its answer predicted the next prompt: no request to make ahead
         if not self._may_pipeline(spec.fork):
             return
         with self._lock:

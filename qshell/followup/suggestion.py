@@ -38,6 +38,7 @@ __all__ = [
     "count_assistant_turns",
     "extract_suggestion",
     "filter_reason",
+    "folded_suggestion",
     "generate_suggestion",
     "guard_reason",
 ]
@@ -282,6 +283,16 @@ def generate_suggestion(
     if reason is not None:
         return _rejected(reason, done.usage, text)
     return SuggestionResult(text, None, done.usage, text)
+
+
+def folded_suggestion(prediction: str, previous_prompt: str = "") -> SuggestionResult:
+    """The suggestion an answer predicted itself (agent/prediction.py), under the same
+    rules as a generated one; no request, so no usage."""
+    text = extract_suggestion(prediction)
+    reason = _reason(text, previous_prompt)
+    if reason is not None:
+        return _rejected(reason, None, text)
+    return SuggestionResult(text, None, None, text)
 
 
 def _reason(text: str, previous_prompt: str) -> str | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event
+from qshell.agent.prediction import split_prediction
 from qshell.ui.questions import exit_text
 from qshell.ui.render import Renderer
 from qshell.ui.slash import Next, is_slash, run_slash
@@ -118,7 +119,7 @@ def opening_lines(conversation: Conversation) -> list[str]:
     if asked:
         lines.append(f"  you: {_excerpt(asked)}")
     if answered:
-        lines.append(f"  qshell: {_excerpt(answered)}")
+        lines.append(f"  qshell: {_excerpt(split_prediction(answered)[0])}")
     return lines
 
 

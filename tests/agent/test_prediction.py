@@ -1,0 +1,73 @@
+"""The next-prompt prediction folded into the answer: taken off the end of the text, never
+shown while it streams however the stream is cut, and anything else shown as written."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qshell.agent.prediction import CLOSE, OPEN, PredictionFilter, split_prediction
+
+
+def shown(chunks: list[str]) -> str:
+    """What a front-end shows of a round streamed in `chunks`."""
+    screen = PredictionFilter()
+    return "".join(screen.feed(c) for c in chunks) + screen.finish()
+
+
+def cuts(text: str, points: list[int]) -> list[str]:
+    edges = sorted({0, len(text), *(p % (len(text) + 1) for p in points)})
+    return [text[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def test_a_trailing_prediction_is_split_off():
+    text = f"All 12 tests pass.\n\n{OPEN}commit this{CLOSE}\n"
+    assert split_prediction(text) == ("All 12 tests pass.", "commit this")
+    assert split_prediction(f"Done.{OPEN}{CLOSE}") == ("Done.", "")
+    assert split_prediction("Done.") == ("Done.", None)
+
+
+def test_the_tag_anywhere_but_the_end_is_not_a_prediction():
+    quoted = f"The model writes {OPEN}x{CLOSE} at the end, like this."
+    assert split_prediction(quoted) == (quoted, None)
+    assert shown([quoted]) == quoted
+    unclosed = f"Type {OPEN} to start"
+    assert shown([unclosed]) == unclosed
+
+
+def test_the_prediction_never_reaches_the_screen_while_it_streams():
+    text = f"It works.\n\n{OPEN}run the tests{CLOSE}"
+    chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
+    screen = PredictionFilter()
+    seen = ""
+    for chunk in chunks:
+        seen += screen.feed(chunk)
+        assert "<next" not in seen and "run the tests" not in seen
+    assert seen + screen.finish() == "It works."
+
+
+# pieces that spell the tags, parts of them and text around them, in any order
+PIECES = ["a", "b", " ", "\n", OPEN, CLOSE, "<next", "-prompt>", "</", "x y", "<", ">"]
+prose = st.lists(st.sampled_from(PIECES), max_size=20).map("".join)
+
+
+@given(prose, st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_the_screen_shows_what_split_keeps_however_the_stream_is_cut(text, points):
+    visible, prediction = split_prediction(text)
+    assert shown(cuts(text, points)) == visible
+    if prediction is None:
+        assert visible == text
+
+
+@given(
+    prose,
+    st.text(alphabet=st.sampled_from("abc xyz"), max_size=30),
+    st.lists(st.integers(min_value=0, max_value=300), max_size=8),
+)
+def test_with_a_trailer_the_screen_shows_what_split_keeps(body, words, points):
+    text = f"{body}\n{OPEN}{words}{CLOSE}\n"
+    visible, prediction = split_prediction(text)
+    assert prediction == words.strip()
+    assert shown(cuts(text, points)) == visible
