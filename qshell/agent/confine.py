@@ -40,6 +40,14 @@ from qshell.sandbox import (
 )
 from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
 
+# toolchain managers under a home whose PATH entries (shims, proxies) need their whole tree
+WHOLE_TOOLCHAINS = frozenset(
+    {".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".volta", ".bun", ".deno", ".sdkman"}
+    | {".goenv", ".rustup"}
+)
+# what else of the home a PATH entry there needs (~/.cargo/bin's rustup proxies, but never
+# the rest of ~/.cargo, which keeps the registry token)
+COMPANIONS: dict[str, tuple[str, ...]] = {".cargo": (".rustup",)}
 CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
 
 
@@ -160,31 +168,40 @@ def _homes(paths: PathResolver) -> list[Path]:
 
 def _home_binds(paths: PathResolver, environ: Mapping[str, str]) -> tuple[Path, ...]:
     """What a command needs to find its programs that the jail's emptied directories would
-    hide: each `PATH` entry's top directory under a home of the user (`~/.pyenv` for
-    `~/.pyenv/shims`) or under another home in `/home`, and each `PATH` entry itself under
-    /tmp or another emptied directory (a virtual environment there, as in a clone in
-    /tmp), with qshell's interpreter prefix counted as one — never a secret one."""
+    hide, read-only: each `PATH` entry (resolved) under a home, /tmp or another emptied
+    directory — the entry itself, or the toolchain or environment it belongs to (`~/.pyenv`
+    for its shims, a virtual environment for its `bin`) — and qshell's own interpreter
+    prefixes. Never a home or an emptied directory itself, never a secret."""
+    homes = _homes(paths)
     emptied = [Path(SANDBOX_TMP), *private_dirs()]
     wanted = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
     wanted += [Path(sys.prefix), Path(sys.base_prefix)]
     binds: list[Path] = []
-    for path in wanted:
-        keep = _kept(path, _homes(paths), emptied)
-        if keep is None:
-            continue
-        if not paths.is_secret(keep) and not paths.is_secret(path) and keep not in binds:
-            binds.append(keep)
+    for entry in wanted:
+        path = Path(os.path.realpath(entry))
+        if not any(path.is_relative_to(d) for d in emptied):
+            continue  # the jail shows it as it is
+        for keep in _kept(path, homes):
+            too_wide = keep == Path("/") or keep in homes or keep in emptied
+            secret = paths.is_secret(keep) or paths.is_secret(path)
+            if not too_wide and not secret and keep not in binds:
+                binds.append(keep)
     return tuple(binds)
 
 
-def _kept(path: Path, homes: list[Path], emptied: list[Path]) -> Path | None:
-    """The directory to bind back for the PATH entry `path`, or None when nothing hides it."""
+def _kept(path: Path, homes: list[Path]) -> list[Path]:
+    """The directories to bind back for the resolved PATH entry (or prefix) `path`."""
     people = Path("/home")
     if path.is_relative_to(people) and len(path.relative_to(people).parts) > 1:
         homes = [*homes, people / path.relative_to(people).parts[0]]
     for home in homes:
         if path.is_relative_to(home) and path != home:
-            return home / path.relative_to(home).parts[0]
-    if any(path.is_relative_to(d) and path != d for d in emptied):
-        return path
-    return None
+            top = home / path.relative_to(home).parts[0]
+            if top.name in WHOLE_TOOLCHAINS:  # its shims and proxies call into the whole tree
+                return [top]
+            extra = [home / c for c in COMPANIONS.get(top.name, ()) if (home / c).is_dir()]
+            return [path, *extra]
+    for parent in (path, path.parent):  # a virtual or conda environment, or its bin/
+        if (parent / "pyvenv.cfg").is_file() or (parent / "conda-meta").is_dir():
+            return [parent]
+    return [path]

@@ -144,6 +144,9 @@ class ToolRunner(Protocol):
         """Run an allowed call."""
 
 
+SHELL_TOOL = "shell"  # the tool whose commands a speculation may run on a kernel overlay
+
+
 class MainToolRunner:
     """The runner of normal turns and print mode, driven by the session's approval mode.
 
@@ -162,7 +165,6 @@ class MainToolRunner:
         self.interactive = interactive
         self.checkpoints = checkpoints
         self._always: set[str] = set()
-        self._always_kinds: set[Kind] = set()
         self._proven: set[str] = set()  # shell commands allowed because they were proven
         self._lock = threading.Lock()
 
@@ -196,7 +198,6 @@ class MainToolRunner:
     def allow_always(self, tool: Tool) -> None:
         with self._lock:
             self._always.add(tool.name)
-            self._always_kinds.add(tool.kind)
 
     def asks_about_commands(self) -> bool:
         """Whether a shell command not proven read-only would be asked about now: in default
@@ -204,7 +205,7 @@ class MainToolRunner:
         if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.PLAN):
             return False
         with self._lock:
-            return Kind.EXECUTE not in self._always_kinds
+            return SHELL_TOOL not in self._always
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         if self.checkpoints is not None and tool.kind in EDIT_KINDS:

@@ -14,6 +14,7 @@ which blocks on the question's future; the user's cancel resolves it as cancelle
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from concurrent.futures import CancelledError, Future
 
@@ -35,17 +36,27 @@ from qshell.followup.speculation import Outcome, Speculation
 from qshell.overlay import Overlay
 
 RERUN_NOTICE = "the prepared answer was dropped; running the prompt for real (commands ask first)"
+UNSETTLED_NOTICE = "the prepared answer was still running a command; running the prompt now"
 DISCARD_NOTICE = "discarded the prepared answer: nothing was applied and the prompt did not run"
 
 
 def wanted(spec: Speculation, runner: MainToolRunner) -> bool:
-    """Whether accepting `spec` must ask first: commands ran on its overlay that the main
-    runner would have asked about."""
-    return bool(spec.runner.overlay_commands) and runner.asks_about_commands()
+    """Whether accepting `spec` may have to ask first: it started commands on its overlay
+    that the main runner would have asked about. Whether it must is known only once the
+    run is over (`settled`): a command still being taken in may yet stand."""
+    return bool(spec.runner.overlay_started) and runner.asks_about_commands()
+
+
+def settled(spec: Speculation) -> bool:
+    """The run is over, so the commands whose results stand, and the overlay the question
+    describes, can no longer change before accept applies them."""
+    return spec.done.is_set()
 
 
 def changes(overlay: Overlay) -> tuple[FileChange, ...]:
-    """What applying `overlay` would do to the project, path by path."""
+    """What applying `overlay` would do to the project, path by path: each file written or
+    deleted, and each directory it makes that no listed path lies in (`dir/`, the deepest
+    of a new chain)."""
     removed = set(overlay.removed)
     found = []
     for rel in overlay.written:
@@ -55,12 +66,20 @@ def changes(overlay: Overlay) -> tuple[FileChange, ...]:
         else:
             kind = ChangeKind.DELETED
         found.append(FileChange(rel, kind))
-    return tuple(found)
+    listed = [c.path for c in found]
+    for rel in reversed(overlay.directories):
+        if os.path.lexists(overlay.root / rel) and rel not in removed:
+            continue  # already there
+        if not any(p == rel or p.startswith(f"{rel}/") for p in listed):
+            found.append(FileChange(f"{rel}/", ChangeKind.CREATED))
+            listed.append(rel)
+    return tuple(sorted(found, key=lambda c: c.path))
 
 
 def ask(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, ApplyChoice | None]:
-    """Yield the question for the stopped `spec` and wait for the answer; None when the
+    """Yield the question for the settled `spec` and wait for the answer; None when the
     user cancelled the turn instead."""
+    assert settled(spec), "a question about a run still going could list less than it applies"
     future: Future[ApplyChoice] = Future()
 
     def cancel_question() -> None:
@@ -93,7 +112,7 @@ def declined(
     `rerun` then runs the prompt live, `discard` (or a cancel) runs nothing."""
     spec.release()
     if choice is ApplyChoice.RERUN:
-        yield Notice(RERUN_NOTICE)
+        yield Notice(RERUN_NOTICE if settled(spec) else UNSETTLED_NOTICE)
         yield from run_turn(session, spec.prompt, runner, cancel)
     elif choice is None:
         yield TurnFailed(FailureKind.CANCELLED, "cancelled")

@@ -89,6 +89,7 @@ class SpeculativeRunner:
         self.overlay = overlay
         self.mode = mode
         self.overlay_commands: list[str] = []  # commands whose overlay results stand, in order
+        self.overlay_started = 0  # commands started on the kernel overlay (taken in or not)
         self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
         self._lock = threading.Lock()
 
@@ -191,6 +192,8 @@ class SpeculativeRunner:
         launcher = overlay_launcher(ctx)
         if launcher is None:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} (no overlay sandbox)")
+        with self._lock:
+            self.overlay_started += 1
         try:
             result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
         except Refused as exc:

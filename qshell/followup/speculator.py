@@ -163,7 +163,14 @@ class Speculator:
                 shown = yield from spec_module.take_over(spec, cancel)
             spec.stop_for_accept()
             if consent.wanted(spec, runner):
-                choice = None if cancel.cancelled else (yield from consent.ask(spec, cancel))
+                if not consent.settled(spec):  # it did not stop in time: run it for real
+                    choice: ApplyChoice | None = ApplyChoice.RERUN
+                elif cancel.cancelled:
+                    choice = None
+                elif spec.runner.overlay_commands:
+                    choice = yield from consent.ask(spec, cancel)
+                else:  # every command it started was cancelled: nothing of theirs stands
+                    choice = ApplyChoice.APPLY
                 if choice is not ApplyChoice.APPLY:
                     self._drop_pipelined(spec)
                     self._record(spec, consent.declined_outcome(choice), None)

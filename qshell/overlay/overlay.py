@@ -127,6 +127,13 @@ class Overlay:
             return sorted(self._removed)
 
     @property
+    def directories(self) -> list[str]:
+        """Root-relative paths of every directory of the upper layer (made or already
+        there), sorted; apply makes each one exist, empty ones included."""
+        with self._lock:
+            return sorted(d for d in self._dirs if d)
+
+    @property
     def has_writes(self) -> bool:
         with self._lock:
             return bool(self._originals or self._removed or len(self._dirs) > 1)

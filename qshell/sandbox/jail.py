@@ -2,9 +2,9 @@
 
 Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
 namespace is new, so no other process's environment is there to read); `/tmp`, the
-user's home and every directory that holds people's data rather than the system's
-(`/home`, `/root`, `/mnt`, `/media`, `/srv`, `/var/tmp`, mail, logs) are empty, size-capped
-tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
+user's home and every top-level directory that is not the system's (`/home`, `/root`,
+`/var`, `/mnt`, `/srv`, a machine's own `/work` or `/data`: SYSTEM_DIRS lists what stays)
+are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
 gone) but for the home directories the command needs to run its programs (`home_binds`,
 read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at
 its own path — or, for a speculation, a writable directory is bound there instead; each
@@ -22,6 +22,7 @@ runs nothing.
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,21 +32,27 @@ GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
 SECCOMP_FD = 9
-# where people's files live, not the system's: nothing a command needs to run is there but
-# the home directories on PATH, which `home_binds` gives back read-only
-PRIVATE_DIRS = (
-    "/home",
-    "/root",
-    "/mnt",
-    "/media",
-    "/srv",
-    "/var/tmp",
-    "/var/mail",
-    "/var/spool",
-    "/var/log",
-    "/var/backups",
+# the top-level directories that hold the system (programs, libraries, configuration) and
+# the ones the jail makes itself; every other one (/home, /root, /var, /mnt, /srv, a /work
+# or /data of the machine's own) holds someone's data and is emptied
+SYSTEM_DIRS = frozenset(
+    {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "nix", "snap"}
+    | {"gnu", "boot", "sys", "dev", "proc", "tmp", "run"}
 )
-SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/ssh", "/etc/sudoers", "/etc/sudoers.d")
+# the system's own secrets (globs), masked where this user can read them (root: all)
+SYSTEM_SECRETS = (
+    "/etc/shadow*",
+    "/etc/gshadow*",
+    "/etc/ssh",
+    "/etc/sudoers*",
+    "/etc/ssl/private",
+    "/etc/wireguard",
+    "/etc/NetworkManager/system-connections",
+    "/etc/ipsec.secrets",
+    "/etc/krb5.keytab",
+    "/etc/letsencrypt",
+    "/etc/security/opasswd",
+)
 
 
 class SandboxUnavailable(OSError):
@@ -95,6 +102,7 @@ class Jail:
         hidden = [Path(SANDBOX_TMP)]
         for private in private_dirs():
             args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(private)]
+            args += _symlinks_in(private)
             hidden.append(private)
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
@@ -156,14 +164,18 @@ _NAMESPACES = (
 )
 
 
-def private_dirs() -> list[Path]:
-    """The directories that hold people's data rather than the system (`PRIVATE_DIRS` as
-    they resolve here, a symlinked one by its target), each to be replaced by an empty
-    tmpfs: other users' homes, `/root`, mounted media, `/var/tmp`, mail and logs."""
-    found: list[Path] = []
-    for name in PRIVATE_DIRS:
-        path = Path(name).resolve()
-        if path != Path("/") and path.is_dir() and path not in found:
+def private_dirs(top: Path = Path("/")) -> list[Path]:
+    """The top-level directories that are not the system's (SYSTEM_DIRS), each to be
+    replaced by an empty tmpfs: homes, /root, /var (its symlinks are made again), mounted
+    media, and whatever else the machine keeps at the top."""
+    try:
+        names = sorted(os.listdir(top))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        path = top / name
+        if name not in SYSTEM_DIRS and path.is_dir() and not path.is_symlink():
             found.append(path)
     return found
 
@@ -171,7 +183,22 @@ def private_dirs() -> list[Path]:
 def system_secrets() -> list[Path]:
     """The system's own secrets this user can read (root can read them all): each is
     masked like a project secret."""
-    return [Path(p) for p in SYSTEM_SECRETS if os.access(p, os.R_OK)]
+    found = [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
+    return [p for p in found if os.access(p, os.R_OK)]
+
+
+def _symlinks_in(directory: Path) -> list[str]:
+    """`--symlink` arguments that make `directory`'s symlinks again inside its tmpfs (/var
+    has /var/run and /var/lock pointing at /run)."""
+    args: list[str] = []
+    try:
+        children = sorted(directory.iterdir())
+    except OSError:
+        return args
+    for child in children:
+        if child.is_symlink():
+            args += ["--symlink", os.readlink(child), str(child)]
+    return args
 
 
 def _under(path: Path, directory: Path) -> bool:

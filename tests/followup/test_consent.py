@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable
 
 import pytest
@@ -32,10 +33,12 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.config import ApprovalMode, Settings
-from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE
-from qshell.followup.speculation import Status
+from qshell.followup import commands as commands_module
+from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE, UNSETTLED_NOTICE
+from qshell.followup.speculation import Speculation, Status
 from qshell.followup.speculator import Speculator
 from qshell.llm.messages import Message
+from qshell.overlay import Overlay
 from qshell.sandbox import probe
 from qshell.telemetry import Telemetry
 from qshell.tools.shell import ShellTool
@@ -208,3 +211,59 @@ def test_in_plan_mode_a_writing_command_is_still_a_boundary(tmp_path):
     assert run.spec.status is Status.BOUNDARY
     assert run.spec.runner.overlay_commands == []
     assert (run.root / "a.txt").exists()
+
+
+def test_enter_while_a_command_is_still_taken_in_never_applies_it_unasked(tmp_path, monkeypatch):
+    """The run has not stopped when the accept stops waiting for it (a slow take-in of a
+    big result): whether its commands stand is not known yet, so nothing of it is shown
+    or applied; the prompt runs for real and its command is asked about."""
+    monkeypatch.setattr("qshell.followup.speculation.ACCEPT_WAIT_S", 0.2)
+    taking_in = threading.Event()
+    real = commands_module.ignored
+
+    def slow_ignored(root, environ, rels):
+        taking_in.set()
+        time.sleep(2.0)
+        return real(root, environ, rels)
+
+    monkeypatch.setattr(commands_module, "ignored", slow_ignored)
+    setup = project(tmp_path, FILES)
+    setup.conversation.set_approval_mode(ApprovalMode.DEFAULT)
+    session = setup.conversation.session
+    overlay = Overlay.create(setup.root, session.tool_context.paths, base_dir=tmp_path / "base")
+    first, second = "echo one > one.txt", "echo two > two.txt"
+    for index, command in enumerate([first, second]):
+        args = json.dumps({"command": command})
+        setup.script(Message.assistant("", [call("shell", args, f"c{index}")]))
+    setup.script(Message.assistant("all done"))
+    spec = Speculation(session, "do it", overlay)
+    worker = threading.Thread(target=spec.run, daemon=True)
+    worker.start()
+    assert taking_in.wait(20)
+    run = Run(setup, spec, overlay)
+    telemetry = Telemetry(run.root.parent / "events.jsonl")
+    speculator = Speculator(
+        setup.conversation, Settings(), submit_task=lambda f: f(), telemetry=telemetry
+    )
+    events = []
+    for event in setup.conversation.run_prepared(speculator.prepared_turn(spec)):
+        events.append(event)
+        if isinstance(event, PermissionRequested):
+            event.future.set_result(PermissionReply(PermissionAnswer.DENY, "no"))
+    worker.join(20)
+    assert not of_type(events, ApplyRequested) and not of_type(events, SpeculationAccepted)
+    assert Notice(UNSETTLED_NOTICE) in events
+    assert [q.args["command"] for q in of_type(events, PermissionRequested)] == [second]
+    assert not (setup.root / "one.txt").exists() and not (setup.root / "two.txt").exists()
+
+
+def test_the_question_lists_the_directories_applying_makes(tmp_path):
+    setup = project(tmp_path, FILES)
+    command = "mkdir -p made/deeper && mkdir kept && echo x > kept/x.txt"
+    run = speculate(setup, [command], mode=ApprovalMode.DEFAULT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    question = events[0]
+    assert isinstance(question, ApplyRequested)
+    assert [c.path for c in question.changes] == ["kept/x.txt", "made/deeper/"]
+    assert (run.root / "made" / "deeper").is_dir()

@@ -22,7 +22,7 @@ import pytest
 from qshell.agent.confine import confinement
 from qshell.agent.policy import proven_context
 from qshell.config import SandboxMode
-from qshell.sandbox import probe
+from qshell.sandbox import private_dirs, probe
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
@@ -231,12 +231,10 @@ def test_other_peoples_files_and_the_system_secrets_are_not_there(project):
         ctx = jailed(project)
         out = run(ctx, f"cat {left}/notes.txt; grep -rs {SECRET} /var /mnt /media /srv; true")
         assert SECRET not in out and "No such file" in out
-        shadow = Path("/etc/shadow")
-        if os.access(shadow, os.R_OK) and shadow.read_text().strip():
-            assert run(ctx, "cat /etc/shadow; true").split("[exit code")[0].strip() in (
-                "",
-                "cat: /etc/shadow: Permission denied",
-            )
+        for shadow in (Path("/etc/shadow"), Path("/etc/shadow-"), Path("/etc/gshadow-")):
+            if os.access(shadow, os.R_OK) and shadow.read_text().strip():
+                out = run(ctx, f"cat {shadow}; true").split("[exit code")[0].strip()
+                assert out in ("", f"cat: {shadow}: Permission denied"), out
     finally:
         shutil.rmtree(left)
 
@@ -249,3 +247,45 @@ def test_the_python_on_path_runs_in_the_jail_wherever_it_is_installed(project):
     outside = replace(inside, launcher=None)
     assert run(inside, f'python3 -c "{code}"') == run(outside, f'python3 -c "{code}"')
     assert "(3, " in run(inside, f'python3 -c "{code}"')
+
+
+def test_only_the_systems_top_level_directories_stay(tmp_path):
+    for name in ("usr", "etc", "opt", "home", "root", "var", "work", "data"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "bin").symlink_to("usr/bin")
+    (tmp_path / "notes.txt").write_text("x")
+    emptied = [p.name for p in private_dirs(tmp_path)]
+    assert emptied == ["data", "home", "root", "var", "work"]
+
+
+def home_with_tools(tmp_path: Path) -> Path:
+    """A home with programs on PATH beside what must stay hidden."""
+    home = tmp_path / "home"
+    for where in (".local/bin", ".cargo/bin"):
+        tool = home / where / "say-hi"
+        tool.parent.mkdir(parents=True)
+        tool.write_text("#!/bin/sh\necho hi from $0\n")
+        tool.chmod(0o755)
+    (home / ".local/share").mkdir(parents=True)
+    (home / ".local/share/history").write_text(f"{SECRET}\n")
+    (home / ".cargo/credentials.toml").write_text(f"token = '{SECRET}'\n")
+    (home / ".netrc").write_text(f"password {SECRET}\n")
+    return home
+
+
+@pytest.mark.parametrize("entry", [".local/bin", ".cargo/bin", "", ".local/bin/../.."])
+def test_a_path_entry_in_the_home_brings_back_its_programs_and_nothing_else(
+    project, tmp_path, entry
+):
+    home = home_with_tools(tmp_path)
+    path_entry = f"{home}/{entry}".rstrip("/")
+    environ = {**os.environ, "HOME": str(home), "PATH": f"{path_entry}:{os.environ['PATH']}"}
+    paths = PathResolver(project, home=home)
+    launcher = confinement(SandboxMode.ON, paths, environ, None).launcher
+    ctx = proven_context(ToolContext(paths=paths, environ=environ, sandbox=launcher))
+    reads = f"cat {home}/.netrc {home}/.cargo/credentials.toml {home}/.local/share/history"
+    assert SECRET not in run(ctx, f"{reads}; grep -rs {SECRET} {home}; true")
+    listed = run(ctx, f"ls -A {home}/.local {home}/.cargo 2>/dev/null; true")
+    assert "share" not in listed and "credentials.toml" not in listed
+    if entry in (".local/bin", ".cargo/bin"):
+        assert "hi from" in run(ctx, f"{home}/{entry}/say-hi")
