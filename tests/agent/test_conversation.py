@@ -26,6 +26,7 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
+from qshell.agent.prediction import PREDICTION_MARKER
 from qshell.agent.session import SessionRequest, check_history
 from qshell.config import ApprovalMode, load_settings
 from qshell.errors import InputError
@@ -43,7 +44,9 @@ class Setup:
         self.provider.steps.extend(steps)
 
 
-def make_conversation(tmp_path: Path, steps: Iterable[Step] = ()) -> Setup:
+def make_conversation(
+    tmp_path: Path, steps: Iterable[Step] = (), request: SessionRequest | None = None
+) -> Setup:
     """A Conversation over real settings, tools and transcripts, and a scripted model."""
     root = (tmp_path / "project").resolve()
     root.mkdir()
@@ -60,7 +63,7 @@ def make_conversation(tmp_path: Path, steps: Iterable[Step] = ()) -> Setup:
             settings, request, root=root, environ=environ, provider=provider
         )
 
-    return Setup(Conversation(open_session, SessionRequest()), provider, root)
+    return Setup(Conversation(open_session, request or SessionRequest()), provider, root)
 
 
 def consume(events: Iterable[Event], answer: PermissionReply | None = None) -> list[Event]:
@@ -213,6 +216,16 @@ def test_clear_starts_a_new_empty_session_and_the_old_one_is_listed(tmp_path):
     assert set(listed) == {old, new}
     assert listed[old].first_prompt == "first prompt here" and not listed[old].current
     assert listed[new].current and listed[new].first_prompt == ""
+
+
+def test_clear_keeps_what_the_session_request_asked_of_the_system_prompt(tmp_path):
+    request = SessionRequest(append_system_prompt="Answer in French.", predict_next=True)
+    setup = make_conversation(tmp_path, request=request)
+    first = setup.conversation.session
+    setup.conversation.clear()
+    for session in (first, setup.conversation.session):
+        assert "Answer in French." in session.system_prompt
+        assert PREDICTION_MARKER in session.system_prompt and session.predicts_next
 
 
 def test_clear_keeps_the_model_and_approval_mode_and_drops_pending_notes(tmp_path):
