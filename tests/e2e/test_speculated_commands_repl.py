@@ -43,29 +43,29 @@ def wait_for(rule, timeout_s: float = 60.0) -> None:
 
 
 def test_run_the_tests_is_speculated_for_real_and_shown_finished_at_once(llm_server, project):
-    before = sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
-    pytest_call = ToolCallSpec("shell", {"command": f"{sys.executable} -m pytest -q"})
-    suggests(llm_server, "run the tests")
-    answer = llm_server.add_rule(has_tool_result("1 passed"), Reply.text("all tests pass"))
-    llm_server.add_rule(asks("run the tests"), Reply.tool_calls([pytest_call]))
-    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
-    llm_server.add_rule(always(), Reply.tool_calls([READ]))
-    child = start(llm_server, project, "--approval-mode", "auto-edit")
-    first_turn(child)
-    child.expect("run the tests")
-    wait_for(answer)
-    time.sleep(0.5)  # the speculation's last round is answered; let it finish
+    before = listing(project)
+    command = f"{sys.executable} -m pytest -q"
+    child, answer = speculate_tests(llm_server, project, command, "--approval-mode", "auto-edit")
     child.send("\t")
     child.submit("")
+    shown_at_once(child, llm_server, answer, project, before)
+
+
+def listing(project: Path) -> list[str]:
+    return sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
+
+
+def shown_at_once(child, llm_server, answer, project: Path, before: list[str]) -> None:
+    """The speculated result is on the screen with no new request, and the test run's
+    caches were not applied."""
     child.expect("all tests pass")
     child.expect("saved")
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
     assert len(mains_for(llm_server, "run the tests")) == 1
-    assert answer.hits == 1  # no new request: the speculated result was shown
-    after = sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
-    assert after == before  # the test run's caches were not applied
+    assert answer.hits == 1
+    assert listing(project) == before
 
 
 def speculate_tests(llm_server, project: Path, command: str, *args: str, term: str = ""):
@@ -91,7 +91,7 @@ def speculate_tests(llm_server, project: Path, command: str, *args: str, term: s
 
 
 def test_in_default_mode_the_question_comes_first_then_the_result_at_once(llm_server, project):
-    before = sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
+    before = listing(project)
     command = f"{sys.executable} -m pytest -q"
     child, answer = speculate_tests(llm_server, project, command)
     child.send("\t")
@@ -102,15 +102,7 @@ def test_in_default_mode_the_question_comes_first_then_the_result_at_once(llm_se
     child.expect("Use it")
     assert "all tests pass" not in child.text  # nothing of the answer before the choice
     child.submit("a")
-    child.expect("all tests pass")
-    child.expect("saved")
-    child.wait_prompt()
-    child.send("\x04")
-    assert child.finish() == 0
-    assert len(mains_for(llm_server, "run the tests")) == 1
-    assert answer.hits == 1  # no new request: the speculated result was shown
-    after = sorted(p.relative_to(project).as_posix() for p in project.rglob("*"))
-    assert after == before
+    shown_at_once(child, llm_server, answer, project, before)
 
 
 def test_in_default_mode_discard_leaves_the_files_and_runs_nothing(llm_server, project):
