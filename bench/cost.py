@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.stats import report
-from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_MARKER
+from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_PROMPT
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import (
@@ -161,7 +161,7 @@ def script(server: ScriptedLLMServer) -> None:
 
 def _asked_to_predict(request: RecordedRequest) -> bool:
     first = (request.body.get("messages") or [{}])[0]
-    return first.get("role") == "system" and PREDICTION_MARKER in str(first.get("content"))
+    return first.get("role") == "system" and PREDICTION_PROMPT in str(first.get("content"))
 
 
 def _both(

@@ -226,6 +226,7 @@ def open_session(
             loaded.messages,
         )
         last_prompt_tokens = loaded.last_prompt_tokens
+        predict = loaded.predict_next  # what its system prompt asks, whoever resumes it
         transcript = transcripts.Transcript(directory / f"{session_id}.jsonl")
     else:
         session_id = new_session_id()
@@ -233,10 +234,9 @@ def open_session(
         system_prompt = build_system_prompt(
             root, extra=request.append_system_prompt, compact=tiny, predict_next=predict
         )
+        header = {"cwd": str(root), "version": __version__, "system_prompt": system_prompt}
         transcript = transcripts.Transcript.create(
-            directory,
-            session_id,
-            {"cwd": str(root), "version": __version__, "system_prompt": system_prompt},
+            directory, session_id, {**header, "predict_next": predict}
         )
     return Session(
         provider=provider or build_provider(config, settings, environ=environ),
@@ -259,6 +259,7 @@ def open_session(
         compact_tools=tiny,
         final_round_without_tools=tiny,
         tools_by_prompt=tiny,
+        predicts_next=predict,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL

@@ -204,8 +204,11 @@ class _Turn:
             names = ", ".join(dict.fromkeys(c.name for c in calls))
             note += f" ({names} did not run)"
         self.session.note("turn_unfinished", stop_reason=done.stop_reason, message=note)
+        text = done.message.text
+        if self.session.predicts_next:  # cut off inside its prediction line, maybe
+            text = split_prediction(text)[0]
         return TurnFinished(
-            text=done.message.text,
+            text=text,
             usage=self.usage(),
             rounds=self.rounds,
             stop_reason=done.stop_reason,

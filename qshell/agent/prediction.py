@@ -6,86 +6,119 @@ the user will most likely type next. The prediction then costs a few output toke
 request that is made anyway, instead of a separate suggestion request that reads the whole
 cached history again (followup/ falls back to that request when an answer has no such
 line). The line stays in the history (the model keeps to a format it sees), but no
-front-end ever shows it: `PredictionFilter` holds back streamed text that could be its
-start and drops it at the end of the round; `split_prediction` takes it off a whole text.
-Only a line at the very end counts; the same tag anywhere else is shown as written. Pure.
+front-end ever shows it: `PredictionFilter` holds back streamed text that could still be
+that line and drops it at the end of the round; `split_prediction` takes it off a whole
+text. The prediction line is the last line when it starts with the opening tag, in any
+case and spelling (`<next_prompt>`), after any Markdown emphasis or quoting, closed or not
+(an answer cut off inside it, a misspelt closing tag); the tag anywhere else is shown as
+written. Whether a session asks for the line is its own flag (`Session.predicts_next`,
+kept in the transcript), never guessed from the prompt's text. Pure.
 """
 
 from __future__ import annotations
 
+import re
+
 OPEN = "<next-prompt>"
 CLOSE = "</next-prompt>"
-MAX_CHARS = 300  # a trailer longer than this is not one: it is shown as written
-PREDICTION_MARKER = "Next-prompt prediction:"
-PREDICTION_PROMPT = f"""{PREDICTION_MARKER} end every reply that finishes your turn (never one that
+MAX_CHARS = 300  # a last line longer than this is prose, not a prediction
+PREDICTION_PROMPT = f"""Next-prompt prediction: end every reply that finishes your turn (never one that
 calls tools) with one last line {OPEN}WORDS{CLOSE}, where WORDS are the exact words the user
 will most likely type next: what they would send, not what you would advise. If your reply
 told them what to send, that is it. Prefer concrete steps ("run the tests", "try it out",
 "commit this", "yes"); never praise, thank, ask, speak as yourself or raise new ideas; 2 to
 12 words, in their style. When the next step is unclear or something failed, leave it
 empty: {OPEN}{CLOSE}. The user never sees this line."""
+_LEAD = " \t*_`>~"  # what may come before the tag on its line (emphasis, code, quote)
+_OPENING = re.compile(rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt>", re.IGNORECASE)
+_CLOSING = re.compile(r"</next[-_ ]?prompt\s*>?", re.IGNORECASE)
+_SPELLINGS = ("<next-prompt>", "<next_prompt>", "<next prompt>", "<nextprompt>")
 
 
 def split_prediction(text: str) -> tuple[str, str | None]:
-    """`text` without a prediction line at its end, and the prediction ("" when the model
-    left it empty; None when there is no such line)."""
-    start = text.rfind(OPEN)
-    if start < 0:
+    """`text` without its prediction line, and the prediction ("" when the model left it
+    empty; None when the last line is not one)."""
+    body = text.rstrip()
+    start = body.rfind("\n") + 1
+    line = body[start:]
+    opening = _OPENING.match(line)
+    if opening is None or len(line) > MAX_CHARS:
         return text, None
-    words, closed, after = text[start + len(OPEN) :].partition(CLOSE)
-    if not closed or after.strip() or len(words) > MAX_CHARS:
-        return text, None
-    return text[:start].rstrip(), words.strip()
+    words = line[opening.end() :]
+    closing = _CLOSING.search(words)
+    if closing is not None:
+        words = words[: closing.start()]
+    return text[:start].rstrip(), words.strip(_LEAD).strip()
+
+
+def could_open(line: str) -> bool:
+    """Whether `line` (no newline in it, possibly still growing) is, or may still become,
+    the start of a prediction line."""
+    if len(line) > MAX_CHARS:
+        return False
+    if _OPENING.match(line):
+        return True
+    rest = line.lstrip(_LEAD).lower()
+    return any(spelling.startswith(rest) for spelling in _SPELLINGS)
 
 
 class PredictionFilter:
-    """Streamed text as the user may see it: whatever could still turn out to be the
-    prediction line (trailing whitespace, a partial or whole `<next-prompt>…`) is held
-    back until it is known not to be one, or dropped when the round ends with it."""
+    """Streamed text as the user may see it. Held back is the whitespace after what was
+    shown, then at most one line that is, or may become, the prediction line (and the
+    whitespace after it); all of it is shown once text follows that a last line cannot
+    have. Linear in the text: nothing held is scanned twice."""
 
     def __init__(self) -> None:
-        self._held = ""  # text after the last shown character that may be the trailer
+        self._held: list[str] = []  # not shown yet: whitespace, then maybe a candidate
+        self._line = ""  # the candidate line so far ("" when there is none)
+        self._line_done = False  # the candidate line has ended (only whitespace after it)
+        self._newline = True  # the next text starts a line (nothing shown yet, or a \n held)
 
     def feed(self, text: str) -> str:
-        """The part of `text` (after what was held) that can be shown now."""
-        held, shown = self._held + text, []
-        while (start := held.find(OPEN)) >= 0:
-            words, closed, after = held[start + len(OPEN) :].partition(CLOSE)
-            if closed and after.strip():  # text goes on after it: not the last line
-                end = len(held) - len(after)
-            elif len(words) > MAX_CHARS:  # too long to be a prediction
-                end = start + len(OPEN)
-            else:
-                break
-            shown.append(held[:end])
-            held = held[end:]
-        if start >= 0:
-            cut = _whitespace_start(held, start)
-        else:
-            cut = min(_whitespace_start(held, len(held)), _partial_open(held))
-        self._held = held[cut:]
-        shown.append(held[:cut])
-        return "".join(shown)
+        """The part of the text so far that can be shown now."""
+        return "".join(self._add(piece) for piece in text.splitlines(keepends=True))
+
+    def _add(self, piece: str) -> str:
+        """One piece of text with at most one line break, at its end."""
+        if self._line and not self._line_done:  # the candidate line goes on, or ends
+            grown = self._line + piece.rstrip("\r\n")
+            if could_open(grown):
+                self._line = grown
+                self._held.append(piece)
+                self._line_done = piece.endswith(("\n", "\r"))
+                return ""
+            return self._release(piece)
+        if not piece.strip():
+            self._hold_space(piece)
+            return ""
+        shown = self._release("") if self._line else ""  # text after a whole candidate line
+        lead = len(piece) - len(piece.lstrip())
+        self._hold_space(piece[:lead])
+        rest = piece[lead:]
+        if self._newline and could_open(rest.rstrip("\r\n")):
+            self._line = rest.rstrip("\r\n")
+            self._line_done = rest.endswith(("\n", "\r"))
+            self._held.append(rest)
+            return shown
+        return shown + self._release(rest)
+
+    def _hold_space(self, space: str) -> None:
+        if space:
+            self._held.append(space)
+            self._newline = self._newline or "\n" in space
+
+    def _release(self, piece: str) -> str:
+        """Show what is held and `piece`, but for the whitespace they end with."""
+        out = "".join(self._held) + piece
+        kept = out.rstrip()
+        self._held = [out[len(kept) :]] if len(kept) < len(out) else []
+        self._line, self._line_done = "", False
+        self._newline = "\n" in out[len(kept) :]
+        return kept
 
     def finish(self) -> str:
         """The end of the round: what is still held and not the prediction line."""
-        held, self._held = self._held, ""
+        held = "".join(self._held)
+        self._held, self._line, self._line_done, self._newline = [], "", False, True
         visible, prediction = split_prediction(held)
         return held if prediction is None else visible
-
-
-def _whitespace_start(text: str, end: int) -> int:
-    """Where the run of whitespace that ends at `end` begins."""
-    index = end
-    while index > 0 and text[index - 1].isspace():
-        index -= 1
-    return index
-
-
-def _partial_open(text: str) -> int:
-    """Where a suffix of `text` that could grow into OPEN begins (len(text) if none),
-    with the whitespace before it."""
-    for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
-        if OPEN.startswith(text[-size:]):
-            return _whitespace_start(text, len(text) - size)
-    return len(text)

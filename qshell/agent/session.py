@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from qshell.agent.prediction import PREDICTION_MARKER
 from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode
@@ -99,6 +98,7 @@ class Session:
         compact_tools: bool = False,
         final_round_without_tools: bool = False,
         tools_by_prompt: bool = False,
+        predicts_next: bool = False,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -116,7 +116,7 @@ class Session:
         self.tool_specs: list[ToolSpec] = [tool_spec(t, compact=compact_tools) for t in self.tools]
         self.tool_context = tool_context
         # its answers end with the next prompt they predict (agent/prediction.py)
-        self.predicts_next = PREDICTION_MARKER in system_prompt
+        self.predicts_next = predicts_next
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -232,6 +232,7 @@ class Session:
             compact_tools=self.compact_tools,
             final_round_without_tools=self.final_round_without_tools,
             tools_by_prompt=self.tools_by_prompt,
+            predicts_next=self.predicts_next,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe

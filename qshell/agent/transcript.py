@@ -46,6 +46,7 @@ class LoadedTranscript:
     system_prompt: str
     messages: list[Message]
     last_prompt_tokens: int = 0  # size of the last round (prompt + completion), for compaction
+    predict_next: bool = False  # its answers end with a prediction line (agent/prediction.py)
 
 
 class Transcript:
@@ -93,12 +94,14 @@ def load(path: Path) -> LoadedTranscript:
     """Read a transcript back: the history the model saw, from its last `compacted` note."""
     session_id = path.stem
     system_prompt = ""
+    predict_next = False
     messages: list[Message] = []
     last_tokens = 0
     for record in records(path):
         kind = record.get("type")
         if kind == "session":
             system_prompt = record.get("system_prompt", "")
+            predict_next = record.get("predict_next") is True
         elif kind == "compacted":
             messages.clear()
             last_tokens = _int(record.get("estimated_tokens"))
@@ -110,7 +113,7 @@ def load(path: Path) -> LoadedTranscript:
                 messages.append(_MESSAGES.validate_python(record["message"]))
             except (ValidationError, KeyError):
                 continue
-    return LoadedTranscript(session_id, system_prompt, messages, last_tokens)
+    return LoadedTranscript(session_id, system_prompt, messages, last_tokens, predict_next)
 
 
 def first_prompt(path: Path, *, max_chars: int = 80) -> str:

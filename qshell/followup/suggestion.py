@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from qshell.agent.prediction import split_prediction
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, QshellError
 from qshell.followup.guards import (
@@ -179,8 +180,13 @@ def _unquote(text: str) -> str:
 
 def extract_suggestion(reply_text: str) -> str:
     """The suggestion inside a reply: reasoning blocks and code fences dropped, the
-    `suggestion` field of a JSON object if the reply is one, surrounding quotes removed."""
+    `suggestion` field of a JSON object if the reply is one, surrounding quotes removed; a
+    reply that is (or ends with) a prediction line, as the system prompt asks of answers
+    (agent/prediction.py), gives what that line holds."""
     text = _THINK_BLOCK.sub("", reply_text).strip()
+    _, predicted = split_prediction(text)
+    if predicted is not None:
+        text = predicted
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()

@@ -26,7 +26,7 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
-from qshell.agent.prediction import PREDICTION_MARKER
+from qshell.agent.prediction import PREDICTION_PROMPT
 from qshell.agent.session import SessionRequest, check_history
 from qshell.config import ApprovalMode, load_settings
 from qshell.errors import InputError
@@ -225,7 +225,7 @@ def test_clear_keeps_what_the_session_request_asked_of_the_system_prompt(tmp_pat
     setup.conversation.clear()
     for session in (first, setup.conversation.session):
         assert "Answer in French." in session.system_prompt
-        assert PREDICTION_MARKER in session.system_prompt and session.predicts_next
+        assert PREDICTION_PROMPT in session.system_prompt and session.predicts_next
 
 
 def test_clear_keeps_the_model_and_approval_mode_and_drops_pending_notes(tmp_path):

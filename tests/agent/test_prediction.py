@@ -4,7 +4,9 @@ shown while it streams however the stream is cut, and anything else shown as wri
 from __future__ import annotations
 
 import itertools
+import time
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,8 +27,41 @@ def cuts(text: str, points: list[int]) -> list[str]:
 def test_a_trailing_prediction_is_split_off():
     text = f"All 12 tests pass.\n\n{OPEN}commit this{CLOSE}\n"
     assert split_prediction(text) == ("All 12 tests pass.", "commit this")
-    assert split_prediction(f"Done.{OPEN}{CLOSE}") == ("Done.", "")
+    assert split_prediction(f"Done.\n{OPEN}{CLOSE}") == ("Done.", "")
     assert split_prediction("Done.") == ("Done.", None)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"{OPEN}run the tests",  # cut off at the output limit inside it
+        f"{OPEN}run the tests</next_prompt>",
+        f"**{OPEN}run the tests{CLOSE}**",
+        f"`{OPEN}run the tests{CLOSE}`",
+        "<NEXT-PROMPT>run the tests</NEXT-PROMPT>",
+        "<next_prompt>run the tests</next_prompt>",
+    ],
+)
+def test_a_last_line_that_starts_with_the_tag_is_the_prediction_however_spelt(line):
+    text = f"It works.\n\n{line}"
+    assert split_prediction(text) == ("It works.", "run the tests")
+    assert shown([text[i : i + 2] for i in range(0, len(text), 2)]) == "It works."
+
+
+def test_long_runs_of_whitespace_cost_linear_time():
+    screen = PredictionFilter()
+    started = time.process_time()
+    for _ in range(50_000):
+        screen.feed(" ")
+    screen.feed("x")
+    took = time.process_time() - started
+    screen.finish()
+    small = PredictionFilter()
+    started = time.process_time()
+    for _ in range(5_000):
+        small.feed(" ")
+    small.feed("x")
+    assert took < 50 * max(time.process_time() - started, 1e-4)  # 10x the text, not 100x
 
 
 def test_the_tag_anywhere_but_the_end_is_not_a_prediction():
@@ -35,6 +70,11 @@ def test_the_tag_anywhere_but_the_end_is_not_a_prediction():
     assert shown([quoted]) == quoted
     unclosed = f"Type {OPEN} to start"
     assert shown([unclosed]) == unclosed
+    same_line = f"Done. {OPEN}x{CLOSE}"  # it must be a line of its own
+    assert split_prediction(same_line) == (same_line, None)
+    assert shown([same_line]) == same_line
+    inside = f"Run:\n{OPEN}x{CLOSE}\nthen go on."
+    assert shown([inside[i : i + 3] for i in range(0, len(inside), 3)]) == inside
 
 
 def test_the_prediction_never_reaches_the_screen_while_it_streams():
@@ -49,7 +89,8 @@ def test_the_prediction_never_reaches_the_screen_while_it_streams():
 
 
 # pieces that spell the tags, parts of them and text around them, in any order
-PIECES = ["a", "b", " ", "\n", OPEN, CLOSE, "<next", "-prompt>", "</", "x y", "<", ">"]
+PIECES = ["a", "b", " ", "\n", "\r\n", OPEN, CLOSE, "<next", "-prompt>", "</", "x y", "<", ">"]
+PIECES += ["**", "`", "<NEXT_PROMPT>", "</next_prompt>"]
 prose = st.lists(st.sampled_from(PIECES), max_size=20).map("".join)
 
 

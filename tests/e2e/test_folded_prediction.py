@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_MARKER
+from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_PROMPT
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
@@ -78,7 +78,7 @@ def test_the_answers_own_prediction_is_the_ghost_text_with_no_suggestion_request
     assert child.finish() == 0
     assert suggestion_requests(llm_server) == []
     assert OPEN not in child.text and "next-prompt" not in child.text
-    assert all(PREDICTION_MARKER in system_prompt(r) for r in llm_server.requests)
+    assert all(PREDICTION_PROMPT in system_prompt(r) for r in llm_server.requests)
     speculated = [r for r in llm_server.requests if r.last_user_text == "run the tests"]
     assert len(speculated) == 1  # the speculation's request; Enter showed it at once
 
@@ -106,12 +106,53 @@ def test_with_fold_off_the_system_prompt_does_not_ask_for_the_line(llm_server, p
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
-    assert not any(PREDICTION_MARKER in system_prompt(r) for r in llm_server.requests)
+    assert not any(PREDICTION_PROMPT in system_prompt(r) for r in llm_server.requests)
 
 
 def test_print_mode_never_asks_for_the_line_and_never_prints_one(llm_server, project):
     llm_server.add_rule(always(), Reply.text(f"hello\n\n{OPEN}what next{CLOSE}"))
     run = run_qshell("-p", "hi", cwd=project, env=provider_env(llm_server, "openai"))
     assert run.code == 0, run.stderr
-    assert PREDICTION_MARKER not in system_prompt(llm_server.requests[0])
+    assert PREDICTION_PROMPT not in system_prompt(llm_server.requests[0])
     assert run.stdout.strip().endswith(CLOSE)  # not asked for, so not taken away either
+
+
+def test_a_separate_suggestion_that_answers_with_the_line_shows_only_its_words(llm_server, project):
+    """The fork shares the system prompt that asks answers for the line, so the suggestion
+    request's reply may be one too."""
+    llm_server.add_rule(asks(SUGGESTION_MARKER), Reply.text(f"{OPEN}run the tests{CLOSE}"))
+    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
+    llm_server.add_rule(always(), Reply.tool_calls([READ]))
+    child = start(llm_server, project, spec="0")
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.expect("run the tests")
+    child.settle()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "next-prompt" not in child.text
+
+
+def test_print_mode_resuming_a_session_that_predicts_hides_the_line(llm_server, project):
+    llm_server.add_rule(asks("hello"), Reply.text(f"hi\n\n{OPEN}what next{CLOSE}"))
+    llm_server.add_rule(asks("and now"), Reply.text(f"still here\n{OPEN}bye{CLOSE}"))
+    child = start(llm_server, project, spec="0")
+    child.submit("hello")
+    child.expect("hi")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    env = provider_env(llm_server, "openai")
+    run = run_qshell("-p", "--continue", "and now", cwd=project, env=env)
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip() == "still here"
+
+
+def test_instructions_that_quote_the_request_do_not_make_print_mode_hide_a_line(
+    llm_server, project
+):
+    llm_server.add_rule(always(), Reply.text(f"hello\n{OPEN}keep me{CLOSE}"))
+    args = ("-p", "hi", "--append-system-prompt", PREDICTION_PROMPT)
+    run = run_qshell(*args, cwd=project, env=provider_env(llm_server, "openai"))
+    assert run.code == 0, run.stderr
+    assert run.stdout.strip().endswith(f"{OPEN}keep me{CLOSE}")
