@@ -5,8 +5,9 @@
 the proven commands of the main loop and of speculation get (policy.proven_context puts
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
-(`PathResolver.is_secret`, kept current by a `SecretIndex`), the home directories it
-keeps are those on `PATH` and qshell's own interpreter prefix (never a secret one), and
+(`PathResolver.is_secret`, kept current by a `SecretIndex`), what of the emptied
+directories it gives back is agent/binds.py's (the programs on `PATH`, qshell's own
+interpreter, a worktree's repository; never a secret), and
 `with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
 command that writes: `OverlayMount`, where the probe found that works and
@@ -17,17 +18,14 @@ Thread-safe: a launcher is immutable but for its index, which locks.
 from __future__ import annotations
 
 import math
-import os
-import pwd
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from qshell.agent.binds import binds_for
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.sandbox import (
-    SANDBOX_TMP,
     Jail,
     Limits,
     OverlayMount,
@@ -35,19 +33,10 @@ from qshell.sandbox import (
     SandboxUnavailable,
     SecretIndex,
     filter_file,
-    private_dirs,
     probe,
 )
-from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
+from qshell.tools.paths import GIT_CONFIG_NAMES, PathResolver
 
-# toolchain managers under a home whose PATH entries (shims, proxies) need their whole tree
-WHOLE_TOOLCHAINS = frozenset(
-    {".pyenv", ".rbenv", ".nodenv", ".nvm", ".asdf", ".volta", ".bun", ".deno", ".sdkman"}
-    | {".goenv", ".rustup"}
-)
-# what else of the home a PATH entry there needs (~/.cargo/bin's rustup proxies, but never
-# the rest of ~/.cargo, which keeps the registry token)
-COMPANIONS: dict[str, tuple[str, ...]] = {".cargo": (".rustup",)}
 CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
 
 
@@ -60,6 +49,7 @@ class JailLauncher:
     index: SecretIndex
     home_binds: tuple[Path, ...]
     home_masks: tuple[Path, ...] = ()  # credential directories inside those
+    alias_binds: tuple[tuple[Path, Path], ...] = ()  # (resolved, the path PATH names)
     writable: tuple[Path, ...] = ()
     seccomp: Path | None = None
     limits: Limits = field(default_factory=Limits)
@@ -76,6 +66,7 @@ class JailLauncher:
             home=self.paths.home,
             masked=(*self.index.paths(), *self.home_masks),
             home_binds=self.home_binds,
+            alias_binds=self.alias_binds,
             limits=self.limits,
             prlimit=self.found.prlimit,
             writable_files=self.writable,
@@ -137,71 +128,23 @@ def confinement(
         note = f"no sandbox here, shell commands are checked by the proof alone: {found.reason}"
         return Confinement(None, "", note, f"off: {found.reason}")
     index = SecretIndex(paths.root, paths.is_secret, recheck=_content_decides)
-    binds = _home_binds(paths, environ)
-    masks = tuple(
-        d
-        for d in (home / name for home in _homes(paths) for name in SECRET_HOME_DIRS)
-        if any(d.is_relative_to(b) for b in binds)
-    )
+    given = binds_for(paths, environ)
     speculates = settings is not None and settings.speculate_commands and found.overlay
     commands = settings if speculates else None
     seccomp = filter_file(cache_dir) if found.seccomp else None
-    launcher = JailLauncher(found, paths, index, binds, masks, seccomp=seccomp, commands=commands)
+    launcher = JailLauncher(
+        found,
+        paths,
+        index,
+        given.same,
+        given.masks,
+        alias_binds=given.aliases,
+        seccomp=seccomp,
+        commands=commands,
+    )
     return Confinement(launcher, "", "", found.mode)
 
 
 def _content_decides(path: Path) -> bool:
     """A file whose secrecy depends on what it holds (a git config with a credential)."""
     return path.name.lower() in GIT_CONFIG_NAMES and ".git" in path.parts
-
-
-def _homes(paths: PathResolver) -> list[Path]:
-    """The user's home as `$HOME` says and as the password database does (they differ when
-    HOME is pointed elsewhere, as tests and CI do)."""
-    homes = [paths.home]
-    try:
-        listed = Path(pwd.getpwuid(os.getuid()).pw_dir)
-    except KeyError:  # a uid with no entry (some containers)
-        return homes
-    return homes if listed in homes or listed == Path("/") else [*homes, listed]
-
-
-def _home_binds(paths: PathResolver, environ: Mapping[str, str]) -> tuple[Path, ...]:
-    """What a command needs to find its programs that the jail's emptied directories would
-    hide, read-only: each `PATH` entry (resolved) under a home, /tmp or another emptied
-    directory — the entry itself, or the toolchain or environment it belongs to (`~/.pyenv`
-    for its shims, a virtual environment for its `bin`) — and qshell's own interpreter
-    prefixes. Never a home or an emptied directory itself, never a secret."""
-    homes = _homes(paths)
-    emptied = [Path(SANDBOX_TMP), *private_dirs()]
-    wanted = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
-    wanted += [Path(sys.prefix), Path(sys.base_prefix)]
-    binds: list[Path] = []
-    for entry in wanted:
-        path = Path(os.path.realpath(entry))
-        if not any(path.is_relative_to(d) for d in emptied):
-            continue  # the jail shows it as it is
-        for keep in _kept(path, homes):
-            too_wide = keep == Path("/") or keep in homes or keep in emptied
-            secret = paths.is_secret(keep) or paths.is_secret(path)
-            if not too_wide and not secret and keep not in binds:
-                binds.append(keep)
-    return tuple(binds)
-
-
-def _kept(path: Path, homes: list[Path]) -> list[Path]:
-    """The directories to bind back for the resolved PATH entry (or prefix) `path`."""
-    people = Path("/home")
-    if path.is_relative_to(people) and len(path.relative_to(people).parts) > 1:
-        homes = [*homes, people / path.relative_to(people).parts[0]]
-    for home in homes:
-        if path.is_relative_to(home) and path != home:
-            top = home / path.relative_to(home).parts[0]
-            if top.name in WHOLE_TOOLCHAINS:  # its shims and proxies call into the whole tree
-                return [top]
-            extra = [home / c for c in COMPANIONS.get(top.name, ()) if (home / c).is_dir()]
-            return [path, *extra]
-    for parent in (path, path.parent):  # a virtual or conda environment, or its bin/
-        if (parent / "pyvenv.cfg").is_file() or (parent / "conda-meta").is_dir():
-            return [parent]
-    return [path]

@@ -22,8 +22,10 @@ runs nothing.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,8 @@ SYSTEM_DIRS = frozenset(
     | {"gnu", "boot", "sys", "dev", "proc", "tmp", "run"}
 )
 # the system's own secrets (globs), masked where this user can read them (root: all)
+# system data kept inside an emptied directory that read-only commands ask about
+SYSTEM_DATA = ("/var/lib/dpkg", "/var/lib/rpm", "/var/lib/pacman", "/var/lib/apt", "/var/lib/dnf")
 SYSTEM_SECRETS = (
     "/etc/shadow*",
     "/etc/gshadow*",
@@ -88,6 +92,7 @@ class Jail:
     home: Path | None = None
     masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
     home_binds: tuple[Path, ...] = ()  # read-only inside the empty home or /tmp
+    alias_binds: tuple[tuple[Path, Path], ...] = ()  # (source, where) read-only, likewise
     limits: Limits = field(default_factory=Limits)
     prlimit: str | None = None
     writable: Path | None = None  # bound read-write at `root` instead of the project
@@ -99,20 +104,17 @@ class Jail:
         args = [self.bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--dev", "/dev"]
         args += ["--proc", "/proc", "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
         args += ["--tmpfs", "/run"]
-        hidden = [Path(SANDBOX_TMP)]
-        for private in private_dirs():
-            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(private)]
-            args += _symlinks_in(private)
-            hidden.append(private)
+        hidden = [Path(SANDBOX_TMP), *self._empty_private(args)]
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
             args += ["--dir", str(home)]  # empty, like the tmpfs a home elsewhere gets
         elif home is not None and home != Path("/") and home not in hidden:
             args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(home)]
             hidden.append(home)
-        for path in self.home_binds:
-            if any(_under(path, h) for h in hidden) and path.exists():
-                args += ["--ro-bind", str(path), str(path)]
+        binds = [(path, path) for path in self.home_binds] + list(self.alias_binds)
+        for source, dest in binds:
+            if any(_under(dest, h) for h in hidden) and source.exists():
+                args += ["--ro-bind", str(source), str(dest)]
         if self.writable is not None:
             args += ["--bind", str(self.writable), str(self.root)]
         elif any(_under(self.root, h) for h in hidden):
@@ -127,6 +129,21 @@ class Jail:
         if self.prlimit is None:
             return args
         return [self.prlimit, *self.limits.prlimit_args(), "--", *args]
+
+    def _empty_private(self, args: list[str]) -> list[Path]:
+        """Add to `args` what empties the top-level directories that are not the system's
+        (their symlinks made again), gives back the system's package databases and any
+        system directory that is a symlink into them, and masks the files at the top;
+        returns the emptied directories."""
+        private = private_dirs()
+        for path in private:
+            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(path)]
+            args += _symlinks_in(path)
+        for path in system_inside(private):
+            args += ["--ro-bind", str(path), str(path)]
+        for path in top_level_files():
+            args += ["--ro-bind", "/dev/null", str(path)]
+        return private
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
@@ -180,11 +197,49 @@ def private_dirs(top: Path = Path("/")) -> list[Path]:
     return found
 
 
-def system_secrets() -> list[Path]:
-    """The system's own secrets this user can read (root can read them all): each is
-    masked like a project secret."""
+def system_inside(private: list[Path]) -> list[Path]:
+    """What of the system lies inside the emptied directories and is given back read-only:
+    the package databases (`dpkg -s` must not say a package is missing) and the target of
+    a system directory that is a symlink into one (`/opt -> var/opt`)."""
+    found = [Path(p) for p in SYSTEM_DATA if Path(p).is_dir()]
+    for name in sorted(SYSTEM_DIRS):
+        link = Path("/", name)
+        if link.is_symlink():
+            target = link.resolve()
+            if any(_under(target, d) for d in private) and target.is_dir():
+                found.append(target)
+    return [p for p in found if any(_under(p, d) for d in private)]
+
+
+def top_level_files(top: Path = Path("/")) -> list[Path]:
+    """The regular files at the top of the file system (a machine's notes, installers):
+    none is the system's, so each is masked."""
+    try:
+        names = sorted(os.listdir(top))
+    except OSError:
+        return []
+    paths = [top / name for name in names]
+    return [p for p in paths if p.is_file() and not p.is_symlink()]
+
+
+@functools.cache
+def system_secrets() -> tuple[Path, ...]:
+    """The system's own secrets this user can read, each masked like a project secret:
+    SYSTEM_SECRETS, and every entry under /etc that others may not read (root can read
+    them all: a service's password, a Wi-Fi key, a registry login). Walked once a process."""
     found = [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
-    return [p for p in found if os.access(p, os.R_OK)]
+    for top, dirs, files in os.walk("/etc"):
+        for name in [*dirs, *files]:
+            path = Path(top, name)
+            try:
+                info = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_IROTH:
+                continue
+            found.append(path)
+        dirs[:] = [d for d in dirs if Path(top, d) not in found]  # masked whole
+    return tuple(p for p in dict.fromkeys(found) if os.access(p, os.R_OK))
 
 
 def _symlinks_in(directory: Path) -> list[str]:

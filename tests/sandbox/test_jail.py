@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -23,6 +24,7 @@ from qshell.agent.confine import confinement
 from qshell.agent.policy import proven_context
 from qshell.config import SandboxMode
 from qshell.sandbox import private_dirs, probe
+from qshell.sandbox.jail import system_secrets, top_level_files
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
@@ -289,3 +291,94 @@ def test_a_path_entry_in_the_home_brings_back_its_programs_and_nothing_else(
     assert "share" not in listed and "credentials.toml" not in listed
     if entry in (".local/bin", ".cargo/bin"):
         assert "hi from" in run(ctx, f"{home}/{entry}/say-hi")
+
+
+def jailed_with(project: Path, home: Path, path_entries: list[Path]) -> ToolContext:
+    path = ":".join([*map(str, path_entries), os.environ["PATH"]])
+    environ = {**os.environ, "HOME": str(home), "PATH": path}
+    paths = PathResolver(project, home=home)
+    launcher = confinement(SandboxMode.ON, paths, environ, None).launcher
+    return proven_context(ToolContext(paths=paths, environ=environ, sandbox=launcher))
+
+
+def script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_programs_keep_what_they_need_where_they_are_installed(project, tmp_path):
+    """A symlinked PATH entry, a virtual environment and a conda install under the home, a
+    program that links into its own environment (pipx, `uv tool`), `pip --user`'s library."""
+    home = tmp_path / "home"
+    script(home / "dotfiles/bin/from-dotfiles", "echo dotfiles ok")
+    (home / "bin").symlink_to(home / "dotfiles/bin")
+    venv = home / ".virtualenvs/tool"
+    (venv / "pyvenv.cfg").parent.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    script(venv / "bin/from-venv", f"cat {venv}/pyvenv.cfg")
+    conda = home / "miniconda3"
+    (conda / "conda-meta").mkdir(parents=True)
+    (conda / "lib/data.txt").parent.mkdir(parents=True)
+    (conda / "lib/data.txt").write_text("conda lib ok\n")
+    script(conda / "bin/from-conda", f"cat {conda}/lib/data.txt")
+    pipx = home / ".local/share/pipx/venvs/black"
+    (pipx / "pyvenv.cfg").parent.mkdir(parents=True)
+    (pipx / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    script(pipx / "lib/marker", "")
+    script(pipx / "bin/black", f"test -f {pipx}/lib/marker && echo pipx ok")
+    (home / ".local/bin").mkdir(parents=True)
+    (home / ".local/bin/black").symlink_to(pipx / "bin/black")
+    (home / ".local/share/fish_history").write_text(f"{SECRET}\n")
+    (home / ".local/lib/python3/site.txt").parent.mkdir(parents=True)
+    (home / ".local/lib/python3/site.txt").write_text("user site ok\n")
+    entries = [home / "bin", venv / "bin", conda / "bin", home / ".local/bin"]
+    ctx = jailed_with(project, home, entries)
+    out = run(ctx, f"from-dotfiles; from-venv; from-conda; black; cat {home}/.local/lib/*/site.txt")
+    for said in ("dotfiles ok", "home = /usr/bin", "conda lib ok", "pipx ok", "user site ok"):
+        assert said in out, out
+    assert run(ctx, f"ls -A {home}/.local/share").startswith("pipx\n[exit code: 0]")
+    assert SECRET not in run(ctx, f"cat {home}/.local/share/fish_history; true")
+
+
+def test_git_works_in_a_worktree_whose_repository_lies_outside_the_project(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("a\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "first"], check=True)
+    subprocess.run([*git, "worktree", "add", "-q", str(tmp_path / "wt")], check=True)
+    ctx = jailed(tmp_path / "wt")
+    assert "first" in run(ctx, "git log --oneline -1")
+
+
+def test_the_package_database_says_the_same_inside(project):
+    if shutil.which("dpkg-query") is None or not Path("/var/lib/dpkg").is_dir():
+        pytest.skip("no dpkg here")
+    inside = jailed(project)
+    outside = replace(inside, launcher=None)
+    command = "dpkg-query -W -f='${Package}\\n' coreutils bash"
+    assert run(inside, command) == run(outside, command)
+
+
+def test_every_etc_entry_others_may_not_read_is_masked():
+    """A differential against a plain walk of /etc: whatever of it this user can read but
+    others may not is in the jail's mask list."""
+    expected = set()
+    for top, dirs, files in os.walk("/etc"):
+        for name in [*dirs, *files]:
+            path = Path(top, name)
+            mode = path.lstat().st_mode
+            if not stat.S_ISLNK(mode) and not mode & stat.S_IROTH and os.access(path, os.R_OK):
+                expected.add(path)
+    masked = set(system_secrets())
+    assert all(p in masked or any(p.is_relative_to(m) for m in masked) for p in expected)
+
+
+def test_files_at_the_top_of_the_file_system_are_masked(tmp_path):
+    (tmp_path / "notes.json").write_text("{}")
+    (tmp_path / "usr").mkdir()
+    (tmp_path / "link").symlink_to("usr")
+    assert top_level_files(tmp_path) == [tmp_path / "notes.json"]
