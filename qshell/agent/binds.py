@@ -68,16 +68,15 @@ def binds_for(paths: PathResolver, environ: Mapping[str, str]) -> Binds:
     entries = [Path(p) for p in environ.get("PATH", "").split(":") if p.startswith("/")]
     for entry in [*entries, Path(sys.prefix), Path(sys.base_prefix)]:
         path = Path(os.path.realpath(entry))
-        if not is_hidden(path):
-            continue  # the jail shows it as it is
-        for kept in _kept(path, homes):
-            keep(kept)
+        if is_hidden(path):
+            for kept in _kept(path, homes):
+                keep(kept)
+            for target in _link_targets(path, is_hidden):
+                keep(target)
         named = entry != path and ".." not in entry.parts and is_hidden(entry)
-        covered = any(path.is_relative_to(b) for b in same)
-        if named and covered and not paths.is_secret(entry):
-            aliases.append((path, entry))  # a symlink on PATH: there too
-        for target in _link_targets(path, is_hidden):
-            keep(target)
+        shown = not is_hidden(path) or any(path.is_relative_to(b) for b in same)
+        if named and shown and not paths.is_secret(entry):
+            aliases.append((path, entry))  # a symlink on PATH (~/.nix-profile/bin): there too
     for git_dir in _git_dirs(paths, environ):
         if is_hidden(git_dir) and not git_dir.is_relative_to(paths.root):
             keep(git_dir)

@@ -382,3 +382,13 @@ def test_files_at_the_top_of_the_file_system_are_masked(tmp_path):
     (tmp_path / "usr").mkdir()
     (tmp_path / "link").symlink_to("usr")
     assert top_level_files(tmp_path) == [tmp_path / "notes.json"]
+
+
+def test_a_path_entry_in_the_home_that_links_to_the_system_is_there(project, tmp_path):
+    """`~/.nix-profile/bin` style: the entry is a symlink into a directory the jail shows,
+    but PATH names it where the home is emptied."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".nix-profile").symlink_to("/usr")
+    ctx = jailed_with(project, home, [home / ".nix-profile/bin"])
+    assert "there" in run(ctx, f"test -x {home}/.nix-profile/bin/sh && echo there")
