@@ -76,7 +76,7 @@ class Telemetry:
             try:
                 observer(event, {k: v for k, v in fields.items() if k not in _RESERVED_KEYS})
             except Exception:
-                log.warning("a telemetry observer failed", exc_info=True)
+                log.debug("a telemetry observer failed", exc_info=True)
         path = self.path
         if path is None or not self.enabled:
             return

@@ -8,7 +8,8 @@ None, becomes a failed answer (the caller makes it a deny or a boundary); a
 `qshell_shell_readonly` that raises proves nothing; a `qshell_filter_suggestion` that
 raises rejects the suggestion. Each failure is reported once per plugin and hook: a
 notice waits in `take_notices()` for a front-end to show. `qshell_event` observers are
-called one event at a time under a lock; what they raise is logged and swallowed. The
+called one event at a time under a lock; what they raise is logged, swallowed and said
+once too. The
 host also carries the run's Telemetry, whose every record it passes to the observers.
 It never imports a plugin (plugins/loader.py does) and holds no module global: compose
 builds one per run and passes it down in the ToolContext. Thread-safe: the plugin set is
@@ -123,10 +124,9 @@ class PluginHost:
             for hook in HOOKS
         }
         self._lock = threading.Lock()
-        self._events = threading.Lock()
+        self._events = threading.RLock()  # an observer may cause another event
         self._reported: set[tuple[str, str]] = set()
         self._pending: list[str] = []
-        self._quiet: set[str] = set()  # observers whose failure was logged once
         self.telemetry.observe(self.telemetry_event)
 
     @classmethod
@@ -203,19 +203,17 @@ class PluginHost:
             for impl in impls:
                 try:
                     impl.function(**arguments(impl, event=event))
-                except Exception:
-                    self._observer_failed(impl.plugin_name)
+                except Exception as exc:
+                    self._observer_failed(impl.plugin_name, exc)
 
     def telemetry_event(self, name: str, fields: Mapping[str, Any]) -> None:
         """The Telemetry observer: each record reaches `qshell_event` as a TelemetryEvent."""
         self.event(TelemetryEvent(name, dict(fields)))
 
-    def _observer_failed(self, plugin: str) -> None:
-        if plugin in self._quiet:
-            log.debug("plugin %s failed observing an event", plugin, exc_info=True)
-            return
-        self._quiet.add(plugin)
-        log.warning("plugin %s failed observing an event", plugin, exc_info=True)
+    def _observer_failed(self, plugin: str, exc: Exception) -> None:
+        """Logged, swallowed, and said once: the event goes on to the other observers."""
+        log.debug("plugin %s failed observing an event", plugin, exc_info=exc)
+        self.report(plugin, EVENT_HOOK, failure_text(exc))
 
     def record(self, event: str, /, **fields: Any) -> None:
         """Append one telemetry record (which the observers see too)."""
@@ -230,7 +228,7 @@ class PluginHost:
                 return
             self._reported.add((plugin, hook))
             self._pending.append(f"plugin {plugin} failed in {hook}: {detail}")
-        log.warning("plugin %s failed in %s: %s", plugin, hook, detail)
+        log.debug("plugin %s failed in %s: %s", plugin, hook, detail)
 
     def take_notices(self) -> list[str]:
         """The failures not shown yet (each is returned once)."""
