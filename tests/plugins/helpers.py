@@ -1,5 +1,6 @@
-"""Plugins for tests: the example plugins' folder, one-hook plugin files, and an
-"installed" example package whose entry point a subprocess finds offline.
+"""Plugins for tests: the example plugins' folder, one-hook plugin files, in-memory plugins
+and their host, and an "installed" example package whose entry point a subprocess finds
+offline.
 
 `entry_point_env` installs the `qshell-todos` example the way pip would as far as
 `importlib.metadata` can tell: a `.dist-info` directory (its METADATA and an
@@ -13,6 +14,18 @@ import os
 import textwrap
 import tomllib
 from pathlib import Path
+
+from qshell.plugins import (
+    Found,
+    GateCall,
+    GateContext,
+    PluginHost,
+    Setup,
+    Source,
+    hookimpl,
+)
+from qshell.plugins.loader import load_plugins
+from qshell.telemetry import Telemetry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "plugins"
 PACKAGE = EXAMPLES / "qshell-todos"
@@ -48,3 +61,30 @@ def entry_point_env(directory: Path, select: str = "todos") -> dict[str, str]:
     site = install_example(directory / "site-packages")
     paths = [str(site), str(PACKAGE), os.environ.get("PYTHONPATH", "")]
     return {"PYTHONPATH": os.pathsep.join(p for p in paths if p), "QSHELL_PLUGINS": select}
+
+
+class Gate:
+    """An in-memory gate plugin: answers every call with `answer` (or raises `raises`),
+    keeping what it was shown."""
+
+    def __init__(self, answer: object = None, *, raises: Exception | None = None) -> None:
+        self.answer = answer
+        self.raises = raises
+        self.seen: list[tuple[GateCall, GateContext]] = []
+
+    @hookimpl
+    def qshell_tool_gate(self, call: GateCall, context: GateContext) -> object:
+        self.seen.append((call, context))
+        if self.raises is not None:
+            raise self.raises
+        return self.answer
+
+
+def host_of(*plugins: tuple[str, object], telemetry: Telemetry | None = None) -> PluginHost:
+    """A host of in-memory plugins, `(name, plugin)` in consultation order."""
+    found = [
+        Found(name, Source.FILE, f"<{name}>", None, lambda plugin=plugin: plugin)
+        for name, plugin in plugins
+    ]
+    setup = Setup(options={}, project_root=Path("/"), state_dir=Path("/"))
+    return load_plugins(found, setup, telemetry=telemetry)
