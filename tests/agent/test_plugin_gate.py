@@ -285,3 +285,14 @@ def test_the_plugin_sees_a_speculative_call_with_its_boundary(root, overlay):
     assert call.writes == (root / "new.txt",)
     assert seen.speculative and seen.builtin.verdict is Verdict.BOUNDARY
     assert "would change new.txt" in seen.builtin.reason
+
+
+def test_a_plugin_tool_is_a_boundary_unless_it_declares_the_paths_it_reads(root, overlay):
+    from qshell.tools.registered import adapt
+    from tests.tools.test_registered import Count
+
+    ctx = context(root, Gate(None))
+    silent = boundary_of(overlay, YOLO, adapt("p", Count(declares=False)), {}, ctx)
+    assert silent.type is BoundaryType.DENIED_TOOL and "declares no paths" in silent.detail
+    _, _, decision = speculate(overlay, YOLO, adapt("p", Count()), {"path": "."}, ctx)
+    assert decision.verdict is Verdict.ALLOW
