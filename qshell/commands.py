@@ -131,6 +131,6 @@ def list_plugins(
         stdout.write("no plugins loaded\n")
     for info in infos:
         hooks = ", ".join(info.hooks) or "no hooks"
-        said = f"not loaded: {info.error}" if info.error else hooks
+        said = f"skipped ({info.error})" if info.error else hooks
         stdout.write(f"{info.name} ({info.source} {info.location}): {said}\n")
     return 0

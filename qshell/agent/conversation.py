@@ -5,9 +5,9 @@ It owns the current session, the main ToolRunner (interactive, with checkpoints 
 Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
 `set_model()`, `set_approval_mode()`, `clear()`, `resume()`, `close()` — and render the
 events the generators yield (shown to the gate plugins' observers first, with their
-failures as notices: agent/plugin_events.py); they never touch the provider or the tools. Work bound to the
-conversation's life (its suggestions and speculations) registers with `on_close` and is
-ended first thing in `close()`. A turn's generator must be consumed in one thread (the
+failures as notices: agent/plugin_events.py); they never touch the provider or the
+tools. Work bound to the conversation's life (its suggestions and speculations) registers
+with `on_close` and is ended first thing in `close()`. A turn's generator must be consumed in one thread (the
 front-end's worker); `cancel()` may be called from any thread.
 """
 

@@ -23,8 +23,8 @@ raised as `Boundary`, a control signal that ends the speculative turn; it is nev
 QshellError. A plugin's tool is a `denied_tool` boundary unless it reads or searches and
 declares the paths it reads (tools/registered.py). The gate plugins then have their say
 through the consultation the main runner uses too (agent/plugin_gate.py, with its fixed
-limits): what they refuse is a `plugin` boundary. Unlike the main runner it never asks. Thread-safe: decisions are pure, the
-overlay locks.
+limits): what they refuse is a `plugin` boundary. Unlike the main runner it never asks.
+Thread-safe: decisions are pure, the overlay locks.
 """
 
 from __future__ import annotations

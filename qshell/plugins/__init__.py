@@ -21,7 +21,14 @@ from pathlib import Path
 from qshell.dirs import Dirs
 from qshell.plugins.discovery import SELECT_ENV, USER_FOLDER, Found, PluginRequest, Source, find
 from qshell.plugins.hookspecs import PROJECT, hookimpl, hookspec
-from qshell.plugins.host import PluginAnswer, PluginHost, PluginInfo, Registered
+from qshell.plugins.host import (
+    PLUGIN_FAILURES,
+    PluginAnswer,
+    PluginHost,
+    PluginInfo,
+    Registered,
+    failure_text,
+)
 from qshell.plugins.loader import Setup, load_plugins
 from qshell.plugins.values import (
     GateCall,
@@ -36,6 +43,7 @@ from qshell.telemetry import Telemetry
 
 __all__ = [
     "NO_PLUGINS",
+    "PLUGIN_FAILURES",
     "PROJECT",
     "SELECT_ENV",
     "USER_FOLDER",
@@ -54,6 +62,7 @@ __all__ = [
     "SuggestionCheck",
     "TelemetryEvent",
     "Verdict",
+    "failure_text",
     "hookimpl",
     "hookspec",
     "open_host",

@@ -52,6 +52,8 @@ HOOKS = (
     FILTER_HOOK,
 )
 MAX_DETAIL_CHARS = 200
+# what a plugin may raise without ending qshell (a Ctrl-C still does)
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
 
 
 def new_manager() -> pluggy.PluginManager:
@@ -150,7 +152,7 @@ class PluginHost:
             name = impl.plugin_name
             try:
                 result = impl.function(**arguments(impl, call=call, context=context))
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 return self._failed(name, failure_text(exc))
             if result is None:
                 continue
@@ -172,7 +174,7 @@ class PluginHost:
         for impl in self._impls[READONLY_HOOK]:
             try:
                 result = impl.function(**arguments(impl, command=command, argv=tuple(argv)))
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 self.report(impl.plugin_name, READONLY_HOOK, failure_text(exc))
                 return False
             declared = declared or result is True
@@ -184,7 +186,7 @@ class PluginHost:
             name = impl.plugin_name
             try:
                 result = impl.function(**arguments(impl, text=text, context=context))
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 self.report(name, FILTER_HOOK, failure_text(exc))
                 return f"plugin:{name}"
             if result:
@@ -203,14 +205,14 @@ class PluginHost:
             for impl in impls:
                 try:
                     impl.function(**arguments(impl, event=event))
-                except Exception as exc:
+                except PLUGIN_FAILURES as exc:
                     self._observer_failed(impl.plugin_name, exc)
 
     def telemetry_event(self, name: str, fields: Mapping[str, Any]) -> None:
         """The Telemetry observer: each record reaches `qshell_event` as a TelemetryEvent."""
         self.event(TelemetryEvent(name, dict(fields)))
 
-    def _observer_failed(self, plugin: str, exc: Exception) -> None:
+    def _observer_failed(self, plugin: str, exc: BaseException) -> None:
         """Logged, swallowed, and said once: the event goes on to the other observers."""
         log.debug("plugin %s failed observing an event", plugin, exc_info=exc)
         self.report(plugin, EVENT_HOOK, failure_text(exc))

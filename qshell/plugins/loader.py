@@ -19,6 +19,7 @@ import pluggy
 
 from qshell.plugins.discovery import Found
 from qshell.plugins.host import (
+    PLUGIN_FAILURES,
     PluginHost,
     PluginInfo,
     Registered,
@@ -51,7 +52,9 @@ class _Loading:
 
     @property
     def notes(self) -> list[str]:
-        return [f"plugin {f.name} ({_where(f)}) {why}; skipped" for f, why in self.skipped]
+        """One line per skipped plugin, in consultation order."""
+        skipped = sorted(self.skipped, key=lambda pair: self.order.index(pair[0]))
+        return [f"plugin {f.name} ({_where(f)}) {why}; skipped" for f, why in skipped]
 
     def skip(self, found: Found, why: str) -> None:
         self.skipped.append((found, why))
@@ -65,7 +68,7 @@ class _Loading:
                 continue
             try:
                 module = plugin.load()
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 self.skip(plugin, f"failed to load: {failure_text(exc)}")
                 continue
             names[plugin.name] = plugin
@@ -109,7 +112,7 @@ class _Loading:
             )
             try:
                 impl.function(**arguments(impl, config=config))
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 self.drop(plugin, module, f"failed to configure: {failure_text(exc)}")
 
     def tools(self) -> list[Registered]:
@@ -121,7 +124,7 @@ class _Loading:
             mine = _Collector(plugin.name)
             try:
                 impl.function(**arguments(impl, register=mine))
-            except Exception as exc:
+            except PLUGIN_FAILURES as exc:
                 self.drop(plugin, module, f"failed to register its tools: {failure_text(exc)}")
                 continue
             found += mine.tools

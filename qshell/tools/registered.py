@@ -22,7 +22,7 @@ from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel
 
-from qshell.plugins import PluginHost
+from qshell.plugins import PLUGIN_FAILURES, PluginHost, failure_text
 from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,10 @@ class RegisteredTool:
         self._tool = tool
 
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
-        result = self._tool.run(args, ctx)
+        try:
+            result = self._tool.run(args, ctx)
+        except SystemExit as exc:  # the loop turns any other exception into a result
+            return ToolResult.fail(ErrorType.IO, f"the tool failed: {failure_text(exc)}")
         if isinstance(result, ToolResult):
             return result
         if isinstance(result, str):
@@ -59,7 +62,7 @@ class RegisteredTool:
             return []
         try:
             declared = list(method(args, ctx))
-        except Exception:  # it declares nothing, so speculation never runs it
+        except PLUGIN_FAILURES:  # it declares nothing, so speculation never runs it
             log.warning("tool %s of plugin %s: accesses failed", self.name, self.plugin)
             return []
         return [
@@ -101,6 +104,9 @@ def registered_tools(host: PluginHost, taken: Iterable[str]) -> list[Tool]:
             tool = adapt(registered.plugin, registered.tool)
         except (ValueError, TypeError) as exc:
             host.report(registered.plugin, HOOK, str(exc))
+            continue
+        except PLUGIN_FAILURES as exc:  # the plugin's own object raised
+            host.report(registered.plugin, HOOK, failure_text(exc))
             continue
         if tool.name in names:
             host.report(registered.plugin, HOOK, f"tool name {tool.name} is taken")

@@ -122,21 +122,18 @@ def test_plugins_that_fail_are_skipped_each_with_one_line_and_the_rest_load(tmp_
     write_plugin(folder / "b_unknown.py", "qshell_tool_gait(call)", "return None")
     write_plugin(folder / "c_configure.py", "qshell_configure(config)", "raise ValueError('bad')")
     write_plugin(folder / "d_tools.py", "qshell_register_tools(register)", "raise OSError('x')")
-    write_plugin(folder / "e_fine.py", GATE, "return None")
+    (folder / "e_exits.py").write_text("raise SystemExit(3)\n")
+    write_plugin(folder / "f_fine.py", GATE, "return None")
     host = load(tmp_path)
-    assert names(host) == ["e_fine"]
+    assert names(host) == ["f_fine"]
     notes = host.startup_notes
-    assert len(notes) == 4 and all("\n" not in n and n.endswith("; skipped") for n in notes)
+    assert len(notes) == 5 and all("\n" not in n and n.endswith("; skipped") for n in notes)
     assert "ModuleNotFoundError" in notes[0] and "qshell_tool_gait" in notes[1]
     assert "failed to configure: ValueError: bad" in notes[2]
     assert "failed to register its tools: OSError: x" in notes[3]
-    assert [i.name for i in host.infos] == [
-        "a_import",
-        "b_unknown",
-        "c_configure",
-        "d_tools",
-        "e_fine",
-    ]
+    assert "failed to load: SystemExit: 3" in notes[4]
+    infos = [i.name for i in host.infos]
+    assert infos == ["a_import", "b_unknown", "c_configure", "d_tools", "e_exits", "f_fine"]
 
 
 def test_configure_gets_the_plugins_own_options_and_directories(tmp_path):
