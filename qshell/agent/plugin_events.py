@@ -4,8 +4,9 @@
 (Conversation's verbs, the print run): each event goes to the `qshell_event` observers
 before the front-end gets it, so every event the user sees is observed once (a
 speculation's are observed when its accepted turn replays them, not while it runs
-unseen), and after each one a plugin failure not shown yet (plugins/host.py: a gate hook
-that raised, here or in a speculation) follows as a `Notice`. It changes no event, and
+unseen), and before each one a plugin failure not shown yet (plugins/host.py: a gate hook
+that raised, here or in a speculation) comes as a `Notice` — never after the turn's
+`TurnFinished` or `TurnFailed`, which stays its last event. It changes no event, and
 closing it closes the turn. Runs in the thread that consumes the events.
 """
 
@@ -18,13 +19,12 @@ from qshell.plugins import PluginHost
 
 
 def observed(events: Iterator[Event], plugins: PluginHost) -> Iterator[Event]:
-    """`events`, each shown to the observers first, with pending plugin notices after."""
+    """`events`, each shown to the observers first, pending plugin notices before each."""
     try:
-        yield from _notices(plugins)
         for event in events:
+            yield from _notices(plugins)  # before, so a turn's last event stays its end
             plugins.event(event)
             yield event
-            yield from _notices(plugins)
     finally:  # closing the wrapper closes the turn at once (its finally blocks run now)
         close = getattr(events, "close", None)
         if close is not None:

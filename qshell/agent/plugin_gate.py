@@ -8,7 +8,7 @@ plugins/host.py), then applies the fixed limits, which hold whatever a plugin sa
   yolo mode; in a speculation every answer but `allow` is a boundary, and in the main
   loop a `boundary` is a question;
 - a plugin's `allow` only answers a question qshell would ask: qshell's own denials (a
-  write outside the project, what plan mode forbids) stand; a protected path is never
+  write outside the project, what plan mode forbids) stand, even against an `ask`; a protected path is never
   written without asking; a command runs without asking only as a proven read-only one
   runs — in the sandbox when there is one (`Ruling.confined`), never when the sandbox is
   required and missing;
@@ -37,6 +37,7 @@ QSHELL = "qshell"  # who decided, when no plugin's answer was taken
 LIFTABLE_BOUNDARY = "denied_tool"  # the one speculative boundary a plugin's allow may lift
 NON_WRITING_KINDS = frozenset({Kind.READ, Kind.SEARCH, Kind.THINK, Kind.FETCH})
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
+STRICTNESS = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}  # main-loop verdicts
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ def _main(answer: PluginAnswer | None, builtin: Builtin, kind: Kind, ctx: ToolCo
         return Ruling(builtin.decision)
     wanted = _reasoned(answer)
     verdict = Verdict.ASK if wanted.verdict is Verdict.BOUNDARY else wanted.verdict
-    if verdict is not Verdict.ALLOW or builtin.decision.verdict is Verdict.ALLOW:
+    if STRICTNESS[verdict] >= STRICTNESS[builtin.decision.verdict]:  # it tightens
         return Ruling(GateDecision(verdict, wanted.reason), answer.plugin)
     limit = main_limit(builtin, kind, ctx)
     if limit:
@@ -119,7 +120,7 @@ def _main(answer: PluginAnswer | None, builtin: Builtin, kind: Kind, ctx: ToolCo
 
 
 def main_limit(builtin: Builtin, kind: Kind, ctx: ToolContext) -> str:
-    """Why a plugin may not allow what qshell would not (main loop), or ""."""
+    """Why a plugin may not loosen qshell's decision (main loop), or ""."""
     if builtin.decision.verdict is Verdict.DENY:
         return "a plugin cannot overturn qshell's own denial"
     if builtin.always_asks:

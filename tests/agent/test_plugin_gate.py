@@ -108,8 +108,11 @@ def test_a_plugin_cannot_make_a_protected_path_writable_without_asking(root, mod
     assert printed.verdict is Verdict.DENY
 
 
-def test_a_plugin_cannot_overturn_qshells_own_denials(root):
-    ctx = context(root, Gate(ALLOW))
+@pytest.mark.parametrize(
+    "answer", [ALLOW, GateDecision.ask("let me ask"), GateDecision.boundary("x")]
+)
+def test_a_plugin_cannot_overturn_qshells_own_denials(root, answer):
+    ctx = context(root, Gate(answer))
     _, outside = main(YOLO, WRITE, {"path": "../elsewhere.txt", "content": "x"}, ctx)
     _, planned = main(PLAN, WRITE, {"path": "new.txt", "content": "x"}, ctx)
     _, command = main(PLAN, SHELL, {"command": "touch made.txt"}, ctx)
