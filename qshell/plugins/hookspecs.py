@@ -53,7 +53,8 @@ def qshell_register_tools(register: Callable[[Any], None]) -> None:
 
 @hookspec
 def qshell_event(event: object) -> None:
-    """Observe one loop event (agent/events.py) or TelemetryEvent; read-only."""
+    """Observe one loop event (agent/events.py) or TelemetryEvent; read-only: never resolve
+    the future of a question it carries."""
 
 
 @hookspec
