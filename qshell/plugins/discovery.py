@@ -78,6 +78,8 @@ def find(
     if not request.discover:
         return found
     only = selection(environ)
+    if only is not None and not only:  # QSHELL_PLUGINS="": nothing to look for
+        return found
     discovered = [*_user_folder(config_dir / USER_FOLDER), *_entry_points()]
     found += [f for f in discovered if only is None or f.name in only]
     return found
