@@ -2,11 +2,12 @@
 
 A plugin is a module (or any object) with functions marked `@hookimpl` and named after
 these specs; it implements any subset, and a hook implementation may take any subset of
-a spec's arguments. Each hook is called from one place in qshell: `qshell_configure` by
-the loader, `qshell_tool_gate` by the one gate consultation (agent/plugin_gate.py),
-`qshell_shell_readonly` by the shell proof's per-command rule, `qshell_register_tools` by
-composition, `qshell_event` by the host for loop and telemetry events, and
-`qshell_filter_suggestion` by the suggestion filter. Specs only: nothing here runs.
+a spec's arguments. Each hook is called from one place in qshell: `qshell_configure` and
+`qshell_register_tools` by the loader (plugins/loader.py), `qshell_tool_gate` by the one
+gate consultation (agent/plugin_gate.py), `qshell_shell_readonly` by the shell proof's
+per-command rule (through `policy.prove`), `qshell_event` by agent/plugin_events.py and
+the telemetry observer, and `qshell_filter_suggestion` by the suggestion screen
+(followup/suggestion.py). Specs only: nothing here runs.
 """
 
 from __future__ import annotations

@@ -1,19 +1,19 @@
-"""PluginHost: the plugins loaded for one run, and the only code that calls their hooks.
+"""PluginHost: the plugins loaded for one run, and the code that calls their hooks.
 
-It calls each hook implementation itself, in consultation order (pluggy's: the first
-consulted plugin was registered last; `tryfirst`/`trylast` are honoured, wrappers are
-not called), so it knows which plugin answered and which one failed. Gate hooks fail
-closed: a `qshell_tool_gate` that raises, or answers anything but a `GateDecision` or
-None, becomes a failed answer (the caller makes it a deny or a boundary); a
-`qshell_shell_readonly` that raises proves nothing; a `qshell_filter_suggestion` that
-raises rejects the suggestion. Each failure is reported once per plugin and hook: a
-notice waits in `take_notices()` for a front-end to show. `qshell_event` observers are
-called one event at a time under a lock; what they raise is logged, swallowed and said
-once too. The
-host also carries the run's Telemetry, whose every record it passes to the observers.
-It never imports a plugin (plugins/loader.py does) and holds no module global: compose
-builds one per run and passes it down in the ToolContext. Thread-safe: the plugin set is
-fixed once built; notices and event dispatch are guarded by locks.
+Once loading is done (plugins/loader.py calls `qshell_configure` and
+`qshell_register_tools` then), every hook call goes through here. It calls each
+implementation itself, in consultation order (pluggy's: the first consulted plugin was
+registered last; `tryfirst`/`trylast` are honoured, wrappers are not called), so it knows
+which plugin answered and which one failed. Gate hooks fail closed: a `qshell_tool_gate`
+that raises, or answers anything but a `GateDecision` or None, becomes a failed answer
+(the caller makes it a deny or a boundary); a `qshell_shell_readonly` that raises proves
+nothing; a `qshell_filter_suggestion` that raises rejects the suggestion. Each failure is
+reported once per plugin and hook: a notice waits in `take_notices()` for a front-end to
+show. `qshell_event` observers are called one event at a time under a lock; what they
+raise is logged, swallowed and said once too. The host also carries the run's Telemetry,
+whose every record it passes to the observers. It holds no module global: compose builds
+one per run and passes it down in the ToolContext. Thread-safe: the plugin set is fixed
+once built; notices and event dispatch are guarded by locks.
 """
 
 from __future__ import annotations
