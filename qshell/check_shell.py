@@ -5,7 +5,8 @@ each command (from the arguments, else one per line of standard input) it prints
 qshell runs it without asking in the project `--root` — in default and auto-edit modes,
 and speculatively — and otherwise the reason. It asks the very function the main runner
 and the speculative gate ask (`agent.policy.shell_concern`), with the tool context a
-session in that root gets (compose.tool_context), so nothing is re-implemented. It runs
+session in that root gets (compose.tool_context, with the gate plugins a run would load, so
+the forms they declare read-only count), so nothing is re-implemented. It runs
 none of the commands (only bash's own expansion of globs, braces and tildes, see
 agent/shell_scope.py). `--json` prints one object per line: command, auto_run, reason.
 Main thread.
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("commands", nargs="*", metavar="COMMAND", help="a bash command line")
     parser.add_argument("--root", type=Path, help="the project root (default: this directory)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--plugin", action="append", default=[], type=Path, metavar="FILE")
+    parser.add_argument("--no-plugins", action="store_true")
     return parser
 
 
@@ -50,8 +53,9 @@ def run_check_shell(
     stdout: TextIO,
 ) -> int:
     from qshell.agent.policy import shell_concern
-    from qshell.compose import tool_context
+    from qshell.compose import open_plugins, tool_context
     from qshell.config import load_settings, project_root_for
+    from qshell.plugins import PluginRequest
 
     args = build_parser().parse_args(list(argv))
     given = args.root if args.root is not None else cwd
@@ -59,7 +63,10 @@ def run_check_shell(
     if not root.is_dir():
         raise InputError(f"--root {root} is not a directory")
     settings = load_settings(project_root=root, environ=environ)
-    ctx = tool_context(settings, root=root, environ=environ)
+    files = tuple(path if path.is_absolute() else cwd / path for path in args.plugin)
+    request = PluginRequest(files=files, discover=not args.no_plugins)
+    plugins = open_plugins(settings, request, root=root, environ=environ)
+    ctx = tool_context(settings, root=root, environ=environ, plugins=plugins)
     for command in _commands(args.commands, stdin):
         reason = shell_concern(command, ctx)
         if args.json:

@@ -69,6 +69,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--simple-prompt", action="store_true", help="plain line mode (no escape codes)"
     )
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="FILE",
+        type=Path,
+        help="load this gate plugin file (repeatable; consulted first, in order)",
+    )
+    parser.add_argument(
+        "--no-plugins",
+        action="store_true",
+        help="load no plugin from the user folder or installed packages",
+    )
     parser.add_argument("--json", action="store_true", help="JSON output for subcommands")
     parser.add_argument("--version", action="version", version=f"qshell {__version__}")
     return parser
@@ -158,11 +171,24 @@ def _dispatch(
     if args.max_turns is not None and args.max_turns < 1:
         raise InputError("--max-turns must be at least 1")
     settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
-    opener = _opener(settings, root, environ, stderr)
+    plugins = plugin_host(args, settings, root, environ)
+    opener = _opener(settings, root, environ, stderr, plugins)
     try:
         return _run_front_end(args, settings, opener, stdin, stdout, stderr, environ)
     finally:
         opener.close()
+
+
+def plugin_host(
+    args: argparse.Namespace, settings: Any, root: Path, environ: Mapping[str, str]
+) -> Any:
+    """The run's gate plugins: `--plugin` files, then (unless `--no-plugins`) the user
+    folder's and the installed ones that QSHELL_PLUGINS selects."""
+    from qshell.compose import open_plugins
+    from qshell.plugins import PluginRequest
+
+    request = PluginRequest(files=tuple(args.plugin), discover=not args.no_plugins)
+    return open_plugins(settings, request, root=root, environ=environ)
 
 
 def _run_front_end(
@@ -188,7 +214,13 @@ def _run_front_end(
     if not args.print and stdin_is_tty:
         from qshell.ui.interactive import run_interactive
 
-        app = compose.open_interactive(settings, request, open_session=opener, environ=environ)
+        app = compose.open_interactive(
+            settings,
+            request,
+            open_session=opener,
+            environ=environ,
+            telemetry=opener.plugins.telemetry,
+        )
         return run_interactive(
             args,
             app.conversation,
@@ -208,20 +240,25 @@ def _run_front_end(
         raise InputError("the prompt is empty: pass it as an argument or on standard input")
     from qshell.ui.print_mode import run_print
 
+    for note in opener.plugins.startup_notes:  # the REPL shows them under its banner
+        stderr.write(f"qshell: {note}\n")
     run = compose.open_print(settings, request, open_session=opener)
     return run_print(run, prompt, output_format=args.output_format, stdout=stdout, stderr=stderr)
 
 
-def _opener(settings: Any, root: Path, environ: Mapping[str, str], stderr: TextIO) -> Any:
-    """The session factory front-ends use (cli is the composition root); progress notes
-    from building the provider (the local model starting) go to stderr."""
+def _opener(
+    settings: Any, root: Path, environ: Mapping[str, str], stderr: TextIO, plugins: Any
+) -> Any:
+    """The session factory front-ends use (cli is the composition root), its sessions
+    carrying `plugins`; progress notes from building the provider (the local model
+    starting) go to stderr."""
     from qshell.compose import SessionOpener
 
     def notify(line: str) -> None:
         stderr.write(f"qshell: {line}\n")
         stderr.flush()
 
-    return SessionOpener(settings, root=root, environ=environ, notify=notify)
+    return SessionOpener(settings, root=root, environ=environ, notify=notify, plugins=plugins)
 
 
 def entry() -> None:

@@ -1,8 +1,9 @@
 """The reserved subcommands: `qshell stats` and `qshell plugins`.
 
 `stats` summarises this project's session transcripts (sessions, rounds, tokens, cached
-tokens); `plugins` lists the plugins that would load. Both read local files only and
-write to the given stdout; `--json` gives machine-readable output. Main thread.
+tokens); `plugins` lists the gate plugins a run here loads (importing them, as a run would),
+their source and hooks, and why any failed. They write to the given stdout; `--json` gives
+machine-readable output. Main thread.
 """
 
 from __future__ import annotations
@@ -110,15 +111,26 @@ def run_subcommand(
 
         stdout.write("\n".join(doctor_report(root, environ)) + "\n")
         return 0
-    from qshell.plugins import describe, make_plugin_manager
+    return list_plugins(args, root, environ, stdout)
 
-    infos = describe(make_plugin_manager(environ))
+
+def list_plugins(
+    args: argparse.Namespace, root: Path, environ: Mapping[str, str], stdout: TextIO
+) -> int:
+    """`qshell plugins`: the plugins a run here loads, in the order they are consulted,
+    with their source and hooks, and those that failed to load with why."""
+    from qshell.cli import plugin_host
+    from qshell.config import load_settings
+
+    settings = load_settings(project_root=root, environ=environ)
+    infos = plugin_host(args, settings, root, environ).infos
     if args.json:
         stdout.write(json.dumps([asdict(i) for i in infos]) + "\n")
-    elif not infos:
-        stdout.write("no plugins installed\n")
-    else:
-        for info in infos:
-            version = f" {info.version}" if info.version else ""
-            stdout.write(f"{info.name}{version}: {', '.join(info.hooks) or 'no hooks'}\n")
+        return 0
+    if not infos:
+        stdout.write("no plugins loaded\n")
+    for info in infos:
+        hooks = ", ".join(info.hooks) or "no hooks"
+        said = f"skipped ({info.error})" if info.error else hooks
+        stdout.write(f"{info.name} ({info.source} {info.location}): {said}\n")
     return 0

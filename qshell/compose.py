@@ -9,8 +9,11 @@ model server), and `close()` releases it. `open_interactive` builds what an inte
 front-end drives — the Conversation, the factory of its next-prompt suggestions (with
 local telemetry), the prompt's private history file — after sweeping the speculation
 overlays dead processes left; `open_print` builds the one session and non-interactive
-ToolRunner of `--print`, after the same sweep. Front-ends never construct providers, tools, runners or
-telemetry themselves. No threads; terminal output only through the `notify` callback.
+ToolRunner of `--print`, after the same sweep. `open_plugins` loads the run's gate plugins
+(with the run's telemetry, which they observe) into the PluginHost every session's tool
+context carries, and their tools join the built-in ones. Front-ends never construct
+providers, tools, runners, plugins or telemetry themselves. No threads; terminal output
+only through the `notify` callback.
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ from qshell.config import (
 )
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
+from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
+from qshell.telemetry import Telemetry
 from qshell.tools import default_tools
-from qshell.tools.base import ToolContext
+from qshell.tools.base import Tool, ToolContext
 from qshell.tools.paths import PathResolver
+from qshell.tools.registered import registered_tools
 
 if TYPE_CHECKING:
     from qshell.followup.followup import FollowupFactory
@@ -131,11 +137,13 @@ class SessionOpener:
         root: Path,
         environ: Mapping[str, str],
         notify: Notify | None = None,
+        plugins: PluginHost = NO_PLUGINS,
     ) -> None:
         self.settings = settings
         self.root = root
         self.environ = environ
         self._notify = notify
+        self.plugins = plugins
         self.provider: Provider | None = None
 
     def __call__(self, request: SessionRequest) -> Session:
@@ -156,6 +164,7 @@ class SessionOpener:
             environ=self.environ,
             provider=self.provider,
             config=config,
+            plugins=self.plugins,
         )
 
     def close(self) -> None:
@@ -166,10 +175,33 @@ class SessionOpener:
             close()
 
 
-def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) -> ToolContext:
+def open_plugins(
+    settings: Settings, request: PluginRequest, *, root: Path, environ: Mapping[str, str]
+) -> PluginHost:
+    """The gate plugins of a run in `root`, configured from `plugins.options`, observing
+    the run's telemetry (the state directory's events file)."""
+    telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
+    return open_host(
+        request, environ=environ, cwd=root, options=settings.plugins.options, telemetry=telemetry
+    )
+
+
+def session_tools(plugins: PluginHost) -> list[Tool]:
+    """The built-in tools, then those the plugins registered (names must not clash)."""
+    tools = default_tools()
+    return tools + registered_tools(plugins, (t.name for t in tools))
+
+
+def tool_context(
+    settings: Settings,
+    *,
+    root: Path,
+    environ: Mapping[str, str],
+    plugins: PluginHost = NO_PLUGINS,
+) -> ToolContext:
     """What the tools of a session in `root` may use: the path resolver with the secret and
-    protected patterns from settings, the environment, the shell timeout, and the sandbox
-    the commands qshell runs on its own start in (agent/confine.py)."""
+    protected patterns from settings, the environment, the shell timeout, the sandbox the
+    commands qshell runs on its own start in (agent/confine.py), and the gate plugins."""
     paths = PathResolver(
         root,
         home=Path(environ.get("HOME") or Path.home()),
@@ -188,6 +220,7 @@ def tool_context(settings: Settings, *, root: Path, environ: Mapping[str, str]) 
         sandbox_missing=confined.missing,
         sandbox_mode=confined.mode,
         sandbox_note=confined.note,
+        plugins=plugins,
     )
 
 
@@ -208,6 +241,7 @@ def open_session(
     environ: Mapping[str, str],
     provider: Provider | None = None,
     config: ProviderConfig | None = None,
+    plugins: PluginHost = NO_PLUGINS,
 ) -> Session:
     """A new or resumed session for `root`, with its transcript open for appending;
     `provider` and its `config` are built from the settings when not given."""
@@ -215,7 +249,7 @@ def open_session(
     config = config or provider_config(settings, environ)
     tiny = config.name is ProviderName.LOCAL and small_local_model(settings)
     directory = transcripts.transcripts_dir(dirs.state, root)
-    context = tool_context(settings, root=root, environ=environ)
+    context = tool_context(settings, root=root, environ=environ, plugins=plugins)
     history = []
     last_prompt_tokens = 0
     if request.continue_latest or request.resume_id:
@@ -242,7 +276,7 @@ def open_session(
         provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
         system_prompt=system_prompt or build_system_prompt(root, compact=tiny),
-        tools=default_tools(),
+        tools=session_tools(plugins),
         tool_context=context,
         approval_mode=settings.approval_mode,
         max_turns=min(settings.max_turns, settings.local.max_rounds)
@@ -286,11 +320,12 @@ def open_interactive(
     *,
     open_session: SessionFactory,
     environ: Mapping[str, str],
+    telemetry: Telemetry | None = None,
 ) -> Interactive:
     """The conversation for `request`, its suggestions and speculation, and the prompt
-    history; stale speculation overlays are swept first."""
+    history; stale speculation overlays are swept first. `telemetry` is the run's (the
+    one its plugins observe), else the state directory's."""
     from qshell.followup.followup import Followup
-    from qshell.telemetry import Telemetry
 
     conversation = Conversation(
         open_session,
@@ -300,10 +335,10 @@ def open_interactive(
     )
     _sweep_stale_overlays(conversation.session.project_root)
     state = Dirs.from_environ(environ).state
-    telemetry = Telemetry.for_state_dir(state)
+    events = telemetry or Telemetry.for_state_dir(state)
 
     def followup(on_change: Callable[[str | None], None]) -> Followup:
-        return Followup(conversation, settings, on_change=on_change, telemetry=telemetry)
+        return Followup(conversation, settings, on_change=on_change, telemetry=events)
 
     return Interactive(conversation, followup, lambda: _prompt_history(state))
 
@@ -349,8 +384,10 @@ class PrintRun:
 
     def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
         from qshell.agent.loop import run_turn
+        from qshell.agent.plugin_events import observed
 
-        return run_turn(self.session, prompt, self.runner, cancel)
+        turn = run_turn(self.session, prompt, self.runner, cancel)
+        return observed(turn, self.session.tool_context.plugins)
 
     def close(self) -> None:
         self.session.close()

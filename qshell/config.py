@@ -113,6 +113,13 @@ class TelemetrySettings(_Section):
     log_text: bool = False
 
 
+class PluginSettings(_Section):
+    # each gate plugin's own options, by the plugin's name (its file stem or entry point),
+    # handed to its `qshell_configure` hook; which plugins load is chosen by QSHELL_PLUGINS,
+    # --plugin and --no-plugins, never by a settings file (a project's could name its code)
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class TimeoutSettings(_Section):
     connect_s: float = Field(10.0, gt=0)
     first_token_s: float = Field(120.0, gt=0)
@@ -159,6 +166,7 @@ class Settings(_Section):
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    plugins: PluginSettings = Field(default_factory=PluginSettings)
     local: LocalSettings = Field(default_factory=LocalSettings)
 
 
@@ -252,7 +260,7 @@ def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
 
 def _env_value(raw: str) -> Any:
     stripped = raw.strip()
-    if stripped.startswith("["):
+    if stripped.startswith(("[", "{")):
         try:
             return json.loads(stripped)
         except json.JSONDecodeError:

@@ -5,7 +5,9 @@ stay in `<state>/telemetry/events.jsonl` (directories 0700, the file 0600) until
 reads them with `qshell stats` or deletes them. Callers decide what goes into an event;
 text the user typed belongs in one only when they turned on `telemetry.logText`.
 Recording must never disturb the session, so `record()` never raises: the first
-`OSError` disables the instance and is logged once at debug level. Thread-safe: one lock
+`OSError` disables the instance and is logged once at debug level. Observers
+(`observe`, the plugins' `qshell_event`) see every record, written or not; what they raise
+is logged and swallowed. Thread-safe: one lock
 serialises writes, and each event is a single `write()` of one whole line, so a crash or
 a second qshell process appending to the same file leaves whole lines only.
 """
@@ -17,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ EVENTS_FILENAME = "events.jsonl"
 TIMESTAMP_DECIMALS = 3  # seconds since the epoch, rounded to milliseconds
 _RESERVED_KEYS = frozenset({"event", "timestamp"})
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0)
+Observer = Callable[[str, Mapping[str, Any]], None]  # (event, fields) of each record
 
 
 class Telemetry:
@@ -42,6 +45,7 @@ class Telemetry:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._broken = False
+        self._observers: list[Observer] = []
 
     @classmethod
     def disabled(cls) -> Telemetry:
@@ -58,12 +62,21 @@ class Telemetry:
         """False for `disabled()` and after a write failed."""
         return self.path is not None and not self._broken
 
+    def observe(self, observer: Observer) -> None:
+        """Call `observer(event, fields)` for every later record, before it is written."""
+        self._observers.append(observer)
+
     def record(self, event: str, /, **fields: Any) -> None:
         """Append `{"event": event, "timestamp": now, **fields}` as one line; never raises.
 
         Values that JSON cannot encode are written as their `str()`; fields named `event`
         or `timestamp` are dropped, since those two keys belong to every line.
         """
+        for observer in list(self._observers):
+            try:
+                observer(event, {k: v for k, v in fields.items() if k not in _RESERVED_KEYS})
+            except Exception:
+                log.debug("a telemetry observer failed", exc_info=True)
         path = self.path
         if path is None or not self.enabled:
             return

@@ -32,7 +32,7 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         "ANTHROPIC_MODEL",
     ):
         patch.delenv(name, raising=False)
-    patch.setenv("QSHELL_LOAD_PLUGINS", "")
+    patch.setenv("QSHELL_PLUGINS", "")  # no installed or user-folder plugin loads
     yield home
     patch.undo()
 

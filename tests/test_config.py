@@ -190,3 +190,15 @@ def test_an_empty_environment_value_is_ignored(tmp_path, env, var, section):
 def test_a_bad_environment_value_is_a_config_error_naming_the_variable(tmp_path, env, var, section):
     with pytest.raises(ConfigError, match=var):
         load_settings(project_root=tmp_path, environ={**env, var: "maybe"})
+
+
+def test_plugin_options_merge_by_plugin_and_come_from_a_json_variable(tmp_path, env):
+    write(user_file(env), {"plugins": {"options": {"audit_log": {"path": "/a"}}}})
+    write(tmp_path / ".qshell" / "settings.json", {"plugins": {"options": {"other": {"x": 1}}}})
+    s = load_settings(project_root=tmp_path, environ={**env, "QSHELL_PLUGINS": "a,b"})
+    assert s.plugins.options == {"audit_log": {"path": "/a"}, "other": {"x": 1}}
+    variable = {**env, "QSHELL_PLUGINS__OPTIONS": '{"protect_secrets": {"patterns": ["*.k"]}}'}
+    s = load_settings(project_root=tmp_path, environ=variable)
+    assert s.plugins.options["protect_secrets"] == {"patterns": ["*.k"]}
+    with pytest.raises(ConfigError, match="QSHELL_PLUGINS__OPTIONS"):
+        load_settings(project_root=tmp_path, environ={**env, "QSHELL_PLUGINS__OPTIONS": "[1]"})

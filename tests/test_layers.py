@@ -19,7 +19,7 @@ LEAVES = {
     "qshell.cancel": ("qshell.errors",),
     "qshell.config": ("qshell.dirs", "qshell.errors"),
     "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
-    "qshell.plugins": (),
+    "qshell.plugins": ("qshell.dirs", "qshell.errors", "qshell.telemetry"),
     "qshell.sandbox": (),
 }
 # a module under the key may not import anything under these prefixes

@@ -113,3 +113,17 @@ def test_read_events_skips_torn_and_non_object_lines(tmp_path: Path) -> None:
 
 def test_read_events_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     assert read_events(tmp_path / "nothing.jsonl") == []
+
+
+def test_observers_see_every_record_written_or_not_and_cannot_break_it(tmp_path: Path) -> None:
+    seen: list[tuple[str, dict[str, object]]] = []
+
+    def broken(event: str, fields: object) -> None:
+        raise RuntimeError("an observer bug")
+
+    for telemetry in (Telemetry(tmp_path / "events.jsonl"), Telemetry.disabled()):
+        telemetry.observe(broken)
+        telemetry.observe(lambda event, fields: seen.append((event, dict(fields))))
+        telemetry.record("permission", tool="shell", timestamp=1)
+    assert seen == [("permission", {"tool": "shell"})] * 2
+    assert len(read_events(tmp_path / "events.jsonl")) == 1

@@ -4,9 +4,10 @@ It owns the current session, the main ToolRunner (interactive, with checkpoints 
 `/undo`), the per-turn CancelToken and the notes to pass to the model with the next prompt.
 Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
 `set_model()`, `set_approval_mode()`, `clear()`, `resume()`, `close()` — and render the
-events the generators yield; they never touch the provider or the tools. Work bound to the
-conversation's life (its suggestions and speculations) registers with `on_close` and is
-ended first thing in `close()`. A turn's generator must be consumed in one thread (the
+events the generators yield (shown to the gate plugins' observers first, with their
+failures as notices: agent/plugin_events.py); they never touch the provider or the
+tools. Work bound to the conversation's life (its suggestions and speculations) registers
+with `on_close` and is ended first thing in `close()`. A turn's generator must be consumed in one thread (the
 front-end's worker); `cancel()` may be called from any thread.
 """
 
@@ -22,6 +23,7 @@ from qshell.agent.checkpoints import Checkpoints, UndoReport
 from qshell.agent.compaction import compact
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.agent.loop import run_turn
+from qshell.agent.plugin_events import observed
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
@@ -85,7 +87,10 @@ class Conversation:
         if self._notes:
             prompt = "\n".join(self._notes) + "\n\n" + prompt
             self._notes.clear()
-        return self._turn(prompt, cancel)
+        return self._observed(self._turn(prompt, cancel))
+
+    def _observed(self, events: Iterator[Event]) -> Iterator[Event]:
+        return observed(events, self.session.tool_context.plugins)
 
     def _turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
         self.checkpoints.begin_turn()
@@ -100,7 +105,7 @@ class Conversation:
         are written, so `/undo` covers them like any edit."""
         cancel = self._cancel = CancelToken()
         self.last_expansion = None
-        return self._prepared(prepared, cancel)
+        return self._observed(self._prepared(prepared, cancel))
 
     def _prepared(self, prepared: PreparedTurn, cancel: CancelToken) -> Iterator[Event]:
         root = self.session.project_root
@@ -118,7 +123,7 @@ class Conversation:
     def compact(self, instructions: str = "") -> Iterator[Event]:
         """Replace the history with a summary, as a stream of events like a turn."""
         cancel = self._cancel = CancelToken()
-        return self._compact(instructions, cancel)
+        return self._observed(self._compact(instructions, cancel))
 
     def _compact(self, instructions: str, cancel: CancelToken) -> Iterator[Event]:
         if not self.session.history:

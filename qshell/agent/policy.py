@@ -7,15 +7,16 @@ says whether a shell command is proven read-only (qshell.shellproof) and reads o
 scope. The speculation gate (followup/gate.py) asks these same functions, so both paths
 share one rule. `MainToolRunner` is the ToolRunner of normal turns and `--print`: it
 applies `decide()`, runs a proven read-only shell command without asking in default and
-auto-edit modes, turns ASK into DENY when nobody can be asked, and remembers "always
-allow" answers for the session; before an edit-kind call runs it hands each path the
-call writes to the session's Checkpoints (for /undo). Pure decisions; the runner's memory
-is guarded by a lock.
+auto-edit modes, and remembers "always allow" answers for the session; then the gate
+plugins have their say within the fixed limits (agent/plugin_gate.py, asked by the
+speculative gate too) and ASK becomes DENY when nobody can be asked; before an edit-kind
+call runs it hands each path the call writes to the session's Checkpoints (for /undo).
+The proof asks the plugins too (`prove`: `qshell_shell_readonly`). Pure decisions; the
+runner's memory is guarded by a lock.
 """
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -25,8 +26,11 @@ from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
 from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_concern
+from qshell.agent.plugin_gate import Builtin, consult
 from qshell.agent.shell_scope import read_concern
 from qshell.config import ApprovalMode
+from qshell.plugins import GateDecision
+from qshell.plugins import Verdict as Verdict  # the one decision vocabulary, re-exported
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
 EDIT_KINDS = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE})
@@ -36,12 +40,6 @@ NON_INTERACTIVE_HINT = (
     "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
     "(edits) or -y/--yolo (everything)"
 )
-
-
-class Verdict(enum.StrEnum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +96,7 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     policy's read-scope rules, agent/shell_scope.py); otherwise the reason it is not."""
     if ctx.sandbox_missing:
         return ctx.sandbox_missing
-    verdict = shellproof.check(command)
+    verdict = prove(command, ctx)
     if not verdict.read_only:
         return verdict.reason
     environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
@@ -110,6 +108,11 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     if git:
         return git_concern(ctx.root, ctx.paths, environ, git)
     return None
+
+
+def prove(command: str, ctx: ToolContext) -> shellproof.Verdict:
+    """The shell proof of `command`, with the forms the gate plugins declare read-only."""
+    return shellproof.check(command, extra=ctx.plugins.readonly_rule)
 
 
 def proven_context(ctx: ToolContext) -> ToolContext:
@@ -169,7 +172,28 @@ class MainToolRunner:
         self._lock = threading.Lock()
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
-        decision = decide(self.mode, tool.kind, tool.accesses(args, ctx), ctx)
+        accesses = tool.accesses(args, ctx)
+        own = self._own_decision(tool, args, ctx, accesses)
+        ruling = consult(
+            tool,
+            args,
+            ctx,
+            Builtin(GateDecision(own.verdict, own.reason), always_asks=own.always_asks),
+            accesses=accesses,
+            mode=self.mode,
+            speculative=False,
+            unanswerable="" if self.interactive else NON_INTERACTIVE_HINT,
+        )
+        if ruling.confined:  # a plugin allowed it: it runs as a proven command runs
+            with self._lock:
+                self._proven.add(args.command)
+        return Decision(ruling.verdict, ruling.decision.reason, always_asks=own.always_asks)
+
+    def _own_decision(
+        self, tool: Tool, args: Any, ctx: ToolContext, accesses: Sequence[Access]
+    ) -> Decision:
+        """qshell's decision before the plugins: the matrix, "always", the proof."""
+        decision = decide(self.mode, tool.kind, accesses, ctx)
         if decision.verdict is not Verdict.ASK:
             return decision
         with self._lock:
@@ -181,8 +205,6 @@ class MainToolRunner:
             return ALLOW
         if tool.kind is Kind.EXECUTE and ctx.sandbox_missing:
             decision = replace(decision, reason=f"{decision.reason} ({ctx.sandbox_missing})")
-        if not self.interactive:
-            return Decision(Verdict.DENY, f"{decision.reason}; {NON_INTERACTIVE_HINT}")
         return decision
 
     def _proven_read_only(self, tool: Tool, args: Any, ctx: ToolContext) -> bool:

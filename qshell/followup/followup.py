@@ -38,8 +38,10 @@ from qshell.followup.suggestion import (
     count_assistant_turns,
     folded_suggestion,
     guard_reason,
+    screened,
 )
 from qshell.llm.fork import CacheSafeParams
+from qshell.plugins import SuggestionCheck
 from qshell.telemetry import Telemetry
 
 BACKGROUND_WORKERS = 2
@@ -99,13 +101,20 @@ class Followup:
         params = self._params
         folded = self._folded
         if folded is not None and folded[0] is params:  # the answer predicted it: no request
-            return folded_suggestion(folded[1], self._previous_prompt)
+            return self._screened(folded_suggestion(folded[1], self._previous_prompt))
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
         model = self.conversation.fast_model or None
         provider = self.conversation.session.provider
         context = SuggestionContext(provider, params, model, self._previous_prompt)
-        return self.flights.get(context, cancel)
+        return self._screened(self.flights.get(context, cancel))
+
+    def _screened(self, result: SuggestionResult) -> SuggestionResult:
+        """The plugins' rejection rules, on a suggestion about to be offered."""
+        session = self.conversation.session
+        mode = str(self.conversation.approval_mode)
+        check = SuggestionCheck(self._previous_prompt, mode, session.project_root)
+        return screened(result, session.tool_context.plugins, check)
 
     def turn_ended(self, last: Event | None, *, permission_pending: bool = False) -> None:
         """A main turn ended with `last` (its TurnFinished or TurnFailed): maybe suggest."""

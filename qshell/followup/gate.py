@@ -20,8 +20,11 @@ command recurse: what a command does with a directory it names is not always kno
 path known only at run time (a glob, `$…`) by every file below its literal leading
 directories. A command reading too many files to record is a `bash` boundary. A boundary is
 raised as `Boundary`, a control signal that ends the speculative turn; it is never a
-QshellError. Unlike the main runner it never asks. Thread-safe: decisions are pure, the
-overlay locks.
+QshellError. A plugin's tool is a `denied_tool` boundary unless it reads or searches and
+declares the paths it reads (tools/registered.py). The gate plugins then have their say
+through the consultation the main runner uses too (agent/plugin_gate.py, with its fixed
+limits): what they refuse is a `plugin` boundary. Unlike the main runner it never asks.
+Thread-safe: decisions are pure, the overlay locks.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import enum
 import re
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,11 +41,13 @@ from typing import Any
 from qshell import shellproof
 from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_output
+from qshell.agent.plugin_gate import QSHELL, Builtin, consult
 from qshell.agent.policy import (
     ALLOW,
     FREE_KINDS,
     PROTECTED_REASON,
     Decision,
+    prove,
     proven_context,
     shell_concern,
 )
@@ -50,8 +55,10 @@ from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
-from qshell.tools.base import ErrorType, Kind, Tool, ToolContext, ToolResult
+from qshell.plugins import GateDecision, Verdict
+from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
+from qshell.tools.registered import speculation_concern
 
 # the delete and move tools stay boundaries; a command deletes through the kernel overlay
 REDIRECT_KINDS = frozenset({Kind.EDIT})
@@ -68,6 +75,7 @@ class BoundaryType(enum.StrEnum):
     BASH = "bash"
     READ_SCOPE = "read_scope"
     DENIED_TOOL = "denied_tool"
+    PLUGIN = "plugin"  # a gate plugin refused the call
 
 
 @dataclass
@@ -95,6 +103,31 @@ class SpeculativeRunner:
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         accesses = tool.accesses(args, ctx)
+        own: Boundary | None = None
+        try:
+            self._own_decision(tool, args, ctx, accesses)
+            builtin = Builtin(GateDecision.allow())
+        except Boundary as boundary:
+            own = boundary
+            builtin = Builtin(GateDecision.boundary(boundary.detail), boundary=str(boundary.type))
+        ruling = consult(
+            tool, args, ctx, builtin, accesses=accesses, mode=self.mode, speculative=True
+        )
+        if ruling.verdict is Verdict.ALLOW:
+            return ALLOW
+        with self._lock:  # it will not run on the kernel overlay after all
+            self._on_overlay.pop(id(args), None)
+        if own is not None and ruling.decided_by == QSHELL:
+            raise own
+        raise Boundary(BoundaryType.PLUGIN, tool.name, ruling.decision.reason)
+
+    def _own_decision(
+        self, tool: Tool, args: Any, ctx: ToolContext, accesses: Sequence[Access]
+    ) -> Decision:
+        """Seed 000's table: ALLOW, or raise the Boundary the call reaches."""
+        concern = speculation_concern(tool, accesses)
+        if concern:
+            raise Boundary(BoundaryType.DENIED_TOOL, tool.name, concern)
         if tool.kind in FREE_KINDS:
             for access in accesses:
                 concern = ctx.paths.read_concern(access.path)
@@ -127,7 +160,7 @@ class SpeculativeRunner:
         if overlay_launcher(ctx) is None:
             why = concern or "the shell would not see pending edits"
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")
-        if concern is not None and shellproof.check(command).read_only:
+        if concern is not None and prove(command, ctx).read_only:
             # it reads what the main loop would ask about (a secret, a file outside the
             # project): that is the user's to give, and a masked run would answer otherwise
             raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
@@ -170,14 +203,14 @@ class SpeculativeRunner:
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
             try:
-                for path in shell_reads(command, ctx.paths):
+                for path in shell_reads(command, ctx.paths, verdict=prove(command, ctx)):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
-            if _runs_git(shellproof.check(command).commands):
+            if _runs_git(prove(command, ctx).commands):
                 ctx = self._private_index(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
@@ -213,11 +246,14 @@ def _describe(tool: Tool, args: Any) -> str:
     return f"would change {path}" if path else "would change files"
 
 
-def shell_reads(command: str, paths: PathResolver) -> list[Path]:
-    """Each path the proof says `command` reads: a literal one as named, one known only at
-    run time as its literal leading directories (whose every file it may read), and the
-    whole project for git, which reads the work tree without naming it (`git diff`)."""
-    verdict = shellproof.check(command)
+def shell_reads(
+    command: str, paths: PathResolver, *, verdict: shellproof.Verdict | None = None
+) -> list[Path]:
+    """Each path the proof (`verdict`, when given) says `command` reads: a literal one as
+    named, one known only at run time as its literal leading directories (whose every file
+    it may read), and the whole project for git, which reads the work tree without naming
+    it (`git diff`)."""
+    verdict = verdict or shellproof.check(command)
     found: list[Path] = []
     if _runs_git(verdict.commands):
         found.append(paths.root)

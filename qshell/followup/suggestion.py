@@ -4,7 +4,8 @@ After a completed main turn, `generate_suggestion` sends one cache-safe fork of 
 main request (`CacheSafeParams.fork`: the same model unless a fast model is given, system
 prompt, tools, sampling parameters and every message, then the reply and the prediction
 prompt as a new user message), reads only the reply's text and keeps it only if
-`filter_reason` and the never-offer rules accept it. It must not change the fork in any
+`filter_reason` and the never-offer rules accept it; `screened` adds the gate plugins'
+rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must not change the fork in any
 other way (no tool removal, no history cut, no other max_tokens), must not raise for
 provider failures (a suggestion fails open, reason `error`), and must not touch the session
 or the terminal. The guards live in `qshell.followup.guards` and are re-exported here. Thread
@@ -30,6 +31,7 @@ from qshell.followup.guards import (
 from qshell.llm.base import Provider, StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Usage
+from qshell.plugins import PluginHost, SuggestionCheck
 
 __all__ = [
     "SUGGESTION_MARKER",
@@ -42,6 +44,7 @@ __all__ = [
     "folded_suggestion",
     "generate_suggestion",
     "guard_reason",
+    "screened",
 ]
 
 log = logging.getLogger(__name__)
@@ -299,6 +302,18 @@ def folded_suggestion(prediction: str, previous_prompt: str = "") -> SuggestionR
     if reason is not None:
         return _rejected(reason, None, text)
     return SuggestionResult(text, None, None, text)
+
+
+def screened(
+    result: SuggestionResult, plugins: PluginHost, check: SuggestionCheck
+) -> SuggestionResult:
+    """`result`, rejected (reason `plugin:<name>`) when a plugin's rule rejects its text."""
+    if result.text is None:
+        return result
+    reason = plugins.filter_suggestion(result.text, check)
+    if reason is None:
+        return result
+    return _rejected(reason, result.usage, result.candidate)
 
 
 def _reason(text: str, previous_prompt: str) -> str | None:

@@ -8,12 +8,14 @@ expand and whether the command walks the tree below a path. A command proven rea
 run by the caller with `sanitized_env(...)` and at most `SHELL_TIMEOUT_S`. Inside:
 `walker.py` walks statements, `words.py` proves single words, `quoting.py` decodes them as
 bash does, `syntax.py` holds node tables and where bash splits text, `rules/` the per-command
-allowlists and `env.py` the environment; `reach.py` (`reach(command)`) says whether a line
+allowlists, `extra.py` the forms a caller declares read-only (`check(command, extra=…)`,
+for gate plugins) and `env.py` the environment; `reach.py` (`reach(command)`) says whether a line
 that is not read-only plainly needs the network or a person, for speculation.
 Nothing here runs a command; `check` is safe from any thread.
 """
 
 from qshell.shellproof.env import DEFAULT_PATH, GIT_HARDENING, SHELL_TIMEOUT_S, sanitized_env
+from qshell.shellproof.extra import ReadOnlyRule
 from qshell.shellproof.reach import reach
 from qshell.shellproof.rules import Read
 from qshell.shellproof.syntax import Verdict
@@ -25,6 +27,7 @@ __all__ = [
     "MAX_COMMAND_BYTES",
     "SHELL_TIMEOUT_S",
     "Read",
+    "ReadOnlyRule",
     "Verdict",
     "check",
     "reach",

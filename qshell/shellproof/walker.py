@@ -32,7 +32,8 @@ import threading
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
-from qshell.shellproof.rules import TRUSTED_DIRS, Read, Unproven, Word, judge, read_of
+from qshell.shellproof.extra import ReadOnlyRule, declared
+from qshell.shellproof.rules import TRUSTED_DIRS, Judged, Read, Unproven, Word, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
     COND_ARITH_OPS,
@@ -78,8 +79,9 @@ def parser() -> Parser:
 class Walker:
     """One proof: walks the tree, collects commands and paths, raises Unproven on a gap."""
 
-    def __init__(self, source: bytes) -> None:
+    def __init__(self, source: bytes, extra: ReadOnlyRule | None = None) -> None:
         self.source = source
+        self.extra = extra  # the caller's own read-only forms (extra.py)
         self.commands: list[str] = []
         self.paths: list[str] = []
         self.dynamic: list[str] = []
@@ -206,10 +208,20 @@ class Walker:
             fail("never ends: yes")
         if name == "git" and scope.cd_done:
             fail("git after cd (another directory's git config can run programs)")
-        judged = judge(name, args)
+        judged = self.judge(name, args)
         self.commands.append(judged.label)
         for read in judged.reads:
             self.read(read, scope)
+
+    def judge(self, name: str, args: list[Word]) -> Judged:
+        """The rules' judgement, else the caller's declaration (extra.py), else Unproven."""
+        try:
+            return judge(name, args)
+        except Unproven:
+            found = declared(name, args, self.extra) if self.extra is not None else None
+            if found is None:
+                raise
+            return found
 
     def cd(self, args: list[Word], scope: Scope) -> None:
         if not scope.subshell:
@@ -411,7 +423,7 @@ class Walker:
             fail(f"unsupported '{kind}' in [[ … ]]")
 
 
-def _proof(command: str) -> Verdict:
+def _proof(command: str, extra: ReadOnlyRule | None) -> Verdict:
     if not command.strip():
         return Verdict(False, "empty command")
     source = command.encode("utf-8", "surrogatepass")
@@ -424,7 +436,7 @@ def _proof(command: str) -> Verdict:
     root = tree.root_node
     if root.has_error:
         return Verdict(False, "parse error")
-    walker = Walker(source)
+    walker = Walker(source, extra)
     try:
         check_gaps(source, root)
         walker.statement(root, Scope())
@@ -441,10 +453,11 @@ def _proof(command: str) -> Verdict:
     )
 
 
-def check(command: str) -> Verdict:
-    """Prove `command` read-only or say why not. Never raises."""
+def check(command: str, *, extra: ReadOnlyRule | None = None) -> Verdict:
+    """Prove `command` read-only or say why not; `extra` may declare simple commands the
+    rules do not know read-only (extra.py). Never raises."""
     try:
-        return _proof(command)
+        return _proof(command, extra)
     except RecursionError:
         return Verdict(False, "too deeply nested")
     except Exception:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS
 from qshell.llm.messages import ToolSpec
+from qshell.plugins import NO_PLUGINS, PluginHost
 from qshell.tools.fileview import REAL_VIEW, FileView
 from qshell.tools.paths import PathResolver
 
@@ -127,6 +128,8 @@ class ToolContext:
     sandbox_missing: str = ""
     sandbox_mode: str = "off"  # for /stats and `qshell doctor`
     sandbox_note: str = ""  # said once at start-up: why there is no sandbox
+    # the run's gate plugins (plugins/host.py): the policies and the shell proof ask them
+    plugins: PluginHost = NO_PLUGINS
 
     @property
     def root(self) -> Path:

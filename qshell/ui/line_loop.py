@@ -106,10 +106,12 @@ RESUME_EXCERPT_CHARS = 160
 
 def opening_lines(conversation: Conversation) -> list[str]:
     """What a session shows under its banner: why there is no sandbox when the machine has
-    none (said once, at start), and for a resumed session that it was resumed and its last
-    exchange."""
-    note = conversation.session.tool_context.sandbox_note
+    none and which plugins did not load (said once, at start), and for a resumed session
+    that it was resumed and its last exchange."""
+    context = conversation.session.tool_context
+    note = context.sandbox_note
     lines = [note] if note else []
+    lines += context.plugins.startup_notes
     history = conversation.session.history
     if not history:
         return lines

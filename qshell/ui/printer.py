@@ -5,8 +5,8 @@
 `reasoning` events apart from the answer's `message` events), each with a `type` and a
 `timestamp`, ending with `result`. The result carries the `stop_reason`; an answer that did
 not finish (cut off at the output limit, refused, filtered) is `"subtype": "incomplete"`,
-says why on stderr in one line and exits with ExitCode.INCOMPLETE. Errors go to stderr as
-one line; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
+says why on stderr in one line and exits with ExitCode.INCOMPLETE. Errors and notices go to
+stderr as one line each; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
 non-interactive, so it never sees a PermissionRequested. Runs in the caller's thread.
 """
 
@@ -23,6 +23,7 @@ from qshell.agent.events import (
     ApplyRequested,
     Event,
     FailureKind,
+    Notice,
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
@@ -120,6 +121,8 @@ class Printer:
                     future.set_result(PermissionReply(PermissionAnswer.DENY, "print mode"))
                 case ApplyRequested(future=future):  # print mode never speculates
                     future.set_result(ApplyChoice.DISCARD)
+                case Notice(text=text):  # e.g. a plugin that failed: said once, on stderr
+                    self._say(text)
                 case TurnFinished():
                     return self._finish(event)
                 case TurnFailed():

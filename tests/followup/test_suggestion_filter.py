@@ -164,3 +164,27 @@ def test_more_than_thirty_cjk_characters_are_too_many():
 def test_the_prompt_starts_with_its_stable_marker():
     assert SUGGESTION_PROMPT.startswith(SUGGESTION_MARKER)
     assert SUGGESTION_MARKER == "[qshell: predict the user's next message]"
+
+
+def test_a_plugin_rule_rejects_what_the_filter_would_offer():
+    from pathlib import Path
+
+    from qshell.followup.suggestion import SuggestionResult, screened
+    from qshell.plugins import SuggestionCheck, hookimpl
+    from tests.plugins.helpers import host_of
+
+    class NoPush:
+        @hookimpl
+        def qshell_filter_suggestion(self, text, context):
+            return "pushes" if "push" in text and context.approval_mode == "default" else None
+
+    host = host_of(("no_push", NoPush()))
+    check = SuggestionCheck("run the tests", "default", Path("/p"))
+    offered = SuggestionResult("push it", None, None, "push it")
+    assert screened(offered, host, check) == SuggestionResult(
+        None, "plugin:no_push", None, "push it"
+    )
+    kept = SuggestionResult("commit this", None, None, "commit this")
+    assert screened(kept, host, check) is kept
+    nothing = SuggestionResult(None, "empty", None)
+    assert screened(nothing, host, check) is nothing

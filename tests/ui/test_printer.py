@@ -133,3 +133,13 @@ def test_what_the_server_said_reaches_stderr_as_one_line_without_escape_codes():
     ):
         _, _, err = render(OutputFormat.TEXT, [end])
         assert err == "qshell: the server ended the answer (]0;ownedpause[2J now)\n"
+
+
+def test_a_notice_goes_to_stderr_as_one_line_in_every_format():
+    from qshell.agent.events import Notice
+
+    events = [Notice("plugin x failed in qshell_tool_gate: KeyError: 'k'"), *EVENTS]
+    for fmt in OutputFormat:
+        code, out, err = render(fmt, events)
+        assert code == 0 and err == "qshell: plugin x failed in qshell_tool_gate: KeyError: 'k'\n"
+        assert "plugin x" not in out
