@@ -10,7 +10,8 @@ import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
-from tests.e2e.pty import Term, spawn_qshell
+from tests.e2e.pty import Term
+from tests.e2e.test_speculation_repl import start
 from tests.fakes.llm_server import (
     Reply,
     ToolCallSpec,
@@ -31,14 +32,6 @@ def project(tmp_path: Path) -> Path:
     (root / "deploy" / "prod.vault").write_text(f"token={SECRET}\n")
     (root / "hello.txt").write_text("hello world\n")
     return root
-
-
-def start(server, project: Path, *args: str) -> Term:
-    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
-    child = spawn_qshell(server, project, *args, extra_env=env)
-    child.expect("for commands, Ctrl-D to exit")
-    child.wait_prompt()
-    return child
 
 
 def first_turn(child: Term) -> None:
