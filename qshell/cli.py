@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="A fast terminal coding agent that predicts and pre-runs your next prompt.",
         epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell doctor`, `qshell check-shell`. "
         "Exit codes: 0 ok, 1 error, "
-        "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 130 interrupted.",
+        "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 54 answer incomplete, "
+        "130 interrupted.",
     )
     parser.add_argument("prompt", nargs="*", help="the prompt (print mode), or a subcommand")
     parser.add_argument("-p", "--print", action="store_true", help="answer once and exit")

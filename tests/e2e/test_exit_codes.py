@@ -15,6 +15,7 @@ import pytest
 
 from qshell.agent.session import check_history
 from qshell.agent.transcript import load
+from qshell.errors import ExitCode
 from tests.e2e.helpers import provider_env, run_qshell, without_local_extra
 from tests.fakes.llm_server import Fault, Reply, ToolCallSpec, always, has_tool_result
 
@@ -246,3 +247,11 @@ def test_a_rate_limit_that_never_clears_exits_1_saying_so(llm_server, project, i
     assert run.code == 1 and "rate" in single_line(run.stderr).lower()
     assert len(llm_server.requests) == 2
     assert_transcript_intact(isolated_home)
+
+
+def test_help_lists_every_documented_exit_code(tmp_path):
+    run = run_qshell("--help", cwd=tmp_path)
+    assert run.code == 0
+    text = " ".join(run.stdout.split())
+    for code in ExitCode:
+        assert f" {int(code)} " in text, code
