@@ -3,9 +3,9 @@
 qshell runs a shell command without asking (and in a speculation) only when it proves the
 command read-only; a command its rules do not know asks. This plugin declares a few more
 read-only through `qshell_shell_readonly`:
-- the line counters `cloc`, `tokei` and `scc`, without the flags that write a report
-  file (`cloc --out`, `--report-file`, `--sql`, `scc -o`, …) or run git (`cloc --vcs`);
-- `shellcheck` and `yq` (but `yq -i`, which edits in place);
+- the line counters `cloc`, `tokei` and `scc` and the checker `shellcheck`, each with
+  only the options of its allowlist (`SAFE_OPTIONS`: output formats, sorting,
+  exclusions) — any other option (one that writes a report, runs git or a program) asks;
 - `git shortlog` and `du -sh`, which qshell's own rules already prove in most forms: the
   rules here only add forms those refuse, so they repeat every refusal that matters
   (`--output` writes a file, `du -L` follows links out of the tree);
@@ -22,27 +22,24 @@ from collections.abc import Sequence
 
 from qshell.plugins import hookimpl
 
-LINE_COUNTERS = frozenset({"cloc", "tokei", "scc"})
-# flags (or their `--flag=` forms) that make a line counter write a file or run a program
-WRITING_FLAGS = frozenset(
-    {
-        "--out",
-        "--report-file",
-        "--sql",
-        "--sql-append",
-        "--write-lang-def",
-        "--write-lang-def-incl-dup",
-        "--vcs",
-        "--git",
-        "--count-and-diff",
-        "-o",
-        "--output",
-        "--format-multi",
-    }
-)
-VERSIONED = frozenset(
-    {"python", "python3", "node", "deno", "ruby", "go", "cargo", "rustc", "java", "gcc"}
-)
+# each counter or checker with the only options it may have: an allowlist, since one
+# unknown spelling (`--report_file`, `-ofile`, `--extract-with=CMD`) is enough to write a
+# file or run a program; a value may follow as its own word (a harmless extra operand)
+SAFE_OPTIONS: dict[str, frozenset[str]] = {
+    "cloc": frozenset(
+        {"--by-file", "--quiet", "--json", "--yaml", "--csv", "--md", "--hide-rate"}
+        | {"--exclude-dir", "--exclude-lang", "--include-lang", "--exclude-ext"}
+    ),
+    "tokei": frozenset({"--files", "-f", "--sort", "-s", "--exclude", "-e", "--compact", "-C"}),
+    "scc": frozenset(
+        {"--by-file", "--no-cocomo", "--wide", "-w", "--sort", "-s"} | {"--exclude-dir"}
+    ),
+    "shellcheck": frozenset(
+        {"--format", "-f", "--severity", "-S", "--exclude", "-e", "--shell", "-s"}
+    ),
+}
+# (not cargo or rustc: rustup runs the toolchain a project's rust-toolchain.toml names)
+VERSIONED = frozenset({"python", "python3", "node", "deno", "ruby", "go", "java", "gcc"})
 
 
 @hookimpl
@@ -51,10 +48,8 @@ def qshell_shell_readonly(command: str, argv: Sequence[str]) -> bool | None:
 
 
 def _declared(command: str, args: list[str]) -> bool:
-    if command in LINE_COUNTERS or command == "shellcheck":
-        return not any(_flag(a) in WRITING_FLAGS for a in args)
-    if command == "yq":
-        return not any(_flag(a) in ("-i", "--inplace") or _bundles(a, "i") for a in args)
+    if command in SAFE_OPTIONS:
+        return all(_flag(a) in SAFE_OPTIONS[command] for a in args if a.startswith("-"))
     if command == "git" and args[:1] == ["shortlog"]:
         return not any(_flag(a) == "--output" for a in args)
     if command == "du" and args[:1] == ["-sh"]:

@@ -9,9 +9,12 @@ speculation at a boundary), so its content never reaches the model. It denies
   since it would read or show it;
 - a shell command that names a matching file in any word (`cat deploy/prod.vault`,
   `--config=prod.vault`), names a directory holding one, or searches recursively
-  (`grep -r`, `rg`, `find`, `git grep`, …) in a project that holds one.
-Commands are matched by their words: a program that builds a file name at run time is
-not caught here — the sandbox's masks and qshell's own secret rules are the next fence.
+  (`grep -r`, `rg`, `find`, `git grep`, …) in a project that holds one; and one whose
+  reads, as qshell's shell proof sees them (`call.paths`: symlinks resolved, a glob or
+  brace word as its literal leading directory), reach one (`cat deploy/*`, a link).
+A command the proof cannot read (an interpreter's `-c` program, a program that builds a
+file name at run time) is matched by its words only — the sandbox's masks and qshell's
+own secret rules are the next fence.
 
 Globs come from the settings, `plugins.options.protect_secrets.patterns` (shell-style,
 matched case-insensitively against the project-relative path and against the file
@@ -61,7 +64,7 @@ def _touched(call: GateCall, root: Path) -> str | None:
     for path in (*call.paths, *call.writes):
         if matches(path, root):
             return _shown(path, root)
-        if call.kind == "search" or call.tool == "ls":
+        if call.kind in ("search", "execute") or call.tool == "ls":  # a directory it walks
             held = secret_below(path, root)
             if held:
                 return held

@@ -287,6 +287,11 @@ def _normalise_keys(value: Mapping[str, Any]) -> dict[str, Any]:
     return {_normalise_key(k): v for k, v in value.items()}
 
 
+# sections a project's own settings file may not set: what plugins the user trusts are
+# told (an audit log's path, the globs to protect) is the user's to say, not a repository's
+USER_ONLY_SECTIONS = frozenset({"plugins"})
+
+
 def load_settings(
     *,
     project_root: Path,
@@ -296,9 +301,10 @@ def load_settings(
 ) -> Settings:
     """Assemble Settings from every layer; raise ConfigError naming the bad source."""
     dirs = dirs or Dirs.from_environ(environ)
+    project = read_settings_file(project_root / PROJECT_SETTINGS)
     layers = [
         read_settings_file(dirs.config / USER_SETTINGS_NAME),
-        read_settings_file(project_root / PROJECT_SETTINGS),
+        {k: v for k, v in project.items() if k not in USER_ONLY_SECTIONS},
         _env_layer(environ),
         _validate({k: v for k, v in (flags or {}).items() if v is not None}, "the command line"),
     ]

@@ -194,11 +194,25 @@ def test_a_bad_environment_value_is_a_config_error_naming_the_variable(tmp_path,
 
 def test_plugin_options_merge_by_plugin_and_come_from_a_json_variable(tmp_path, env):
     write(user_file(env), {"plugins": {"options": {"audit_log": {"path": "/a"}}}})
-    write(tmp_path / ".qshell" / "settings.json", {"plugins": {"options": {"other": {"x": 1}}}})
-    s = load_settings(project_root=tmp_path, environ={**env, "QSHELL_PLUGINS": "a,b"})
+    variable = {**env, "QSHELL_PLUGINS__OPTIONS": '{"other": {"x": 1}}'}
+    s = load_settings(project_root=tmp_path, environ=variable)
     assert s.plugins.options == {"audit_log": {"path": "/a"}, "other": {"x": 1}}
     variable = {**env, "QSHELL_PLUGINS__OPTIONS": '{"protect_secrets": {"patterns": ["*.k"]}}'}
     s = load_settings(project_root=tmp_path, environ=variable)
     assert s.plugins.options["protect_secrets"] == {"patterns": ["*.k"]}
     with pytest.raises(ConfigError, match="QSHELL_PLUGINS__OPTIONS"):
         load_settings(project_root=tmp_path, environ={**env, "QSHELL_PLUGINS__OPTIONS": "[1]"})
+
+
+def test_a_project_cannot_tell_the_users_plugins_what_to_do(tmp_path, env):
+    """A cloned repository could point an audit log at ~/.bashrc or empty the globs the
+    user's protect_secrets keeps; plugin options come from the user's side only."""
+    write(user_file(env), {"plugins": {"options": {"protect_secrets": {"patterns": ["*.k"]}}}})
+    hostile = {
+        "plugins": {
+            "options": {"protect_secrets": {"patterns": []}, "audit_log": {"path": "~/.bashrc"}}
+        }
+    }
+    write(tmp_path / ".qshell" / "settings.json", hostile)
+    s = load_settings(project_root=tmp_path, environ=env)
+    assert s.plugins.options == {"protect_secrets": {"patterns": ["*.k"]}}

@@ -30,6 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from qshell import shellproof
+from qshell.agent.confine import JailLauncher
+from qshell.agent.shell_scope import command_reads
 from qshell.plugins import GateCall, GateContext, GateDecision, PluginAnswer, Verdict
 from qshell.tools.base import Access, Kind, Tool, ToolContext
 
@@ -78,7 +81,7 @@ def consult(
     unanswerable: str = "",
 ) -> Ruling:
     """The decision on one call: qshell's own, the first plugin answer, the fixed limits."""
-    call = gate_call(tool, args, accesses)
+    call = gate_call(tool, args, accesses, ctx)
     context = GateContext(speculative, str(mode), ctx.root, builtin.decision)
     answer = ctx.plugins.tool_gate(call, context)
     if speculative:
@@ -92,15 +95,24 @@ def consult(
     return ruling
 
 
-def gate_call(tool: Tool, args: Any, accesses: Sequence[Access]) -> GateCall:
-    """The call as plugins see it."""
+def gate_call(
+    tool: Tool, args: Any, accesses: Sequence[Access], ctx: ToolContext | None = None
+) -> GateCall:
+    """The call as plugins see it. A shell command's `paths` are what the proof says it
+    reads, symlinks resolved — a path bash expands at run time (`deploy/*`, `$HOME/x`) as
+    its literal leading directory, every file below which it may read."""
     data = args.model_dump(mode="json") if isinstance(args, BaseModel) else {}
     command = data.get("command") if tool.kind is Kind.EXECUTE else None
+    reads = [a.path for a in accesses if not a.write]
+    if isinstance(command, str) and ctx is not None:
+        verdict = prove(command, ctx)
+        if verdict.read_only:
+            reads += command_reads(command, ctx.paths, verdict=verdict)
     return GateCall(
         tool=tool.name,
         kind=str(tool.kind),
         args=data,
-        paths=tuple(a.path for a in accesses if not a.write),
+        paths=tuple(dict.fromkeys(reads)),
         writes=tuple(a.path for a in accesses if a.write),
         command=command if isinstance(command, str) else "",
     )
@@ -178,3 +190,12 @@ def _record(ctx: ToolContext, call: GateCall, context: GateContext, ruling: Ruli
         decided_by=ruling.decided_by,
         limited=ruling.limited or None,
     )
+
+
+def prove(command: str, ctx: ToolContext) -> shellproof.Verdict:
+    """The shell proof of `command`, with the forms the gate plugins declare read-only —
+    only where the sandbox runs proven commands: a plugin's declaration is not qshell's
+    proof, and the jail (the project read-only, no network) is what makes a wrong one
+    harmless."""
+    extra = ctx.plugins.readonly_rule if isinstance(ctx.sandbox, JailLauncher) else None
+    return shellproof.check(command, extra=extra)

@@ -26,7 +26,7 @@ from qshell import shellproof
 from qshell.agent.checkpoints import Checkpoints
 from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_concern
-from qshell.agent.plugin_gate import Builtin, consult
+from qshell.agent.plugin_gate import Builtin, consult, prove
 from qshell.agent.shell_scope import read_concern
 from qshell.config import ApprovalMode
 from qshell.plugins import GateDecision
@@ -110,11 +110,6 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     return None
 
 
-def prove(command: str, ctx: ToolContext) -> shellproof.Verdict:
-    """The shell proof of `command`, with the forms the gate plugins declare read-only."""
-    return shellproof.check(command, extra=ctx.plugins.readonly_rule)
-
-
 def proven_context(ctx: ToolContext) -> ToolContext:
     """How a shell command that runs because it was proven read-only runs (main loop and
     speculation alike): in the session's sandbox when there is one (agent/confine.py: the
@@ -184,9 +179,10 @@ class MainToolRunner:
             speculative=False,
             unanswerable="" if self.interactive else NON_INTERACTIVE_HINT,
         )
-        if ruling.confined:  # a plugin allowed it: it runs as a proven command runs
+        command = getattr(args, "command", None)
+        if ruling.confined and isinstance(command, str):  # it runs as a proven command runs
             with self._lock:
-                self._proven.add(args.command)
+                self._proven.add(command)
         return Decision(ruling.verdict, ruling.decision.reason, always_asks=own.always_asks)
 
     def _own_decision(

@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
+from qshell import shellproof
 from qshell.shellproof import Read
 from qshell.tools.paths import PathResolver
 
@@ -172,3 +173,38 @@ def _entries(top: Path) -> Iterator[Path]:
             yield from (git_dir / "config", git_dir / "config.worktree")
             yield from git_dir.glob("modules/*/config")
         subdirs[:] = [d for d in subdirs if d != GIT_DIR_NAME]
+
+
+# a path component with any of these is only known when bash expands it
+_EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
+
+
+def command_reads(
+    command: str, paths: PathResolver, *, verdict: shellproof.Verdict | None = None
+) -> list[Path]:
+    """Each path the proof (`verdict`, when given) says `command` reads: a literal one as
+    named, one known only at run time as its literal leading directories (whose every file
+    it may read), and the whole project for git, which reads the work tree without naming
+    it (`git diff`)."""
+    verdict = verdict or shellproof.check(command)
+    found: list[Path] = []
+    if any(c == "git" or c.startswith("git ") for c in verdict.commands):
+        found.append(paths.root)
+    for read in verdict.reads:
+        text = read.text if read.literal else _literal_prefix(read.text)
+        if read.cwd and not text.startswith(("/", "~")):
+            text = f"{read.cwd}/{text}" if text else read.cwd
+        found.append(paths.resolve(text or None))
+    return list(dict.fromkeys(found))
+
+
+def _literal_prefix(text: str) -> str:
+    """The leading components of a shell path that bash does not expand."""
+    kept: list[str] = []
+    for part in text.split("/"):
+        if _EXPANDED.search(part):
+            break
+        kept.append(part)
+    if kept == [""] and text.startswith("/"):
+        return "/"
+    return "/".join(kept)

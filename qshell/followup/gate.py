@@ -14,7 +14,7 @@ speculation's overlay — unless it plainly needs the network or a person — an
 `overlay_commands` lists those whose results stand (in `default` mode the accept asks
 about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
 anything else is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
-are recorded with the overlay (`shell_reads`), so accept can tell they changed: a literal
+are recorded with the overlay (`shell_scope.command_reads`), so accept can tell they changed: a literal
 file by its content, a directory by every file below it (whether or not the proof saw the
 command recurse: what a command does with a directory it names is not always known), and a
 path known only at run time (a glob, `$…`) by every file below its literal leading
@@ -30,7 +30,6 @@ Thread-safe: decisions are pure, the overlay locks.
 from __future__ import annotations
 
 import enum
-import re
 import shutil
 import threading
 from collections.abc import Iterable, Sequence
@@ -38,26 +37,24 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from qshell import shellproof
 from qshell.agent.confine import JailLauncher
 from qshell.agent.git_scope import git_output
-from qshell.agent.plugin_gate import QSHELL, Builtin, consult
+from qshell.agent.plugin_gate import QSHELL, Builtin, consult, prove
 from qshell.agent.policy import (
     ALLOW,
     FREE_KINDS,
     PROTECTED_REASON,
     Decision,
-    prove,
     proven_context,
     shell_concern,
 )
+from qshell.agent.shell_scope import command_reads
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.plugins import GateDecision, Verdict
 from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
-from qshell.tools.paths import PathResolver
 from qshell.tools.registered import speculation_concern
 
 # the delete and move tools stay boundaries; a command deletes through the kernel overlay
@@ -66,8 +63,6 @@ REDIRECT_MODES = frozenset({ApprovalMode.AUTO_EDIT, ApprovalMode.YOLO})
 # a command's changes stay in the overlay until accept, which asks first in default mode
 COMMAND_MODES = frozenset({ApprovalMode.DEFAULT, *REDIRECT_MODES})
 PRIVATE_INDEX_DIR = "git"  # beside upper/, never inside it; holds the private `index`
-# a path component with any of these is only known when bash expands it
-_EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
 
 class BoundaryType(enum.StrEnum):
@@ -203,7 +198,7 @@ class SpeculativeRunner:
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
             try:
-                for path in shell_reads(command, ctx.paths, verdict=prove(command, ctx)):
+                for path in command_reads(command, ctx.paths, verdict=prove(command, ctx)):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
@@ -244,34 +239,3 @@ def _runs_git(commands: Iterable[str]) -> bool:
 def _describe(tool: Tool, args: Any) -> str:
     path = getattr(args, "path", None)
     return f"would change {path}" if path else "would change files"
-
-
-def shell_reads(
-    command: str, paths: PathResolver, *, verdict: shellproof.Verdict | None = None
-) -> list[Path]:
-    """Each path the proof (`verdict`, when given) says `command` reads: a literal one as
-    named, one known only at run time as its literal leading directories (whose every file
-    it may read), and the whole project for git, which reads the work tree without naming
-    it (`git diff`)."""
-    verdict = verdict or shellproof.check(command)
-    found: list[Path] = []
-    if _runs_git(verdict.commands):
-        found.append(paths.root)
-    for read in verdict.reads:
-        text = read.text if read.literal else _literal_prefix(read.text)
-        if read.cwd and not text.startswith(("/", "~")):
-            text = f"{read.cwd}/{text}" if text else read.cwd
-        found.append(paths.resolve(text or None))
-    return list(dict.fromkeys(found))
-
-
-def _literal_prefix(text: str) -> str:
-    """The leading components of a shell path that bash does not expand."""
-    kept: list[str] = []
-    for part in text.split("/"):
-        if _EXPANDED.search(part):
-            break
-        kept.append(part)
-    if kept == [""] and text.startswith("/"):
-        return "/"
-    return "/".join(kept)

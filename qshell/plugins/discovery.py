@@ -80,7 +80,7 @@ def find(
     only = selection(environ)
     if only is not None and not only:  # QSHELL_PLUGINS="": nothing to look for
         return found
-    discovered = [*_user_folder(config_dir / USER_FOLDER), *_entry_points()]
+    discovered = [*_user_folder(config_dir / USER_FOLDER), *_entry_points(outside=cwd)]
     found += [f for f in discovered if only is None or f.name in only]
     return found
 
@@ -120,13 +120,28 @@ def import_file(path: Path) -> ModuleType:
     return module
 
 
-def _entry_points() -> list[Found]:
+def _entry_points(*, outside: Path) -> list[Found]:
+    """The installed packages' plugins — never one whose metadata lies in the directory
+    qshell was started in (`outside`): a cloned repository on `sys.path` (`python -m`
+    puts the working directory there) must not run code by being opened."""
     seen: dict[str, Found] = {}
     for point in sorted(importlib.metadata.entry_points(group="qshell"), key=lambda e: e.name):
         if point.name in seen:  # the same distribution found twice on sys.path
             continue
         dist = point.dist
+        if dist is not None and _lies_in(dist, outside.resolve()):
+            continue
         where = f"{dist.name} {dist.version}" if dist is not None else point.value
         version = dist.version if dist is not None else None
         seen[point.name] = Found(point.name, Source.ENTRY_POINT, where, version, point.load)
     return list(seen.values())
+
+
+def _lies_in(dist: importlib.metadata.Distribution, directory: Path) -> bool:
+    """Whether `dist`'s metadata is inside `directory` (an editable install's stays in
+    site-packages; only metadata shipped in the tree itself lies there)."""
+    try:
+        located = Path(str(dist.locate_file(""))).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return True  # unknown: not loaded
+    return located == directory or located.is_relative_to(directory)

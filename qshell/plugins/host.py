@@ -18,10 +18,15 @@ once built; notices and event dispatch are guarded by locks.
 
 from __future__ import annotations
 
+import asyncio
+import copy
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pluggy
@@ -53,7 +58,12 @@ HOOKS = (
 )
 MAX_DETAIL_CHARS = 200
 # what a plugin may raise without ending qshell (a Ctrl-C still does)
-PLUGIN_FAILURES: tuple[type[BaseException], ...] = (Exception, SystemExit)
+PLUGIN_FAILURES: tuple[type[BaseException], ...] = (
+    Exception,
+    SystemExit,
+    asyncio.CancelledError,  # every BaseException of the standard library but a Ctrl-C
+    BaseExceptionGroup,  # and a closing generator
+)
 
 
 def new_manager() -> pluggy.PluginManager:
@@ -197,14 +207,15 @@ class PluginHost:
     # -- observers ----------------------------------------------------------------------
 
     def event(self, event: object) -> None:
-        """Show `event` to every `qshell_event` observer, one event at a time."""
+        """Show `event` to every `qshell_event` observer, one event at a time, as a view
+        it cannot act through (`observed_view`)."""
         impls = self._impls[EVENT_HOOK]
         if not impls:
             return
         with self._events:
             for impl in impls:
                 try:
-                    impl.function(**arguments(impl, event=event))
+                    impl.function(**arguments(impl, event=observed_view(event)))
                 except PLUGIN_FAILURES as exc:
                     self._observer_failed(impl.plugin_name, exc)
 
@@ -252,3 +263,15 @@ def _as_decision(value: object) -> GateDecision | None:
     except ValueError:
         return None
     return GateDecision(verdict, str(value.reason))
+
+
+def observed_view(event: object) -> object:
+    """`event` as an observer may see it: a TelemetryEvent with its own read-only copy of
+    the fields; an event holding a future (a question) with a detached one, so only the
+    front-end can answer it."""
+    if isinstance(event, TelemetryEvent):
+        return TelemetryEvent(event.name, MappingProxyType(copy.deepcopy(dict(event.fields))))
+    future = getattr(event, "future", None)
+    if isinstance(future, Future) and dataclasses.is_dataclass(event):
+        return dataclasses.replace(event, future=Future())  # type: ignore[type-var]
+    return event

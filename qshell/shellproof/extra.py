@@ -6,9 +6,9 @@ structural checks (redirections, substitutions, `cd`, environment prefixes, pars
 have already been applied to it and still are to the rest of the line, and the caller's
 read-scope rules still apply to what the command reads. A declared command must consist of
 literal words only (nothing bash expands at run time reaches `rule` or the command), and
-what it reads is taken to be every operand that is no option, walked recursively — the
-current directory when there is none — so the scope rules see at least as much as it
-could read. Pure; safe from any thread as long as `rule` is.
+what it reads is taken to be every operand and every option's value (`--x=v`, `-Lv`),
+walked recursively — the current directory when there are none — so the scope rules see
+at least as much as it could name. Pure; safe from any thread as long as `rule` is.
 """
 
 from __future__ import annotations
@@ -29,8 +29,22 @@ def declared(name: str, args: Sequence[Word], rule: ReadOnlyRule) -> Judged | No
     if rule(name, [name, *(word.text for word in args)]) is not True:
         return None
     operands = [word for word in args if not word.text.startswith("-")]
-    reads = tuple(read_of(word, recursive=True) for word in operands)
+    reads = [read_of(word, recursive=True) for word in operands]
+    values = [option_value(word.text) for word in args if word.text.startswith("-")]
+    reads += [literal_read(value, recursive=True) for value in values if value]
     label = name
     if name == "git":  # the caller checks git's configuration for what a subcommand may do
         label = f"git {operands[0].text}" if operands else "git"
-    return Judged(label, reads or (literal_read(".", recursive=True),))
+    return Judged(label, tuple(reads) or (literal_read(".", recursive=True),))
+
+
+def option_value(text: str) -> str:
+    """What an option word may carry that names a file: after `=` (`--config=x`), or
+    after the letter of a short option (`-L/dir`, `-ofile`); "" for none. Which letters
+    take a value is not known here, so a cluster of flags (`-la`) counts too: a read of
+    `a` in the project is harmless, and a value outside it is never missed."""
+    if "=" in text:
+        return text.partition("=")[2]
+    if not text.startswith("--") and len(text) > 2:
+        return text[2:]
+    return ""

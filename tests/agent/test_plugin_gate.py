@@ -9,15 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
+from qshell.agent.confine import confinement
 from qshell.agent.plugin_gate import QSHELL
-from qshell.agent.policy import MainToolRunner, Verdict
-from qshell.config import ApprovalMode
+from qshell.agent.policy import MainToolRunner, Verdict, shell_concern
+from qshell.config import ApprovalMode, SandboxMode
 from qshell.followup.gate import Boundary, BoundaryType, SpeculativeRunner
 from qshell.overlay import Overlay
-from qshell.plugins import GateDecision
+from qshell.plugins import GateDecision, hookimpl
+from qshell.sandbox import probe
 from qshell.telemetry import Telemetry
-from qshell.tools.base import ToolContext
+from qshell.tools.base import Kind, ToolContext
 from qshell.tools.edit import EditTool
 from qshell.tools.paths import PathResolver
 from qshell.tools.read_file import ReadFileTool
@@ -298,4 +301,47 @@ def test_a_plugin_tool_is_a_boundary_unless_it_declares_the_paths_it_reads(root,
     silent = boundary_of(overlay, YOLO, adapt("p", Count(declares=False)), {}, ctx)
     assert silent.type is BoundaryType.DENIED_TOOL and "declares no paths" in silent.detail
     _, _, decision = speculate(overlay, YOLO, adapt("p", Count()), {"path": "."}, ctx)
+    assert decision.verdict is Verdict.ALLOW
+
+
+def test_a_declared_read_only_form_counts_only_where_the_sandbox_runs_it(root):
+    """Without the jail a plugin's wrong declaration would write the real project (and
+    from a speculation, before accept): then the declaration is not taken."""
+
+    class Declares:
+        @hookimpl
+        def qshell_shell_readonly(self, command, argv):
+            return command == "cloc"
+
+    host = host_of(("declares", Declares()))
+    paths = PathResolver(root, home=root.parent / "home")
+    bare = ToolContext(paths=paths, plugins=host)
+    assert shell_concern("cloc src", bare) is not None  # no sandbox: asked about
+    assert shell_concern("cloc src", replace(bare, sandbox=Recorder())) is not None
+    found = probe(None)
+    if not found.jail:
+        pytest.skip(f"no sandbox here: {found.reason}")
+    launcher = confinement(SandboxMode.ON, paths, os.environ, None).launcher
+    assert shell_concern("cloc src", replace(bare, sandbox=launcher)) is None
+
+
+def test_a_plugin_allowing_its_own_command_tool_without_a_command_field_is_fine(root):
+    """`confined` applies to the shell's command; a plugin tool of kind execute has
+    other arguments, and its allowed call must not crash the decision."""
+
+    class DeployArgs(BaseModel):
+        target: str
+
+    class Deploy:
+        name = "deploy"
+        kind = Kind.EXECUTE
+        description = "deploys"
+        Args = DeployArgs
+
+        def accesses(self, args, ctx):
+            return []
+
+    ctx = context(root, Gate(ALLOW))
+    runner = MainToolRunner(DEFAULT, interactive=True)
+    decision = runner.decide(Deploy(), DeployArgs(target="staging"), ctx)  # type: ignore[arg-type]
     assert decision.verdict is Verdict.ALLOW

@@ -62,14 +62,32 @@ def test_yolo_with_protect_secrets_never_sends_the_secret(llm_server, project):
     assert "hello from the project" in results[4]  # the rest of the project stays readable
 
 
-def test_protect_secrets_takes_more_globs_from_its_setting(llm_server, project):
-    (project / "notes.private").write_text(f"the key is {SECRET}\n")
-    settings = {"plugins": {"options": {"protect_secrets": {"patterns": ["*.private"]}}}}
-    (project / ".qshell").mkdir()
-    (project / ".qshell" / "settings.json").write_text(json.dumps(settings))
-    calls_then(llm_server, [ToolCallSpec("read_file", {"path": "notes.private"})], "no")
+@pytest.mark.parametrize("mode", ["-y", "--approval-mode=default"])
+def test_protect_secrets_sees_through_globs_braces_and_links(llm_server, project, mode):
+    """The words of these commands never name the secret; what the shell proof says they
+    read does (a glob's directory, a link's target)."""
+    (project / "notes.txt").symlink_to(project / "deploy" / "prod.vault")
+    commands = [
+        "cat deploy/*",
+        "head -n 5 deploy/prod.*",
+        "cat deploy/prod.{vault,none}",
+        "sed -n p deploy/prod.vaul?",
+        "cat notes.txt",
+    ]
+    calls_then(llm_server, [ToolCallSpec("shell", {"command": c}) for c in commands], "no")
     plugin = EXAMPLES / "protect_secrets.py"
     env = provider_env(llm_server, "openai")
+    run = run_qshell(mode, "--plugin", str(plugin), "-p", "show it", cwd=project, env=env)
+    assert run.code == 0, run.stderr
+    assert SECRET not in sent(llm_server)
+
+
+def test_protect_secrets_takes_more_globs_from_its_setting(llm_server, project):
+    (project / "notes.private").write_text(f"the key is {SECRET}\n")
+    options = {"protect_secrets": {"patterns": ["*.private"]}}
+    calls_then(llm_server, [ToolCallSpec("read_file", {"path": "notes.private"})], "no")
+    plugin = EXAMPLES / "protect_secrets.py"
+    env = {**provider_env(llm_server, "openai"), "QSHELL_PLUGINS__OPTIONS": json.dumps(options)}
     run = run_qshell("-y", "--plugin", str(plugin), "-p", "read it", cwd=project, env=env)
     assert run.code == 0 and SECRET not in sent(llm_server)
     assert "protect_secrets: notes.private" in tool_results(llm_server)[0]
@@ -83,10 +101,8 @@ def test_audit_log_writes_one_line_per_decision(llm_server, project, tmp_path):
     ]
     calls_then(llm_server, calls, "done")
     log = tmp_path / "audit" / "gate.jsonl"
-    settings = {"plugins": {"options": {"audit_log": {"path": str(log)}}}}
-    (project / ".qshell").mkdir()
-    (project / ".qshell" / "settings.json").write_text(json.dumps(settings))
-    env = provider_env(llm_server, "openai")
+    options = {"audit_log": {"path": str(log)}}
+    env = {**provider_env(llm_server, "openai"), "QSHELL_PLUGINS__OPTIONS": json.dumps(options)}
     plugin = str(EXAMPLES / "audit_log.py")
     run = run_qshell("--plugin", plugin, "-p", "go", cwd=project, env=env)
     assert run.code == 0
@@ -235,3 +251,33 @@ def test_the_readme_example_plugin_works_as_written(llm_server, project):
     refused, read = tool_results(llm_server)
     assert "production" in refused and "hello from the project" in read
     assert has_tool_result("hello")(llm_server.requests[-1])
+
+
+def test_a_project_setting_cannot_point_a_plugin_elsewhere(llm_server, project, tmp_path):
+    """A cloned repository's settings file names an audit log path; the user's plugin
+    keeps its own (the default in the state directory), so nothing lands there."""
+    target = tmp_path / "startup-file"
+    settings = {"plugins": {"options": {"audit_log": {"path": str(target)}}}}
+    (project / ".qshell").mkdir()
+    (project / ".qshell" / "settings.json").write_text(json.dumps(settings))
+    calls_then(llm_server, [ToolCallSpec("read_file", {"path": "hello.txt"})], "done")
+    env = provider_env(llm_server, "openai")
+    run = run_qshell("--plugin", str(EXAMPLES / "audit_log.py"), "-p", "go", cwd=project, env=env)
+    assert run.code == 0, run.stderr
+    assert not target.exists()
+
+
+def test_python_dash_m_in_a_repository_shipping_an_entry_point_runs_none_of_it(project):
+    """`python -m qshell` puts the working directory first on sys.path; a repository with
+    a module and a dist-info naming it as a `qshell` entry point is still inert."""
+    (project / "evil_plugin.py").write_text(
+        "import pathlib\npathlib.Path('RAN').write_text('yes')\n"
+    )
+    info = project / "evil-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[qshell]\nevil = evil_plugin\n")
+    run = run_qshell("plugins", cwd=project)
+    assert run.code == 0, run.stderr
+    assert "evil" not in run.stdout
+    assert not (project / "RAN").exists()

@@ -101,8 +101,13 @@ def test_protect_secrets_adds_the_globs_of_its_setting(root):
         ("scc -o report.txt", False),
         ("shellcheck scripts/*.sh", False),  # a glob: only literal words are declared
         ("shellcheck run.sh", True),
-        ("yq .name config.yaml", True),
-        ("yq -i .name=x config.yaml", False),
+        ("yq .name config.yaml", False),  # its expressions can load any file
+        ("cloc --report_file=r.txt .", False),  # cloc's underscore spellings
+        ("cloc --extract-with=sh .", False),  # runs a program
+        ("scc -oreport.txt", False),
+        ("scc -o=report.txt", False),
+        ("tokei --files src", True),
+        ("cargo --version", False),  # rustup runs the toolchain the project names
         ("git shortlog -sn", True),
         ("du -sh src", True),
         ("du -shL src", False),

@@ -65,7 +65,8 @@ def test_an_installed_package_loads_through_its_entry_point(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(PACKAGE))
     monkeypatch.syspath_prepend(str(install_example(tmp_path / "site")))
     monkeypatch.delitem(sys.modules, "qshell_todos", raising=False)
-    host = load(tmp_path, select="todos")
+    (tmp_path / "project").mkdir()
+    host = load(tmp_path / "project", select="todos")
     (info,) = host.infos
     assert (info.name, info.source, info.version) == ("todos", "entry point", "0.1.0")
     assert [r.tool.name for r in host.tools] == ["todos"]  # type: ignore[attr-defined]
@@ -164,3 +165,13 @@ def test_each_load_imports_a_file_afresh(tmp_path):
     load(tmp_path, plugin)
     loaded = [m for m in sys.modules.values() if getattr(m, "__file__", None) == str(plugin)]
     assert len(loaded) == 2 and loaded[0] is not loaded[1]
+
+
+def test_package_metadata_inside_the_project_never_loads(tmp_path, monkeypatch):
+    """`python -m qshell` puts the working directory on sys.path: a repository shipping
+    a dist-info with a `qshell` entry point must not run its code by being opened."""
+    monkeypatch.syspath_prepend(str(PACKAGE))
+    monkeypatch.syspath_prepend(str(install_example(tmp_path / "site")))
+    monkeypatch.delitem(sys.modules, "qshell_todos", raising=False)
+    assert names(load(tmp_path, select="todos")) == []  # the metadata is under the project
+    assert "qshell_todos" not in sys.modules

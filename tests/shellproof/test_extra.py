@@ -75,3 +75,15 @@ def test_a_declared_git_command_keeps_its_subcommand_for_the_callers_git_checks(
 
 def test_a_process_environment_operand_is_still_refused():
     assert not shellproof.check("cloc /proc/1/environ", extra=rule).read_only
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [("cloc --config=/etc/x .", "/etc/x"), ("cloc -L/outside .", "/outside")],
+)
+def test_an_options_value_is_read_too(command, value):
+    """What an option carries may name a file outside the project (`yq -L/dir`): the
+    scope rules must see it."""
+    verdict = shellproof.check(command, extra=rule)
+    assert verdict.read_only
+    assert value in [r.text for r in verdict.reads]
