@@ -11,7 +11,9 @@ both knobs sit in that prefix — OpenAI-style chat templates (the harmony forma
 and OpenAI's reasoning models) render the effort into the very first, system, message, so
 a different effort misses the whole prefix cache, and Anthropic documents that changing
 `thinking` invalidates the cached messages. Main requests send neither, so thinking is
-already off wherever it is off by default. Thread-safe: the pause is guarded by a lock.
+already off wherever it is off by default. A fork on `fastModel` is no exception: its only
+allowed difference is the model field (OpenAI has been seen serving one model's prefix
+cache to another). Thread-safe: the pause is guarded by a lock.
 """
 
 from __future__ import annotations
