@@ -9,7 +9,8 @@ the provider has just cached. `fork(text)` is a suggestion request (one new user
 starts with the main request's messages and reply. Tools are never removed to forbid them
 (that would change the cache key); callers ignore or refuse tool calls instead. The whole
 history is kept: a truncated history is a different prefix. This is the only code that
-builds a fork request. Values only; thread-safe.
+builds a fork request, and it marks each one `background` (llm/background.py: one retry,
+a pause after a 429), a flag no wire format sends. Values only; thread-safe.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class CacheSafeParams:
     ) -> ChatRequest:
         """The main request's parameters around `messages` (a history that extends
         `prefix`); `model` replaces the model, and `tools` the tool list only where the
-        caller must send none (a toolless last round), at the price of that prefix."""
-        update: dict[str, object] = {"messages": list(messages)}
+        caller must send none (a toolless last round), at the price of that prefix. The result
+        is marked `background` (llm/background.py), which changes nothing on the wire."""
+        update: dict[str, object] = {"messages": list(messages), "background": True}
         if model:
             update["model"] = model
         if tools is not None:

@@ -33,7 +33,14 @@ from httpx_sse import EventSource, ServerSentEvent, SSEError
 
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, TimeoutSettings
-from qshell.errors import Cancelled, ProviderError, ProviderUnavailable, StreamBroken
+from qshell.errors import (
+    Cancelled,
+    ProviderError,
+    ProviderUnavailable,
+    RateLimited,
+    StreamBroken,
+)
+from qshell.llm.background import BACKGROUND_MAX_ATTEMPTS, RateLimitPause
 from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
 from qshell.llm.errors_map import (
     Endpoint,
@@ -202,8 +209,10 @@ class HttpStreamer:
         transport: httpx.BaseTransport | None = None,
         sleep: SleepFn | None = None,
         clock: Clock | None = None,
+        pause: RateLimitPause | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.pause = pause or RateLimitPause()  # background work waits after any 429
         self.timeouts = timeouts or Timeouts()
         self.retry = retry or RetryPolicy()
         self._transport = transport
@@ -245,12 +254,20 @@ class HttpStreamer:
         model: str,
         cancel: CancelToken,
         parse: ParseFn,
+        background: bool = False,
     ) -> Iterator[StreamEvent]:
-        """POST `body` to `path` and yield the parsed events, retrying before first content."""
+        """POST `body` to `path` and yield the parsed events, retrying before first content;
+        a `background` request follows llm/background.py (one retry, none after a 429,
+        refused while the rate-limit pause holds)."""
         url = self.endpoint.base_url + path
         content = json.dumps(body).encode("utf-8")
+        max_attempts = self.retry.max_attempts
+        if background:
+            max_attempts = min(max_attempts, BACKGROUND_MAX_ATTEMPTS)
         attempt = 0
         while True:
+            if background:
+                self._refuse_while_paused()
             attempt += 1
             cancel.raise_if_cancelled()
             state = _AttemptState(self.timeouts, self._clock, cancel, model, self._guarded)
@@ -258,12 +275,14 @@ class HttpStreamer:
                 yield from self._attempt(url, dict(headers), content, parse, state)
                 return
             except ProviderError as error:
+                if isinstance(error, RateLimited):
+                    self.pause.note(error.retry_after_s)
                 if state.progress.content_started:
                     error.retryable = False
                     raise
                 if not (error.retryable or isinstance(error, StreamCut)):
                     raise
-                if attempt >= self.retry.max_attempts:
+                if attempt >= max_attempts or (background and isinstance(error, RateLimited)):
                     if attempt == 1:
                         raise
                     raise _gave_up(error, attempt) from error
@@ -273,11 +292,21 @@ class HttpStreamer:
                     self.endpoint.provider,
                     type(error).__name__,
                     attempt,
-                    self.retry.max_attempts,
+                    max_attempts,
                     delay_s,
                 )
                 if self._sleep(cancel, delay_s) or cancel.cancelled:
                     raise Cancelled("cancelled") from None
+
+    def _refuse_while_paused(self) -> None:
+        """Raise `RateLimited` without a request while the rate-limit pause holds."""
+        left_s = self.pause.remaining_s()
+        if left_s > 0:
+            raise RateLimited(
+                f"{self.endpoint.provider}: background request skipped, rate-limited for "
+                f"{left_s:.0f} s more",
+                retry_after_s=left_s,
+            )
 
     def _attempt(
         self,

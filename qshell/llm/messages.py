@@ -166,6 +166,9 @@ class ChatRequest(_Value):
     max_tokens: int = 8192
     temperature: float | None = None
     tool_choice: str | None = None  # a tool the model must call this round; None = its choice
+    background: bool = False
+    """A side request (a fork: suggestion, speculation) under llm/background.py's policy;
+    never sent on the wire, so it cannot change the serialized prefix."""
 
 
 StopReason = Literal[

@@ -19,6 +19,7 @@ from httpx_sse import ServerSentEvent
 
 from qshell.cancel import CancelToken
 from qshell.errors import StreamBroken
+from qshell.llm.background import RateLimitPause
 from qshell.llm.base import StreamEvent
 from qshell.llm.errors_map import Endpoint
 from qshell.llm.http import Clock, HttpStreamer, RetryPolicy, SleepFn, StreamProgress, Timeouts
@@ -44,6 +45,7 @@ class SSEProvider:
         transport: httpx.BaseTransport | None = None,
         sleep: SleepFn | None = None,
         clock: Clock | None = None,
+        pause: RateLimitPause | None = None,
         key_env: str | None = None,
         model_env: str | None = None,
     ) -> None:
@@ -63,6 +65,7 @@ class SSEProvider:
             transport=transport,
             sleep=sleep,
             clock=clock,
+            pause=pause,
         )
 
     def __repr__(self) -> str:
@@ -103,6 +106,7 @@ class SSEProvider:
             model=request.model,
             cancel=cancel,
             parse=bound,
+            background=request.background,
         )
 
     def _decode(self, data: str, what: str) -> dict[str, Any]:

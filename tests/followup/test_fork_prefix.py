@@ -197,3 +197,11 @@ def test_a_speculation_on_the_fast_model_changes_only_the_model_field(llm_server
     rest = {k: v for k, v in fork.items() if k not in ("model", "messages")}
     assert rest == {k: v for k, v in main.items() if k not in ("model", "messages")}
     assert fork["messages"][: len(main["messages"])] == main["messages"]
+
+
+def test_a_speculation_round_is_a_background_request(llm_server, tmp_path):
+    script(llm_server)
+    session = make_session(llm_server, "openai", tmp_path)
+    drive(session, "hello")
+    assert session.fork().request().background  # one retry, paused after a 429
+    assert not session.request().background

@@ -201,7 +201,9 @@ def test_the_fork_request_is_the_main_request_plus_reply_plus_prompt():
     params = main_params()
     _, provider = run(Message.assistant("run the tests"))
     (sent,) = provider.requests
-    assert sent.model_dump(exclude={"messages"}) == params.request.model_dump(exclude={"messages"})
+    same = {"messages", "background"}  # `background` never reaches the wire
+    assert sent.model_dump(exclude=same) == params.request.model_dump(exclude=same)
+    assert sent.background and not params.request.background
     assert sent.messages == [
         *params.request.messages,
         params.reply,

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from qshell.cancel import CancelToken
+from qshell.errors import RateLimited
 from qshell.followup.suggestion import SUGGESTION_MARKER, SuggestionResult, generate_suggestion
 from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.fork import CacheSafeParams
@@ -56,3 +57,16 @@ def test_a_server_error_gives_reason_error_without_raising(llm_server, protocol)
     llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Fault.http(503))
     result = generate_suggestion(provider_for(llm_server, protocol), params(), CancelToken())
     assert result == SuggestionResult(None, "error", None)
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_suggestion_after_a_main_turns_429_fails_open_without_a_request(llm_server, protocol):
+    llm_server.add_rule(last_user_text_contains("fix"), Fault.rate_limited(retry_after_s=9))
+    llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text("run tests"))
+    provider = provider_for(llm_server, protocol)
+    with pytest.raises(RateLimited):
+        list(provider.stream(params().request, CancelToken()))
+    sent = len(llm_server.requests)
+    result = generate_suggestion(provider, params(), CancelToken())
+    assert result == SuggestionResult(None, "error", None)
+    assert len(llm_server.requests) == sent

@@ -1,0 +1,71 @@
+"""The policy for background requests (suggestions, speculations): what they may cost.
+
+A background request is a `ChatRequest` with `background=True`; `CacheSafeParams` marks
+every fork so. `HttpStreamer` gives such a request at most `BACKGROUND_MAX_ATTEMPTS`
+attempts (one retry; a main turn keeps its own policy), never retries it after a 429, and
+starts none while its `RateLimitPause` holds: any 429 — a main turn's or a background one's
+— pauses background work for the server's `Retry-After`, else `DEFAULT_PAUSE_S`. Reasoning
+is deliberately left as the main request sends it (no `reasoning_effort`, no Anthropic
+`thinking`): a fork must keep the main request's serialized prefix byte-identical, and
+both knobs sit in that prefix — OpenAI-style chat templates (the harmony format of gpt-oss
+and OpenAI's reasoning models) render the effort into the very first, system, message, so
+a different effort misses the whole prefix cache, and Anthropic documents that changing
+`thinking` invalidates the cached messages. Main requests send neither, so thinking is
+already off wherever it is off by default. A fork on `fastModel` is no exception: its only
+allowed difference is the model field (OpenAI has been seen serving one model's prefix
+cache to another). Thread-safe: the pause is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from threading import Lock
+
+BACKGROUND_MAX_ATTEMPTS = 2
+"""A background request's first attempt plus at most one retry."""
+DEFAULT_PAUSE_S = 30.0
+"""How long background work waits after a 429 that names no Retry-After."""
+MAX_PAUSE_S = 300.0
+"""The longest pause a Retry-After may ask for."""
+
+
+class RateLimitPause:
+    """How long background requests must wait after the last 429; the clock is injectable."""
+
+    def __init__(
+        self,
+        *,
+        default_s: float = DEFAULT_PAUSE_S,
+        max_s: float = MAX_PAUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._default_s = default_s
+        self._max_s = max_s
+        self._clock = clock
+        self._lock = Lock()
+        self._until: float | None = None
+
+    def note(self, retry_after_s: float | None) -> None:
+        """A 429 arrived: pause for `retry_after_s` (capped), else the default; a pause
+        already running longer is kept."""
+        wait_s = self._default_s if retry_after_s is None else retry_after_s
+        until = self._clock() + min(max(wait_s, 0.0), self._max_s)
+        with self._lock:
+            if self._until is None or until > self._until:
+                self._until = until
+
+    def remaining_s(self) -> float:
+        """Seconds left of the pause; 0 when background requests may start."""
+        with self._lock:
+            if self._until is None:
+                return 0.0
+            left = self._until - self._clock()
+            if left <= 0:
+                self._until = None
+                return 0.0
+            return left
+
+    @property
+    def paused(self) -> bool:
+        return self.remaining_s() > 0
