@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from qshell.agent import compaction
 from qshell.agent.directives import Directives
 from qshell.agent.events import RoundFinished, TextDelta, ToolFinished, ToolStarted, TurnFinished
 from qshell.agent.loop import PendingCalls, run_turn
@@ -146,3 +147,14 @@ def test_read_file_is_terminal_but_does_not_skip(tmp_path):
     finished = next(e for e in events if isinstance(e, ToolFinished))
     assert finished.result.result_is_terminal and not finished.result.skip_llm_round
     assert len(provider.requests) == 2
+
+
+def test_compacting_after_a_skip_sends_one_user_message_with_the_results(tmp_path):
+    steps = [_one_call("ls"), Message.assistant("the summary")]
+    session, provider = make_session(tmp_path, steps, [SkippingTool("ls", Kind.READ)])
+    drive(session, "list it", yolo())
+    compaction.compact(session, CancelToken(), reason="manual")
+    sent = provider.requests[-1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "user"]
+    assert sent[-1].tool_results and "summary" in sent[-1].text.lower()
+    assert check_history(session.history) == []
