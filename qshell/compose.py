@@ -29,6 +29,7 @@ from qshell import __version__
 from qshell.agent import transcript as transcripts
 from qshell.agent.confine import confinement
 from qshell.agent.conversation import Conversation
+from qshell.agent.directives import Directives
 from qshell.agent.events import Event
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
@@ -294,6 +295,10 @@ def open_session(
         final_round_without_tools=tiny,
         tools_by_prompt=tiny,
         predicts_next=predict,
+        directives=Directives.of(
+            always_summarize=settings.always_summarize,
+            allowlist=settings.tool_post_exec_allowlist,
+        ),
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL

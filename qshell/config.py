@@ -161,6 +161,10 @@ class Settings(_Section):
     show_reasoning: bool = True  # the model's reasoning, folded to a line /expand unfolds
     secret_patterns: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
+    # post-execution directives (agent/directives.py): plugin tools whose skip_llm_round is
+    # honoured, and the switch that always sends tool results back to the model
+    tool_post_exec_allowlist: list[str] = Field(default_factory=list)
+    always_summarize: bool = False
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)

@@ -35,6 +35,7 @@ from tests.fakes.llm_server import (
     load_script,
     system_contains,
 )
+from tests.fakes.recording import parse_conversation
 
 OPENAI_HEADERS = {"Authorization": f"Bearer {TEST_API_KEY}"}
 ANTHROPIC_HEADERS = {"x-api-key": TEST_API_KEY, "anthropic-version": "2023-06-01"}
@@ -828,3 +829,9 @@ def test_command_line_server(tmp_path: Path) -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+def test_the_fake_reports_anthropic_messages_that_do_not_alternate():
+    body = {"messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}
+    assert parse_conversation("anthropic", body)[2] == ["two user messages in a row"]
+    assert parse_conversation("openai", body)[2] == []  # OpenAI accepts it

@@ -198,6 +198,8 @@ class TurnFinished:
     # the next prompt the answer predicts (agent/prediction.py): "" when it left it empty,
     # None when the session does not ask for one or the answer had none
     prediction: str | None = None
+    # the answer is the last tool batch's output, no model round read it (agent/directives.py)
+    skipped_round: bool = False
 
     @property
     def finished(self) -> bool:

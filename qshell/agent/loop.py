@@ -6,7 +6,9 @@ kinds in parallel, the rest in order, results always in call order) and the resu
 back in the next round. It ends when the model answers without tools, or stops without
 finishing its answer — cut off at the output limit, refused, filtered — in which case no
 call of that round runs and each is answered "not run" (`TurnFinished`, with the stop
-reason and a one-line note), when `maxTurns` rounds have run, on a provider error, or on
+reason and a one-line note), when every result of a batch says its output is the answer
+(`skip_llm_round`, agent/directives.py: the outputs are the turn's text, no model round
+reads them back), when `maxTurns` rounds have run, on a provider error, or on
 cancel (`TurnFailed`). Near the
 context window the history is compacted first (`HistoryCompacted`), and a first round
 rejected as too long is retried once after compacting (agent/compaction.py). Normal
@@ -127,17 +129,11 @@ class _Turn:
 
     def begin(
         self, prompt: str | None, pending: PendingCalls | None
-    ) -> Generator[Event, None, TurnFailed | None]:
+    ) -> Generator[Event, None, TurnEnd | None]:
         """Answer the pending calls, or compact if needed and add the prompt."""
         session = self.session
         if pending is not None:
-            results = yield from _run_batch(
-                session, pending.calls, self.runner, self.cancel, known=pending.known
-            )
-            session.answer_all(results)
-            return (
-                self.failed(FailureKind.CANCELLED, "cancelled") if self.cancel.cancelled else None
-            )
+            return (yield from self.answer(pending.calls, pending.known))
         if prompt is not None:
             try:
                 compacted = compaction.compact_before_turn(session, prompt, self.cancel)
@@ -175,9 +171,24 @@ class _Turn:
             return self.unfinished(done)
         if not calls:
             return self.finished(done.message.text)
-        results = yield from _run_batch(session, calls, self.runner, cancel)
-        session.answer_all(results)
-        return self.failed(FailureKind.CANCELLED, "cancelled") if cancel.cancelled else None
+        return (yield from self.answer(calls))
+
+    def answer(
+        self, calls: Sequence[ToolCall], known: Mapping[str, ToolResult] | None = None
+    ) -> Generator[Event, None, TurnEnd | None]:
+        """Run a batch and answer its calls; when every result skips the next round, the
+        turn ends here with the outputs as its answer (shown as the model's would be)."""
+        blocks, answer = yield from _run_batch(
+            self.session, calls, self.runner, self.cancel, known=known
+        )
+        self.session.answer_all(blocks)
+        if self.cancel.cancelled:
+            return self.failed(FailureKind.CANCELLED, "cancelled")
+        if answer is None:
+            return None
+        self.session.note("round_skipped", tools=[c.name for c in calls])
+        yield TextDelta(answer)
+        return TurnFinished(text=answer, usage=self.usage(), rounds=self.rounds, skipped_round=True)
 
     def _compact_and_retry(self, exc: ContextTooLong) -> Generator[Event, None, TurnFailed | None]:
         """The first round was too long: compact the history before the prompt and retry."""
@@ -344,9 +355,10 @@ def _run_batch(
     cancel: CancelToken,
     *,
     known: Mapping[str, ToolResult] | None = None,
-) -> Generator[Event, None, list[ToolResultBlock]]:
-    """Run one round's calls; returns their results in call order (generator return).
-    Calls with a `known` result are not run again."""
+) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None]]:
+    """Run one round's calls; returns their results in call order, and the turn's answer
+    when the batch skips the next round (generator return). Calls with a `known` result
+    are not run again."""
     ctx = replace(session.tool_context, cancel=cancel)
     results: dict[str, ToolResult] = dict(known or {})
     parallel: list[_Prepared] = []
@@ -382,15 +394,13 @@ def _run_batch(
         yield ToolFinished(call.id, call.name, result)
     if not cancel.cancelled:
         yield from flush()
-    blocks = []
-    for call in calls:
-        result = results.get(call.id, CANCELLED_RESULT)
-        blocks.append(
-            ToolResultBlock(
-                tool_call_id=call.id, content=result.llm_content, is_error=result.error is not None
-            )
-        )
-    return blocks
+    ordered = [results.get(call.id, CANCELLED_RESULT) for call in calls]
+    blocks = [
+        ToolResultBlock(tool_call_id=c.id, content=r.llm_content, is_error=r.error is not None)
+        for c, r in zip(calls, ordered, strict=True)
+    ]
+    tools = [session.tools_by_name.get(call.name) for call in calls]
+    return blocks, session.directives.skipped_answer(list(zip(tools, ordered, strict=True)))
 
 
 def _permission(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from qshell.agent.directives import HONOURED, Directives
 from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode
@@ -99,6 +100,7 @@ class Session:
         final_round_without_tools: bool = False,
         tools_by_prompt: bool = False,
         predicts_next: bool = False,
+        directives: Directives = HONOURED,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -117,6 +119,7 @@ class Session:
         self.tool_context = tool_context
         # its answers end with the next prompt they predict (agent/prediction.py)
         self.predicts_next = predicts_next
+        self.directives = directives  # which post-execution directives it honours
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -233,6 +236,7 @@ class Session:
             final_round_without_tools=self.final_round_without_tools,
             tools_by_prompt=self.tools_by_prompt,
             predicts_next=self.predicts_next,
+            directives=self.directives,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe

@@ -78,11 +78,20 @@ class ToolError:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """What a tool produced: text for the model, text for the user, and an optional error."""
+    """What a tool produced: text for the model, text for the user, and an optional error.
+
+    Two post-execution directives (seed 004, D1) say what the output is worth on its own:
+    `skip_llm_round` — the output is the answer, so when every result of a batch says so
+    the turn ends without another model round (agent/directives.py decides, and honours
+    it for plugin tools only when allowlisted); `result_is_terminal` — the output is
+    already in the form the user wants to see (a signal for front-ends, no behaviour yet).
+    """
 
     llm_content: str
     display: str = ""
     error: ToolError | None = None
+    skip_llm_round: bool = False
+    result_is_terminal: bool = False
 
     @classmethod
     def fail(cls, type_: ErrorType, message: str) -> ToolResult:

@@ -168,7 +168,9 @@ def _count_remaining_lines(fh: BinaryIO, cancel: CancelToken) -> int | None:
 
 def _render(page: _Page, shown: str, offset: int) -> ToolResult:
     if page.total == 0:
-        return ToolResult(llm_content=f"{shown} is empty.", display=f"{shown} is empty")
+        return ToolResult(
+            llm_content=f"{shown} is empty.", display=f"{shown} is empty", result_is_terminal=True
+        )
     if not page.lines:
         return ToolResult.fail(
             ErrorType.INVALID_ARGS,
@@ -181,4 +183,8 @@ def _render(page: _Page, shown: str, offset: int) -> ToolResult:
             f"Call read_file with offset={page.last + 1} to read more.]"
         )
     count = page.last - page.first + 1
-    return ToolResult(llm_content=body, display=f"Read {count} lines from {shown}")
+    # the file's text is the answer's form (seed 004's table: terminal, but no skip — a
+    # read is as often a step of a larger task)
+    return ToolResult(
+        llm_content=body, display=f"Read {count} lines from {shown}", result_is_terminal=True
+    )

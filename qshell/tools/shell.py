@@ -8,17 +8,20 @@ left running, but the tool stops reading their output shortly after the command 
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
 it starts the command: `bash -c` runs inside it.
 It does not judge whether a command is safe (that is policy's job). Stateless: each call
-owns its process and reader thread, so concurrent calls are independent.
+owns its process and reader thread, so concurrent calls are independent. A plain `cat`,
+`git status` or `git log` marks its result `result_is_terminal` (tools/base.py).
 """
 
 from __future__ import annotations
 
 import os
 import selectors
+import shlex
 import signal
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from typing import IO, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +37,9 @@ from qshell.tools.base import (
 )
 from qshell.tools.procgroup import end_group, signal_group
 from qshell.tools.truncate import HeadTailBuffer
+
+TERMINAL_UNSAFE = frozenset("|;&<>`$(){}*?[]\n")
+TERMINAL_GIT = frozenset({("git", "status"), ("git", "log")})
 
 POST_EXIT_DRAIN_S = 1.0
 READ_CHUNK_BYTES = 65536
@@ -129,7 +135,8 @@ class ShellTool:
         if stop is not None:
             end_group(proc)
         reader.finish(POST_EXIT_DRAIN_S)
-        return _result(output.text(), proc.returncode, stop, timeout_s)
+        result = _result(output.text(), proc.returncode, stop, timeout_s)
+        return replace(result, result_is_terminal=is_terminal_command(args.command))
 
 
 def _wait(proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> ErrorType | None:
@@ -156,6 +163,19 @@ def _wait(proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> 
             return ErrorType.CANCELLED if cancelled.is_set() else None
     finally:
         unregister()
+
+
+def is_terminal_command(command: str) -> bool:
+    """Whether the command's output is already the form a user reads (seed 004's table:
+    `cat`, `git status`, `git log`) — one plain command, no pipes, redirects or
+    expansions. It sets `result_is_terminal`, never `skip_llm_round`."""
+    if any(c in TERMINAL_UNSAFE for c in command):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return bool(words) and (words[0] == "cat" or tuple(words[:2]) in TERMINAL_GIT)
 
 
 def _exit_note(returncode: int) -> str:

@@ -169,6 +169,8 @@ class Printer:
         )
         if event.note:
             record["note"] = event.note
+        if event.skipped_round:  # the answer is the tool output itself
+            record["skipped_llm_round"] = True
         if self.fmt is OutputFormat.TEXT:
             text = event.text
             self.stdout.write(text if text.endswith("\n") or not text else text + "\n")

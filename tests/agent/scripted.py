@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -84,3 +85,13 @@ class BlockingTool(RecordingTool):
         if ctx.cancel.cancelled:
             return ToolResult.fail(ErrorType.CANCELLED, "cancelled")
         return ToolResult(llm_content="finished")
+
+
+class SkippingTool(RecordingTool):
+    """A tool whose output is the answer: its results say `skip_llm_round`."""
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        self.ran.append(args.text)
+        if args.text == "fail":
+            return replace(ToolResult.fail(ErrorType.IO, "broke"), skip_llm_round=True)
+        return ToolResult(llm_content=f"{self.name}: {args.text}", skip_llm_round=True)

@@ -101,6 +101,8 @@ def _anthropic_turns(body: dict[str, Any], problems: list[str]) -> tuple[str, li
             problems.append("a message is not an object")
             continue
         role = str(message.get("role", ""))
+        if turns and turns[-1].role == role:  # the Messages API requires alternation
+            problems.append(f"two {role} messages in a row")
         content = message.get("content")
         if isinstance(content, str):
             turns.append(Turn(role=role, text=content))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from qshell.agent.events import (
     PermissionReply,
     PermissionRequested,
     SpeculationAccepted,
+    TextDelta,
     ToolFinished,
     TurnFinished,
 )
@@ -24,6 +26,7 @@ from qshell.followup.gate import BoundaryType
 from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
+from qshell.tools.read_file import ReadFileTool
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
 
@@ -181,3 +184,31 @@ def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boun
     batch = next(m for m in reversed(history) if m.role == "assistant" and m.tool_calls)
     assert [c.id for c in batch.tool_calls] == ["r1", "s1"]
     assert check_history(history) == [] and (setup.root / "a.txt").exists()
+
+
+def test_a_speculation_whose_batch_skips_the_round_replays_the_tool_answer(setup, monkeypatch):
+    """A speculated turn that ended on a `skip_llm_round` batch (D1) is complete: accept
+    replays the tool output as the answer, and the next turn extends that history."""
+    real_run = ReadFileTool.run
+
+    def skipping(self, args, ctx):
+        return replace(real_run(self, args, ctx), skip_llm_round=True)
+
+    monkeypatch.setattr(ReadFileTool, "run", skipping)
+    spec = speculate(setup, "show a.txt", read_call("r1"))
+    assert spec.status is Status.COMPLETED
+    requests = len(setup.provider.requests)
+    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    assert len(setup.provider.requests) == requests  # nothing asked again on accept
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    end = events[-1]
+    assert isinstance(end, TurnFinished) and end.skipped_round and "one" in end.text
+    assert texts == [end.text]
+    session = setup.conversation.session
+    assert session.history[-1].tool_results and check_history(session.history) == []
+
+    setup.script(Message.assistant("next"))
+    end = consume(setup.conversation.turn("and then?"))[-1]
+    assert isinstance(end, TurnFinished) and end.text == "next"
+    roles = [m.role for m in setup.provider.requests[-1].messages[-3:]]
+    assert roles == ["assistant", "user", "user"]  # results, then the new prompt

@@ -12,7 +12,7 @@ import pytest
 
 from qshell.tools import procgroup
 from qshell.tools.base import ErrorType, ToolContext
-from qshell.tools.shell import ShellArgs, ShellTool
+from qshell.tools.shell import ShellArgs, ShellTool, is_terminal_command
 
 TOOL = ShellTool()
 GONE_BOUND_S = 15.0
@@ -194,3 +194,29 @@ def test_a_timeout_the_call_asks_for_is_capped_by_the_context(ctx: ToolContext) 
     result = sh(capped, "sleep 30", timeout=500)
     assert result.error is not None and result.error.type is ErrorType.TIMEOUT
     assert "0.3 s" in result.display or "0.3 s" in result.llm_content
+
+
+@pytest.mark.parametrize(
+    ("command", "terminal"),
+    [
+        ("cat a.txt", True),
+        ("git status", True),
+        ("git log --oneline -3", True),
+        ("cat a.txt | head", False),
+        ("cat $(ls)", False),
+        ("cat *.txt", False),
+        ("git diff", False),
+        ("ls", False),
+        ("echo 'unclosed", False),
+    ],
+)
+def test_plain_cat_and_git_status_or_log_are_terminal(command: str, terminal: bool) -> None:
+    assert is_terminal_command(command) is terminal
+
+
+def test_a_cat_result_is_terminal_but_never_skips_the_round(root: Path, ctx: ToolContext) -> None:
+    (root / "a.txt").write_text("hello\n")
+    result = sh(ctx, "cat a.txt")
+    assert result.llm_content.startswith("hello") and result.result_is_terminal
+    assert not result.skip_llm_round
+    assert not sh(ctx, "echo hi").result_is_terminal

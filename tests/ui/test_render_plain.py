@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qshell.agent.events import Event, RoundFinished, TextDelta, ToolFinished, ToolStarted
+from qshell.agent.events import (
+    Event,
+    RoundFinished,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFinished,
+)
 from qshell.llm.messages import Usage
 from qshell.tools.base import ToolResult
 from qshell.ui.render import Renderer, clean
@@ -182,3 +189,17 @@ def test_plain_renderer_ignores_unknown_events_and_round_ends() -> None:
 def test_plain_renderer_refuses_a_silly_width() -> None:
     with pytest.raises(ValueError, match="width must be at least 20, not 5"):
         PlainRenderer(io.StringIO(), width=5)
+
+
+def test_a_skipped_round_shows_the_tool_output_as_the_answer() -> None:
+    """What agent/loop.py yields when a batch skips the next round (D1)."""
+    usage = Usage(prompt_tokens=5, completion_tokens=1)
+    events: list[Event] = [
+        RoundFinished(round=1, usage=usage),
+        ToolStarted("c1", "ls", {}),
+        ToolFinished("c1", "ls", ToolResult("a\nb", "2 entries", skip_llm_round=True)),
+        TextDelta("a\nb"),
+        TurnFinished(text="a\nb", usage=usage, rounds=1, skipped_round=True),
+    ]
+    shown = render(events)
+    assert "\n\na\nb\n" in shown and shown.rstrip().endswith("1 round")
