@@ -94,20 +94,26 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
     as bash will expand and walk it, is inside the project root and no secret (the main
     policy's read-scope rules, agent/shell_scope.py); otherwise the reason it is not."""
+    return judged_shell(command, ctx)[1]
+
+
+def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Verdict | None, str | None]:
+    """The proof of `command` (None when the required sandbox is missing, so nothing is
+    proven) and `shell_concern`'s answer, from one proof."""
     if ctx.sandbox_missing:
-        return ctx.sandbox_missing
+        return None, ctx.sandbox_missing
     verdict = prove(command, ctx)
     if not verdict.read_only:
-        return verdict.reason
+        return verdict, verdict.reason
     environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
     for read in verdict.reads:
         concern = read_concern(read, ctx.paths, environ)
         if concern:
-            return concern
+            return verdict, concern
     git = [c.partition(" ")[2] for c in verdict.commands if c == "git" or c.startswith("git ")]
     if git:
-        return git_concern(ctx.root, ctx.paths, environ, git)
-    return None
+        return verdict, git_concern(ctx.root, ctx.paths, environ, git)
+    return verdict, None
 
 
 def proven_context(ctx: ToolContext) -> ToolContext:

@@ -45,8 +45,8 @@ from qshell.agent.policy import (
     FREE_KINDS,
     PROTECTED_REASON,
     Decision,
+    judged_shell,
     proven_context,
-    shell_concern,
 )
 from qshell.agent.shell_scope import command_reads
 from qshell.config import ApprovalMode
@@ -149,13 +149,13 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
-        concern = shell_concern(command, ctx)
+        verdict, concern = judged_shell(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
         if overlay_launcher(ctx) is None:
             why = concern or "the shell would not see pending edits"
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")
-        if concern is not None and prove(command, ctx).read_only:
+        if concern is not None and verdict is not None and verdict.read_only:
             # it reads what the main loop would ask about (a secret, a file outside the
             # project): that is the user's to give, and a masked run would answer otherwise
             raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
@@ -197,15 +197,16 @@ class SpeculativeRunner:
             return self._on_kernel_overlay(tool, args, ctx)
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
+            verdict = prove(command, ctx)
             try:
-                for path in command_reads(command, ctx.paths, verdict=prove(command, ctx)):
+                for path in command_reads(command, ctx.paths, verdict=verdict):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
-            if _runs_git(prove(command, ctx).commands):
+            if _runs_git(verdict.commands):
                 ctx = self._private_index(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
