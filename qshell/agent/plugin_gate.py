@@ -34,6 +34,7 @@ from qshell import shellproof
 from qshell.agent.confine import JailLauncher
 from qshell.agent.shell_scope import command_reads
 from qshell.plugins import GateCall, GateContext, GateDecision, PluginAnswer, Verdict
+from qshell.plugins.host import GATE_HOOK
 from qshell.tools.base import Access, Kind, Tool, ToolContext
 
 QSHELL = "qshell"  # who decided, when no plugin's answer was taken
@@ -104,7 +105,8 @@ def gate_call(
     data = args.model_dump(mode="json") if isinstance(args, BaseModel) else {}
     command = data.get("command") if tool.kind is Kind.EXECUTE else None
     reads = [a.path for a in accesses if not a.write]
-    if isinstance(command, str) and ctx is not None:
+    asked = ctx is not None and ctx.plugins.implements(GATE_HOOK)  # else nobody looks
+    if isinstance(command, str) and ctx is not None and asked:
         verdict = prove(command, ctx)
         if verdict.read_only:
             reads += command_reads(command, ctx.paths, verdict=verdict)
