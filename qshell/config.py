@@ -74,6 +74,23 @@ DEFAULT_PROTECTED_PATHS = (
 )
 
 
+class SummaryTier(enum.StrEnum):
+    ALWAYS_PRIMARY = "always_primary"
+    AUTO = "auto"  # the fast model unless a veto of agent/routing.py says otherwise
+    ALWAYS_FAST = "always_fast"  # still falls back when the fast stream starts a tool call
+
+
+class BackgroundReasoning(enum.StrEnum):
+    OFF = "off"
+    INHERIT = "inherit"
+
+
+class Toggle(enum.StrEnum):
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
@@ -165,6 +182,23 @@ class Settings(_Section):
     # honoured, and the switch that always sends tool results back to the model
     tool_post_exec_allowlist: list[str] = Field(default_factory=list)
     always_summarize: bool = False
+    # the latency plan of seed 004 (Roadmap 11), each measured by a bench in bench/:
+    # D4: a read or search call starts while the response that asks for it still streams
+    stream_ahead_tools: bool = True
+    # D3: when every result of the last batch is terminal, the REPL's prompt comes back while
+    # the summary round streams; a new message cancels that summary and drops its text
+    summarize_in_background: bool = False
+    # D2: which model answers a round the loop predicts is a pure summary
+    summary_tier_strategy: SummaryTier = SummaryTier.ALWAYS_PRIMARY
+    # on a predicted pure-summary round: tool_choice "none" and reasoning off (opt-in)
+    lean_summary_rounds: bool = False
+    concise_replies: bool = True  # the system prompt asks for short final answers
+    # suggestion and speculation requests: "off" sends reasoning/thinking off where the
+    # provider takes it (dropped once for good if the endpoint rejects it); "inherit" sends
+    # what the main request sends
+    background_reasoning: BackgroundReasoning = BackgroundReasoning.OFF
+    # DashScope's explicit prompt cache: "auto" when the base URL is DashScope's
+    dashscope_cache: Toggle = Toggle.AUTO
     timeouts: TimeoutSettings = Field(default_factory=TimeoutSettings)
     suggestions: SuggestionSettings = Field(default_factory=SuggestionSettings)
     speculation: SpeculationSettings = Field(default_factory=SpeculationSettings)
