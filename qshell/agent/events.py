@@ -186,6 +186,15 @@ class RoundFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryStarted:
+    """Every result of the last tool batch is terminal (`result_is_terminal`) and the next
+    round only sums them up (D3, `summarizeInBackground`): an interactive front-end may give
+    the prompt back now; a new message then cancels this round and its text is dropped."""
+
+    round: int  # the number the summary round will have in its RoundFinished
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The model stopped. `stop_reason` says whether its answer finished (`end_turn`) or
     not (`max_tokens`, `refusal`, `content_filter`, …); `note` then says so in one line."""
@@ -225,6 +234,7 @@ Event = (
     | Notice
     | SpeculationAccepted
     | RoundFinished
+    | SummaryStarted
     | TurnFinished
     | TurnFailed
 )
