@@ -166,6 +166,12 @@ class ChatRequest(_Value):
     max_tokens: int = 8192
     temperature: float | None = None
     tool_choice: str | None = None  # a tool the model must call this round; None = its choice
+    no_tool_calls: bool = False
+    """Send `tool_choice: "none"`: the tools stay listed (the cached prefix keeps them) but
+    the model may not call one (a round predicted to be a pure summary, `leanSummaryRounds`)."""
+    reasoning_off: bool = False
+    """Ask for reasoning/thinking off where the provider takes it (background requests under
+    `backgroundReasoning: off`, lean summary rounds); dropped when the endpoint rejects it."""
     background: bool = False
     """A side request (a fork: suggestion, speculation) under llm/background.py's policy;
     never sent on the wire, so it cannot change the serialized prefix."""
