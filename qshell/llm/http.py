@@ -264,7 +264,8 @@ class HttpStreamer:
         a `background` request follows llm/background.py (one retry, none after a 429,
         refused while the rate-limit pause holds). A rejection before content is shown to
         `fallback`, whose other body, if it gives one, is sent at once as the next attempt
-        (llm/rejections.py); the last attempt's rejection is raised as it is."""
+        (llm/rejections.py): a main turn's even past its retries (each drops a knob, so
+        there are at most two), a background request's only as its one retry."""
         url = self.endpoint.base_url + path
         content = json.dumps(body).encode("utf-8")
         max_attempts = self.retry.max_attempts
@@ -287,7 +288,7 @@ class HttpStreamer:
                     error.retryable = False
                     raise
                 other = fallback(error) if fallback is not None else None
-                if other is not None and attempt < max_attempts:
+                if other is not None and (attempt < max_attempts or not background):
                     content = json.dumps(other).encode("utf-8")
                     continue
                 if not (error.retryable or isinstance(error, StreamCut)):

@@ -195,3 +195,15 @@ def test_a_rejection_on_the_last_attempt_is_raised_but_remembered(llm_server) ->
     assert run(provider, fork).message.text == "run the tests"
     assert len(llm_server.requests) == 3
     assert "reasoning_effort" not in llm_server.requests[2].body
+
+
+def test_a_main_turn_falls_back_even_when_it_may_not_retry(llm_server) -> None:
+    llm_server.add_rule(
+        sends("tool_choice"), Fault.http(400, "'tool_choice': 'none' is unsupported")
+    )
+    llm_server.add_rule(always(), Reply.text("Done."))
+    provider = OpenAIProvider(
+        llm_server.openai_base_url, llm_server.api_key, retry=RetryPolicy(max_attempts=1)
+    )
+    assert run(provider, request(no_tool_calls=True)).message.text == "Done."
+    assert len(llm_server.requests) == 2
