@@ -86,7 +86,13 @@ def build_provider(
         return AnthropicProvider(config.base_url, config.api_key, timeouts=timeouts, retry=retry)
     from qshell.llm.openai import OpenAIProvider
 
-    return OpenAIProvider(config.base_url, config.api_key, timeouts=timeouts, retry=retry)
+    return OpenAIProvider(
+        config.base_url,
+        config.api_key,
+        timeouts=timeouts,
+        retry=retry,
+        dashscope_cache=settings.dashscope_cache,
+    )
 
 
 def _local_provider(
@@ -267,7 +273,11 @@ def open_session(
         session_id = new_session_id()
         predict = request.predict_next and folds_prediction(settings, config.name)
         system_prompt = build_system_prompt(
-            root, extra=request.append_system_prompt, compact=tiny, predict_next=predict
+            root,
+            extra=request.append_system_prompt,
+            compact=tiny,
+            predict_next=predict,
+            concise=settings.concise_replies,
         )
         header = {"cwd": str(root), "version": __version__, "system_prompt": system_prompt}
         transcript = transcripts.Transcript.create(
@@ -276,7 +286,8 @@ def open_session(
     return Session(
         provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
-        system_prompt=system_prompt or build_system_prompt(root, compact=tiny),
+        system_prompt=system_prompt
+        or build_system_prompt(root, compact=tiny, concise=settings.concise_replies),
         tools=session_tools(plugins),
         tool_context=context,
         approval_mode=settings.approval_mode,
@@ -295,6 +306,7 @@ def open_session(
         final_round_without_tools=tiny,
         tools_by_prompt=tiny,
         predicts_next=predict,
+        background_reasoning=settings.background_reasoning,
         directives=Directives.of(
             always_summarize=settings.always_summarize,
             allowlist=settings.tool_post_exec_allowlist,

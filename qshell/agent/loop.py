@@ -162,7 +162,9 @@ class _Turn:
         session.record_round(done.usage)
         if done.message.content:
             session.append(done.message)
-            session.cache_safe = CacheSafeParams.capture(request, done.message)
+            session.cache_safe = CacheSafeParams.capture(
+                request, done.message, background_reasoning=session.background_reasoning
+            )
         if not done.usage.known:  # size the history ourselves, for compaction
             session.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
         yield RoundFinished(round=self.rounds, usage=done.usage)

@@ -2,8 +2,8 @@
 
 Prompt-cache stability matters more than freshness here: the prompt holds no timestamps,
 no directory listings and nothing else that changes during a session. It is the base
-instructions, a few stable facts (platform, project root), and the project instructions
-file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. Pure.
+instructions (with `conciseReplies`, one asking for short final answers), a few stable
+facts (platform, project root), and the project instructions file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. Pure.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import platform
 from pathlib import Path
 
 from qshell.agent.prediction import PREDICTION_PROMPT
+from qshell.config import DEFAULTS
 
 INSTRUCTION_FILES = ("AGENTS.md", "QSHELL.md")
 MAX_INSTRUCTIONS_CHARS = 40_000
@@ -32,6 +33,12 @@ Answer in concise Markdown. When you are done, say briefly what you changed and 
 checked it."""
 
 
+CONCISE_PROMPT = """\
+Keep final answers short and to the point: lead with the result, skip preambles and
+recaps, and do not repeat at length what a tool already showed the user."""
+"""`conciseReplies` (seed 004 §7.3): a summary round's output tokens are most of its time."""
+
+
 COMPACT_PROMPT = """\
 You are qshell, a coding assistant in the user's terminal, inside one project.
 Answer the user's question directly and briefly. Call a tool only to read or change a file
@@ -48,15 +55,20 @@ def find_instructions(root: Path) -> Path | None:
 
 
 def build_system_prompt(
-    root: Path, *, extra: str = "", compact: bool = False, predict_next: bool = False
+    root: Path,
+    *,
+    extra: str = "",
+    compact: bool = False,
+    predict_next: bool = False,
+    concise: bool = DEFAULTS.concise_replies,
 ) -> str:
     """The whole system prompt for a session rooted at `root`; `compact` is the short
-    variant for a small local model, whose every prompt token costs real time;
-    `predict_next` asks each answer to end with the next prompt (agent/prediction.py)."""
-    parts = [
-        COMPACT_PROMPT if compact else BASE_PROMPT,
-        f"Environment: {platform.system()} ({platform.machine()}); project root: {root}",
-    ]
+    variant for a small local model, whose every prompt token costs real time (it already
+    asks for brief answers, so `concise` adds nothing to it); `concise` asks for short
+    final answers; `predict_next` asks each answer to end with the next prompt
+    (agent/prediction.py)."""
+    parts = [COMPACT_PROMPT] if compact else [BASE_PROMPT, *([CONCISE_PROMPT] if concise else [])]
+    parts.append(f"Environment: {platform.system()} ({platform.machine()}); project root: {root}")
     limit = COMPACT_INSTRUCTIONS_CHARS if compact else MAX_INSTRUCTIONS_CHARS
     instructions = find_instructions(root)
     if instructions is not None:

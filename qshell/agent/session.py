@@ -20,7 +20,7 @@ from pathlib import Path
 from qshell.agent.directives import HONOURED, Directives
 from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
-from qshell.config import DEFAULTS, ApprovalMode
+from qshell.config import DEFAULTS, ApprovalMode, BackgroundReasoning
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
@@ -101,6 +101,7 @@ class Session:
         tools_by_prompt: bool = False,
         predicts_next: bool = False,
         directives: Directives = HONOURED,
+        background_reasoning: BackgroundReasoning = DEFAULTS.background_reasoning,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -120,6 +121,8 @@ class Session:
         # its answers end with the next prompt they predict (agent/prediction.py)
         self.predicts_next = predicts_next
         self.directives = directives  # which post-execution directives it honours
+        # what its forks do with reasoning (llm/fork.py; `backgroundReasoning`)
+        self.background_reasoning = background_reasoning
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -237,6 +240,7 @@ class Session:
             tools_by_prompt=self.tools_by_prompt,
             predicts_next=self.predicts_next,
             directives=self.directives,
+            background_reasoning=self.background_reasoning,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe

@@ -2,8 +2,9 @@
 
 It converts a `ChatRequest` into a `/v1/messages` body — the system prompt as a cached
 text block, tools with a cache breakpoint on the last one, tool calls as `tool_use` and
-results as `tool_result` blocks, consecutive same-role messages merged, and a cache
-breakpoint on the last block of the last message; signed thinking blocks go back
+results as `tool_result` blocks, consecutive same-role messages merged, a cache
+breakpoint on the last block of the last message, and `tool_choice: none` for a round
+that may call no tool (never a `thinking` field: see `build_body`); signed thinking blocks go back
 unchanged, as tool-use turns require, and a call cut off by the output limit is left out
 with its result — and streams the events through `EventState` (llm/anthropic_events.py)
 as text, reasoning and one `StreamDone`. An `event: error` ends the stream with the
@@ -87,7 +88,14 @@ class AnthropicProvider(SSEProvider):
 
 
 def build_body(request: ChatRequest) -> dict[str, Any]:
-    """The `/v1/messages` JSON body for `request`, with cache breakpoints placed."""
+    """The `/v1/messages` JSON body for `request`, with cache breakpoints placed.
+
+    `no_tool_calls` sends `tool_choice: {"type": "none"}` with the tools still listed;
+    Anthropic documents that a changed `tool_choice` invalidates the cached message blocks
+    (system and tools stay cached), so such a round re-reads its messages. `reasoning_off`
+    sends nothing: qshell never enables extended thinking, and a request without `thinking`
+    has it off, so off needs no field, and leaving it out keeps the prefix of a request
+    that is not off byte-identical (a changed `thinking` also invalidates cached messages)."""
     body: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -103,7 +111,9 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
         ]
         tools[-1]["cache_control"] = dict(_EPHEMERAL)
         body["tools"] = tools
-        if request.tool_choice:
+        if request.no_tool_calls:
+            body["tool_choice"] = {"type": "none"}
+        elif request.tool_choice:
             body["tool_choice"] = {"type": "tool", "name": request.tool_choice}
     if request.temperature is not None:
         body["temperature"] = request.temperature

@@ -2,18 +2,23 @@
 
 A background request is a `ChatRequest` with `background=True`; `CacheSafeParams` marks
 every fork so. `HttpStreamer` gives such a request at most `BACKGROUND_MAX_ATTEMPTS`
-attempts (one retry; a main turn keeps its own policy), never retries it after a 429, and
-starts none while its `RateLimitPause` holds: any 429 — a main turn's or a background one's
-— pauses background work for the server's `Retry-After`, else `DEFAULT_PAUSE_S`. Reasoning
-is deliberately left as the main request sends it (no `reasoning_effort`, no Anthropic
-`thinking`): a fork must keep the main request's serialized prefix byte-identical, and
-both knobs sit in that prefix — OpenAI-style chat templates (the harmony format of gpt-oss
-and OpenAI's reasoning models) render the effort into the very first, system, message, so
-a different effort misses the whole prefix cache, and Anthropic documents that changing
-`thinking` invalidates the cached messages. Main requests send neither, so thinking is
-already off wherever it is off by default. A fork on `fastModel` is no exception: its only
-allowed difference is the model field (OpenAI has been seen serving one model's prefix
-cache to another). Thread-safe: the pause is guarded by a lock.
+attempts (one retry — a rejected knob's fallback counts as that retry; a main turn keeps its
+own policy), never retries it after a 429, and starts none while its `RateLimitPause`
+holds: any 429 — a main turn's or a background one's — pauses background work for the
+server's `Retry-After`, else `DEFAULT_PAUSE_S`. Reasoning: under `backgroundReasoning: off`
+(the default) a fork asks for reasoning off (`ChatRequest.reasoning_off`, serialized per
+wire format in llm/openai_dialects.py; an endpoint that rejects it gets the request again
+without it, and never again: llm/rejections.py), because a side query that reasons costs
+far more than it shows — Qwen Code measured background side queries spending 24–95× more
+output tokens than visible (#4501). The price is the prefix cache: OpenAI-style chat
+templates (the harmony format of gpt-oss and OpenAI's reasoning models) render the effort
+into the very first, system, message, so a fork with another effort than the main request
+misses the whole cached prefix there; Qwen3's template (`enable_thinking`) changes only
+the generation prompt after the last message, so its prefix holds. Anthropic needs no field: qshell never turns thinking on, and a request
+without `thinking` has it off, so its forks stay byte-identical (Anthropic documents that a
+changed `thinking` invalidates cached messages). `inherit` sends what the main request
+sends and keeps the whole prefix. A fork on `fastModel` changes, besides, only the model
+field. Thread-safe: the pause is guarded by a lock.
 """
 
 from __future__ import annotations

@@ -131,6 +131,9 @@ class StreamProgress:
                 self._watchdog.content_started()
 
 
+FallbackFn = Callable[[ProviderError], dict[str, Any] | None]
+"""Given a rejection, another body to send instead (None: the error stands)."""
+
 ParseFn = Callable[[Iterator[ServerSentEvent], StreamProgress], Iterator[StreamEvent]]
 """A provider's parser: server-sent events in, StreamText/StreamDone out; raises on errors."""
 
@@ -255,10 +258,14 @@ class HttpStreamer:
         cancel: CancelToken,
         parse: ParseFn,
         background: bool = False,
+        fallback: FallbackFn | None = None,
     ) -> Iterator[StreamEvent]:
         """POST `body` to `path` and yield the parsed events, retrying before first content;
         a `background` request follows llm/background.py (one retry, none after a 429,
-        refused while the rate-limit pause holds)."""
+        refused while the rate-limit pause holds). A rejection before content is shown to
+        `fallback`, whose other body, if it gives one, is sent at once as the next attempt
+        (llm/rejections.py): a main turn's even past its retries (each drops a knob, so
+        there are at most two), a background request's only as its one retry."""
         url = self.endpoint.base_url + path
         content = json.dumps(body).encode("utf-8")
         max_attempts = self.retry.max_attempts
@@ -280,6 +287,10 @@ class HttpStreamer:
                 if state.progress.content_started:
                     error.retryable = False
                     raise
+                other = fallback(error) if fallback is not None else None
+                if other is not None and (attempt < max_attempts or not background):
+                    content = json.dumps(other).encode("utf-8")
+                    continue
                 if not (error.retryable or isinstance(error, StreamCut)):
                     raise
                 if attempt >= max_attempts or (background and isinstance(error, RateLimited)):

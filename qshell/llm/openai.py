@@ -3,7 +3,8 @@
 It converts a `ChatRequest` into a `/chat/completions` body (tool results become `tool`
 role messages; the current turn's `reasoning_content` goes back on its assistant messages,
 which DeepSeek's thinking mode requires in a tool round; a call cut off by the output limit
-is left out with its result) and streams the chunks through `ChunkState`
+is left out with its result; reasoning off, `tool_choice: "none"` and DashScope's cache
+markers as llm/openai_dialects.py decides them) and streams the chunks through `ChunkState`
 (llm/openai_chunks.py) as text, reasoning and one `StreamDone`.
 Transport, retries, timeouts, cancellation and error translation are not its business:
 they live in `http.py`. The API key goes only into the Authorization header and never
@@ -18,6 +19,7 @@ from typing import Any
 
 from httpx_sse import ServerSentEvent
 
+from qshell.config import DEFAULTS, Toggle
 from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
 from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
@@ -33,6 +35,12 @@ from qshell.llm.messages import (
     without_cut_calls,
 )
 from qshell.llm.openai_chunks import ChunkState
+from qshell.llm.openai_dialects import (
+    DASHSCOPE_CACHE_HEADER,
+    dashscope_cache_on,
+    mark_cache,
+    reasoning_off_fields,
+)
 from qshell.llm.sse_provider import SSEProvider
 
 DONE_SENTINEL = "[DONE]"
@@ -48,11 +56,25 @@ class OpenAIProvider(SSEProvider):
     model_env = "OPENAI_MODEL"
     default_base_url = ""
 
+    def __init__(
+        self,
+        base_url: str = "",
+        api_key: str | None = None,
+        *,
+        dashscope_cache: Toggle = DEFAULTS.dashscope_cache,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(base_url, api_key, **kwargs)
+        self.dashscope_cache = dashscope_cache_on(dashscope_cache, self.base_url)
+
     def _headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        headers = {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        if self.dashscope_cache:
+            headers[DASHSCOPE_CACHE_HEADER] = "enable"
+        return headers
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
-        return build_body(request)
+        return build_body(request, base_url=self.base_url, dashscope_cache=self.dashscope_cache)
 
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str
@@ -81,8 +103,13 @@ class OpenAIProvider(SSEProvider):
         yield state.finish(self.base_url)
 
 
-def build_body(request: ChatRequest) -> dict[str, Any]:
-    """The `/chat/completions` JSON body for `request`."""
+def build_body(
+    request: ChatRequest, *, base_url: str = "", dashscope_cache: bool = False
+) -> dict[str, Any]:
+    """The `/chat/completions` JSON body for `request`; `base_url` picks the reasoning-off
+    dialect, `dashscope_cache` adds DashScope's cache markers (llm/openai_dialects.py).
+    `no_tool_calls` sends `tool_choice: "none"` with the tools still listed (so the
+    serialized prefix keeps them) and wins over a forced `tool_choice`."""
     body: dict[str, Any] = {
         "model": request.model,
         "messages": _messages(request),
@@ -102,10 +129,16 @@ def build_body(request: ChatRequest) -> dict[str, Any]:
             }
             for tool in request.tools
         ]
-        if request.tool_choice:
+        if request.no_tool_calls:
+            body["tool_choice"] = "none"
+        elif request.tool_choice:
             body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+    if request.reasoning_off:
+        body.update(reasoning_off_fields(request.model, base_url))
     if request.temperature is not None:
         body["temperature"] = request.temperature
+    if dashscope_cache:
+        mark_cache(body)
     return body
 
 

@@ -3,14 +3,17 @@
 It owns the endpoint description (used for error messages and key redaction) and the
 `HttpStreamer` that applies the retry, timeout and cancel policy, sends one streaming
 request for a subclass, and decodes each SSE data line into a JSON object or raises
-`StreamBroken`. Subclasses add only their headers, body and event parsing. The API key
-is kept private: it goes into headers the subclass builds and nowhere else, and `repr`
-never shows it. Thread-safe: concurrent streams share only the pooled client.
+`StreamBroken`; a request knob its endpoint rejects (reasoning off, no tool calls) is
+dropped for a retry and for good (llm/rejections.py). Subclasses add only their headers,
+body and event parsing. The API key is kept private: it goes into headers the subclass
+builds and nowhere else, and `repr` never shows it. Thread-safe: concurrent streams share
+only the pooled client and the rejections memory (locked).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -18,12 +21,15 @@ import httpx
 from httpx_sse import ServerSentEvent
 
 from qshell.cancel import CancelToken
-from qshell.errors import StreamBroken
+from qshell.errors import ProviderError, StreamBroken
 from qshell.llm.background import RateLimitPause
 from qshell.llm.base import StreamEvent
 from qshell.llm.errors_map import Endpoint
 from qshell.llm.http import Clock, HttpStreamer, RetryPolicy, SleepFn, StreamProgress, Timeouts
 from qshell.llm.messages import ChatRequest
+from qshell.llm.rejections import Rejections, asked, rejected, without
+
+log = logging.getLogger(__name__)
 
 
 class SSEProvider:
@@ -67,6 +73,7 @@ class SSEProvider:
             clock=clock,
             pause=pause,
         )
+        self.rejections = Rejections()  # knobs this provider's endpoint refused, per model
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r})"
@@ -90,23 +97,37 @@ class SSEProvider:
         return iter(())
 
     def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        """One round: POST the body to `path` and parse the SSE stream (see llm/base.py)."""
+        """One round: POST the body to `path` and parse the SSE stream (see llm/base.py).
+        A knob this model's endpoint rejected before is not sent; one it rejects now is
+        dropped for the retry and from then on (llm/rejections.py)."""
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         headers.update(self._headers())
+        sent = without(request, self.rejections.of(request.model))
 
         def bound(
             events: Iterator[ServerSentEvent], progress: StreamProgress
         ) -> Iterator[StreamEvent]:
             return self._parse(events, progress, request.model)
 
+        def fallback(error: ProviderError) -> dict[str, Any] | None:
+            nonlocal sent
+            knobs = rejected(error, sent, self._body)
+            if not knobs:
+                return None
+            self.rejections.note(request.model, knobs)
+            log.info("%s: %s rejected %s; sent without", self.name, request.model, sorted(knobs))
+            sent = without(sent, knobs)
+            return self._body(sent)
+
         return self._http.stream(
             path=self.path,
             headers=headers,
-            body=self._body(request),
+            body=self._body(sent),
             model=request.model,
             cancel=cancel,
             parse=bound,
             background=request.background,
+            fallback=fallback if asked(sent) else None,
         )
 
     def _decode(self, data: str, what: str) -> dict[str, Any]:

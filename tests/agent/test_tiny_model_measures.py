@@ -14,7 +14,7 @@ from qshell import compose
 from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
 from qshell.agent.policy import MainToolRunner
-from qshell.agent.prompt import BASE_PROMPT, COMPACT_PROMPT, build_system_prompt
+from qshell.agent.prompt import BASE_PROMPT, COMPACT_PROMPT, CONCISE_PROMPT, build_system_prompt
 from qshell.agent.session import Session, SessionRequest, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, LocalSettings, Settings, load_settings
@@ -397,3 +397,10 @@ def test_a_fork_after_a_toolless_last_round_still_offers_tools(tmp_path: Path) -
     fork.append(Message.user("next"))
     assert fork.request(round_index=0).tools == session.tool_specs
     assert fork.request(round_index=1).tools == []
+
+
+def test_concise_replies_adds_its_instruction_except_to_the_compact_prompt(tmp_path) -> None:
+    assert CONCISE_PROMPT in build_system_prompt(tmp_path)  # the default
+    assert CONCISE_PROMPT not in build_system_prompt(tmp_path, concise=False)
+    # the small model's prompt already asks for brief answers, in fewer tokens
+    assert CONCISE_PROMPT not in build_system_prompt(tmp_path, compact=True, concise=True)

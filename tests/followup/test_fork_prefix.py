@@ -1,6 +1,8 @@
 """Over real HTTP, for both wire formats: a suggestion request and a speculation's first
 request start with exactly the last main request (model, tools, parameters, messages)
-followed by that request's reply; measured as bench/suggestion_prefix.py measures it."""
+followed by that request's reply; measured as bench/suggestion_prefix.py measures it. Under
+`backgroundReasoning: inherit` nothing else differs; under the default `off` the one
+difference is the reasoning-off field outside the messages (none on Anthropic)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from qshell.agent.loop import run_turn
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
-from qshell.config import ApprovalMode
+from qshell.config import ApprovalMode, BackgroundReasoning
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.anthropic import AnthropicProvider
@@ -36,7 +38,12 @@ from tests.fakes.prefix import shared_share
 FINAL_ANSWER = "The bug was an off-by-one in a.py; it is fixed. Shall I run the tests?"
 
 
-def make_session(server: ScriptedLLMServer, protocol: str, root: Path) -> Session:
+def make_session(
+    server: ScriptedLLMServer,
+    protocol: str,
+    root: Path,
+    reasoning: BackgroundReasoning = BackgroundReasoning.INHERIT,
+) -> Session:
     if protocol == "openai":
         provider = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
@@ -48,6 +55,7 @@ def make_session(server: ScriptedLLMServer, protocol: str, root: Path) -> Sessio
         tools=default_tools(),
         tool_context=ToolContext(paths=PathResolver(root, home=root)),
         max_tokens=4096,
+        background_reasoning=reasoning,
     )
 
 
@@ -87,12 +95,14 @@ def expected_tail(protocol: str) -> list[dict[str, Any]]:
     ]
 
 
-def run_session_and_suggest(server, protocol, root, **kw) -> tuple[dict, dict]:
+def run_session_and_suggest(
+    server, protocol, root, reasoning=BackgroundReasoning.INHERIT, **kw
+) -> tuple[dict, dict]:
     """Two main turns (the second with a tool round), then one suggestion: the bodies of
     the last main request and of the suggestion request."""
     script(server)
     (root / "a.py").write_text("def f(xs):\n    return xs[len(xs)]\n")
-    session = make_session(server, protocol, root)
+    session = make_session(server, protocol, root, reasoning)
     drive(session, "hello")
     drive(session, "fix the bug in a.py")
     result = generate_suggestion(session.provider, session.cache_safe, CancelToken(), **kw)
@@ -146,7 +156,9 @@ def test_the_fast_model_changes_only_the_model_field(llm_server, tmp_path, proto
 SPECULATED = "run the tests"
 
 
-def run_session_and_speculate(server, protocol, root, **kw) -> tuple[dict, dict, Message]:
+def run_session_and_speculate(
+    server, protocol, root, reasoning=BackgroundReasoning.INHERIT, **kw
+) -> tuple[dict, dict, Message]:
     """Two main turns, then a real Speculation of the suggestion on `session.fork()`: the
     bodies of the last main request and of the speculation's first request, and the reply
     the main request got."""
@@ -154,7 +166,7 @@ def run_session_and_speculate(server, protocol, root, **kw) -> tuple[dict, dict,
     server.add_rule(last_user_text_contains(SPECULATED), Reply.text("All tests pass."))
     script(server)
     (root / "a.py").write_text("def f(xs):\n    return xs[len(xs)]\n")
-    session = make_session(server, protocol, root)
+    session = make_session(server, protocol, root, reasoning)
     drive(session, "hello")
     drive(session, "fix the bug in a.py")
     assert session.cache_safe is not None
@@ -205,3 +217,24 @@ def test_a_speculation_round_is_a_background_request(llm_server, tmp_path):
     drive(session, "hello")
     assert session.fork().request().background  # one retry, paused after a 429
     assert not session.request().background
+
+
+REASONING_OFF = {"openai": {"reasoning_effort": "low"}, "anthropic": {}}
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_by_default_suggestion_and_speculation_requests_ask_for_reasoning_off(
+    llm_server_factory, tmp_path, protocol
+):
+    for index, run_and_fork in enumerate((run_session_and_suggest, run_session_and_speculate)):
+        root = tmp_path / str(index) / "project"
+        root.mkdir(parents=True)
+        main, fork, *_ = run_and_fork(
+            llm_server_factory(), protocol, root, reasoning=BackgroundReasoning.OFF
+        )
+        main, fork = without_cache_control(main), without_cache_control(fork)
+        assert {k: v for k, v in fork.items() if k not in main} == REASONING_OFF[protocol]
+        assert {k: v for k, v in fork.items() if k in main and k != "messages"} == {
+            k: v for k, v in main.items() if k != "messages"
+        }
+        assert fork["messages"][: len(main["messages"])] == main["messages"]

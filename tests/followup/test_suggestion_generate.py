@@ -201,9 +201,11 @@ def test_the_fork_request_is_the_main_request_plus_reply_plus_prompt():
     params = main_params()
     _, provider = run(Message.assistant("run the tests"))
     (sent,) = provider.requests
-    same = {"messages", "background"}  # `background` never reaches the wire
+    # `background` never reaches the wire; `reasoning_off` is what forks do by default
+    same = {"messages", "background", "reasoning_off"}
     assert sent.model_dump(exclude=same) == params.request.model_dump(exclude=same)
     assert sent.background and not params.request.background
+    assert sent.reasoning_off and not params.request.reasoning_off
     assert sent.messages == [
         *params.request.messages,
         params.reply,

@@ -1,11 +1,13 @@
-"""Background requests (forks) over real HTTP: one retry, a pause after any 429, and a
-body byte-identical to a main request's, with no reasoning parameter added."""
+"""Background requests (forks) over real HTTP: one retry, a pause after any 429, reasoning
+off by default, and under `backgroundReasoning: inherit` a body byte-identical to a main
+request's."""
 
 from __future__ import annotations
 
 import pytest
 
 from qshell.cancel import CancelToken
+from qshell.config import BackgroundReasoning
 from qshell.errors import ProviderUnavailable, RateLimited
 from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.background import DEFAULT_PAUSE_S, MAX_PAUSE_S, RateLimitPause
@@ -152,12 +154,33 @@ def test_a_background_429_is_not_retried_and_pauses_by_default(llm_server, proto
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_a_background_body_adds_no_reasoning_parameter(llm_server, protocol) -> None:
+def test_an_inheriting_background_body_is_byte_identical_to_the_main_one(
+    llm_server, protocol
+) -> None:
+    llm_server.add_rule(last_user_text_contains("fix"), Reply.text("ok"))
+    provider = provider_for(llm_server, protocol, FakeClock(), Sleeps())
+    params = CacheSafeParams.capture(
+        main_request(),
+        Message.assistant("Fixed."),
+        background_reasoning=BackgroundReasoning.INHERIT,
+    )
+    run(provider, params.continued(params.request.messages))
+    run(provider, main_request())
+    fork, main = llm_server.requests
+    assert fork.raw == main.raw  # byte-identical: no background or reasoning key
+    assert not {"background", "reasoning_effort", "thinking", "reasoning"} & set(fork.body)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_by_default_a_background_body_asks_for_reasoning_off(llm_server, protocol) -> None:
     llm_server.add_rule(last_user_text_contains("fix"), Reply.text("ok"))
     provider = provider_for(llm_server, protocol, FakeClock(), Sleeps())
     params = CacheSafeParams.capture(main_request(), Message.assistant("Fixed."))
     run(provider, params.continued(params.request.messages))
     run(provider, main_request())
     fork, main = llm_server.requests
-    assert fork.raw == main.raw  # byte-identical: no background or reasoning key
-    assert not {"background", "reasoning_effort", "thinking", "reasoning"} & set(fork.body)
+    extra = {k: v for k, v in fork.body.items() if k not in main.body}
+    # Anthropic: qshell never turns thinking on, so off is the body without `thinking`
+    assert extra == ({"reasoning_effort": "low"} if protocol == "openai" else {})
+    assert {k: v for k, v in fork.body.items() if k in main.body} == main.body
+    assert "background" not in fork.body and "thinking" not in fork.body

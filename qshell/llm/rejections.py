@@ -1,0 +1,98 @@
+"""Optional request knobs an endpoint may reject, and the memory of which ones it did.
+
+A `ChatRequest` may ask for things not every OpenAI-compatible or Anthropic-style endpoint
+takes: reasoning off (`reasoning_off`: `reasoning_effort`, `enable_thinking`, …) and no tool
+calls (`no_tool_calls`: `tool_choice: "none"`). When an endpoint answers a request with a
+4xx that names the wire key such a knob put in the body, or says in general words that a
+parameter is unsupported or unrecognized, `rejected` picks the knobs to drop; the provider
+sends that request once more without them (llm/http.py: the fallback counts as an attempt,
+so a background request still retries at most once) and `Rejections` remembers them per
+model for the life of the provider (one per run), so no later request pays the failed round
+trip. Which wire keys a knob adds is found by building the body with and without it, so this
+module knows no wire format. It does no I/O and must not raise for a message it does not
+understand (nothing is dropped then). Thread-safe: `Rejections` keeps its sets under a lock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from threading import Lock
+from typing import Any
+
+from qshell.errors import BadRequest, ProviderError
+from qshell.llm.messages import ChatRequest
+
+
+class Knob(enum.StrEnum):
+    """An optional request knob; its value is the `ChatRequest` field that asks for it."""
+
+    REASONING_OFF = "reasoning_off"
+    NO_TOOL_CALLS = "no_tool_calls"
+
+
+GENERIC_REJECTIONS = (
+    "unrecognized",
+    "unsupported parameter",
+    "unknown parameter",
+    "unknown field",
+    "unexpected field",
+    "unexpected keyword",
+    "extra inputs are not permitted",
+    "extra_forbidden",
+    "does not support thinking",
+    "thinking is not supported",
+)
+"""Words of a rejection that name no key: every knob the request placed is dropped then."""
+
+BodyFn = Callable[[ChatRequest], dict[str, Any]]
+
+
+def asked(request: ChatRequest) -> list[Knob]:
+    """The knobs `request` asks for."""
+    return [knob for knob in Knob if getattr(request, knob.value)]
+
+
+def without(request: ChatRequest, knobs: Iterable[Knob]) -> ChatRequest:
+    """`request` no longer asking for `knobs`."""
+    update = {knob.value: False for knob in knobs if getattr(request, knob.value)}
+    return request.model_copy(update=update) if update else request
+
+
+def wire_keys(request: ChatRequest, knob: Knob, body_of: BodyFn) -> set[str]:
+    """The top-level body keys `knob` adds or changes (none: the wire format sends nothing
+    for it, e.g. reasoning off on a provider whose requests never turn reasoning on)."""
+    body, plain = body_of(request), body_of(without(request, [knob]))
+    return {key for key in body.keys() | plain.keys() if body.get(key) != plain.get(key)}
+
+
+def rejected(error: ProviderError, request: ChatRequest, body_of: BodyFn) -> set[Knob]:
+    """The knobs of `request` that `error` rejects: those whose wire key its message names,
+    else — when it says a parameter is unsupported or unrecognized — all it placed."""
+    if not isinstance(error, BadRequest):
+        return set()
+    message = str(error).lower()
+    placed = {knob: wire_keys(request, knob, body_of) for knob in asked(request)}
+    placed = {knob: keys for knob, keys in placed.items() if keys}
+    named = {knob for knob, keys in placed.items() if any(k.lower() in message for k in keys)}
+    if named:
+        return named
+    if any(words in message for words in GENERIC_REJECTIONS):
+        return set(placed)
+    return set()
+
+
+class Rejections:
+    """Which knobs each model's endpoint has rejected, for the provider's lifetime."""
+
+    def __init__(self) -> None:
+        self._lock = Lock()
+        self._by_model: dict[str, frozenset[Knob]] = {}
+
+    def of(self, model: str) -> frozenset[Knob]:
+        with self._lock:
+            return self._by_model.get(model, frozenset())
+
+    def note(self, model: str, knobs: Iterable[Knob]) -> None:
+        with self._lock:
+            self._by_model[model] = self._by_model.get(model, frozenset()) | frozenset(knobs)
