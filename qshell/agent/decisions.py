@@ -28,6 +28,7 @@ from typing import Any
 
 from qshell.agent import routing
 from qshell.agent.events import Event, Notice, SummaryStarted, ToolFinished
+from qshell.agent.events import RoundPosition as Position
 from qshell.agent.routing import PRIMARY_ONLY, Plan, Tier
 from qshell.agent.session import Session
 from qshell.errors import QshellError
@@ -40,14 +41,6 @@ DECISIONS_FILENAME = "decisions.jsonl"
 DECISION_EVENT = "decision"
 CHARS_PER_TOKEN = 4  # the estimate of a cut stream's tokens (seed §6.3: chars / 4)
 FALLBACK_NOTICE = "the fast model started a tool call; the primary model answers this round"
-
-
-class Position(enum.StrEnum):
-    """Where a round stands in its turn, for cached-token accounting."""
-
-    FIRST = "first"  # no tool batch before it in the turn
-    MIDDLE = "middle"  # after a batch, and asks for more calls
-    SUMMARY = "summary"  # after a batch, and answers without calls
 
 
 class Decision(enum.StrEnum):
@@ -251,6 +244,7 @@ class TurnLog:
             "prompt_id": f"{session.id}:{_prompts(session)}",
             "session_id": session.id,
             "decision": str(decision),
+            "batches_before": self.batch.batches,  # tool batches of the turn before it
             "user_strategy": str(self.routing.strategy),
             **self.batch.signals(),
             "tool_count": facts.tool_count,
