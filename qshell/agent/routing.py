@@ -35,8 +35,10 @@ FOREIGN_LETTERS_SHARE = 0.1  # letters outside English and Chinese that make a p
 
 _ACTION = re.compile(
     r"\b(create|fix|change|add|remove|delete|implement|write|update|edit|modify|replace|"
-    r"rename|refactor|move|install|commit)\b|改|删|加|替换|修复|实现|新建|创建|写入|更新|重构|"
-    r"移动|安装|提交",
+    r"rename|refactor|move|install|commit)\b|"
+    # Chinese verbs as verbs: "实现" alone is as often the noun ("两个实现")
+    r"改成|改为|修改|改一下|删除|删掉|添加|加上|替换|修复|实现一|实现下|新建|创建|写入|写一|"
+    r"更新|重构|移动|安装|提交",
     re.IGNORECASE,
 )
 _DEEP = re.compile(
@@ -111,7 +113,6 @@ class TurnFacts:
     distinct_tool_count: int = 0  # distinct (tool, arguments) calls in the turn
     batch_mutates: bool = False  # a call of the last batch has a mutating kind
     batch_error: bool = False  # a result of the last batch is an error
-    batch_cancelled: bool = False  # a call of the last batch was cancelled
     unresolved_error: bool = False  # a call's last result (by fingerprint) is an error
     output_tokens_est: int = 0  # the turn's tool output, in chars / 4
     history_tokens_est: int = 0
@@ -152,7 +153,7 @@ def facts(session: Session) -> TurnFacts:
     turn = history[start + 1 :]
     calls = [c for m in turn for c in m.tool_calls]
     results = [r for m in turn for r in m.tool_results]
-    batch = history[-1].tool_results if history and history[-1].role == "user" else []
+    batch = next((m.tool_results for m in reversed(turn) if m.tool_results), [])
     asked = next((m.tool_calls for m in reversed(turn) if m.tool_calls), [])
     kinds = [getattr(session.tools_by_name.get(c.name), "kind", None) for c in asked]
     return TurnFacts(
@@ -162,7 +163,6 @@ def facts(session: Session) -> TurnFacts:
         distinct_tool_count=len({fingerprint(c.name, c.arguments) for c in calls}),
         batch_mutates=any(kind in MUTATOR_KINDS for kind in kinds),
         batch_error=any(r.is_error for r in batch),
-        batch_cancelled=any(r.is_error and "cancelled" in r.content for r in batch),
         unresolved_error=any(last.values()),
         output_tokens_est=sum(len(r.content) for r in results) // compaction.CHARS_PER_TOKEN,
         history_tokens_est=compaction.estimate_tokens(session, history),
