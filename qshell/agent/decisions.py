@@ -35,7 +35,7 @@ from qshell.errors import QshellError
 from qshell.llm.base import StreamDone, StreamEvent, StreamReasoning, StreamText
 from qshell.llm.messages import ChatRequest, Usage
 from qshell.telemetry import TELEMETRY_DIRNAME, Telemetry
-from qshell.tools.base import ErrorType
+from qshell.tools.base import ErrorType, ToolResult
 
 DECISIONS_FILENAME = "decisions.jsonl"
 DECISION_EVENT = "decision"
@@ -113,7 +113,7 @@ class _Batch:
     """What the turn's tool batches showed in their ToolFinished events."""
 
     batches: int = 0
-    results: list[Any] = field(default_factory=list)  # ToolResults of the current batch
+    results: list[ToolResult] = field(default_factory=list)  # of the current batch
 
     def signals(self) -> dict[str, bool]:
         results = self.results
@@ -152,7 +152,9 @@ class TurnLog:
             self.idle = self.last_event  # D3: the prompt comes back now
         return event
 
-    def stream(self, request: ChatRequest, streamer: Streamer) -> Generator[Event, None, Any]:
+    def stream(
+        self, request: ChatRequest, streamer: Streamer
+    ) -> Generator[Event, None, StreamDone | None]:
         """Route and stream one round; on the fast tier, fall back to the primary model
         when its stream starts a tool call (or fails). Returns the round's StreamDone."""
         facts = routing.facts(self.session)

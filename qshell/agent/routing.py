@@ -115,7 +115,7 @@ class TurnFacts:
     batch_error: bool = False  # a result of the last batch is an error
     unresolved_error: bool = False  # a call's last result (by fingerprint) is an error
     output_tokens_est: int = 0  # the turn's tool output, in chars / 4
-    history_tokens_est: int = 0
+    history_tokens_est: int = 0  # the next request's size, as compaction estimates it
 
     @property
     def classification(self) -> PromptClass:
@@ -165,7 +165,9 @@ def facts(session: Session) -> TurnFacts:
         batch_error=any(r.is_error for r in batch),
         unresolved_error=any(last.values()),
         output_tokens_est=sum(len(r.content) for r in results) // compaction.CHARS_PER_TOKEN,
-        history_tokens_est=compaction.estimate_tokens(session, history),
+        # as compaction sizes the next request: the last round's tokens plus what is new
+        history_tokens_est=session.last_prompt_tokens
+        + sum(len(r.content) for r in batch) // compaction.CHARS_PER_TOKEN,
     )
 
 
