@@ -288,6 +288,7 @@ class TurnLog:
             fallback_detail=detail or None,
             fast_tokens_consumed=consumed,
             fast_tokens_source=source,
+            fast_prompt_tokens=cut_usage.prompt_tokens if cut_usage is not None else None,
             model=self.session.model,
         )
 

@@ -165,6 +165,13 @@ def test_a_fast_round_that_starts_a_tool_call_falls_back_and_the_next_turn_is_va
     assert summary["tier_requested"] == "fast" and summary["tier_actual"] == "primary"
     assert summary["fast_ttft_ms"] >= 0 and summary["primary_ttft_ms"] >= 0
     assert summary["fast_tokens_consumed"] > 0 and summary["position"] == "summary"
+    (path,) = (isolated_home / "qshell" / "state" / "projects").rglob("*.jsonl")
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    roles = [r["message"]["role"] for r in kept if r["type"] == "message"]
+    assert roles == ["user", "assistant", "user", "assistant"]  # prompt, call, result, answer
+    assert "let me look again" not in path.read_text()
+    positions = [r["position"] for r in kept if r["type"] == "usage"]
+    assert positions == ["first", "summary"]  # the cut fast round is no round of the session
 
     # the history after the fallback is one the next turn sends validly (the fake server
     # fails the test on a pairing or alternation problem)
