@@ -113,10 +113,15 @@ class _Batch:
     """What the turn's tool batches showed in their ToolFinished events."""
 
     batches: int = 0
-    results: list[ToolResult] = field(default_factory=list)  # of the current batch
+    results: list[ToolResult] = field(default_factory=list)  # of the batch running now
+    last: list[ToolResult] = field(default_factory=list)  # of the batch that ended last
+
+    def ended(self) -> None:
+        self.batches += 1
+        self.last, self.results = self.results, []
 
     def signals(self) -> dict[str, bool]:
-        results = self.results
+        results = self.last
         return {
             "signal_skipLlmRound": bool(results) and all(r.skip_llm_round for r in results),
             "signal_resultIsTerminal": bool(results) and all(r.result_is_terminal for r in results),
@@ -201,13 +206,12 @@ class TurnLog:
 
     def batch_done(self, *, skipped: bool) -> None:
         """A tool batch ended; when D1 skipped the next round, that is a decision too."""
-        self.batch.batches += 1
+        self.batch.ended()
         if skipped:
             facts = routing.facts(self.session)
             record = self._base(facts, Decision.SKIP)
             record.update(tier_requested=None, tier_actual=None, veto_reason=None)
             self.records.append(record)
-        self.batch.results = []
 
     def close(self) -> None:
         """The turn ended: every record gets the turn's times and is written."""

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ from qshell.config import SummaryTier
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, Usage
 from qshell.telemetry import Telemetry
-from qshell.tools.base import Kind
+from qshell.tools.base import Kind, ToolContext, ToolResult
 from tests.agent.scripted import RecordingTool, call
 from tests.agent.test_loop import drive, make_session, yolo
 
@@ -276,3 +277,23 @@ def test_a_speculative_fork_writes_no_decisions(tmp_path):
     fork.provider.steps.append(Message.assistant("y"))  # type: ignore[attr-defined]
     drive(fork, "and?", yolo())
     assert len(_records(tmp_path)) == before
+
+
+class TerminalTool(RecordingTool):
+    """Its results are already in the form the user wants (`result_is_terminal`)."""
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        return ToolResult(llm_content=f"{self.name}: {args.text}", result_is_terminal=True)
+
+
+def test_the_round_after_a_batch_records_that_batchs_signals_and_counts(tmp_path):
+    tools = [TerminalTool("note", Kind.READ), RecordingTool("edit", Kind.EDIT)]
+    steps = [_note(), _note("b", "c2", name="edit"), Message.assistant("done")]
+    _routed(tmp_path, "what now?", steps, tools=tools)
+    first, middle, summary = _records(tmp_path)
+    assert first["signal_resultIsTerminal"] is False and first["batches_before"] == 0
+    assert middle["signal_resultIsTerminal"] is True and middle["position"] == "middle"
+    assert middle["tool_count"] == 1 and middle["has_write_tool"] is False
+    assert summary["signal_resultIsTerminal"] is False and summary["has_write_tool"] is True
+    assert summary["tool_count"] == 2 and summary["veto_reason"] == "write_tool"
+    assert summary["batches_before"] == 2 and summary["signal_skipLlmRound"] is False
