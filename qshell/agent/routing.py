@@ -137,19 +137,21 @@ def _fresh(before: Sequence[Message]) -> bool:
     return len(before) <= 2 and first.startswith(compaction.SUMMARY_HEADER)
 
 
+def _unresolved(history: Sequence[Message]) -> bool:
+    """Whether some call's last result, by (tool, arguments) fingerprint, is an error."""
+    results = [r for m in history for r in m.tool_results]
+    if not any(r.is_error for r in results):
+        return False  # the common case, without parsing every call's arguments
+    calls = {c.id: fingerprint(c.name, c.arguments) for m in history for c in m.tool_calls}
+    last = {calls[r.tool_call_id]: r.is_error for r in results if r.tool_call_id in calls}
+    return any(last.values())
+
+
 def facts(session: Session) -> TurnFacts:
     """The turn's facts: its prompt is the last user message that answers no call."""
     history = session.history
     start = _prompt_index(history)
     prompt = history[start].text if start >= 0 else ""
-    last: dict[tuple[str, str], bool] = {}  # fingerprint -> its last result was an error
-    seen: dict[str, tuple[str, str]] = {}
-    for message in history:
-        for tool_call in message.tool_calls:
-            seen[tool_call.id] = fingerprint(tool_call.name, tool_call.arguments)
-        for result in message.tool_results:
-            if result.tool_call_id in seen:
-                last[seen[result.tool_call_id]] = result.is_error
     turn = history[start + 1 :]
     calls = [c for m in turn for c in m.tool_calls]
     results = [r for m in turn for r in m.tool_results]
@@ -163,7 +165,7 @@ def facts(session: Session) -> TurnFacts:
         distinct_tool_count=len({fingerprint(c.name, c.arguments) for c in calls}),
         batch_mutates=any(kind in MUTATOR_KINDS for kind in kinds),
         batch_error=any(r.is_error for r in batch),
-        unresolved_error=any(last.values()),
+        unresolved_error=_unresolved(history),
         output_tokens_est=sum(len(r.content) for r in results) // compaction.CHARS_PER_TOKEN,
         # as compaction sizes the next request: the last round's tokens plus what is new
         history_tokens_est=session.last_prompt_tokens
