@@ -29,10 +29,12 @@ from qshell import __version__
 from qshell.agent import transcript as transcripts
 from qshell.agent.confine import confinement
 from qshell.agent.conversation import Conversation
+from qshell.agent.decisions import DecisionLog
 from qshell.agent.directives import Directives
 from qshell.agent.events import Event
 from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
+from qshell.agent.routing import Routing
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
 from qshell.config import (
@@ -283,7 +285,7 @@ def open_session(
         transcript = transcripts.Transcript.create(
             directory, session_id, {**header, "predict_next": predict}
         )
-    return Session(
+    session = Session(
         provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
         system_prompt=system_prompt
@@ -317,6 +319,11 @@ def open_session(
             else settings.context_window
         ),
     )
+    session.decisions = DecisionLog.for_state_dir(dirs.state, log_text=settings.telemetry.log_text)
+    session.routing = Routing(
+        settings.summary_tier_strategy, settings.fast_model, settings.lean_summary_rounds
+    )
+    return session
 
 
 @dataclass(frozen=True, slots=True)

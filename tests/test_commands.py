@@ -34,7 +34,10 @@ def test_stats_summarises_suggestion_outcomes_from_local_telemetry(tmp_path, iso
 
 def test_stats_with_no_sessions_and_no_telemetry(tmp_path):
     code, text = run("stats", cwd=tmp_path)
-    assert code == 0 and "sessions in" in text and "suggestions (all projects): shown 0" in text
+    assert code == 0 and text.startswith(f"qshell stats for {tmp_path}\n")
+    rows = dict(line.split("  ", 1) for line in text.splitlines()[1:])
+    assert rows["sessions"].strip() == "0" and rows["cache hit rate"].strip() == "n/a"
+    assert rows["suggestions (all projects)"].strip().startswith("shown 0, accepted 0")
 
 
 def test_a_subcommand_with_arguments_is_bad_input(tmp_path):

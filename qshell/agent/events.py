@@ -179,6 +179,14 @@ class SpeculationAccepted:
     completed: bool  # False: it stopped at a boundary or was still running; the turn goes on
 
 
+class RoundPosition(enum.StrEnum):
+    """Where a round stands in its turn (its transcript usage record's `position`)."""
+
+    FIRST = "first"  # no tool batch before it in the turn
+    MIDDLE = "middle"  # after a batch, and asks for more calls
+    SUMMARY = "summary"  # after a batch, and answers without calls
+
+
 @dataclass(frozen=True, slots=True)
 class RoundFinished:
     round: int

@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from qshell.agent import compaction
+from qshell.agent.decisions import TurnLog, Watch
 from qshell.agent.events import (
     Event,
     FailureKind,
@@ -102,14 +103,11 @@ def run_turn(
     """Run one user turn; `prompt=None` continues from the current history, and `pending`
     first answers the calls of a turn that stopped mid-batch."""
     turn = _Turn(session, runner, cancel, may_retry=prompt is not None)
-    end: TurnEnd | None = yield from turn.begin(prompt, pending)
-    while end is None and turn.rounds < session.max_turns:
-        end = yield from turn.round()
-    yield end or turn.failed(
-        FailureKind.MAX_TURNS,
-        f"stopped after {session.max_turns} model rounds (maxTurns); raise it with "
-        "--max-turns or the maxTurns setting, or continue with --continue",
-    )
+    try:  # every event passes the turn's decision log (agent/decisions.py)
+        for event in turn.events(prompt, pending):
+            yield turn.log.saw(event)
+    finally:
+        turn.log.close()
 
 
 class _Turn:
@@ -126,6 +124,17 @@ class _Turn:
         self.rounds = 0
         # a first round too long for the context may compact and run again, once
         self.may_retry = may_retry
+        self.log = TurnLog(session)
+
+    def events(self, prompt: str | None, pending: PendingCalls | None) -> Iterator[Event]:
+        end: TurnEnd | None = yield from self.begin(prompt, pending)
+        while end is None and self.rounds < self.session.max_turns:
+            end = yield from self.round()
+        yield end or self.failed(
+            FailureKind.MAX_TURNS,
+            f"stopped after {self.session.max_turns} model rounds (maxTurns); raise it with "
+            "--max-turns or the maxTurns setting, or continue with --continue",
+        )
 
     def begin(
         self, prompt: str | None, pending: PendingCalls | None
@@ -151,7 +160,7 @@ class _Turn:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         request = session.request(round_index=self.rounds)
         try:
-            done = yield from _stream(session, request, cancel)
+            done = yield from self.log.stream(request, lambda r, w: _stream(session, r, cancel, w))
         except ContextTooLong as exc:
             return (yield from self._compact_and_retry(exc))
         except (Cancelled, QshellError) as exc:
@@ -159,7 +168,7 @@ class _Turn:
         if done is None:
             return self.failed(FailureKind.STREAM_BROKEN, "the model stream ended early")
         self.rounds += 1
-        session.record_round(done.usage)
+        session.record_round(done.usage, position=self.log.round_done(done))
         if done.message.content:
             session.append(done.message)
             session.cache_safe = CacheSafeParams.capture(
@@ -184,6 +193,7 @@ class _Turn:
             self.session, calls, self.runner, self.cancel, known=known
         )
         self.session.answer_all(blocks)
+        self.log.batch_done(skipped=answer is not None)
         if self.cancel.cancelled:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         if answer is None:
@@ -253,12 +263,17 @@ class _Turn:
 
 
 def _stream(
-    session: Session, request: ChatRequest, cancel: CancelToken
+    session: Session, request: ChatRequest, cancel: CancelToken, watch: Watch | None = None
 ) -> Generator[Event, None, StreamDone | None]:
-    """Stream one model response as TextDelta events; returns its end (None if cut)."""
+    """Stream one model response as TextDelta events; returns its end (None if cut, or
+    when `watch` cuts it: agent/decisions.py times it and stops a fast round's tool call)."""
     done: StreamDone | None = None
     shown = PredictionFilter() if session.predicts_next else None  # prediction.py
-    for chunk in session.provider.stream(request, cancel):
+    chunks = session.provider.stream(request, cancel)
+    for chunk in chunks:
+        if watch is not None and watch.cut(chunk):
+            getattr(chunks, "close", lambda: None)()  # ends its HTTP response
+            return None
         if isinstance(chunk, StreamText):
             text = chunk.text if shown is None else shown.feed(chunk.text)
             if text:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qshell.agent.directives import HONOURED, Directives
 from qshell.agent.tool_offer import offered_specs
@@ -26,6 +27,10 @@ from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
 from qshell.tools import tools_by_name
 from qshell.tools.base import Tool, ToolContext, tool_spec
+
+if TYPE_CHECKING:
+    from qshell.agent.decisions import DecisionLog
+    from qshell.agent.routing import Routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +148,13 @@ class Session:
         # rounds, kept for `adopt` because a fork writes no transcript.
         self.is_fork = False
         self.forked_from: CacheSafeParams | None = None
-        self._fork_rounds: list[Usage] = []
+        self._fork_rounds: list[tuple[Usage, str | None]] = []
+        # the rounds' usage by position in their turn (first, middle, summary), for /stats
+        self.position_usage: dict[str, Usage] = {}
+        # set by composition for a main session (a fork has neither): where its round
+        # decisions are logged, and how a round after a tool batch is routed (D2)
+        self.decisions: DecisionLog | None = None
+        self.routing: Routing | None = None
 
     @property
     def can_compact(self) -> bool:
@@ -160,14 +171,19 @@ class Session:
         if self.transcript is not None:
             self.transcript.write_message(message)
 
-    def record_round(self, usage: Usage) -> None:
+    def record_round(self, usage: Usage, *, position: str | None = None) -> None:
         self.usage = self.usage + usage
         self.last_usage = usage
         self.rounds += 1
         self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
         if self.is_fork:
-            self._fork_rounds.append(usage)
-        self.note("usage", usage=usage.model_dump())
+            self._fork_rounds.append((usage, position))
+        self._count_position(usage, position)
+        self.note("usage", usage=usage.model_dump(), position=position)
+
+    def _count_position(self, usage: Usage, position: str | None) -> None:
+        if position is not None:
+            self.position_usage[position] = self.position_usage.get(position, Usage()) + usage
 
     def note(self, record_type: str, **fields: object) -> None:
         """A non-message transcript record, e.g. a failed turn."""
@@ -253,8 +269,9 @@ class Session:
         the next fork. `saved_s` is the time the user did not have to wait."""
         for message in messages:
             self.append(message)
-        for usage in fork._fork_rounds:
-            self.note("usage", usage=usage.model_dump())
+        for usage, position in fork._fork_rounds:
+            self._count_position(usage, position)
+            self.note("usage", usage=usage.model_dump(), position=position)
         self.usage = self.usage + fork.usage
         self.rounds += fork.rounds
         if fork.rounds:

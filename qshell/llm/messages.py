@@ -132,6 +132,13 @@ class Usage(_Value):
     reasoning_tokens: int | None = None  # of completion_tokens, those spent reasoning
     known: bool = True
 
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Cached / prompt tokens; None when the server did not say or nothing was sent."""
+        if self.cached_tokens is None or not self.prompt_tokens:
+            return None
+        return self.cached_tokens / self.prompt_tokens
+
     def __add__(self, other: Usage) -> Usage:
         def add(a: int | None, b: int | None) -> int | None:
             if a is None and b is None:

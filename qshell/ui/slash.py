@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import difflib
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from qshell.agent.conversation import Conversation
-from qshell.agent.events import Event
+from qshell.agent.events import Event, RoundPosition
 from qshell.config import ApprovalMode
 from qshell.errors import InputError
+from qshell.llm.messages import Usage
 
 
 class Next(enum.Enum):
@@ -108,6 +109,16 @@ def _expand(conversation: Conversation, rest: str) -> SlashResult:
     return SlashResult(next=Next.EXPAND)
 
 
+def _hit_rates(by_position: Mapping[str, Usage]) -> str:
+    """The cache hit rate (cached / prompt tokens) of first, middle and summary rounds."""
+    shown = []
+    for position in RoundPosition:
+        usage = by_position.get(position)
+        rate = usage.cache_hit_rate if usage is not None else None
+        shown.append(f"{position} {'n/a' if rate is None else f'{100 * rate:.0f}%'}")
+    return "cache hit rate by round: " + " · ".join(shown)
+
+
 def _stats(conversation: Conversation, rest: str) -> SlashResult:
     session = conversation.session
     usage = session.usage
@@ -127,6 +138,7 @@ def _stats(conversation: Conversation, rest: str) -> SlashResult:
             f"model rounds: {session.rounds}",
             f"prompt tokens: {usage.prompt_tokens:,} · cached: {cached}{share}{written}",
             f"completion tokens: {usage.completion_tokens:,}{reasoning}",
+            _hit_rates(session.position_usage),
             f"messages in history: {len(session.history)}",
             f"speculations accepted: {session.speculations_accepted} · "
             f"time saved: {session.time_saved_s:.1f} s",

@@ -50,7 +50,7 @@ def replay(server: ReplayServer, wire: str, *args: str, cwd: Path, **env: str) -
 
 def transcript_records() -> list[dict[str, Any]]:
     """Every record of the one transcript the run wrote."""
-    (path,) = Path(os.environ["QSHELL_HOME"]).rglob("*.jsonl")
+    (path,) = (Path(os.environ["QSHELL_HOME"]) / "state" / "projects").rglob("*.jsonl")
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 

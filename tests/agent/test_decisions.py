@@ -1,0 +1,101 @@
+"""The decision log's turn records: times from the turn's start (first token, user idle —
+the D3 `SummaryStarted` when the turn yields one), positions, and safe appends."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Generator
+from pathlib import Path
+
+from qshell.agent.decisions import DecisionLog, TurnLog, Watch
+from qshell.agent.events import Event, RoundPosition, SummaryStarted, TextDelta, TurnFinished
+from qshell.llm.base import StreamDone, StreamText
+from qshell.llm.messages import ChatRequest, Message, Usage
+from qshell.telemetry import Telemetry
+from tests.agent.test_loop import make_session
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _log(tmp_path: Path):
+    session, _ = make_session(tmp_path, [], [])
+    session.decisions = DecisionLog(Telemetry(tmp_path / "d.jsonl"))
+    clock = Clock()
+    return session, clock, TurnLog(session, clock=clock)
+
+
+def _streamer(clock: Clock, text: str, *, wait_s: float):
+    def stream(request: ChatRequest, watch: Watch) -> Generator[Event, None, StreamDone]:
+        clock.now += wait_s
+        watch.cut(StreamText(text))
+        yield TextDelta(text)
+        clock.now += 0.5
+        done = StreamDone(Message.assistant(text), Usage(prompt_tokens=9), "end_turn")
+        watch.cut(done)
+        return done
+
+    return stream
+
+
+def _records(tmp_path: Path) -> list[dict]:
+    return [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
+
+
+def _run(log: TurnLog, clock: Clock, session) -> None:
+    request = session.request()
+    done = yield_all(log.stream(request, _streamer(clock, "hi", wait_s=0.25)))
+    assert log.round_done(done) is RoundPosition.FIRST
+
+
+def yield_all(gen):
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_user_idle_is_the_time_of_the_turns_last_event(tmp_path):
+    session, clock, log = _log(tmp_path)
+    _run(log, clock, session)
+    clock.now += 1.0
+    log.saw(TurnFinished(text="hi", usage=Usage(), rounds=1))
+    log.close()
+    (record,) = _records(tmp_path)
+    assert record["t_first_token_ms"] == 250 and record["primary_ttft_ms"] == 250
+    assert record["total_rt_ms"] == 750 and record["t_user_idle_ms"] == 1750
+    assert record["position"] == "first" and record["prompt_tokens"] == 9
+
+
+def test_user_idle_is_the_summary_start_when_the_prompt_came_back_early(tmp_path):
+    session, clock, log = _log(tmp_path)
+    clock.now += 0.1
+    log.saw(SummaryStarted(round=2))
+    _run(log, clock, session)
+    log.saw(TurnFinished(text="hi", usage=Usage(), rounds=1))
+    log.close()
+    (record,) = _records(tmp_path)
+    assert record["t_user_idle_ms"] == 100 and record["t_first_token_ms"] == 350
+
+
+def test_turns_logged_from_several_threads_leave_whole_lines(tmp_path):
+    def turn() -> None:
+        session, clock, log = _log(tmp_path)
+        for _ in range(20):
+            _run(log, clock, session)
+        log.close()
+
+    threads = [threading.Thread(target=turn) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    records = _records(tmp_path)
+    assert len(records) == 80 and all(r["event"] == "decision" for r in records)
