@@ -46,6 +46,7 @@ from qshell.config import (
 )
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
+from qshell.llm.messages import Message
 from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
 from qshell.telemetry import Telemetry
 from qshell.tools import default_tools
@@ -259,32 +260,13 @@ def open_session(
     tiny = config.name is ProviderName.LOCAL and small_local_model(settings)
     directory = transcripts.transcripts_dir(dirs.state, root)
     context = tool_context(settings, root=root, environ=environ, plugins=plugins)
-    history = []
-    last_prompt_tokens = 0
-    if request.continue_latest or request.resume_id:
-        loaded = transcripts.load(transcripts.find(directory, request.resume_id))
-        session_id, system_prompt, history = (
-            loaded.session_id,
-            loaded.system_prompt,
-            loaded.messages,
-        )
-        last_prompt_tokens = loaded.last_prompt_tokens
-        predict = loaded.predict_next  # what its system prompt asks, whoever resumes it
-        transcript = transcripts.Transcript(directory / f"{session_id}.jsonl")
-    else:
-        session_id = new_session_id()
-        predict = request.predict_next and folds_prediction(settings, config.name)
-        system_prompt = build_system_prompt(
-            root,
-            extra=request.append_system_prompt,
-            compact=tiny,
-            predict_next=predict,
-            concise=settings.concise_replies,
-        )
-        header = {"cwd": str(root), "version": __version__, "system_prompt": system_prompt}
-        transcript = transcripts.Transcript.create(
-            directory, session_id, {**header, "predict_next": predict}
-        )
+    opened = _open_transcript(settings, request, root, directory, tiny=tiny, provider=config.name)
+    session_id, system_prompt, history = opened.session_id, opened.system_prompt, opened.history
+    last_prompt_tokens, predict, transcript = (
+        opened.last_prompt_tokens,
+        opened.predict,
+        opened.transcript,
+    )
     session = Session(
         provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
@@ -324,6 +306,54 @@ def open_session(
         settings.summary_tier_strategy, settings.fast_model, settings.lean_summary_rounds
     )
     return session
+
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """A session's transcript, new or resumed, and what it says of the session."""
+
+    session_id: str
+    system_prompt: str
+    history: list[Message]
+    last_prompt_tokens: int
+    predict: bool
+    transcript: transcripts.Transcript
+
+
+def _open_transcript(
+    settings: Settings,
+    request: SessionRequest,
+    root: Path,
+    directory: Path,
+    *,
+    tiny: bool,
+    provider: ProviderName,
+) -> _Opened:
+    """Resume the transcript the request names, or create a new one with its system prompt."""
+    if request.continue_latest or request.resume_id:
+        loaded = transcripts.load(transcripts.find(directory, request.resume_id))
+        return _Opened(
+            loaded.session_id,
+            loaded.system_prompt,
+            loaded.messages,
+            loaded.last_prompt_tokens,
+            loaded.predict_next,  # what its system prompt asks, whoever resumes it
+            transcripts.Transcript(directory / f"{loaded.session_id}.jsonl"),
+        )
+    session_id = new_session_id()
+    predict = request.predict_next and folds_prediction(settings, provider)
+    system_prompt = build_system_prompt(
+        root,
+        extra=request.append_system_prompt,
+        compact=tiny,
+        predict_next=predict,
+        concise=settings.concise_replies,
+    )
+    header = {"cwd": str(root), "version": __version__, "system_prompt": system_prompt}
+    transcript = transcripts.Transcript.create(
+        directory, session_id, {**header, "predict_next": predict}
+    )
+    return _Opened(session_id, system_prompt, [], 0, predict, transcript)
 
 
 @dataclass(frozen=True, slots=True)
