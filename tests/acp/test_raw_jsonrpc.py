@@ -7,7 +7,6 @@ the permission question with allow-always, cancels a second prompt with the
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
