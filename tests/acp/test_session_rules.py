@@ -36,9 +36,7 @@ def write(name: str, call_id: str) -> ToolCallSpec:
     return ToolCallSpec("write_file", {"path": name, "content": "x\n"}, id=call_id)
 
 
-def test_reject_always_refuses_the_tool_for_the_rest_of_the_session(
-    llm_server, project, tmp_path
-):
+def test_reject_always_refuses_the_tool_for_the_rest_of_the_session(llm_server, project, tmp_path):
     llm_server.add_rule(has_tool_result("for this session"), Reply.text("gave up"))
     llm_server.add_rule(has_tool_result("denied"), Reply.tool_calls([write("b.txt", "w2")]))
     llm_server.add_rule(always(), Reply.tool_calls([write("a.txt", "w1")]))
@@ -79,7 +77,7 @@ def test_set_mode_maps_to_the_approval_modes(llm_server, project, tmp_path):
             await conn.set_session_mode(session_id=sid, mode_id="auto-edit")
             await conn.prompt(session_id=sid, prompt=[text_block("edit in auto-edit mode")])
             assert editor.writes == [(str(project / "hello.txt"), "howdy world\n")]
-            with pytest.raises(RequestError, match="no mode 'sloppy'.*auto-edit"):
+            with pytest.raises(RequestError, match=r"no mode 'sloppy'.*auto-edit"):
                 await conn.set_session_mode(session_id=sid, mode_id="sloppy")
             with pytest.raises(RequestError, match="no authentication method"):
                 await conn.authenticate(method_id="oauth")
