@@ -2,8 +2,8 @@
 
 `QshellAgent` answers the client's requests: `initialize` (protocol version 1; it
 advertises `loadSession`, text and embedded-context prompts, no images, audio or MCP, no
-authentication methods), `authenticate` (a clear error: there is nothing to authenticate,
-the provider's key comes from the environment), `session/new` and `session/load` (a
+authentication methods), `authenticate` (success: there is nothing to authenticate, the
+provider's key comes from the environment), `session/new` and `session/load` (a
 qshell transcript resumed and replayed as updates before the answer), `session/prompt`
 (prompting.py), `session/cancel` and `session/set_mode` (the approval modes). Each
 session's conversation comes from the `open_conversation` composition built; when the
@@ -128,11 +128,11 @@ class QshellAgent:
         )
 
     async def authenticate(self, method_id: str, **_: Any) -> AuthenticateResponse | None:
-        raise RequestError(
-            INVALID_PARAMS,
-            f"qshell has no authentication method '{method_id}': it needs none; the model "
-            "provider's key comes from its environment (OPENAI_API_KEY or ANTHROPIC_API_KEY)",
-        )
+        """Nothing to authenticate: qshell advertises no method, the provider's key comes
+        from the environment. A client that asks anyway is told yes (a refusal would only
+        stop it from starting a session)."""
+        log.info("authenticate(%s): qshell needs no authentication", method_id)
+        return AuthenticateResponse()
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> NewSessionResponse:
         state = await self._start(cwd, None, mcp_servers)

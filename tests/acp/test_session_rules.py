@@ -3,7 +3,7 @@
 reject-always: the first question about a tool is the last; every later call of it in
 the session is refused without asking, and the model is told why. session/set_mode:
 `auto-edit` edits without asking, `plan` refuses edits without asking, an unknown mode is
-an error naming the modes. authenticate is a clear error (qshell has no methods).
+an error naming the modes. authenticate succeeds: qshell needs none.
 """
 
 from __future__ import annotations
@@ -79,8 +79,7 @@ def test_set_mode_maps_to_the_approval_modes(llm_server, project, tmp_path):
             assert editor.writes == [(str(project / "hello.txt"), "howdy world\n")]
             with pytest.raises(RequestError, match=r"no mode 'sloppy'.*auto-edit"):
                 await conn.set_session_mode(session_id=sid, mode_id="sloppy")
-            with pytest.raises(RequestError, match="no authentication method"):
-                await conn.authenticate(method_id="oauth")
+            assert await conn.authenticate(method_id="anything") is not None  # nothing to do
 
     asyncio.run(scenario())
     assert editor.questions == []
