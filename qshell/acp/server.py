@@ -201,6 +201,8 @@ class QshellAgent:
         state.running, state.cancelled = True, False
         try:
             stop = await PromptRun(self.client, state).run(text)
+        except QshellError as exc:  # raised before the turn started (its @mentions)
+            raise request_error(exc) from None
         finally:
             state.running = False
         return PromptResponse(stop_reason=stop)
