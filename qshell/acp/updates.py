@@ -40,7 +40,7 @@ from acp.schema import (
 from qshell.agent.events import ToolFinished
 from qshell.agent.prediction import split_prediction
 from qshell.llm.messages import Message, ReasoningBlock, TextBlock, ToolCall
-from qshell.ui.render import call_label, clean
+from qshell.ui.render import call_label, clean, is_diff
 
 Update = AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
 Content = ContentToolCallContent | FileEditToolCallContent
@@ -84,7 +84,8 @@ def started(
 ) -> ToolCallStart:
     """The `tool_call` that announces a call (`pending` while its permission is asked,
     with the preview of what it would do; `in_progress` when it runs at once)."""
-    content = [tool_content(text_block(fenced(preview, "diff")))] if preview else None
+    shown = fenced(preview, "diff") if is_diff(preview) else preview
+    content = [tool_content(text_block(shown))] if preview else None
     return start_tool_call(
         call_id,
         title(name, args),

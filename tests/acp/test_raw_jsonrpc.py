@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.acp.raw import RawAgent
+from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import (
     Reply,
     ToolCallSpec,
@@ -93,3 +94,21 @@ def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server,
     assert [u["toolCallId"] for u in again.updates("tool_call")] == ["e1"]
     assert again.close() == 0
     assert "Traceback" not in stderr.read_text()
+
+
+def test_session_load_replays_a_session_started_with_print_mode(llm_server, project, tmp_path):
+    llm_server.add_rule(always(), Reply.text("noted: 7"))
+    first = run_qshell(
+        "-p", "-o", "json", "remember 7", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    sid = first.json()["session_id"]
+    agent = RawAgent(llm_server, project, tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    agent.call("session/load", {"cwd": str(project), "sessionId": sid, "mcpServers": []})
+    assert [u["content"]["text"] for u in agent.updates("user_message_chunk")] == ["remember 7"]
+    assert [u["content"]["text"] for u in agent.updates("agent_message_chunk")] == ["noted: 7"]
+    unknown = agent.response(
+        agent.start("session/load", {"cwd": str(project), "sessionId": "nope", "mcpServers": []})
+    )
+    assert "no session 'nope'" in unknown["error"]["message"]
+    assert agent.close() == 0
