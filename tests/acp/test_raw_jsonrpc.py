@@ -86,7 +86,8 @@ def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server,
     assert agent.close() == 0
 
     again = RawAgent(llm_server, project, stderr)
-    again.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    newer = again.call("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
+    assert newer["protocolVersion"] == 1  # the version qshell speaks, for the client to judge
     loaded = again.call("session/load", {"cwd": str(project), "sessionId": sid, "mcpServers": []})
     assert loaded["modes"]["currentModeId"] == "default"
     users = [u["content"]["text"] for u in again.updates("user_message_chunk")]
