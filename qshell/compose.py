@@ -9,7 +9,8 @@ model server), and `close()` releases it. `open_interactive` builds what an inte
 front-end drives — the Conversation, the factory of its next-prompt suggestions (with
 local telemetry), the prompt's private history file — after sweeping the speculation
 overlays dead processes left; `open_print` builds the one session and non-interactive
-ToolRunner of `--print`, after the same sweep. `open_plugins` loads the run's gate plugins
+ToolRunner of `--print`, after the same sweep; `open_acp` the conversation of each ACP
+session (no suggestions, the client's files when it offers them: tools/client_view.py). `open_plugins` loads the run's gate plugins
 (with the run's telemetry, which they observe) into the PluginHost every session's tool
 context carries, and their tools join the built-in ones. Front-ends never construct
 providers, tools, runners, plugins or telemetry themselves. No threads; terminal output
