@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="load no plugin from the user folder or installed packages",
     )
+    parser.add_argument(
+        "--acp", action="store_true", help="serve the Agent Client Protocol on stdio (editors)"
+    )
     parser.add_argument("--json", action="store_true", help="JSON output for subcommands")
     parser.add_argument("--version", action="version", version=f"qshell {__version__}")
     return parser
@@ -211,6 +214,11 @@ def _run_front_end(
         resume_id=args.resume,
         append_system_prompt=args.append_system_prompt,
     )
+    if args.acp:
+        from qshell.acp import run_acp
+
+        conversations = compose.open_acp(settings, request, opener=opener)
+        return run_acp(conversations, notes=opener.plugins.startup_notes)
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:
         from qshell.ui.interactive import run_interactive

@@ -9,7 +9,8 @@ model server), and `close()` releases it. `open_interactive` builds what an inte
 front-end drives — the Conversation, the factory of its next-prompt suggestions (with
 local telemetry), the prompt's private history file — after sweeping the speculation
 overlays dead processes left; `open_print` builds the one session and non-interactive
-ToolRunner of `--print`, after the same sweep. `open_plugins` loads the run's gate plugins
+ToolRunner of `--print`, after the same sweep; `open_acp` the conversation of each ACP
+session (no suggestions, the client's files when it offers them: tools/client_view.py). `open_plugins` loads the run's gate plugins
 (with the run's telemetry, which they observe) into the PluginHost every session's tool
 context carries, and their tools join the built-in ones. Front-ends never construct
 providers, tools, runners, plugins or telemetry themselves. No threads; terminal output
@@ -51,6 +52,8 @@ from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
 from qshell.telemetry import Telemetry
 from qshell.tools import default_tools
 from qshell.tools.base import Tool, ToolContext
+from qshell.tools.client_view import ClientView, ReadText, WriteText
+from qshell.tools.fileview import FileView
 from qshell.tools.paths import PathResolver
 from qshell.tools.registered import registered_tools
 
@@ -157,6 +160,11 @@ class SessionOpener:
         self.provider: Provider | None = None
 
     def __call__(self, request: SessionRequest) -> Session:
+        return self.open_at(request, self.root)
+
+    def open_at(self, request: SessionRequest, root: Path, view: FileView | None = None) -> Session:
+        """A session of this run in `root` (an ACP client's cwd); its tools see files
+        through `view` when given (tools/client_view.py), else on disk."""
         config = provider_config(self.settings, self.environ)
         if self.provider is None:
             if config.chosen_by_default and self._notify is not None:
@@ -167,15 +175,18 @@ class SessionOpener:
             self.provider = build_provider(
                 config, self.settings, environ=self.environ, notify=self._notify
             )
-        return open_session(
+        session = open_session(
             self.settings,
             request,
-            root=self.root,
+            root=root,
             environ=self.environ,
             provider=self.provider,
             config=config,
             plugins=self.plugins,
         )
+        if view is not None:
+            session.tool_context = replace(session.tool_context, view=view)
+        return session
 
     def close(self) -> None:
         """Release the provider (stop the local server); a later session builds a new one."""
@@ -395,6 +406,36 @@ def open_interactive(
         return Followup(conversation, settings, on_change=on_change, telemetry=events)
 
     return Interactive(conversation, followup, lambda: _prompt_history(state))
+
+
+def open_acp(
+    settings: Settings, request: SessionRequest, *, opener: SessionOpener
+) -> Callable[..., Conversation]:
+    """How `qshell --acp` opens the conversation of each ACP session: in the client's
+    `root`, resumed when `resume_id` is given, its file contents read and written through
+    the client's `read` / `write` when it offers them (tools/client_view.py). Answers ask
+    for no next-prompt line and nothing speculates: an editor shows no ghost text."""
+
+    def open_conversation(
+        root: Path,
+        *,
+        resume_id: str | None = None,
+        read: ReadText | None = None,
+        write: WriteText | None = None,
+    ) -> Conversation:
+        view = ClientView(read=read, write=write) if read or write else None
+
+        def factory(wanted: SessionRequest) -> Session:
+            return opener.open_at(wanted, root, view)
+
+        return Conversation(
+            factory,
+            replace(request, resume_id=resume_id, continue_latest=False, predict_next=False),
+            fast_model=settings.fast_model,
+            show_reasoning=settings.show_reasoning,
+        )
+
+    return open_conversation
 
 
 def _sweep_stale_overlays(root: Path) -> None:

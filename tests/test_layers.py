@@ -23,7 +23,7 @@ LEAVES = {
     "qshell.sandbox": (),
 }
 # a module under the key may not import anything under these prefixes
-ABOVE_AGENT = ("qshell.followup", "qshell.ui", "qshell.cli", "qshell.compose")
+ABOVE_AGENT = ("qshell.followup", "qshell.ui", "qshell.acp", "qshell.cli", "qshell.compose")
 FORBIDDEN = {
     "qshell.llm": (
         "qshell.agent",
@@ -41,11 +41,13 @@ FORBIDDEN = {
         *ABOVE_AGENT,
     ),
     "qshell.agent": (*ABOVE_AGENT, "qshell.overlay"),
-    "qshell.followup": ("qshell.ui", "qshell.cli", "qshell.compose"),
-    "qshell.compose": ("qshell.ui", "qshell.cli"),
+    "qshell.followup": ("qshell.ui", "qshell.acp", "qshell.cli", "qshell.compose"),
+    "qshell.compose": ("qshell.ui", "qshell.acp", "qshell.cli"),
+    "qshell.ui": ("qshell.acp",),
 }
 # what a banned prefix above still allows: the value types of llm/messages.py
 EXCEPTIONS = {"qshell.tools": ("qshell.llm.messages",), "qshell.ui": ("qshell.llm.messages",)}
+FRONT_ENDS = ("qshell.ui", "qshell.acp")  # the terminal front-ends and the ACP agent
 # front-ends render events and drive controllers: they never reach a provider, a tool, the
 # proof, the overlay, or build what composition builds
 UI_FORBIDDEN = (
@@ -103,7 +105,7 @@ def breaks(target: str, banned: tuple[str, ...], allowed: tuple[str, ...]) -> bo
 def test_front_ends_import_no_provider_tool_or_wiring():
     problems = []
     for name, imported in all_modules().items():
-        if under(name, "qshell.ui"):
+        if any(under(name, front) for front in FRONT_ENDS):
             problems += [
                 f"{name} imports {t}"
                 for t in imported

@@ -77,6 +77,16 @@ class ToolError:
 
 
 @dataclass(frozen=True, slots=True)
+class FileEdit:
+    """What a file-changing call did to one file, for a front-end that shows it as a diff
+    of whole texts (ACP's diff content): `old_text` is None for a file it created."""
+
+    path: Path
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """What a tool produced: text for the model, text for the user, and an optional error.
 
@@ -85,6 +95,7 @@ class ToolResult:
     the turn ends without another model round (agent/directives.py decides, and honours
     it for plugin tools only when allowlisted); `result_is_terminal` — the output is
     already in the form the user wants to see (a signal for front-ends, no behaviour yet).
+    `edit` is the change of a successful edit or write, old and new text whole.
     """
 
     llm_content: str
@@ -92,6 +103,7 @@ class ToolResult:
     error: ToolError | None = None
     skip_llm_round: bool = False
     result_is_terminal: bool = False
+    edit: FileEdit | None = None
 
     @classmethod
     def fail(cls, type_: ErrorType, message: str) -> ToolResult:

@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files
-from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import unified_diff
 
 _LINE_NUMBER_PREFIX_RE = re.compile(r"^\s*\d+\t", re.MULTILINE)
@@ -143,7 +143,10 @@ class _Plan:
         else:
             plural = "occurrence" if self.count == 1 else "occurrences"
             summary = f"Edited {self.shown}: replaced {self.count} {plural} ({diff.summary} lines)."
-        return ToolResult(llm_content=f"{summary}\n\n{diff.text}", display=diff.text or summary)
+        edit = FileEdit(self.path, self.old if self.encoder is not None else None, self.new)
+        return ToolResult(
+            llm_content=f"{summary}\n\n{diff.text}", display=diff.text or summary, edit=edit
+        )
 
 
 def _uses_crlf(text: str) -> bool:

@@ -18,7 +18,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files
-from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import count_lines, unified_diff
 
 
@@ -96,7 +96,8 @@ class _Plan:
         else:
             summary = f"Updated {self.shown} ({diff.summary} lines)."
         llm = summary if not diff.text else f"{summary}\n\n{diff.text}"
-        return ToolResult(llm_content=llm, display=diff.text or summary)
+        edit = FileEdit(self.path, self.old if self.existed else None, self.new)
+        return ToolResult(llm_content=llm, display=diff.text or summary, edit=edit)
 
 
 def _old_text(data: bytes) -> str:

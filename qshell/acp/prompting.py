@@ -1,0 +1,264 @@
+"""One `session/prompt` of the ACP server: the turn's events sent as session updates.
+
+`PromptRun.run` drives a Conversation turn through `TurnEvents` and maps each event: text
+and reasoning deltas become message and thought chunks, a PermissionRequested becomes a
+pending `tool_call` and a `session/request_permission` whose answer resolves the event's
+future (allow-once, allow-always — the runner's ALLOW_ALWAYS for this tool —, reject-once,
+and reject-always, which the session remembers: a later question about the same tool is
+answered "no" without asking, until the session ends), ToolStarted / ToolFinished the
+`tool_call` / `tool_call_update` pair, notices thought chunks. It returns the prompt's stop
+reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid), else
+the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
+`prompt_text` turns the prompt's content blocks into qshell's prompt. Runs on the asyncio
+loop; the turn itself runs in the worker `TurnEvents` starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp import RequestError
+from acp.interfaces import Client
+from acp.schema import (
+    AllowedOutcome,
+    EmbeddedResourceContentBlock,
+    PermissionOption,
+    ResourceContentBlock,
+    StopReason,
+    TextContentBlock,
+    TextResourceContents,
+    ToolCallUpdate,
+)
+
+from qshell.acp import updates
+from qshell.acp.bridge import TurnEvents
+from qshell.agent.conversation import Conversation
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    Event,
+    FailureKind,
+    HistoryCompacted,
+    Notice,
+    PermissionAnswer,
+    PermissionReply,
+    PermissionRequested,
+    ReasoningDelta,
+    TextDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+
+log = logging.getLogger(__name__)
+
+ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE, REJECT_ALWAYS = (
+    "allow_once",
+    "allow_always",
+    "reject_once",
+    "reject_always",
+)
+ANSWERS = {
+    ALLOW_ONCE: PermissionAnswer.ALLOW_ONCE,
+    ALLOW_ALWAYS: PermissionAnswer.ALLOW_ALWAYS,
+    REJECT_ONCE: PermissionAnswer.DENY,
+    REJECT_ALWAYS: PermissionAnswer.DENY,
+}
+STOP_REASONS: dict[str, StopReason] = {
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "content_filter": "refusal",
+}
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+@dataclass
+class AcpSession:
+    """One ACP session: its conversation and what lasts between its prompts."""
+
+    conversation: Conversation
+    rejected: set[str] = field(default_factory=set)  # tools answered "reject always"
+    running: bool = False
+    cancelled: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.conversation.session.id
+
+    @property
+    def root(self) -> Path:
+        return self.conversation.session.project_root
+
+    def kind(self, tool: str) -> str | None:
+        found = self.conversation.session.tools_by_name.get(tool)
+        return str(found.kind) if found is not None else None
+
+    def kinds(self) -> dict[str, str]:
+        return {t.name: str(t.kind) for t in self.conversation.session.tools}
+
+
+def permission_options(tool: str) -> list[PermissionOption]:
+    return [
+        PermissionOption(option_id=ALLOW_ONCE, name="Allow", kind="allow_once"),
+        PermissionOption(
+            option_id=ALLOW_ALWAYS, name=f"Allow {tool} for this session", kind="allow_always"
+        ),
+        PermissionOption(option_id=REJECT_ONCE, name="Reject", kind="reject_once"),
+        PermissionOption(
+            option_id=REJECT_ALWAYS, name=f"Reject {tool} for this session", kind="reject_always"
+        ),
+    ]
+
+
+def prompt_text(blocks: Sequence[Any]) -> str:
+    """The prompt qshell runs: the text blocks, a linked file named by its path, an
+    embedded text resource wrapped in a <context> element."""
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"(file: {_path_of(block.uri)})")
+        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
+            block.resource, TextResourceContents
+        ):
+            resource = block.resource
+            parts.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
+        else:
+            raise RequestError(
+                INVALID_PARAMS, f"qshell takes text and files, not {block.type} content"
+            )
+    return "\n".join(parts)
+
+
+def _path_of(uri: str) -> str:
+    return uri.removeprefix("file://") if uri.startswith("file://") else uri
+
+
+def answer(future: Future[PermissionReply], reply: PermissionReply) -> None:
+    """Resolve a permission question unless it is over (the turn was cancelled)."""
+    with contextlib.suppress(InvalidStateError):
+        future.set_result(reply)
+
+
+class PromptRun:
+    """Sends one prompt's events to the client and works out its stop reason."""
+
+    def __init__(self, client: Client, state: AcpSession) -> None:
+        self._client = client
+        self._state = state
+        self._announced: set[str] = set()  # calls whose tool_call went out with a question
+
+    async def run(self, text: str) -> StopReason:
+        state = self._state
+        events = TurnEvents(state.conversation.turn(text), asyncio.get_running_loop())
+        last: TurnFinished | TurnFailed | None = None
+        try:
+            while (event := await events.next()) is not None:
+                if isinstance(event, TurnFinished | TurnFailed):
+                    last = event
+                else:
+                    await self._show(event)
+        except BaseException:
+            state.conversation.cancel()  # the connection went away mid-turn
+            raise
+        return self._stop_reason(last)
+
+    async def _update(self, update: Any) -> None:
+        await self._client.session_update(session_id=self._state.id, update=update)
+
+    async def _show(self, event: Event) -> None:
+        state = self._state
+        match event:
+            case TextDelta(text=text):
+                await self._update(updates.message(text))
+            case ReasoningDelta(text=text):
+                await self._update(updates.thought(text))
+            case PermissionRequested():
+                await self._ask(event)
+            case ToolStarted(call_id=call_id, name=name, args=args):
+                if call_id in self._announced:
+                    await self._update(updates.running(call_id))
+                else:
+                    kind = state.kind(name)
+                    start = updates.started(
+                        call_id, name, args, kind=kind, root=state.root, status="in_progress"
+                    )
+                    await self._update(start)
+            case ToolFinished():
+                await self._update(updates.finished(event, kind=state.kind(event.name)))
+            case Notice(text=text):
+                await self._update(updates.thought(f"\n{text}\n"))
+            case HistoryCompacted(reason=reason):
+                await self._update(updates.thought(f"\nhistory compacted ({reason})\n"))
+            case ApplyRequested(future=future):  # only an accepted speculation asks this
+                if not future.done():
+                    future.set_result(ApplyChoice.DISCARD)
+            case _:
+                pass
+
+    async def _ask(self, request: PermissionRequested) -> None:
+        state = self._state
+        if request.name in state.rejected:
+            reason = f"the user rejected every {request.name} call for this session"
+            answer(request.future, PermissionReply(PermissionAnswer.DENY, reason))
+            return
+        kind = state.kind(request.name)
+        start = updates.started(
+            request.call_id,
+            request.name,
+            request.args,
+            kind=kind,
+            root=state.root,
+            status="pending",
+            preview=request.preview,
+        )
+        await self._update(start)
+        self._announced.add(request.call_id)
+        call = ToolCallUpdate(
+            tool_call_id=request.call_id,
+            title=start.title,
+            kind=start.kind,
+            status="pending",
+            locations=start.locations,
+            content=start.content,
+            raw_input=start.raw_input,
+        )
+        answer(request.future, await self._reply(call, request.name))
+
+    async def _reply(self, call: ToolCallUpdate, tool: str) -> PermissionReply:
+        try:
+            response = await self._client.request_permission(
+                session_id=self._state.id, tool_call=call, options=permission_options(tool)
+            )
+        except (RequestError, ConnectionError) as exc:
+            log.warning("the permission question failed: %s", exc)
+            return PermissionReply(PermissionAnswer.DENY, "the editor did not answer")
+        outcome = response.outcome
+        if not isinstance(outcome, AllowedOutcome) or outcome.option_id not in ANSWERS:
+            return PermissionReply(PermissionAnswer.DENY)
+        if outcome.option_id == REJECT_ALWAYS:
+            self._state.rejected.add(tool)
+        return PermissionReply(ANSWERS[outcome.option_id])
+
+    def _stop_reason(self, last: TurnFinished | TurnFailed | None) -> StopReason:
+        if self._state.cancelled:
+            return "cancelled"
+        if isinstance(last, TurnFinished):
+            return STOP_REASONS.get(last.stop_reason, "end_turn")
+        if last is None:
+            return "end_turn"
+        if last.kind is FailureKind.CANCELLED:
+            return "cancelled"
+        if last.kind is FailureKind.MAX_TURNS:
+            return "max_turn_requests"
+        raise RequestError(INTERNAL_ERROR, last.message, {"kind": str(last.kind)})

@@ -1,0 +1,115 @@
+"""`qshell --acp` over raw JSON-RPC lines: the wire shapes a client without the SDK sees.
+
+The client advertises no file system, so the tools read and write the disk; it answers
+the permission question with allow-always, cancels a second prompt with the
+`session/cancel` notification, and a new process replays the session on `session/load`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acp.raw import RawAgent
+from tests.e2e.helpers import provider_env, run_qshell
+from tests.fakes.llm_server import (
+    Reply,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+    last_user_text_contains,
+)
+
+EDIT = ToolCallSpec(
+    "edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"}, id="e1"
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root.resolve()
+
+
+def allow_always(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    assert method == "session/request_permission"
+    kinds = [o["kind"] for o in params["options"]]
+    assert kinds == ["allow_once", "allow_always", "reject_once", "reject_always"]
+    chosen = params["options"][kinds.index("allow_always")]["optionId"]
+    return {"outcome": {"outcome": "selected", "optionId": chosen}}
+
+
+def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server, project, tmp_path):
+    llm_server.add_rule(has_tool_result("howdy"), Reply.text("Said howdy."))
+    llm_server.add_rule(last_user_text_contains("greet"), Reply.tool_calls([EDIT]))
+    slow = llm_server.add_rule(last_user_text_contains("second"), Reply.text("long " * 100))
+    hold = llm_server.hold(slow, after_first_chunk=True)
+    llm_server.add_rule(always(), Reply.text("fine"))
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, project, stderr)
+    init = agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert init["protocolVersion"] == 1 and init["authMethods"] == []
+    assert init["agentCapabilities"]["loadSession"] is True
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    text = [{"type": "text", "text": "greet the world"}]
+    done = agent.call("session/prompt", {"sessionId": sid, "prompt": text}, allow_always)
+    assert done == {"stopReason": "end_turn"}
+    assert (project / "hello.txt").read_text() == "howdy world\n"  # no client fs: the disk
+    (start,) = agent.updates("tool_call")
+    assert (start["toolCallId"], start["kind"], start["status"]) == ("e1", "edit", "pending")
+    assert start["locations"] == [{"path": str(project / "hello.txt")}]
+    finished = agent.updates("tool_call_update")[-1]
+    assert finished["status"] == "completed"
+    assert finished["content"] == [
+        {
+            "type": "diff",
+            "path": str(project / "hello.txt"),
+            "oldText": "hello world\n",
+            "newText": "howdy world\n",
+        }
+    ]
+    assert "".join(u["content"]["text"] for u in agent.updates("agent_message_chunk")) == (
+        "Said howdy."
+    )
+
+    second = agent.start(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "second"}]}
+    )
+    hold.wait_arrived(20)
+    agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+    assert agent.response(second)["result"] == {"stopReason": "cancelled"}
+    hold.release()
+    assert agent.close() == 0
+
+    again = RawAgent(llm_server, project, stderr)
+    newer = again.call("initialize", {"protocolVersion": 2, "clientCapabilities": {}})
+    assert newer["protocolVersion"] == 1  # the version qshell speaks, for the client to judge
+    loaded = again.call("session/load", {"cwd": str(project), "sessionId": sid, "mcpServers": []})
+    assert loaded["modes"]["currentModeId"] == "default"
+    users = [u["content"]["text"] for u in again.updates("user_message_chunk")]
+    assert users == ["greet the world", "second"]
+    assert [u["toolCallId"] for u in again.updates("tool_call")] == ["e1"]
+    assert again.close() == 0
+    assert "Traceback" not in stderr.read_text()
+
+
+def test_session_load_replays_a_session_started_with_print_mode(llm_server, project, tmp_path):
+    llm_server.add_rule(always(), Reply.text("noted: 7"))
+    first = run_qshell(
+        "-p", "-o", "json", "remember 7", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    sid = first.json()["session_id"]
+    agent = RawAgent(llm_server, project, tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    agent.call("session/load", {"cwd": str(project), "sessionId": sid, "mcpServers": []})
+    assert [u["content"]["text"] for u in agent.updates("user_message_chunk")] == ["remember 7"]
+    assert [u["content"]["text"] for u in agent.updates("agent_message_chunk")] == ["noted: 7"]
+    unknown = agent.response(
+        agent.start("session/load", {"cwd": str(project), "sessionId": "nope", "mcpServers": []})
+    )
+    assert "no session 'nope'" in unknown["error"]["message"]
+    assert agent.close() == 0

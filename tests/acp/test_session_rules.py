@@ -1,0 +1,87 @@
+"""What an ACP session remembers and how its modes map to qshell's approval modes.
+
+reject-always: the first question about a tool is the last; every later call of it in
+the session is refused without asking, and the model is told why. session/set_mode:
+`auto-edit` edits without asking, `plan` refuses edits without asking, an unknown mode is
+an error naming the modes. authenticate succeeds: qshell needs none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from acp import RequestError, text_block
+
+from tests.acp.editor import Editor, spawn
+from tests.fakes.llm_server import (
+    Reply,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+    last_user_text_contains,
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root.resolve()
+
+
+def write(name: str, call_id: str) -> ToolCallSpec:
+    return ToolCallSpec("write_file", {"path": name, "content": "x\n"}, id=call_id)
+
+
+def test_reject_always_refuses_the_tool_for_the_rest_of_the_session(llm_server, project, tmp_path):
+    llm_server.add_rule(has_tool_result("for this session"), Reply.text("gave up"))
+    llm_server.add_rule(has_tool_result("denied"), Reply.tool_calls([write("b.txt", "w2")]))
+    llm_server.add_rule(always(), Reply.tool_calls([write("a.txt", "w1")]))
+    editor = Editor(answers=["reject_always"])
+
+    async def scenario() -> None:
+        async with spawn(editor, llm_server, project, tmp_path / "err") as conn:
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            done = await conn.prompt(session_id=sid, prompt=[text_block("write two files")])
+            assert done.stop_reason == "end_turn"
+
+    asyncio.run(scenario())
+    assert len(editor.questions) == 1  # w2 was never asked about
+    assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
+    failed = [u.tool_call_id for u in editor.of("tool_call_update") if u.status == "failed"]
+    assert failed == ["w1", "w2"]
+    told = llm_server.requests[-1].last_tool_results[0].content
+    assert "rejected every write_file call for this session" in told
+    assert editor.text() == "gave up"
+
+
+EDIT = ToolCallSpec(
+    "edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"}, id="e1"
+)
+
+
+def test_set_mode_maps_to_the_approval_modes(llm_server, project, tmp_path):
+    llm_server.add_rule(has_tool_result(), Reply.text("over"))
+    llm_server.add_rule(last_user_text_contains("edit"), Reply.tool_calls([EDIT]))
+    editor = Editor()  # it answers no question: none may be asked
+
+    async def scenario() -> None:
+        async with spawn(editor, llm_server, project, tmp_path / "err") as conn:
+            sid = (await conn.new_session(cwd=str(project), mcp_servers=[])).session_id
+            await conn.set_session_mode(session_id=sid, mode_id="plan")
+            await conn.prompt(session_id=sid, prompt=[text_block("edit in plan mode")])
+            assert editor.writes == []
+            await conn.set_session_mode(session_id=sid, mode_id="auto-edit")
+            await conn.prompt(session_id=sid, prompt=[text_block("edit in auto-edit mode")])
+            assert editor.writes == [(str(project / "hello.txt"), "howdy world\n")]
+            with pytest.raises(RequestError, match=r"no mode 'sloppy'.*auto-edit"):
+                await conn.set_session_mode(session_id=sid, mode_id="sloppy")
+            assert await conn.authenticate(method_id="anything") is not None  # nothing to do
+
+    asyncio.run(scenario())
+    assert editor.questions == []
+    denied = llm_server.requests[1].last_tool_results[0].content
+    assert "plan mode allows no changes" in denied

@@ -1,0 +1,42 @@
+"""Starting `qshell --acp` wrong: one clear line on stderr and a documented exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.helpers import run_qshell
+
+HIDE_SDK = """\
+import sys
+# The test wants a machine without the `acp` extra: make the SDK unfindable.
+sys.modules["acp"] = None
+"""
+
+
+def test_without_the_acp_extra_it_names_the_install_command_and_exits_52(tmp_path: Path):
+    shim = tmp_path / "hide-acp"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(HIDE_SDK)
+    path = os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))
+    run = run_qshell("--acp", cwd=tmp_path, env={"PYTHONPATH": path})
+    assert (run.code, run.stdout) == (52, "")
+    assert run.stderr.count("\n") == 1 and "pip install 'qshell[acp]'" in run.stderr
+
+
+def test_acp_with_stdout_on_a_file_says_an_editor_starts_it_and_exits_42(tmp_path: Path):
+    out = tmp_path / "out.json"
+    with out.open("wb") as handle:
+        proc = subprocess.run(
+            [sys.executable, "-m", "qshell", "--acp"],
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 42 and out.read_bytes() == b""
+    assert stderr.count("\n") == 1 and "stdout is not a pipe" in stderr
