@@ -61,6 +61,27 @@ def test_checked_in_scripts_equal_the_generated_ones(tmp_path):
     assert completions.drifted(tmp_path) == list(completions.FILES.values())
 
 
+def test_the_generator_writes_the_three_scripts_into_a_directory(tmp_path):
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-m", "qshell.completions", "--dir", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(completions.FILES.values())
+    assert all(
+        (out / n).read_text() == (SCRIPTS / n).read_text() for n in completions.FILES.values()
+    )
+    (out / "_qshell").write_text("#compdef qshell\n")
+    check = subprocess.run(
+        [sys.executable, "-m", "qshell.completions", "--check", "--dir", str(out)],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 1 and "_qshell differs" in check.stderr
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_print_completion_prints_the_checked_in_script(shell, tmp_path):
     run = run_qshell("--print-completion", shell, cwd=tmp_path)
@@ -115,6 +136,9 @@ def test_bash_offers_the_subcommands_and_each_ones_own_options(tmp_path):
         "--no-plugins",
     ]
     assert bash_completes("stats", "--") == ["--help", "--json"]
+    assert bash_completes("plugins", "--") == ["--help", "--plugin", "--no-plugins", "--json"]
+    assert bash_completes("doctor", "--") == ["--help"]
+    assert bash_completes("--print-completion", "") == ["bash", "zsh", "fish"]
     (tmp_path / "sub").mkdir()
     (tmp_path / "subfile").write_text("")
     assert bash_completes("check-shell", "--root", "s", cwd=tmp_path) == ["sub"]
