@@ -39,8 +39,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("commands", nargs="*", metavar="COMMAND", help="a bash command line")
     parser.add_argument("--root", type=Path, help="the project root (default: this directory)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    parser.add_argument("--plugin", action="append", default=[], type=Path, metavar="FILE")
-    parser.add_argument("--no-plugins", action="store_true")
+    parser.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a gate plugin file, as `qshell --plugin` loads it (repeatable)",
+    )
+    parser.add_argument(
+        "--no-plugins", action="store_true", help="no plugin from the user folder or packages"
+    )
     return parser
 
 

@@ -24,6 +24,7 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 STDIN_CAP_BYTES = 8 * 1024 * 1024
 STDIN_FIRST_BYTE_WAIT_S = 0.5
 EXIT_INPUT = 42
+DESCRIPTION = "A fast terminal coding agent that predicts and pre-runs your next prompt."
 
 
 class UsageError(Exception):
@@ -38,21 +39,29 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qshell",
-        description="A fast terminal coding agent that predicts and pre-runs your next prompt.",
+        description=DESCRIPTION,
         epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell doctor`, `qshell check-shell`. "
         "Exit codes: 0 ok, 1 error, "
         "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 54 answer incomplete, "
         "130 interrupted.",
     )
     parser.add_argument("prompt", nargs="*", help="the prompt (print mode), or a subcommand")
+    return add_options(parser)
+
+
+def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of `qshell` (the subcommands read theirs from the same parser); the
+    completion scripts are generated from them too (completions.py)."""
     parser.add_argument("-p", "--print", action="store_true", help="answer once and exit")
     parser.add_argument(
         "-o", "--output-format", choices=OUTPUT_FORMATS, default="text", help="print-mode output"
     )
     parser.add_argument("-m", "--model", help="the model to use")
     parser.add_argument("--fast-model", help="the model for background tasks")
-    parser.add_argument("--provider", choices=("auto", "openai", "anthropic", "local"))
-    parser.add_argument("--approval-mode", choices=APPROVAL_MODES)
+    parser.add_argument(
+        "--provider", choices=("auto", "openai", "anthropic", "local"), help="the model's API"
+    )
+    parser.add_argument("--approval-mode", choices=APPROVAL_MODES, help="what runs without asking")
     parser.add_argument(
         "-y", "--yolo", action="store_true", help="approve every tool call (--approval-mode yolo)"
     )
@@ -66,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="resume the latest session here",
     )
     session.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id")
-    parser.add_argument("--append-system-prompt", default="", metavar="TEXT")
+    parser.add_argument(
+        "--append-system-prompt", default="", metavar="TEXT", help="added to the system prompt"
+    )
     parser.add_argument(
         "--simple-prompt", action="store_true", help="plain line mode (no escape codes)"
     )
@@ -87,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdio (editors)"
     )
     parser.add_argument("--json", action="store_true", help="JSON output for subcommands")
+    parser.add_argument(
+        "--print-completion",
+        choices=("bash", "zsh", "fish"),
+        metavar="SHELL",
+        help="print the completion script for bash, zsh or fish",
+    )
     parser.add_argument("--version", action="version", version=f"qshell {__version__}")
     return parser
 
@@ -167,6 +184,11 @@ def _dispatch(
     from qshell.config import load_settings, project_root_for
     from qshell.errors import InputError
 
+    if args.print_completion:
+        from qshell.completions import script
+
+        stdout.write(script(args.print_completion))
+        return 0
     root = project_root_for(cwd)
     if args.prompt and args.prompt[0] in SUBCOMMANDS and not args.print:
         from qshell.commands import run_subcommand
