@@ -11,7 +11,7 @@ _shtab_qshell_stats_option_strings=(-h --help --json)
 _shtab_qshell_plugins_option_strings=(-h --help --plugin --no-plugins --json)
 _shtab_qshell_doctor_option_strings=(-h --help)
 _shtab_qshell_check_shell_option_strings=(-h --help --root --json --plugin --no-plugins)
-_shtab_qshell_option_strings=(-h --help -p --print -o --output-format -m --model --fast-model --provider --approval-mode -y --yolo --max-turns -c --continue -r --resume --append-system-prompt --simple-prompt --plugin --no-plugins --json --print-completion --version)
+_shtab_qshell_option_strings=(-h --help -p --print -o --output-format -m --model --fast-model --provider --approval-mode -y --yolo --max-turns -c --continue -r --resume --append-system-prompt --simple-prompt --plugin --no-plugins --acp --json --print-completion --version)
 
 _shtab_qshell_plugins___plugin_COMPGEN=_shtab_compgen_files
 _shtab_qshell_check_shell___root_COMPGEN=_shtab_compgen_dirs
@@ -50,6 +50,7 @@ _shtab_qshell__c_nargs=0
 _shtab_qshell___continue_nargs=0
 _shtab_qshell___simple_prompt_nargs=0
 _shtab_qshell___no_plugins_nargs=0
+_shtab_qshell___acp_nargs=0
 _shtab_qshell___json_nargs=0
 _shtab_qshell___version_nargs=0
 

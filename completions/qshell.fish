@@ -71,6 +71,7 @@ complete -c qshell -n _shtab_qshell_using -l append-system-prompt -x -d 'added t
 complete -c qshell -n _shtab_qshell_using -l simple-prompt -d 'plain line mode (no escape codes)'
 complete -c qshell -n _shtab_qshell_using -l plugin -xka "(__fish_complete_path (commandline -ct))" -d 'load this gate plugin file (repeatable; consulted first, in order)'
 complete -c qshell -n _shtab_qshell_using -l no-plugins -d 'load no plugin from the user folder or installed packages'
+complete -c qshell -n _shtab_qshell_using -l acp -d 'serve the Agent Client Protocol on stdio (editors)'
 complete -c qshell -n _shtab_qshell_using -l json -d 'JSON output for subcommands'
 complete -c qshell -n _shtab_qshell_using -l print-completion -xka "bash zsh fish" -d 'print the completion script for bash, zsh or fish'
 complete -c qshell -n _shtab_qshell_using -l version -d 'show program'"'"'s version number and exit'
