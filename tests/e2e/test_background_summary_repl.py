@@ -14,6 +14,7 @@ import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.ui.render_rich import SUMMARY_DROPPED
+from qshell.ui.repl import WAITING_HINT
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -128,3 +129,60 @@ def test_ctrl_c_while_the_summary_streams_cancels_only_the_summary(llm_server, p
     child.send("\x04")
     assert child.finish() == 0
     hold.release()
+
+
+def test_a_question_from_the_summary_round_takes_the_turn_back_keeping_the_typed_text(
+    llm_server, project
+):
+    """The "summary" asks to write a file: the prompt gives way to the question, and what
+    the user had typed comes back in the next prompt."""
+    writes = llm_server.add_rule(
+        has_tool_result("hello world"),
+        Reply.tool_calls([ToolCallSpec("write_file", {"path": "out.txt", "content": "x\n"})]),
+    )
+    hold = llm_server.hold(writes)
+    llm_server.add_rule(has_tool_result(), Reply.text("wrote out.txt"))
+    llm_server.add_rule(
+        last_user_text_contains("read"),
+        Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"})]),
+    )
+    llm_server.add_rule(last_user_text_contains("draft"), Reply.text("draft answer"))
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    hold.wait_arrived(timeout=20)
+    child.wait_prompt()
+    child.send("draft")
+    child.expect("draft")
+    hold.release()
+    child.expect(r"Allow write_file\?")
+    child.send("y\r")
+    child.expect("wrote out.txt")
+    child.wait_prompt()
+    assert (project / "out.txt").read_text() == "x\n"
+    child.settle()
+    shown = [line for line in child.screen() if line.strip()]
+    assert shown[-1] == "> draft"  # the typed text is back in the prompt
+    child.submit("")
+    child.expect("draft answer")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+
+
+def test_a_slash_command_typed_while_the_summary_streams_runs_after_it(llm_server, project):
+    hold = script(llm_server)
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    hold.wait_arrived(timeout=20)
+    child.expect(FIRST)
+    child.wait_prompt()
+    child.send("/stats\r")
+    child.settle()
+    assert WAITING_HINT in "\n".join(child.screen())  # the line waits for the answer
+    assert "messages in history" not in child.text
+    hold.release()
+    child.expect("SUMMARYEND")
+    child.expect("messages in history: 4")  # /stats ran after the summary joined the history
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
