@@ -75,9 +75,7 @@ _TEXT_ENDS = (
     TurnFinished,
     TurnFailed,
 )
-SUMMARY_DROPPED = (
-    "answer dropped: it was cancelled; the tool results above stay in the conversation"
-)
+SUMMARY_DROPPED = "answer dropped (cancelled); the tool results above stay"
 _CLEAR_LINE = Control((ControlType.CARRIAGE_RETURN,), (ControlType.ERASE_IN_LINE, 2))
 
 

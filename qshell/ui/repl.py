@@ -180,6 +180,7 @@ def _key_bindings(repl: Repl) -> KeyBindings:
         repl.submit_during_summary(event.current_buffer.text)
 
     @bindings.add("c-c", filter=summarizing)
+    @bindings.add("<sigint>", filter=summarizing)  # a SIGINT while the summary is drawn
     def _cancel_summary(event: Any) -> None:
         repl.cancel_summary()
 

@@ -186,3 +186,24 @@ def test_a_slash_command_typed_while_the_summary_streams_runs_after_it(llm_serve
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
+
+
+def test_the_plain_line_mode_waits_for_the_summary_as_for_any_answer(llm_server, project):
+    """No prompt to give back there: the summary streams as the turn's answer."""
+    hold = script(llm_server)
+    child = spawn_qshell(
+        llm_server, project, term="dumb", extra_env={"QSHELL_SUMMARIZE_IN_BACKGROUND": "1"}
+    )
+    child.expect(r"\n> ")
+    child.send("read hello.txt\r")
+    hold.wait_arrived(timeout=20)
+    hold.release()
+    child.expect("SUMMARYEND")
+    child.expect(r"\n> ")
+    child.send("second question\r")
+    child.expect("second answer")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "\x1b" not in child.raw
+    messages = llm_server.requests[-1].body["messages"]
+    assert [m["role"] for m in messages][-3:] == ["tool", "assistant", "user"]
