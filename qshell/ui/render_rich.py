@@ -7,6 +7,8 @@ done, when a tool starts or when the turn ends; elsewhere it waits until then. T
 show as a compact group with coloured diffs for edits. Model and tool text is cleaned of
 control characters and never parsed as rich markup, so it cannot inject escape sequences
 or styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
+After a `SummaryStarted` (D3) the summary's text stays one live block until the turn
+ends, so a failed or cancelled summary leaves the screen whole for one dim line.
 It does not ask the permission question. Not thread-safe: the front-end's main thread
 owns it, and `waiting()` must be called from that thread too.
 """
