@@ -320,6 +320,9 @@ class Repl(FollowupHooks):
                     return self.session.prompt(PROMPT, default=default, pre_run=self._pre_run)
             except Foreground:
                 self._foreground()
+            except EOFError:
+                self._settle_summary(cancel=True)  # the input ended under the summary
+                raise
             finally:
                 self.session.app.erase_when_done = False
 
@@ -344,6 +347,10 @@ class Repl(FollowupHooks):
             self.summary, self._after = outcome, None
             return None
         return outcome
+
+    def submitted(self, line: str) -> None:
+        self._settle_summary(cancel=cancels_summary(line))  # a line the Enter binding missed
+        super().submitted(line)
 
     def turn_ended(self, last: Event | None) -> None:
         if self.summary is None:  # else it has not ended: the summary is still streaming
@@ -414,6 +421,13 @@ class Repl(FollowupHooks):
             self.session.app.exit(exception=EOFError())
         else:
             self.session.app.invalidate()
+
+    def _settle_summary(self, *, cancel: bool) -> None:
+        """Make sure no summary runs under the next line: cancelled, or followed to its end."""
+        if self.summary is not None:
+            if cancel:
+                self.summary.cancel.cancel()
+            self._foreground()
 
     def _foreground(self) -> None:
         """The summary's turn asked a question: follow the rest of it here, as a turn."""
