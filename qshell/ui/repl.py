@@ -430,7 +430,8 @@ class Repl(FollowupHooks):
             self._foreground()
 
     def _foreground(self) -> None:
-        """The summary's turn asked a question: follow the rest of it here, as a turn."""
+        """The summary's turn asked a question (or a line came in under it): follow the
+        rest of it here, as a turn."""
         running, self.summary = self.summary, None
         if running is None:
             return

@@ -24,6 +24,7 @@ from qshell.llm.messages import Usage
 from qshell.tools.base import ToolResult
 from qshell.ui.driver import RunningTurn, follow, start
 from qshell.ui.render_rich import SUMMARY_DROPPED
+from qshell.ui.repl import cancels_summary
 from tests.ui.test_driver import FakeRenderer
 from tests.ui.test_live import FRAME_S, block_at_a_time, live_renderer, words
 
@@ -108,3 +109,10 @@ def test_events_put_back_come_first_when_the_rest_is_followed() -> None:
     assert last == FINISHED
     shown = [event for name, event in renderer.calls if name == "event"]
     assert shown == taken
+
+
+def test_a_message_or_a_command_that_starts_a_turn_or_leaves_cancels_the_summary() -> None:
+    for line in ["what next?", "/compact focus on tests", "/exit", "/q", "/tmp/x is a path"]:
+        assert cancels_summary(line), line
+    for line in ["/stats", "/help", "/?", "/clear", "/model"]:
+        assert not cancels_summary(line), line
