@@ -306,6 +306,7 @@ def open_session(
             always_summarize=settings.always_summarize,
             allowlist=settings.tool_post_exec_allowlist,
         ),
+        summarizes_in_background=request.background_summary and settings.summarize_in_background,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL
@@ -394,7 +395,7 @@ def open_interactive(
 
     conversation = Conversation(
         open_session,
-        replace(request, predict_next=True),
+        replace(request, predict_next=True, background_summary=True),
         fast_model=settings.fast_model,
         show_reasoning=settings.show_reasoning,
     )

@@ -7,12 +7,16 @@ Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
 events the generators yield (shown to the gate plugins' observers first, with their
 failures as notices: agent/plugin_events.py); they never touch the provider or the
 tools. Work bound to the conversation's life (its suggestions and speculations) registers
-with `on_close` and is ended first thing in `close()`. A turn's generator must be consumed in one thread (the
+with `on_close` and is ended first thing in `close()`. `t_user_idle` is how long after
+its start a turn let the user type again (the front-end calls `user_idle()` at that
+moment: the turn's end, or the start of a summary left to stream in background, D3).
+A turn's generator must be consumed in one thread (the
 front-end's worker); `cancel()` may be called from any thread.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -68,6 +72,10 @@ class Conversation:
         self._closing = CancelToken()  # fired by close(): what on_close registered runs
         self._notes: list[str] = []
         self.last_expansion: Expanded | None = None
+        self._turn_started = time.monotonic()
+        # seconds from the last turn's start until the user could type again; None until
+        # the front-end says so (`user_idle`)
+        self.t_user_idle: float | None = None
 
     def _new_runner(self, mode: ApprovalMode) -> MainToolRunner:
         return MainToolRunner(mode, interactive=True, checkpoints=self.checkpoints)
@@ -81,6 +89,7 @@ class Conversation:
         returned generator first runs is not lost.
         """
         cancel = self._cancel = CancelToken()
+        self._started_turn()
         expanded = expand_mentions(text, self.session.tool_context.paths)
         self.last_expansion = expanded
         prompt = expanded.text
@@ -88,6 +97,15 @@ class Conversation:
             prompt = "\n".join(self._notes) + "\n\n" + prompt
             self._notes.clear()
         return self._observed(self._turn(prompt, cancel))
+
+    def _started_turn(self) -> None:
+        self._turn_started = time.monotonic()
+        self.t_user_idle = None
+
+    def user_idle(self) -> None:
+        """The user can type again now: notes `t_user_idle` for the turn (once)."""
+        if self.t_user_idle is None:
+            self.t_user_idle = time.monotonic() - self._turn_started
 
     def _observed(self, events: Iterator[Event]) -> Iterator[Event]:
         return observed(events, self.session.tool_context.plugins)
@@ -104,6 +122,7 @@ class Conversation:
         main runner, this turn's cancel token and a callback to checkpoint files before they
         are written, so `/undo` covers them like any edit."""
         cancel = self._cancel = CancelToken()
+        self._started_turn()
         self.last_expansion = None
         return self._observed(self._prepared(prepared, cancel))
 

@@ -9,7 +9,9 @@ call of that round runs and each is answered "not run" (`TurnFinished`, with the
 reason and a one-line note), when every result of a batch says its output is the answer
 (`skip_llm_round`, agent/directives.py: the outputs are the turn's text, no model round
 reads them back), when `maxTurns` rounds have run, on a provider error, or on
-cancel (`TurnFailed`). Near the
+cancel (`TurnFailed`). When every result of a batch is terminal and the session
+summarizes in background (D3), `SummaryStarted` comes before the round that reads them
+back, so a front-end may give the prompt back while it streams. Near the
 context window the history is compacted first (`HistoryCompacted`), and a first round
 rejected as too long is retried once after compacting (agent/compaction.py). Normal
 turns, `--print` and speculation all use it and differ only in the ToolRunner and the
@@ -38,6 +40,7 @@ from qshell.agent.events import (
     PermissionRequested,
     ReasoningDelta,
     RoundFinished,
+    SummaryStarted,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -188,8 +191,10 @@ class _Turn:
         self, calls: Sequence[ToolCall], known: Mapping[str, ToolResult] | None = None
     ) -> Generator[Event, None, TurnEnd | None]:
         """Run a batch and answer its calls; when every result skips the next round, the
-        turn ends here with the outputs as its answer (shown as the model's would be)."""
-        blocks, answer = yield from _run_batch(
+        turn ends here with the outputs as its answer (shown as the model's would be).
+        When every result is terminal and the session summarizes in background (D3), the
+        round that follows is announced as the summary (`SummaryStarted`)."""
+        blocks, answer, terminal = yield from _run_batch(
             self.session, calls, self.runner, self.cancel, known=known
         )
         self.session.answer_all(blocks)
@@ -197,6 +202,9 @@ class _Turn:
         if self.cancel.cancelled:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         if answer is None:
+            follows = self.rounds < self.session.max_turns  # a round does follow
+            if terminal and follows and self.session.summarizes_in_background:
+                yield SummaryStarted(round=self.rounds + 1)
             return None
         self.session.note("round_skipped", tools=[c.name for c in calls])
         yield TextDelta(answer)
@@ -372,10 +380,10 @@ def _run_batch(
     cancel: CancelToken,
     *,
     known: Mapping[str, ToolResult] | None = None,
-) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None]]:
-    """Run one round's calls; returns their results in call order, and the turn's answer
-    when the batch skips the next round (generator return). Calls with a `known` result
-    are not run again."""
+) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None, bool]]:
+    """Run one round's calls; returns their results in call order, the turn's answer
+    when the batch skips the next round, and whether every result is terminal (generator
+    return). Calls with a `known` result are not run again."""
     ctx = replace(session.tool_context, cancel=cancel)
     results: dict[str, ToolResult] = dict(known or {})
     parallel: list[_Prepared] = []
@@ -417,7 +425,8 @@ def _run_batch(
         for c, r in zip(calls, ordered, strict=True)
     ]
     tools = [session.tools_by_name.get(call.name) for call in calls]
-    return blocks, session.directives.skipped_answer(list(zip(tools, ordered, strict=True)))
+    answer = session.directives.skipped_answer(list(zip(tools, ordered, strict=True)))
+    return blocks, answer, all(r.result_is_terminal and r.error is None for r in ordered)
 
 
 def _permission(

@@ -42,6 +42,9 @@ class SessionRequest:
     append_system_prompt: str = ""
     # a new session's answers end with the next prompt they predict (agent/prediction.py)
     predict_next: bool = False
+    # an interactive REPL session: a summary round may stream in background (D3), if the
+    # `summarizeInBackground` setting is on
+    background_summary: bool = False
 
 
 SessionFactory = Callable[[SessionRequest], "Session"]
@@ -107,6 +110,7 @@ class Session:
         predicts_next: bool = False,
         directives: Directives = HONOURED,
         background_reasoning: BackgroundReasoning = DEFAULTS.background_reasoning,
+        summarizes_in_background: bool = False,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -128,6 +132,9 @@ class Session:
         self.directives = directives  # which post-execution directives it honours
         # what its forks do with reasoning (llm/fork.py; `backgroundReasoning`)
         self.background_reasoning = background_reasoning
+        # D3: a round after an all-terminal batch is announced as a summary (SummaryStarted);
+        # never on a fork (a speculation's turn has no prompt to give back)
+        self.summarizes_in_background = summarizes_in_background
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens

@@ -94,7 +94,9 @@ class ToolResult:
     `skip_llm_round` — the output is the answer, so when every result of a batch says so
     the turn ends without another model round (agent/directives.py decides, and honours
     it for plugin tools only when allowlisted); `result_is_terminal` — the output is
-    already in the form the user wants to see (a signal for front-ends, no behaviour yet).
+    already in the form the user wants to see, so when every result of a batch says so
+    the round that sums them up may stream while the REPL's prompt is back (D3,
+    `summarizeInBackground`; agent/loop.py yields `SummaryStarted`).
     `edit` is the change of a successful edit or write, old and new text whole.
     """
 

@@ -5,7 +5,9 @@ question futures); the calling thread — the front-end's main thread — receiv
 event from a queue, renders it, answers permission questions through the front-end's
 `ask` function and apply questions through its `confirm`, and ticks the renderer's spinner while nothing arrives. Ctrl-C cancels
 the turn through its CancelToken (signals.py); a second Ctrl-C stops waiting at once.
-`drive` must be called from the thread that owns the terminal.
+A front-end that gives its prompt back while a summary streams (D3) has `drive` return
+the `RunningTurn` at its `SummaryStarted`. `drive` and `follow` must be called from the
+thread that owns the terminal.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from qshell.agent.events import (
     FailureKind,
     PermissionReply,
     PermissionRequested,
+    SummaryStarted,
     TurnFailed,
     TurnFinished,
 )
@@ -52,6 +55,62 @@ def _pump(events: Iterator[Event], out: queue.Queue[Any]) -> None:
         out.put(_DONE)
 
 
+class RunningTurn:
+    """A turn's worker and the queue its events arrive in. `drive` follows it to its end;
+    with `detach_on_summary` it hands it back at the turn's `SummaryStarted` (D3), and the
+    front-end then takes what arrives (`take`, without blocking) while its prompt runs,
+    or follows the rest in the foreground again (`follow`). Main thread only, but for
+    `cancel`."""
+
+    def __init__(self, events: Iterator[Event], cancel: CancelToken) -> None:
+        self.cancel = cancel
+        self._inbox: queue.Queue[Any] = queue.Queue()
+        self._back: list[Event] = []  # taken but not handled yet: the first ones again
+        self.ended = False  # the last event has been taken
+        self.worker = threading.Thread(
+            target=_pump, args=(events, self._inbox), name="qshell-turn", daemon=True
+        )
+
+    def get(self, timeout_s: float) -> Any:
+        """The next event, or `_DONE` at the end; queue.Empty after `timeout_s` of nothing."""
+        if self._back:
+            return self._back.pop(0)
+        if self.ended:
+            return _DONE
+        item = self._inbox.get(timeout=timeout_s)
+        self.ended = self.ended or item is _DONE
+        return item
+
+    def take(self) -> list[Event]:
+        """Every event that has arrived, in order, without waiting."""
+        items: list[Event] = []
+        while not self.ended or self._back:
+            try:
+                item = self.get(0)
+            except queue.Empty:
+                break
+            if item is _DONE:
+                break
+            items.append(item)
+        return items
+
+    def put_back(self, items: list[Event]) -> None:
+        """Events taken but not handled: `get` and `take` give them first."""
+        self._back[:0] = items
+
+    def join(self, timeout_s: float = 0.0) -> bool:
+        """Wait up to `timeout_s` for the worker; whether it has finished."""
+        self.worker.join(timeout_s)
+        return not self.worker.is_alive()
+
+
+def start(events: Iterator[Event], cancel: CancelToken) -> RunningTurn:
+    """Start the worker that iterates `events`."""
+    running = RunningTurn(events, cancel)
+    running.worker.start()
+    return running
+
+
 def drive(
     events: Iterator[Event],
     renderer: Renderer,
@@ -64,16 +123,31 @@ def drive(
     """Render `events` until the stream ends; returns the final TurnFinished/TurnFailed.
     `ask` answers permission questions, `confirm` whether to apply an accepted speculation
     (without it, the answer is discard)."""
-    inbox: queue.Queue[Any] = queue.Queue()
-    worker = threading.Thread(target=_pump, args=(events, inbox), name="qshell-turn", daemon=True)
+    last = follow(start(events, cancel), renderer, ask, confirm=confirm, clock=clock)
+    assert not isinstance(last, RunningTurn)  # it never detaches
+    return last
+
+
+def follow(
+    running: RunningTurn,
+    renderer: Renderer,
+    ask: Ask,
+    *,
+    confirm: Confirm | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    detach_on_summary: bool = False,
+) -> Event | RunningTurn | None:
+    """`drive` for a turn already running: render what it yields until it ends. With
+    `detach_on_summary`, a `SummaryStarted` (rendered) returns the still running turn."""
     last: Event | None = None
     started = clock()
+    cancel = running.cancel
+    detached = False
     with sigint_cancels(cancel):
-        worker.start()
         try:
             while True:
                 try:
-                    item = inbox.get(timeout=TICK_S)
+                    item = running.get(TICK_S)
                 except queue.Empty:
                     renderer.waiting(clock() - started)
                     continue
@@ -88,6 +162,9 @@ def drive(
                     started = clock()
                     continue
                 renderer.event(item)
+                if isinstance(item, SummaryStarted) and detach_on_summary:
+                    detached = True
+                    return running
                 if isinstance(item, ApplyRequested):
                     with sigint_raises():
                         choice = confirm(item) if confirm is not None else ApplyChoice.DISCARD
@@ -101,9 +178,9 @@ def drive(
             cancel.cancel()
             last = TurnFailed(FailureKind.CANCELLED, "cancelled")
         finally:
-            renderer.end_turn()
+            if not detached:
+                renderer.end_turn()
     # a cancelled turn stops promptly; waiting for it keeps two turns from ever overlapping
-    worker.join(WORKER_JOIN_S)
-    if worker.is_alive():
+    if not running.join(WORKER_JOIN_S):
         log.warning("the cancelled turn is still finishing in the background")
     return last

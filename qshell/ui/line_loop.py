@@ -97,7 +97,9 @@ def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> boo
     events = front.prepared() or conversation.turn(line)
     for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
         front.renderer.notice(problem)
-    front.turn_ended(front.drive(events))
+    last = front.drive(events)
+    conversation.user_idle()  # the prompt comes back now (a summary may stream on, D3)
+    front.turn_ended(last)
     return True
 
 

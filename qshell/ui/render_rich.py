@@ -7,6 +7,8 @@ done, when a tool starts or when the turn ends; elsewhere it waits until then. T
 show as a compact group with coloured diffs for edits. Model and tool text is cleaned of
 control characters and never parsed as rich markup, so it cannot inject escape sequences
 or styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
+After a `SummaryStarted` (D3) the summary's text stays one live block until the turn
+ends, so a failed or cancelled summary leaves the screen whole for one dim line.
 It does not ask the permission question. Not thread-safe: the front-end's main thread
 owns it, and `waiting()` must be called from that thread too.
 """
@@ -35,6 +37,7 @@ from qshell.agent.events import (
     ReasoningDelta,
     RoundFinished,
     SpeculationAccepted,
+    SummaryStarted,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -74,6 +77,7 @@ _TEXT_ENDS = (
     TurnFinished,
     TurnFailed,
 )
+SUMMARY_DROPPED = "answer dropped (cancelled); the tool results above stay"
 _CLEAR_LINE = Control((ControlType.CARRIAGE_RETURN,), (ControlType.ERASE_IN_LINE, 2))
 
 
@@ -143,6 +147,9 @@ class RichRenderer:
         self._clock = clock
         self._spun_at: tuple[float, float] | None = None  # (clock, elapsed) of the last spin
         self._live_open = False  # the live block's lines (or their gap) are on screen
+        # a summary streaming in background (D3): its text stays one live block until the
+        # turn ends, so a cancel can take it off the screen whole
+        self._holding = False
 
     def event(self, event: Event) -> None:
         if isinstance(event, ReasoningDelta):
@@ -150,13 +157,16 @@ class RichRenderer:
             self._spin_while_reasoning()
             return
         self._fold()
+        dropped = self._holding and isinstance(event, TurnFailed)
+        if dropped:
+            self._drop_held()  # the summary is not in the history: not on screen either
         if isinstance(event, _TEXT_ENDS):
             self._flush_text(len(self._pending))
         match event:
             case TextDelta(text=text):
                 self._clear_spinner()
                 self._pending += clean(text)
-                if "\n" in text:
+                if "\n" in text and not self._holding:
                     self._flush_text(finished_blocks(self._pending))
                 self._show_pending()
             case ToolStarted():
@@ -179,8 +189,11 @@ class RichRenderer:
                 if note:
                     self._print(Text(f"! {one_line(note)}", style="bold yellow"))
                 self.notice(usage_line(usage, rounds, sep=" · "))
+            case SummaryStarted():
+                self._clear_spinner()
+                self._holding = True
             case TurnFailed(kind=FailureKind.CANCELLED):
-                self.notice("cancelled")
+                self.notice(SUMMARY_DROPPED if dropped else "cancelled")
             case TurnFailed(message=message):
                 self.error(message)
             case _:
@@ -229,6 +242,26 @@ class RichRenderer:
             self._live.tick()
         self._spin(elapsed_s)
 
+    @property
+    def redraw_due(self) -> bool:
+        """The live block has a redraw waiting whose frame has come."""
+        return self._live is not None and self._live.due
+
+    def tick(self) -> None:
+        """Draw a redraw of the live block whose frame has come, and no spinner (for a
+        summary streaming above a prompt)."""
+        if self._live is not None and self._live.due:
+            self._live.tick()
+
+    def _drop_held(self) -> None:
+        """Take a background summary's text off the screen (the lines still reachable)
+        and forget it."""
+        if self._live is not None and self._live_open:
+            self._live.hide()
+            self._live_open = False
+        self._pending = ""
+        self._holding = False
+
     def _spin(self, elapsed_s: float) -> None:
         """Draw the spinner line: what the turn waits for, and for how long."""
         frame = SPINNER_FRAMES[int(elapsed_s * SPINNER_FRAMES_PER_S) % len(SPINNER_FRAMES)]
@@ -265,6 +298,7 @@ class RichRenderer:
             self._tools.folded(folded)
 
     def end_turn(self) -> None:
+        self._holding = False
         self._spun_at = None
         self._fold()
         self._tools.turn_ended()

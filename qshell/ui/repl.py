@@ -6,17 +6,27 @@ model, approval mode and token use); each turn runs in a worker through the shar
 driver while the rich renderer prints above. While a turn runs the terminal is quiet
 (terminal.py): keys typed then are kept and appear in the next input line, and they are
 set aside while a permission question is open so they can never answer it. Ctrl-C cancels
-a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. Main thread only.
+a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. When a turn reaches a summary
+round that may stream in background (`SummaryStarted`, D3) the prompt comes back at once
+and the summary goes on rendering above it (in `in_terminal` blocks of the prompt's event
+loop, at most once a frame); its end is the turn's end (suggestions only then). Enter on a
+message (or `/compact`, `/exit`) cancels the summary, whose text leaves the screen, and
+runs the line once the turn has stopped; other slash commands run once it has finished;
+Ctrl-C cancels just the summary; a permission question takes the rest of the turn back
+to the foreground. Main thread only.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import in_terminal
 from prompt_toolkit.auto_suggest import Suggestion
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer, Completion
@@ -41,9 +51,12 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    TurnFailed,
+    TurnFinished,
 )
-from qshell.ui.driver import drive
+from qshell.ui.driver import RunningTurn, follow, start
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
+from qshell.ui.live import FRAME_S
 from qshell.ui.questions import (
     ANSWER_RETRY,
     APPLY_QUESTION,
@@ -54,7 +67,7 @@ from qshell.ui.questions import (
     question_text,
 )
 from qshell.ui.render_rich import RichRenderer
-from qshell.ui.slash import COMMANDS
+from qshell.ui.slash import ALIASES, COMMANDS, is_slash
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
 
 if TYPE_CHECKING:
@@ -101,6 +114,33 @@ ESCAPE_TIMEOUT_S = 0.05  # a lone Esc is a key of its own after this long, not a
 GHOST_STYLE = Style.from_dict({"auto-suggestion": "#808080 italic"})  # italic: NO_COLOR too
 
 
+# slash commands that cancel a summary streaming in background, as a message does (the
+# others wait for it to finish)
+CANCELS_SUMMARY = frozenset({"/compact", "/exit"})
+SUMMARY_JOIN_S = 5.0
+WAITING_HINT = "runs when the answer is complete"
+
+
+class AfterSummary(enum.Enum):
+    """What the prompt does once the summary streaming above it has ended."""
+
+    SUBMIT = "submit"  # accept the line typed
+    EXIT = "exit"  # Ctrl-D: leave
+
+
+class Foreground(Exception):
+    """The summary's turn asks a question: the prompt closes, the turn takes the screen."""
+
+
+def cancels_summary(line: str) -> bool:
+    """Whether submitting `line` cancels a summary streaming in background: a message
+    or a command that starts a turn or leaves."""
+    if not is_slash(line):
+        return True
+    name = line.split()[0]
+    return ALIASES.get(name, name) in CANCELS_SUMMARY
+
+
 def _recognise_alt_enter() -> None:
     """Read ESC CR arriving together (Alt-Enter) as one key, so that a lone Esc can act at
     once and never pairs up with an Enter typed later."""
@@ -131,6 +171,22 @@ def _key_bindings(repl: Repl) -> KeyBindings:
     @bindings.add("escape", filter=ghost, eager=True)  # no wait for a longer key sequence
     def _dismiss(event: Any) -> None:
         repl.dismiss_suggestion(event.current_buffer)
+
+    summarizing = Condition(repl.summarizing)
+    empty = Condition(lambda: not repl.session.default_buffer.text)
+
+    @bindings.add("enter", filter=summarizing)
+    def _submit(event: Any) -> None:
+        repl.submit_during_summary(event.current_buffer.text)
+
+    @bindings.add("c-c", filter=summarizing)
+    @bindings.add("<sigint>", filter=summarizing)  # a SIGINT while the summary is drawn
+    def _cancel_summary(event: Any) -> None:
+        repl.cancel_summary()
+
+    @bindings.add("c-d", filter=summarizing & empty)
+    def _exit(event: Any) -> None:
+        repl.cancel_summary(then=AfterSummary.EXIT)
 
     return bindings
 
@@ -177,6 +233,10 @@ class Repl(FollowupHooks):
         self.followup = followup(self.on_suggestion) if followup else None
         if self.followup is not None:
             self.session.default_buffer.on_text_changed += self._buffer_changed
+        # D3: the turn whose summary streams above the prompt, and what Enter/Ctrl-D asked
+        # for meanwhile
+        self.summary: RunningTurn | None = None
+        self._after: AfterSummary | None = None
 
     # -- next-prompt suggestion (ghost text) --------------------------------------------
 
@@ -223,7 +283,11 @@ class Repl(FollowupHooks):
     def _rprompt(self) -> str:
         """The key hint while a ghost is shown; never on a line left behind (the final
         render after Enter, Ctrl-C or Ctrl-D), where the keys no longer do anything."""
-        if self.session.app.is_done or not self.ghost_visible():
+        if self.session.app.is_done:
+            return ""
+        if self._after is AfterSummary.SUBMIT:
+            return WAITING_HINT
+        if not self.ghost_visible():
             return ""
         return "⇥ Tab fills · Esc dismisses"
 
@@ -249,17 +313,132 @@ class Repl(FollowupHooks):
         return ask_until(read, self.console.print, question, parse, retry=retry, at_end=at_end)
 
     def read_line(self) -> str:
-        default, self.typeahead = self.typeahead, ""
-        with patch_stdout(raw=True):
-            return self.session.prompt(PROMPT, default=default, pre_run=self._seed_suggestion)
+        while True:
+            default, self.typeahead = self.typeahead, ""
+            try:
+                with patch_stdout(raw=True):
+                    return self.session.prompt(PROMPT, default=default, pre_run=self._pre_run)
+            except Foreground:
+                self._foreground()
+            except EOFError:
+                self._settle_summary(cancel=True)  # the input ended under the summary
+                raise
+            finally:
+                self.session.app.erase_when_done = False
+
+    def _pre_run(self) -> None:
+        self._seed_suggestion()
+        if self.summary is not None:
+            self.session.app.create_background_task(self._follow_summary(self.summary))
 
     def say(self, text: str) -> None:
         self.renderer.say(text)
 
     def drive(self, events: Iterator[Event]) -> Event | None:
+        """Render a turn; at its SummaryStarted (D3) the turn goes on in background and
+        this returns None: the summary's end reports the turn's end (`_summary_ended`)."""
         with quiet_input(self.fd):
             cancel = self.conversation.cancel_token
-            return drive(events, self.renderer, self.ask, cancel, confirm=self.confirm)
+            running = start(events, cancel)
+            outcome = follow(
+                running, self.renderer, self.ask, confirm=self.confirm, detach_on_summary=True
+            )
+        if isinstance(outcome, RunningTurn):
+            self.summary, self._after = outcome, None
+            return None
+        return outcome
+
+    def submitted(self, line: str) -> None:
+        self._settle_summary(cancel=cancels_summary(line))  # a line the Enter binding missed
+        super().submitted(line)
+
+    def turn_ended(self, last: Event | None) -> None:
+        if self.summary is None:  # else it has not ended: the summary is still streaming
+            super().turn_ended(last)
+
+    # -- a summary streaming above the prompt (D3) ----------------------------------------
+
+    def summarizing(self) -> bool:
+        return self.summary is not None
+
+    def submit_during_summary(self, text: str) -> None:
+        """Enter while the summary streams: the line runs once the turn has stopped — at
+        once for a message (the summary is cancelled), after it for most slash commands."""
+        if not text.strip() or self.summary is None:
+            return  # an empty line would leave a blank prompt among the summary's lines
+        self._after = AfterSummary.SUBMIT
+        if cancels_summary(text):
+            self.summary.cancel.cancel()
+        self.session.app.invalidate()
+
+    def cancel_summary(self, *, then: AfterSummary | None = None) -> None:
+        """Ctrl-C (or Ctrl-D) while the summary streams: cancel just the summary."""
+        if self.summary is not None:
+            self._after = then or self._after
+            self.summary.cancel.cancel()
+
+    async def _follow_summary(self, running: RunningTurn) -> None:
+        """Render what the summary's turn yields above the prompt, once a frame, until
+        it ends or asks a question."""
+        last: Event | None = None
+        while self.summary is running:
+            items = running.take()
+            if items or running.ended or self.renderer.redraw_due:
+                async with in_terminal():
+                    rest = self._render_background(items)
+                    if running.ended and not rest:
+                        self.renderer.end_turn()
+                last = next((e for e in reversed(items) if _is_end(e)), last)
+                if rest:
+                    running.put_back(rest)
+                    self.typeahead = self.session.default_buffer.text
+                    self.session.app.erase_when_done = True
+                    self.session.app.exit(exception=Foreground())
+                    return
+                if running.ended:
+                    self._summary_ended(running, last)
+                    return
+            await asyncio.sleep(FRAME_S)
+
+    def _render_background(self, items: list[Event]) -> list[Event]:
+        """Render `items` up to a question; returns those from the question on."""
+        for index, item in enumerate(items):
+            if isinstance(item, PermissionRequested | ApplyRequested):
+                return items[index:]
+            self.renderer.event(item)
+        self.renderer.tick()
+        return []
+
+    def _summary_ended(self, running: RunningTurn, last: Event | None) -> None:
+        """The summary's turn is over: it is the turn's end (suggestions start now,
+        unless a line waits to run), then the line waiting runs or Ctrl-D leaves."""
+        running.join(SUMMARY_JOIN_S)
+        self.summary, after, self._after = None, self._after, None
+        super().turn_ended(None if after else last)
+        if after is AfterSummary.SUBMIT:
+            self.session.default_buffer.validate_and_handle()
+        elif after is AfterSummary.EXIT:
+            self.session.app.exit(exception=EOFError())
+        else:
+            self.session.app.invalidate()
+
+    def _settle_summary(self, *, cancel: bool) -> None:
+        """Make sure no summary runs under the next line: cancelled, or followed to its end."""
+        if self.summary is not None:
+            if cancel:
+                self.summary.cancel.cancel()
+            self._foreground()
+
+    def _foreground(self) -> None:
+        """The summary's turn asked a question (or a line came in under it): follow the
+        rest of it here, as a turn."""
+        running, self.summary = self.summary, None
+        if running is None:
+            return
+        with quiet_input(self.fd):
+            last = follow(running, self.renderer, self.ask, confirm=self.confirm)
+        assert not isinstance(last, RunningTurn)
+        super().turn_ended(last)
 
     def run(self, first: str = "") -> int:
         """The loop; `first` is a prompt from the command line, run as the first turn."""
@@ -275,6 +454,10 @@ class Repl(FollowupHooks):
             return run_loop(self, c, first=first)
         finally:
             self.close_followup()
+
+
+def _is_end(event: Event) -> bool:
+    return isinstance(event, TurnFinished | TurnFailed)
 
 
 def _xml(text: str) -> str:

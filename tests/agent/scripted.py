@@ -95,3 +95,19 @@ class SkippingTool(RecordingTool):
         if args.text == "fail":
             return replace(ToolResult.fail(ErrorType.IO, "broke"), skip_llm_round=True)
         return ToolResult(llm_content=f"{self.name}: {args.text}", skip_llm_round=True)
+
+
+class TerminalTool(RecordingTool):
+    """A tool whose output is already what the user reads: `result_is_terminal` (D3);
+    with `skip`, it also says `skip_llm_round`; the text "fail" fails."""
+
+    def __init__(self, name: str, kind: Kind = Kind.READ, *, skip: bool = False) -> None:
+        super().__init__(name, kind)
+        self.skip = skip
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        self.ran.append(args.text)
+        result = ToolResult(llm_content=f"{self.name}: {args.text}")
+        if args.text == "fail":
+            result = ToolResult.fail(ErrorType.IO, "broke")
+        return replace(result, result_is_terminal=True, skip_llm_round=self.skip)

@@ -87,6 +87,10 @@ class Term:
         self.child.send(text + "\r")
         self._wait_raw(PROMPT_CLOSED, timeout_s)
 
+    def wait_for(self, marker: str, timeout_s: float = TIMEOUT_S) -> None:
+        """Wait for a raw `marker` (e.g. an escape sequence) after the last one waited for."""
+        self._wait_raw(marker, timeout_s)
+
     def _wait_raw(self, marker: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while (found := self.raw.find(marker, self.raw_pos)) < 0:
