@@ -144,6 +144,11 @@ class RichRenderer:
         self._spun_at: tuple[float, float] | None = None  # (clock, elapsed) of the last spin
         self._live_open = False  # the live block's lines (or their gap) are on screen
 
+    @property
+    def draws(self) -> int:
+        """Frames the live block has drawn so far (0 off a terminal), for benchmarks."""
+        return self._live.draws if self._live is not None else 0
+
     def event(self, event: Event) -> None:
         if isinstance(event, ReasoningDelta):
             self._reasoning.add(clean(event.text))
