@@ -26,9 +26,11 @@ import statistics
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from markdown_it import MarkdownIt
 from rich.console import Console
 
 from bench.stats import percentile
@@ -104,6 +106,7 @@ class Run:
     settled_at: float = 0.0  # the renderer finished the turn's last frame
     writes: int = 0
     redraws: int = 0
+    parses: int = 0  # Markdown parses (markdown-it), the unit of the renderer's work
 
 
 class Sink(io.StringIO):
@@ -181,6 +184,22 @@ def refuse(request: PermissionRequested) -> PermissionReply:
     raise AssertionError("the benchmark asks no question")
 
 
+@contextmanager
+def counting_parses(run: Run) -> Iterator[None]:
+    """Count the Markdown parses done meanwhile (rich and the renderer both use markdown-it)."""
+    original = MarkdownIt.parse
+
+    def parse(self: MarkdownIt, src: str, env: Any = None) -> Any:
+        run.parses += 1
+        return original(self, src, env)
+
+    MarkdownIt.parse = parse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        MarkdownIt.parse = original  # type: ignore[method-assign]
+
+
 def one_run(tokens: list[str], *, per_s: float, pause_s: float, tee: TextIO | None) -> Run:
     run = Run()
     console = Console(
@@ -193,12 +212,9 @@ def one_run(tokens: list[str], *, per_s: float, pause_s: float, tee: TextIO | No
         _environ={"TERM": "xterm-256color"},
     )
     renderer = RichRenderer(console)
-    drive(
-        stream(tokens, run, per_s=per_s, pause_s=pause_s),
-        Timed(renderer, run),
-        refuse,
-        CancelToken(),
-    )
+    with counting_parses(run):
+        events = stream(tokens, run, per_s=per_s, pause_s=pause_s)
+        drive(events, Timed(renderer, run), refuse, CancelToken())
     run.redraws = renderer.draws
     return run
 
@@ -242,6 +258,7 @@ def report(runs: list[Run]) -> list[str]:
         line("turn end -> settled (final frame)", [r.settled_at - r.ended_at for r in runs]),
         line("live redraws", [float(r.redraws) for r in runs], unit=""),
         line("terminal writes", [float(r.writes) for r in runs], unit=""),
+        line("Markdown parses", [float(r.parses) for r in runs], unit=""),
     ]
 
 
