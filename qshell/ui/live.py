@@ -49,9 +49,14 @@ class LiveBlock:
         self.draws = 0  # redraws done, for tests and benchmarks
 
     @property
+    def ready(self) -> bool:
+        """The frame has come: a redraw would be drawn now."""
+        return self._clock() >= self._next_draw
+
+    @property
     def due(self) -> bool:
         """A redraw is waiting and its frame has come."""
-        return self._stale and self._clock() >= self._next_draw
+        return self._stale and self.ready
 
     def open(self, *, gap: bool) -> None:
         """A new block begins; with `gap`, a blank line separates it from what is above."""

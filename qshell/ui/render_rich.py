@@ -3,14 +3,18 @@
 Model text is printed one finished Markdown block at a time (a block is done once the
 next one has begun, so a fenced code block or a list is never split); on a terminal the
 block still arriving is shown as it grows (live.py) and settled in place when it is
-done, when a tool starts or when the turn ends; elsewhere it waits until then. Tool calls
-show as a compact group with coloured diffs for edits. Model and tool text is cleaned of
-control characters and never parsed as rich markup, so it cannot inject escape sequences
-or styles. `NO_COLOR` (read from the injected environ) keeps formatting but drops colour.
-After a `SummaryStarted` (D3) the summary's text stays one live block until the turn
-ends, so a failed or cancelled summary leaves the screen whole for one dim line.
-It does not ask the permission question. Not thread-safe: the front-end's main thread
-owns it, and `waiting()` must be called from that thread too.
+done, when a tool starts or when the turn ends; elsewhere it waits until then. On a
+terminal, text that comes within a frame (live.py's FRAME_S) is held and taken in whole
+at the next frame, before anything else is drawn, and at the turn's end or cancel: a
+frame's parsing and drawing cost the same however many chunks it carries, and it is one
+terminal write. Tool calls show as a compact group with coloured diffs for edits. Model
+and tool text is cleaned of control characters and never parsed as rich markup, so it
+cannot inject escape sequences or styles. `NO_COLOR` (read from the injected environ)
+keeps formatting but drops colour. After a `SummaryStarted` (D3) the summary's text stays
+one live block until the turn ends, so a failed or cancelled summary leaves the screen
+whole for one dim line. It does not ask the permission question. Not
+thread-safe: the front-end's main thread owns it, and `waiting()` must be called from
+that thread too.
 """
 
 from __future__ import annotations
@@ -85,8 +89,10 @@ class _ModelMarkdown(Markdown):
     """Markdown from the model: raw HTML shown as text, links shown with their URL."""
 
     def __init__(self, markup: str) -> None:
-        super().__init__(markup, code_theme=CODE_THEME, hyperlinks=False)
-        self.parsed = _PARSER.parse(markup)
+        # rich parses what it is given with its own parser: given nothing, the markup is
+        # parsed once (a live block is rendered again on every frame)
+        super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
+        self.markup, self.parsed = markup, _PARSER.parse(markup)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         """The rendering without leading blank lines (a list starts with one of its own)."""
@@ -138,6 +144,7 @@ class RichRenderer:
         self.console = console
         self._tools = ToolCalls(ellipsis="…")
         self._reasoning = Reasoning(shown=show_reasoning)
+        self._held: list[str] = []  # model text that came within the frame, not taken in yet
         self._pending = ""  # model text not printed yet
         self._in_text = False  # the last thing printed was model text
         self._started = False  # anything printed this turn
@@ -151,7 +158,18 @@ class RichRenderer:
         # turn ends, so a cancel can take it off the screen whole
         self._holding = False
 
+    @property
+    def draws(self) -> int:
+        """Frames the live block has drawn so far (0 off a terminal), for benchmarks."""
+        return self._live.draws if self._live is not None else 0
+
     def event(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self._held.append(event.text)
+            if self._live is None or self._live.ready:
+                self._take_held()
+            return
+        self._take_held()
         if isinstance(event, ReasoningDelta):
             self._reasoning.add(clean(event.text))
             self._spin_while_reasoning()
@@ -163,12 +181,6 @@ class RichRenderer:
         if isinstance(event, _TEXT_ENDS):
             self._flush_text(len(self._pending))
         match event:
-            case TextDelta(text=text):
-                self._clear_spinner()
-                self._pending += clean(text)
-                if "\n" in text and not self._holding:
-                    self._flush_text(finished_blocks(self._pending))
-                self._show_pending()
             case ToolStarted():
                 label = self._tools.start(event, width=self.console.width)
                 self._print(self._header(label))
@@ -200,6 +212,7 @@ class RichRenderer:
                 pass
 
     def permission(self, request: PermissionRequested) -> None:
+        self._take_held()
         self._flush_text(len(self._pending))
         view = permission_view(request, width=self.console.width)
         self._tools.asked(request, view)
@@ -226,31 +239,39 @@ class RichRenderer:
             self._print(Text(f"{INDENT}… {view.more} more files", style="dim"))
 
     def notice(self, text: str) -> None:
+        self._take_held()
         self._print(Text(one_line(text), style="dim"))
 
     def say(self, text: str) -> None:
+        self._take_held()
         self._print(Text(clean(text)), wrap=True)
 
     def error(self, text: str) -> None:
+        self._take_held()
         self._print(Text(f"error: {one_line(text)}", style="bold red"))
 
     def waiting(self, elapsed_s: float) -> None:
         if not self.console.is_terminal or self.console.is_dumb_terminal:
             return
-        if self._live is not None and self._live.due:
+        live = self._live
+        if live is not None and live.ready and (self._held or live.due):
             self._clear_spinner()
-            self._live.tick()
+            self._take_held()
+            live.tick()
         self._spin(elapsed_s)
 
     @property
     def redraw_due(self) -> bool:
-        """The live block has a redraw waiting whose frame has come."""
-        return self._live is not None and self._live.due
+        """The live block has a redraw or held text waiting whose frame has come."""
+        live = self._live
+        return live is not None and live.ready and (bool(self._held) or live.due)
 
     def tick(self) -> None:
-        """Draw a redraw of the live block whose frame has come, and no spinner (for a
-        summary streaming above a prompt)."""
-        if self._live is not None and self._live.due:
+        """Draw the held text and the live block's redraw whose frame has come, and no
+        spinner (for a summary streaming above a prompt)."""
+        if self.redraw_due:
+            assert self._live is not None
+            self._take_held()
             self._live.tick()
 
     def _drop_held(self) -> None:
@@ -298,6 +319,7 @@ class RichRenderer:
             self._tools.folded(folded)
 
     def end_turn(self) -> None:
+        self._take_held()
         self._holding = False
         self._spun_at = None
         self._fold()
@@ -310,6 +332,7 @@ class RichRenderer:
         self._show(*self._tools.finished(event, screen_lines=self.console.height))
 
     def expand(self) -> None:
+        self._take_held()
         expanded = self._tools.expanded()
         if not expanded:
             self.notice(NOTHING_CUT)
@@ -344,6 +367,20 @@ class RichRenderer:
     @staticmethod
     def _header(label: str) -> Text:
         return Text.assemble(("● ", "bold cyan"), (label, "bold"))
+
+    def _take_held(self) -> None:
+        """Take in the model text held back since the last frame: settle the blocks it
+        finishes and show the one still arriving, as one frame (one terminal write)."""
+        if not self._held:
+            return
+        text, self._held = "".join(self._held), []
+        with self.console:
+            self._fold()
+            self._clear_spinner()
+            self._pending += clean(text)
+            if "\n" in text and not self._holding:
+                self._flush_text(finished_blocks(self._pending))
+            self._show_pending()
 
     def _flush_text(self, length: int) -> None:
         """Print the first `length` characters of pending model text as Markdown."""
