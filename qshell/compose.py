@@ -299,6 +299,7 @@ def open_session(
             always_summarize=settings.always_summarize,
             allowlist=settings.tool_post_exec_allowlist,
         ),
+        stream_ahead=settings.stream_ahead_tools,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL

@@ -101,6 +101,7 @@ class Session:
         tools_by_prompt: bool = False,
         predicts_next: bool = False,
         directives: Directives = HONOURED,
+        stream_ahead: bool = DEFAULTS.stream_ahead_tools,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -120,6 +121,7 @@ class Session:
         # its answers end with the next prompt they predict (agent/prediction.py)
         self.predicts_next = predicts_next
         self.directives = directives  # which post-execution directives it honours
+        self.stream_ahead = stream_ahead  # reads start while their response streams (D4)
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -237,6 +239,7 @@ class Session:
             tools_by_prompt=self.tools_by_prompt,
             predicts_next=self.predicts_next,
             directives=self.directives,
+            stream_ahead=self.stream_ahead,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe
