@@ -108,14 +108,16 @@ class ChunkState:
     def completed(self) -> list[StreamToolCall]:
         """The calls completed since the last look, in index order: a call is complete once
         a later call has begun and its own arguments are a whole JSON object (a server that
-        interleaves parallel calls' deltas is thus never read too early)."""
+        interleaves parallel calls' deltas is thus never read too early), and every call is
+        once the finish reason of a finished round has come."""
         ready: list[StreamToolCall] = []
-        while self.announced < len(self.slots) - 1:
+        ended = self.finish_reason is not None and self.stop_reason(True) in FINISHED_STOPS
+        while self.announced < len(self.slots) - (0 if ended else 1):
             slot = self.slots[self.announced]
             arguments = slot.joined()
-            if not slot.name or not is_json_object(arguments):
+            if not slot.name or not (ended or is_json_object(arguments)):
                 break
-            call = ToolCall(id=slot.call_id(), name=slot.name, arguments=arguments)
+            call = ToolCall(id=slot.call_id(), name=slot.name, arguments=arguments or "{}")
             ready.append(StreamToolCall(self.announced, call))
             self.announced += 1
         return ready
