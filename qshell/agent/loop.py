@@ -414,6 +414,7 @@ def _permission(
         return ToolResult.fail(ErrorType.DENIED, f"the user denied this tool call{why}")
     if reply.answer is PermissionAnswer.ALLOW_ALWAYS:
         runner.allow_always(tool)
+        early.reconsider_questions()
     return None
 
 

@@ -8,7 +8,9 @@ response is of such a kind too (a read after a write must see the write, seed §
 TOCTOU: a mutating call and everything after it wait for the batch), and the runner allows
 it without asking. The runner decides once per call: the decision (or the control signal
 `decide` raised, such as a speculation's Boundary) is kept and the batch uses it, so a
-call that asks the user is asked in order after the stream, as without D4. The batch
+call that asks the user is asked in order after the stream, as without D4 (a kept "ask"
+is dropped, and decided again, only when the user has since allowed a tool for the
+session). The batch
 takes a started call's future instead of running it again (`take`; only when the final
 message holds the very same call), and still emits its events in call order. `close`
 cancels what was not taken (its own CancelToken, linked to the turn's) and joins the pool,
@@ -112,6 +114,13 @@ class EarlyCalls:
         if isinstance(early.kept, ControlSignal):
             raise early.kept
         return early.kept
+
+    def reconsider_questions(self) -> None:
+        """The user allowed a tool for the session: a kept "ask" may no longer hold, so
+        those calls are decided again when the batch reaches them (as without D4)."""
+        for call_id, early in list(self._calls.items()):
+            if isinstance(early.kept, Decision) and early.kept.verdict is Verdict.ASK:
+                del self._calls[call_id]
 
     def take(self, call: ToolCall) -> Future[ToolResult] | None:
         """The run of `call` started while the stream ran, if any; the batch now owns it."""

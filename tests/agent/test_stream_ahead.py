@@ -426,3 +426,28 @@ def test_a_call_the_final_message_changed_is_decided_and_run_again_with_its_fina
     assert runner.decided == [("streaming", "old"), ("ended", "new")]
     assert sorted(ran) == ["new", "old"]
     assert session.history[2].tool_results[0].content == "saw new"
+
+
+def test_allowing_a_tool_always_covers_the_later_calls_decided_during_the_stream(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("one.txt", "two.txt"):
+        (tmp_path / name).write_text(f"{name} outside\n")
+    phase = ["-"]
+    calls = [
+        call("read_file", f'{{"path": "{tmp_path / name}"}}', f"c{number}")
+        for number, name in enumerate(("one.txt", "two.txt"))
+    ]
+    session = scripted_session(
+        [announcing(phase, calls), Message.assistant("read both")], default_tools(), root
+    )
+    runner = LoggingRunner(ApprovalMode.DEFAULT, phase)
+    asked = []
+    for event in run_turn(session, "go", runner, CancelToken()):
+        if isinstance(event, PermissionRequested):
+            asked.append(event.call_id)
+            event.future.set_result(PermissionReply(PermissionAnswer.ALLOW_ALWAYS))
+    assert asked == ["c0"]  # "always" for the first covers the second, as without D4
+    results = session.history[2].tool_results
+    assert [r.is_error for r in results] == [False, False]
+    assert runner.decided == [("streaming", "read_file")] * 2 + [("ended", "read_file")]
