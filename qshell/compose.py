@@ -307,6 +307,7 @@ def open_session(
             allowlist=settings.tool_post_exec_allowlist,
         ),
         summarizes_in_background=request.background_summary and settings.summarize_in_background,
+        stream_ahead=settings.stream_ahead_tools,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL

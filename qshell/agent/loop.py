@@ -18,6 +18,8 @@ turns, `--print` and speculation all use it and differ only in the ToolRunner an
 consumer of the events. Invariant: whenever the generator returns, every tool call in
 the history has exactly one result and no partial assistant message was kept. It runs
 in the caller's thread (tool batches use a small pool) and never touches the terminal.
+With `streamAheadTools`, a read call may start while its response still streams
+(agent/stream_ahead.py); its events and its result still come in call order.
 """
 
 from __future__ import annotations
@@ -28,9 +30,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
 from qshell.agent import compaction
+from qshell.agent.calls import Prepared, execute, prepare
 from qshell.agent.decisions import TurnLog, Watch
 from qshell.agent.events import (
     Event,
@@ -50,9 +51,10 @@ from qshell.agent.events import (
 from qshell.agent.policy import ToolRunner, Verdict
 from qshell.agent.prediction import PredictionFilter, split_prediction
 from qshell.agent.session import Session
+from qshell.agent.stream_ahead import EarlyCalls
 from qshell.cancel import CancelToken
-from qshell.errors import Cancelled, ContextTooLong, ControlSignal, QshellError
-from qshell.llm.base import StreamDone, StreamReasoning, StreamText
+from qshell.errors import Cancelled, ContextTooLong, QshellError
+from qshell.llm.base import StreamDone, StreamReasoning, StreamText, StreamToolCall
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import (
     FINISHED_STOPS,
@@ -62,22 +64,12 @@ from qshell.llm.messages import (
     ToolResultBlock,
     Usage,
 )
-from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, Tool, ToolResult
+from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, ToolResult
 
 log = logging.getLogger(__name__)
 
 MAX_PARALLEL_TOOLS = 8
 CANCELLED_RESULT = ToolResult.fail(ErrorType.CANCELLED, "the user cancelled this tool call")
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """A tool call after lookup, argument validation and the permission decision."""
-
-    call: ToolCall
-    tool: Tool | None
-    args: Any
-    result: ToolResult | None  # set when the call must not run (invalid, unknown, denied)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,13 +149,20 @@ class _Turn:
         return None
 
     def round(self) -> Generator[Event, None, TurnEnd | None]:
-        """One model round and the tool batch it asks for."""
+        """One model round and the tool batch it asks for; the calls started while its
+        response streamed (agent/stream_ahead.py) never outlive it."""
+        with EarlyCalls.of(self.session, self.runner, self.cancel) as early:
+            return (yield from self._round(early))
+
+    def _round(self, early: EarlyCalls) -> Generator[Event, None, TurnEnd | None]:
         session, cancel = self.session, self.cancel
         if cancel.cancelled:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         request = session.request(round_index=self.rounds)
         try:
-            done = yield from self.log.stream(request, lambda r, w: _stream(session, r, cancel, w))
+            done = yield from self.log.stream(
+                request, lambda r, w: _stream(session, r, cancel, early, w)
+            )
         except ContextTooLong as exc:
             return (yield from self._compact_and_retry(exc))
         except (Cancelled, QshellError) as exc:
@@ -185,17 +184,20 @@ class _Turn:
             return self.unfinished(done)
         if not calls:
             return self.finished(done.message.text)
-        return (yield from self.answer(calls))
+        return (yield from self.answer(calls, early=early))
 
     def answer(
-        self, calls: Sequence[ToolCall], known: Mapping[str, ToolResult] | None = None
+        self,
+        calls: Sequence[ToolCall],
+        known: Mapping[str, ToolResult] | None = None,
+        early: EarlyCalls | None = None,
     ) -> Generator[Event, None, TurnEnd | None]:
         """Run a batch and answer its calls; when every result skips the next round, the
         turn ends here with the outputs as its answer (shown as the model's would be).
         When every result is terminal and the session summarizes in background (D3), the
         round that follows is announced as the summary (`SummaryStarted`)."""
         blocks, answer, terminal = yield from _run_batch(
-            self.session, calls, self.runner, self.cancel, known=known
+            self.session, calls, self.runner, self.cancel, known=known, early=early
         )
         self.session.answer_all(blocks)
         self.log.batch_done(skipped=answer is not None)
@@ -271,10 +273,15 @@ class _Turn:
 
 
 def _stream(
-    session: Session, request: ChatRequest, cancel: CancelToken, watch: Watch | None = None
+    session: Session,
+    request: ChatRequest,
+    cancel: CancelToken,
+    early: EarlyCalls,
+    watch: Watch | None = None,
 ) -> Generator[Event, None, StreamDone | None]:
     """Stream one model response as TextDelta events; returns its end (None if cut, or
-    when `watch` cuts it: agent/decisions.py times it and stops a fast round's tool call)."""
+    when `watch` cuts it: agent/decisions.py times it and stops a fast round's tool call).
+    A call complete before the end is offered to `early`, which may start it at once."""
     done: StreamDone | None = None
     shown = PredictionFilter() if session.predicts_next else None  # prediction.py
     chunks = session.provider.stream(request, cancel)
@@ -288,6 +295,8 @@ def _stream(
                 yield TextDelta(text)
         elif isinstance(chunk, StreamReasoning):
             yield ReasoningDelta(chunk.text)
+        elif isinstance(chunk, StreamToolCall):
+            early.offer(chunk)
         else:
             done = chunk
     tail = shown.finish() if shown is not None and done is not None else ""
@@ -335,37 +344,6 @@ def _since(now: Usage, start: Usage) -> Usage:
     )
 
 
-def _prepare(session: Session, call: ToolCall) -> _Prepared:
-    tool = session.tools_by_name.get(call.name)
-    if tool is None:
-        known = ", ".join(sorted(session.tools_by_name))
-        return _Prepared(
-            call,
-            None,
-            None,
-            ToolResult.fail(
-                ErrorType.UNKNOWN_TOOL,
-                f"there is no tool named '{call.name}'; the tools are: {known}",
-            ),
-        )
-    try:
-        args = tool.Args.model_validate(call.parsed_arguments())
-    except (ValueError, ValidationError) as exc:
-        return _Prepared(
-            call, tool, None, ToolResult.fail(ErrorType.INVALID_ARGS, _arg_problem(exc))
-        )
-    return _Prepared(call, tool, args, None)
-
-
-def _arg_problem(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        parts = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
-        ]
-        return "invalid arguments: " + "; ".join(parts)
-    return f"invalid arguments: {exc}"
-
-
 def _display_args(call: ToolCall) -> dict[str, object]:
     try:
         return call.parsed_arguments()
@@ -380,17 +358,20 @@ def _run_batch(
     cancel: CancelToken,
     *,
     known: Mapping[str, ToolResult] | None = None,
+    early: EarlyCalls | None = None,
 ) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None, bool]]:
     """Run one round's calls; returns their results in call order, the turn's answer
     when the batch skips the next round, and whether every result is terminal (generator
-    return). Calls with a `known` result are not run again."""
+    return). Calls with a `known` result are not run again; those `early` started are not
+    run again either, nor decided twice."""
     ctx = replace(session.tool_context, cancel=cancel)
+    early = early or EarlyCalls(session, runner, cancel, enabled=False)
     results: dict[str, ToolResult] = dict(known or {})
-    parallel: list[_Prepared] = []
+    parallel: list[Prepared] = []
 
     def flush() -> Iterator[Event]:
         if parallel:
-            yield from _run_parallel(parallel, runner, ctx, results)
+            yield from _run_parallel(parallel, runner, ctx, results, early)
             parallel.clear()
 
     for call in calls:
@@ -398,9 +379,9 @@ def _run_batch(
             break
         if call.id in results:
             continue
-        prepared = _prepare(session, call)
+        prepared = prepare(session, call)
         if prepared.result is None and prepared.tool is not None:
-            prepared.result = yield from _permission(prepared, runner, ctx, cancel)
+            prepared.result = yield from _permission(prepared, runner, ctx, cancel, early)
         if prepared.result is not None:
             yield ToolStarted(call.id, call.name, _display_args(call))
             results[call.id] = prepared.result
@@ -414,7 +395,7 @@ def _run_batch(
         if cancel.cancelled:
             break
         yield ToolStarted(call.id, call.name, _display_args(call))
-        result = _execute(runner, prepared, ctx)
+        result = execute(runner, prepared, ctx)
         results[call.id] = result
         yield ToolFinished(call.id, call.name, result)
     if not cancel.cancelled:
@@ -430,11 +411,13 @@ def _run_batch(
 
 
 def _permission(
-    prepared: _Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken
+    prepared: Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken, early: EarlyCalls
 ) -> Generator[Event, None, ToolResult | None]:
-    """Ask the runner, and the user when needed; returns a denial result or None to run."""
-    assert prepared.tool is not None
-    decision = runner.decide(prepared.tool, prepared.args, ctx)
+    """Ask the runner (or take its decision made while the stream ran), and the user when
+    needed; returns a denial result or None to run."""
+    tool = prepared.tool
+    assert tool is not None
+    decision = early.decision(prepared.call, lambda: runner.decide(tool, prepared.args, ctx))
     if decision.verdict is Verdict.ALLOW:
         return None
     if decision.verdict is Verdict.DENY:
@@ -463,11 +446,12 @@ def _permission(
         why = f": {reply.reason}" if reply.reason else ""
         return ToolResult.fail(ErrorType.DENIED, f"the user denied this tool call{why}")
     if reply.answer is PermissionAnswer.ALLOW_ALWAYS:
-        runner.allow_always(prepared.tool)
+        runner.allow_always(tool)
+        early.reconsider_questions()
     return None
 
 
-def _preview(prepared: _Prepared, ctx: Any) -> str:
+def _preview(prepared: Prepared, ctx: Any) -> str:
     """The tool's own preview of the call (an edit's diff), when it offers one."""
     preview = getattr(prepared.tool, "preview", None)
     if preview is None:
@@ -479,29 +463,29 @@ def _preview(prepared: _Prepared, ctx: Any) -> str:
         return ""
 
 
-def _execute(runner: ToolRunner, prepared: _Prepared, ctx: Any) -> ToolResult:
-    assert prepared.tool is not None
-    try:
-        return runner.execute(prepared.tool, prepared.args, ctx)
-    except ControlSignal:
-        raise  # a cancel or a speculation boundary ends the turn; it is not a tool failure
-    except Exception as exc:  # a tool bug must not end the turn; the model reads it
-        log.exception("tool %s crashed", prepared.call.name)
-        return ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
-
-
 def _run_parallel(
-    batch: Sequence[_Prepared], runner: ToolRunner, ctx: Any, results: dict[str, ToolResult]
+    batch: Sequence[Prepared],
+    runner: ToolRunner,
+    ctx: Any,
+    results: dict[str, ToolResult],
+    early: EarlyCalls,
 ) -> Iterator[Event]:
+    """Run safe calls side by side (a call `early` started is waited for, not run again);
+    their events and results come in call order whichever finishes first."""
     for prepared in batch:
         yield ToolStarted(prepared.call.id, prepared.call.name, _display_args(prepared.call))
-    if len(batch) == 1:
-        only = batch[0]
-        results[only.call.id] = _execute(runner, only, ctx)
-        yield ToolFinished(only.call.id, only.call.name, results[only.call.id])
-        return
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, len(batch))) as pool:
-        futures = {pool.submit(_execute, runner, p, ctx): p for p in batch}
-        for future, prepared in futures.items():
+    futures = {p.call.id: early.take(p.call) for p in batch}
+    rest = [p for p in batch if futures[p.call.id] is None]
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, max(1, len(rest)))) as pool:
+        for prepared in rest:
+            if len(rest) == 1:  # one call runs in the loop's own thread
+                ran: Future[ToolResult] = Future()
+                ran.set_result(execute(runner, prepared, ctx))
+                futures[prepared.call.id] = ran
+            else:
+                futures[prepared.call.id] = pool.submit(execute, runner, prepared, ctx)
+        for prepared in batch:
+            future = futures[prepared.call.id]
+            assert future is not None
             results[prepared.call.id] = future.result()
             yield ToolFinished(prepared.call.id, prepared.call.name, results[prepared.call.id])

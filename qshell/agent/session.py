@@ -111,6 +111,7 @@ class Session:
         directives: Directives = HONOURED,
         background_reasoning: BackgroundReasoning = DEFAULTS.background_reasoning,
         summarizes_in_background: bool = False,
+        stream_ahead: bool = DEFAULTS.stream_ahead_tools,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
@@ -135,6 +136,7 @@ class Session:
         # D3: a round after an all-terminal batch is announced as a summary (SummaryStarted);
         # never on a fork (a speculation's turn has no prompt to give back)
         self.summarizes_in_background = summarizes_in_background
+        self.stream_ahead = stream_ahead  # reads start while their response streams (D4)
         self.approval_mode = approval_mode
         self.max_turns = max_turns
         self.max_tokens = max_tokens
@@ -264,6 +266,7 @@ class Session:
             predicts_next=self.predicts_next,
             directives=self.directives,
             background_reasoning=self.background_reasoning,
+            stream_ahead=self.stream_ahead,
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe

@@ -21,7 +21,7 @@ from typing import Any
 from httpx_sse import ServerSentEvent
 
 from qshell.llm.anthropic_events import EventState
-from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
+from qshell.llm.base import StreamEvent, StreamReasoning, StreamText, ending
 from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
     StreamCut,
@@ -75,7 +75,7 @@ class AnthropicProvider(SSEProvider):
             if kind == "error":
                 raise error_from_payload(data, self._endpoint, model, in_stream=True)
             if kind == "message_stop":
-                yield state.finish(self.base_url)
+                yield from ending(state.finish(self.base_url), state.announced)
                 return
             text, reasoning = state.feed(kind, data)
             if state.content_seen:
@@ -84,6 +84,7 @@ class AnthropicProvider(SSEProvider):
                 yield StreamReasoning(reasoning)
             if text:
                 yield StreamText(text)
+            yield from state.completed()
         raise StreamCut(f"the stream from {self.base_url} ended before message_stop")
 
 

@@ -7,7 +7,8 @@ Blocks are kept in the order of their stream index: `text` blocks (their `text_d
 code-execution results) ran at the provider and are not calls for qshell to run; citations
 and other deltas carry nothing the answer needs. The stop reason is the server's
 (`max_tokens`, `refusal`, `pause_turn`, … are never turned into `tool_use`), and a call of
-an unfinished round whose JSON is not whole is kept with `complete=False`. Usage counts
+an unfinished round whose JSON is not whole is kept with `complete=False`; a `tool_use`
+block's `content_block_stop` makes its call complete (`completed`). Usage counts
 the prompt including cache reads and writes. Pure: no I/O; one instance per stream.
 """
 
@@ -18,7 +19,7 @@ import uuid
 from typing import Any
 
 from qshell.errors import StreamBroken
-from qshell.llm.base import StreamDone
+from qshell.llm.base import StreamDone, StreamToolCall
 from qshell.llm.messages import (
     FINISHED_STOPS,
     Message,
@@ -51,6 +52,11 @@ class _Block:
         self.initial = initial
         self.parts: list[str] = []
         self.signature: str | None = None
+        if kind == "tool_use" and not self.id:  # made up once, the same in every event
+            self.id = f"toolu_{uuid.uuid4().hex[:24]}"
+
+    def arguments(self) -> str:
+        return "".join(self.parts).strip() or self.initial
 
 
 class EventState:
@@ -64,6 +70,8 @@ class EventState:
         self.cache_read: int | None = None
         self.cache_creation: int | None = None
         self.content_seen = False
+        self.announced = 0  # tool calls already given out by `completed`
+        self._ready: list[StreamToolCall] = []
 
     def feed(self, kind: str, data: dict[str, Any]) -> tuple[str, str]:
         """Absorb one event; return its (text, reasoning) deltas (possibly empty)."""
@@ -79,7 +87,27 @@ class EventState:
             if delta.get("stop_reason"):
                 self.stop_reason = str(delta["stop_reason"])
             self._absorb_usage(data.get("usage") or {})
-        return "", ""  # ping, content_block_stop and unknown future events carry nothing
+        elif kind == "content_block_stop":
+            self._stop_block(data.get("index"))
+        return "", ""  # ping, content_block_stop and unknown future events carry no text
+
+    def completed(self) -> list[StreamToolCall]:
+        """The calls whose `tool_use` block stopped since the last look, in index order."""
+        ready, self._ready = self._ready, []
+        return ready
+
+    def _stop_block(self, index: Any) -> None:
+        """A stopped tool_use block is a complete call, when it is the next one in order."""
+        block = self.blocks.get(index) if isinstance(index, int) else None
+        if block is None or block.kind != "tool_use" or not block.name:
+            return
+        position = sum(1 for i, b in self.blocks.items() if b.kind == "tool_use" and i < index)
+        arguments = block.arguments()
+        if position != self.announced or not is_json_object(arguments or "{}"):
+            return
+        call = ToolCall(id=block.id, name=block.name, arguments=arguments or "{}")
+        self._ready.append(StreamToolCall(position, call))
+        self.announced += 1
 
     def _start_block(self, data: dict[str, Any]) -> tuple[str, str]:
         index = data.get("index")
@@ -197,9 +225,9 @@ def _made(
         return ReasoningBlock(text="", source="thinking", redacted=block.initial)
     if not block.name:
         raise StreamBroken(f"malformed stream from {base_url}: a tool call has no name")
-    arguments = joined.strip() or block.initial
+    arguments = block.arguments()
     return ToolCall(
-        id=block.id or f"toolu_{uuid.uuid4().hex[:24]}",
+        id=block.id,
         name=block.name,
         arguments=arguments or "{}",
         complete=stop in FINISHED_STOPS or is_json_object(arguments or "{}"),

@@ -2,8 +2,9 @@
 
 A provider turns one `ChatRequest` into an iterator of `StreamEvent`s: `StreamText`
 deltas of the answer and `StreamReasoning` deltas of the model's reasoning as tokens
-arrive, then exactly one `StreamDone` carrying the complete assistant message, its usage
-and stop reason. Failures are raised as `ProviderError` subclasses
+arrive, a `StreamToolCall` as each tool call's arguments become final (while the rest may
+still stream), then exactly one `StreamDone` carrying the complete assistant message, its
+usage and stop reason. A consumer that does not start calls early ignores StreamToolCall. Failures are raised as `ProviderError` subclasses
 (see `qshell.errors`) and cancellation as `Cancelled`. Providers are thread-safe for
 concurrent `stream()` calls; each call owns its HTTP response.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from qshell.cancel import CancelToken
-from qshell.llm.messages import ChatRequest, Message, StopReason, Usage
+from qshell.llm.messages import FINISHED_STOPS, ChatRequest, Message, StopReason, ToolCall, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,18 @@ class StreamReasoning:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamToolCall:
+    """Tool call `index` (0-based, in the order of the message's calls) is complete: its
+    arguments will not change. Sent at most once per call, in index order, before the
+    StreamDone whose message holds the same call (same id); a call the output limit cut off
+    gets none. OpenAI-compatible streams mark it when a later call begins (or at the end),
+    Anthropic's at the tool_use block's `content_block_stop`."""
+
+    index: int
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
 class StreamDone:
     """The end of a round: the whole assistant message (text and tool calls) and usage."""
 
@@ -42,7 +55,16 @@ class StreamDone:
     native_stop: str | None = None  # the server's own word for it ("length", "max_tokens")
 
 
-StreamEvent = StreamText | StreamReasoning | StreamDone
+StreamEvent = StreamText | StreamReasoning | StreamToolCall | StreamDone
+
+
+def ending(done: StreamDone, announced: int) -> Iterator[StreamToolCall | StreamDone]:
+    """The end of a stream: a StreamToolCall for each call from `announced` on (those not
+    announced while the stream ran) when the round finished, then `done`."""
+    if done.stop_reason in FINISHED_STOPS:
+        for index, call in enumerate(done.message.tool_calls[announced:], start=announced):
+            yield StreamToolCall(index, call)
+    yield done
 
 
 class Provider(Protocol):

@@ -20,7 +20,7 @@ from typing import Any
 from httpx_sse import ServerSentEvent
 
 from qshell.config import DEFAULTS, Toggle
-from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
+from qshell.llm.base import StreamEvent, StreamReasoning, StreamText, ending
 from qshell.llm.errors_map import error_from_payload
 from qshell.llm.http import (
     StreamCut,
@@ -98,9 +98,10 @@ class OpenAIProvider(SSEProvider):
                 yield StreamReasoning(reasoning)
             if text:
                 yield StreamText(text)
+            yield from state.completed()
         if not done and state.finish_reason is None:
             raise StreamCut(f"the stream from {self.base_url} ended before the answer was complete")
-        yield state.finish(self.base_url)
+        yield from ending(state.finish(self.base_url), state.announced)
 
 
 def build_body(

@@ -6,7 +6,8 @@ What the OpenAI-compatible servers really send, each read where it is: text as a
 `reasoning_content` (DeepSeek, Qwen, Grok, Moonshot) or `reasoning` (vLLM, Ollama, Groq,
 OpenRouter), tool-call deltas accumulated by index across parallel calls (tolerating
 servers that repeat ids and names, omit the index, or still send the legacy
-`function_call`), the finish reason, and usage with cache reads (`prompt_tokens_details`
+`function_call`), each call's completion (`completed`: a later call has begun and its
+arguments are a whole JSON object, so they will not change), the finish reason, and usage with cache reads (`prompt_tokens_details`
 or DeepSeek's `prompt_cache_hit_tokens`), cache writes and reasoning tokens (xAI counts
 them outside `completion_tokens`; the total says which). A round cut by the output limit
 keeps its calls with `complete=False` when their arguments are not whole. Pure: no I/O;
@@ -20,7 +21,7 @@ import uuid
 from typing import Any
 
 from qshell.errors import StreamBroken
-from qshell.llm.base import StreamDone
+from qshell.llm.base import StreamDone, StreamToolCall
 from qshell.llm.messages import FINISHED_STOPS, Message, ReasoningBlock, StopReason, ToolCall, Usage
 
 # Finish reasons of an answer that did not finish; any other value is a normal end.
@@ -46,6 +47,17 @@ class _CallSlot:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self._fallback_id = ""
+
+    def call_id(self) -> str:
+        """The server's id, or one made up once (the same for StreamToolCall and StreamDone)."""
+        if self.id:
+            return self.id
+        self._fallback_id = self._fallback_id or f"call_{uuid.uuid4().hex[:24]}"
+        return self._fallback_id
+
+    def joined(self) -> str:
+        return "".join(self.arguments).strip()
 
 
 class ChunkState:
@@ -63,6 +75,7 @@ class ChunkState:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.content_seen = False
+        self.announced = 0  # calls already given out by `completed`
 
     def feed(self, chunk: dict[str, Any]) -> tuple[str, str]:
         """Absorb one chunk; return its (text, reasoning) deltas."""
@@ -91,6 +104,23 @@ class ChunkState:
         self.text.append(joined)
         self.reasoning.append(thought)
         return joined, thought
+
+    def completed(self) -> list[StreamToolCall]:
+        """The calls completed since the last look, in index order: a call is complete once
+        a later call has begun and its own arguments are a whole JSON object (a server that
+        interleaves parallel calls' deltas is thus never read too early), and every call is
+        once the finish reason of a finished round has come."""
+        ready: list[StreamToolCall] = []
+        ended = self.finish_reason is not None and self.stop_reason(True) in FINISHED_STOPS
+        while self.announced < len(self.slots) - (0 if ended else 1):
+            slot = self.slots[self.announced]
+            arguments = slot.joined()
+            if not slot.name or not (ended or is_json_object(arguments)):
+                break
+            call = ToolCall(id=slot.call_id(), name=slot.name, arguments=arguments or "{}")
+            ready.append(StreamToolCall(self.announced, call))
+            self.announced += 1
+        return ready
 
     def _absorb_usage(self, chunk: dict[str, Any]) -> None:
         usage = chunk.get("usage")
@@ -196,10 +226,10 @@ class ChunkState:
         for slot in self.slots:
             if not slot.name:
                 raise StreamBroken(f"malformed stream from {base_url}: a tool call has no name")
-            arguments = "".join(slot.arguments).strip()
+            arguments = slot.joined()
             calls.append(
                 ToolCall(
-                    id=slot.id or f"call_{uuid.uuid4().hex[:24]}",
+                    id=slot.call_id(),
                     name=slot.name,
                     arguments=arguments or "{}",
                     complete=stop in FINISHED_STOPS or is_json_object(arguments),

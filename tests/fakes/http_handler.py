@@ -259,9 +259,9 @@ class RequestHandler(LoopbackHandler):
             return
         rule = request.matched_rule
         hold = rule.hold_handle if rule is not None else None
-        if hold is not None and not hold.after_first_chunk and not self._hold(request, hold):
+        if hold is not None and not hold.late and not self._hold(request, hold):
             return
-        late_hold = hold if hold is not None and hold.after_first_chunk else None
+        late_hold = hold if hold is not None and hold.late else None
         self._answer(request, codec, answer, late_hold)
 
     def _answer(
@@ -314,7 +314,7 @@ class RequestHandler(LoopbackHandler):
         except OSError:
             self._mark_disconnected(request)
             return
-        hold_at = plan.first_content_index
+        hold_at = plan.hold_index(None if hold is None else hold.after_call)
         seen_content = False
         for position, step in enumerate(plan.steps):
             if self.owner.stopping.is_set():
@@ -323,6 +323,8 @@ class RequestHandler(LoopbackHandler):
                 if not self._pause(request, step.seconds):
                     return
                 continue
+            if step.pause_before_s > 0 and not self._pause(request, step.pause_before_s):
+                return
             if step.tokens > 0:
                 self._pace(latency, step.tokens, first=not seen_content)
                 seen_content = True

@@ -161,9 +161,11 @@ class ScriptedLLMServer(LoopbackServer):
     def load_script(self, source: str | Path | Mapping[str, Any]) -> list[Rule]:
         return self.add_rules(load_script(source))
 
-    def hold(self, rule: Rule, *, after_first_chunk: bool = False) -> Hold:
+    def hold(
+        self, rule: Rule, *, after_first_chunk: bool = False, after_call: int | None = None
+    ) -> Hold:
         """Attach a new Hold to `rule` (adding the rule if it is not added yet)."""
-        handle = Hold(after_first_chunk=after_first_chunk)
+        handle = Hold(after_first_chunk=after_first_chunk, after_call=after_call)
         with self._lock:
             rule.hold = handle
             if rule not in self._rules:

@@ -78,11 +78,15 @@ class Latency:
 
 @dataclass(frozen=True)
 class ToolCallSpec:
-    """One tool call a reply makes. `arguments` may be a dict or raw (even invalid) JSON."""
+    """One tool call a reply makes. `arguments` may be a dict or raw (even invalid) JSON.
+
+    `pause_s` makes the stream go silent that long after the call's first delta (its id and
+    name), as a model does while it generates the arguments (not with `interleave`)."""
 
     name: str
     arguments: dict[str, Any] | str = field(default_factory=dict)
     id: str | None = None
+    pause_s: float = 0.0
 
     @property
     def arguments_json(self) -> str:
@@ -255,18 +259,26 @@ Answer = Reply | Fault
 
 
 class Hold:
-    """Makes matching requests wait (before replying, or after the first content chunk).
+    """Makes matching requests wait (before replying, after the first content chunk, or
+    with `after_call=i` right after the chunk that makes tool call i complete: OpenAI's
+    first delta of the next call or the finish chunk, Anthropic's `content_block_stop`).
 
     `arrived` is set once a request is being held. `release()` lets every held and every
     later request through; it is permanent. Safe to use from any thread.
     """
 
-    def __init__(self, after_first_chunk: bool = False) -> None:
+    def __init__(self, after_first_chunk: bool = False, after_call: int | None = None) -> None:
         self.after_first_chunk = after_first_chunk
+        self.after_call = after_call
         self.arrived = threading.Event()
         self.released = threading.Event()
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+
+    @property
+    def late(self) -> bool:
+        """Whether it holds inside the stream rather than before the reply."""
+        return self.after_first_chunk or self.after_call is not None
 
     def release(self) -> None:
         self.released.set()

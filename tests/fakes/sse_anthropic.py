@@ -9,6 +9,7 @@ write to sockets, sleep or keep state, so every handler thread may call it concu
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from tests.fakes.script import Fault, Reply
@@ -84,20 +85,20 @@ def stream_chunks(
         index += 1
         if reply.calls:
             chunks.append(PING)
-    for call, call_id in zip(reply.calls, ids, strict=True):
+    for number, (call, call_id) in enumerate(zip(reply.calls, ids, strict=True)):
         block = {"type": "tool_use", "id": call_id, "name": call.name, "input": {}}
         chunks.append(
             Chunk(sse({"type": "content_block_start", "index": index, "content_block": block}), 1)
         )
-        for piece in ["", *split_tokens(call.arguments_json)]:
+        for position, piece in enumerate(["", *split_tokens(call.arguments_json)]):
             delta = {"type": "input_json_delta", "partial_json": piece}
-            chunks.append(
-                Chunk(
-                    sse({"type": "content_block_delta", "index": index, "delta": delta}),
-                    1 if piece else 0,
-                )
+            made = Chunk(
+                sse({"type": "content_block_delta", "index": index, "delta": delta}),
+                1 if piece else 0,
             )
-        chunks.append(Chunk(sse({"type": "content_block_stop", "index": index})))
+            chunks.append(replace(made, pause_before_s=call.pause_s) if position == 1 else made)
+        stop = Chunk(sse({"type": "content_block_stop", "index": index}), completes=number)
+        chunks.append(stop)
         index += 1
     stop = {"stop_reason": reply.neutral_stop_reason, "stop_sequence": None}
     chunks.append(

@@ -8,6 +8,8 @@ to sockets, sleep or keep state, so every handler thread may call it concurrentl
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from tests.fakes.script import Fault, Reply
@@ -66,6 +68,24 @@ def _ordered(per_call: list[list[dict[str, Any]]], interleave: bool) -> list[dic
     return merged
 
 
+def _call_chunks(reply: Reply, ids: list[str], chunk: Callable[..., Chunk]) -> list[Chunk]:
+    """The tool-call chunks: call i is complete at the first chunk of call i + 1, and each
+    call's `pause_s` comes before its first argument piece (not when interleaved)."""
+    per_call = _tool_deltas(reply, ids)
+    if reply.interleave:
+        return [chunk({"tool_calls": [entry]}, tokens=1) for entry in _ordered(per_call, True)]
+    out: list[Chunk] = []
+    for index, entries in enumerate(per_call):
+        for position, entry in enumerate(entries):
+            made = chunk({"tool_calls": [entry]}, tokens=1)
+            if position == 0 and index > 0:
+                made = replace(made, completes=index - 1)
+            if position == 1:
+                made = replace(made, pause_before_s=reply.calls[index].pause_s)
+            out.append(made)
+    return out
+
+
 def stream_chunks(
     reply: Reply, ctx: ReplyContext, ids: list[str], usage: ResolvedUsage
 ) -> list[Chunk]:
@@ -96,9 +116,9 @@ def stream_chunks(
             for piece in split_tokens(call.arguments_json)
         )
     else:
-        for entry in _ordered(_tool_deltas(reply, ids), reply.interleave):
-            chunks.append(chunk({"tool_calls": [entry]}, tokens=1))
-    chunks.append(chunk({}, finish_reason(reply)))
+        chunks.extend(_call_chunks(reply, ids, chunk))
+    last = len(reply.calls) - 1 if reply.calls else None  # complete when the answer ends
+    chunks.append(replace(chunk({}, finish_reason(reply)), completes=last))
     if ctx.include_usage:
         chunks.append(
             Chunk(

@@ -20,10 +20,13 @@ TOKEN_CHARS = 4
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Bytes to write as one flush. `tokens > 0` marks a content chunk (paced, holdable)."""
+    """Bytes to write as one flush. `tokens > 0` marks a content chunk (paced, holdable);
+    `completes` is the tool call this chunk makes complete; `pause_before_s` is silence."""
 
     data: bytes
     tokens: int = 0
+    completes: int | None = None
+    pause_before_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +52,16 @@ class StreamPlan:
             if isinstance(step, Chunk) and step.tokens > 0:
                 return index
         return 0
+
+    def hold_index(self, after_call: int | None) -> int:
+        """Where a late hold waits: after the chunk completing `after_call`, else after the
+        first content chunk (a call the plan never completes: after the last step)."""
+        if after_call is None:
+            return self.first_content_index
+        for index, step in enumerate(self.steps):
+            if isinstance(step, Chunk) and step.completes == after_call:
+                return index
+        return len(self.steps) - 1
 
 
 @dataclass(frozen=True)

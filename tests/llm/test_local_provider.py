@@ -21,7 +21,7 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.errors import ConfigError, ProviderUnavailable
 from qshell.llm import local
-from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.local import (
     BUNDLED_SEED,
     FUNCTION_CALLING_FORMAT,
@@ -484,13 +484,14 @@ def test_a_whole_answer_holding_a_tool_call_is_used_without_a_second_request(
         provider.close()
 
     assert len(tiny_server.bodies) == 1
-    assert events == [events[-1]]
     done = events[-1]
     assert isinstance(done, StreamDone)
     assert done.stop_reason == "tool_use"
     assert done.message.tool_calls == [
         ToolCall(id="call_1", name="read_file", arguments='{"path": "a.txt"}')
     ]
+    # the whole answer came at once: its call is complete at the end, just before StreamDone
+    assert events == [StreamToolCall(0, done.message.tool_calls[0]), done]
     assert done.usage.prompt_tokens == 40 and done.usage.known
 
 

@@ -24,9 +24,9 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.errors import ProviderError
 from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.http import RetryPolicy
-from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.messages import FINISHED_STOPS, ChatRequest, Message
 from qshell.llm.openai import OpenAIProvider
 from tests.fakes.replay import ReplayServer
 
@@ -112,6 +112,25 @@ def _check_done(done: StreamDone, streamed: str, expect: Mapping[str, Any]) -> l
     return problems
 
 
+def _check_announced(events: list[StreamEvent], done: StreamDone) -> list[str]:
+    """StreamToolCall: in index order, each the very call the message holds, all before
+    StreamDone; a finished round announces every call, a cut one only complete ones."""
+    problems: list[str] = []
+    announced = [e for e in events if isinstance(e, StreamToolCall)]
+    calls = done.message.tool_calls
+    _same(problems, "announced indexes", [e.index for e in announced], list(range(len(announced))))
+    _same(problems, "announced calls", [e.call for e in announced], calls[: len(announced)])
+    if done.stop_reason in FINISHED_STOPS:
+        _same(problems, "calls announced in a finished round", len(announced), len(calls))
+    elif any(not e.call.complete for e in announced):
+        problems.append("an incomplete call was announced")
+    last = max((i for i, e in enumerate(events) if isinstance(e, StreamToolCall)), default=-1)
+    _same(problems, "StreamDone is last", events.index(done), len(events) - 1)
+    if last > events.index(done):
+        problems.append("a call was announced after StreamDone")
+    return problems
+
+
 def _described(entry: Mapping[str, Any], problems: list[str]) -> str:
     lines = [f"{entry['file']} ({entry['provider']} {entry['model']}): {entry['exercises']}"]
     lines.append(f"  source: {entry['source']}")
@@ -145,7 +164,7 @@ def test_a_recorded_stream_yields_what_its_bytes_contain(entry: dict[str, Any]) 
     done = events[-1]
     assert isinstance(done, StreamDone), _described(entry, [f"last event is {done!r}"])
     streamed = "".join(e.text for e in events if isinstance(e, StreamText))
-    problems = _check_done(done, streamed, expect)
+    problems = _check_done(done, streamed, expect) + _check_announced(events, done)
     assert not problems, _described(entry, problems)
 
 
