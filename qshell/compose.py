@@ -1,7 +1,7 @@
 """Composition: build the provider, tools, sessions and controllers a front-end runs.
 
 This is where settings become objects: the provider for the resolved configuration
-(starting the embedded model's server for `local`), the tool context with its path
+(providers.py; starting the embedded model's server for `local`), the tool context with its path
 resolver and limits, the system prompt (built once), and a new or resumed session with
 its transcript. `SessionOpener` is the session factory of one run: it builds the provider
 once and shares it between the sessions of that run (`/clear` must not start a second
@@ -38,17 +38,12 @@ from qshell.agent.prompt import build_system_prompt
 from qshell.agent.routing import Routing
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
-from qshell.config import (
-    ProviderConfig,
-    ProviderName,
-    Settings,
-    resolve_provider,
-    small_local_model,
-)
+from qshell.config import ProviderConfig, ProviderName, Settings, small_local_model
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
 from qshell.llm.messages import Message
 from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
+from qshell.providers import Notify, build_provider, provider_config
 from qshell.telemetry import Telemetry
 from qshell.tools import default_tools
 from qshell.tools.base import Tool, ToolContext
@@ -59,84 +54,8 @@ from qshell.tools.registered import registered_tools
 
 if TYPE_CHECKING:
     from qshell.followup.followup import FollowupFactory
-    from qshell.llm.http import Timeouts
 
 log = logging.getLogger(__name__)
-
-
-Notify = Callable[[str], None]
-
-LOCAL_FIRST_TOKEN_S = 900.0
-"""The embedded model answers rounds with tools in one piece, after a prefill that runs at
-a few hundred tokens a second on a small machine: the first-token watchdog waits longer."""
-
-
-def build_provider(
-    config: ProviderConfig,
-    settings: Settings,
-    *,
-    environ: Mapping[str, str] | None = None,
-    notify: Notify | None = None,
-) -> Provider:
-    """The provider for `config`, with the timeouts and retries from settings. For `local`
-    this starts the model server and reports progress through `notify`."""
-    from qshell.llm.http import RetryPolicy, Timeouts
-
-    timeouts = Timeouts.of(settings.timeouts)
-    retry = RetryPolicy(max_attempts=settings.max_retries + 1)
-    if config.name is ProviderName.LOCAL:
-        return _local_provider(settings, environ or {}, notify, timeouts)
-    if config.name is ProviderName.ANTHROPIC:
-        from qshell.llm.anthropic import AnthropicProvider
-
-        return AnthropicProvider(config.base_url, config.api_key, timeouts=timeouts, retry=retry)
-    from qshell.llm.openai import OpenAIProvider
-
-    return OpenAIProvider(
-        config.base_url,
-        config.api_key,
-        timeouts=timeouts,
-        retry=retry,
-        dashscope_cache=settings.dashscope_cache,
-    )
-
-
-def _local_provider(
-    settings: Settings, environ: Mapping[str, str], notify: Notify | None, timeouts: Timeouts
-) -> Provider:
-    from qshell.llm.http import RetryPolicy
-    from qshell.llm.local import LocalModel, LocalProvider, LocalServer
-
-    dirs = Dirs.from_environ(environ)
-    local = settings.local
-    model = LocalModel.choose(
-        model_path=local.model_path,
-        cache_dir=dirs.cache,
-        n_ctx=local.context_size,
-        threads=local.threads,
-        convert=local.convert,
-        chat_format=local.chat_format,
-        start_timeout_s=local.start_timeout_s,
-        small=small_local_model(settings),
-    )
-    server = LocalServer(model, log_dir=dirs.state)
-    server.start(notify)
-    return LocalProvider(
-        server,
-        timeouts=replace(
-            timeouts,
-            first_token_s=max(timeouts.first_token_s, LOCAL_FIRST_TOKEN_S),
-            idle_s=max(timeouts.idle_s, LOCAL_FIRST_TOKEN_S),
-        ),
-        retry=RetryPolicy(max_attempts=1),  # a local server that failed will fail again
-    )
-
-
-def provider_config(settings: Settings, environ: Mapping[str, str]) -> ProviderConfig:
-    """The resolved provider; the embedded model counts when its extra is installed."""
-    from qshell.llm.local import local_available
-
-    return resolve_provider(settings, environ, local_available=local_available)
 
 
 class SessionOpener:

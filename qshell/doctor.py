@@ -20,9 +20,10 @@ from qshell.errors import QshellError
 
 def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
     """The lines of the report for a session in `root`."""
-    from qshell.compose import provider_config, tool_context
+    from qshell.compose import tool_context
     from qshell.overlay import OverlayUnavailable
     from qshell.overlay.base_dir import choose_base
+    from qshell.providers import provider_config
 
     dirs = Dirs.from_environ(environ)
     lines = [f"qshell {__version__} · Python {sys.version.split()[0]}", f"project: {root}"]

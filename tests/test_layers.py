@@ -23,7 +23,14 @@ LEAVES = {
     "qshell.sandbox": (),
 }
 # a module under the key may not import anything under these prefixes
-ABOVE_AGENT = ("qshell.followup", "qshell.ui", "qshell.acp", "qshell.cli", "qshell.compose")
+ABOVE_AGENT = (
+    "qshell.followup",
+    "qshell.ui",
+    "qshell.acp",
+    "qshell.cli",
+    "qshell.compose",
+    "qshell.providers",
+)
 FORBIDDEN = {
     "qshell.llm": (
         "qshell.agent",
@@ -41,7 +48,13 @@ FORBIDDEN = {
         *ABOVE_AGENT,
     ),
     "qshell.agent": (*ABOVE_AGENT, "qshell.overlay"),
-    "qshell.followup": ("qshell.ui", "qshell.acp", "qshell.cli", "qshell.compose"),
+    "qshell.followup": (
+        "qshell.ui",
+        "qshell.acp",
+        "qshell.cli",
+        "qshell.compose",
+        "qshell.providers",
+    ),
     "qshell.compose": ("qshell.ui", "qshell.acp", "qshell.cli"),
     "qshell.ui": ("qshell.acp",),
 }
@@ -56,6 +69,7 @@ UI_FORBIDDEN = (
     "qshell.shellproof",
     "qshell.overlay",
     "qshell.compose",
+    "qshell.providers",
     "qshell.telemetry",
     "qshell.agent.loop",
     "qshell.agent.policy",
