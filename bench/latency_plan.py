@@ -2,11 +2,11 @@
 
 Run: `python -m bench.latency_plan [--runs 5] [--scale 1.0]` (about 50 s a run; `--scale`
 multiplies every step's time, for a quick check). The scripted server (tests/fakes, OpenAI
-wire format, over real HTTP) plays the seed's three rounds, each paced
-to its measured length — 0.6 s to the first token, the rest of the reply spread over the
-time left: round 1 (3.8 s) says a sentence and calls `workspaces`, a query "skill": a read
-tool of the bench plugin bench/workspaces_plugin.py, loaded as `--plugin` loads it, that
-lists the project's `workspaces.txt` (about 1 ms) and marks its result `skip_llm_round` and
+wire format, over real HTTP) plays the seed's three rounds, each paced to its measured
+length — 0.6 s to the first token, the rest of the reply spread over the time left:
+round 1 (3.8 s) says a sentence and calls `workspaces`, a query "skill": a read tool of the
+bench plugin bench/workspaces_plugin.py, loaded as `--plugin` loads it, that lists the
+project's `workspaces.txt` (about 1 ms) and marks its result `skip_llm_round` and
 `result_is_terminal`; round 2 (3.0 s) calls the built-in `shell` tool with
 `cat workspaces.status`, a command the shell proof passes as read-only and the shell tool
 marks terminal (a plain `cat`); round 3 (3.8 s) is the Markdown summary. The 2.5 s of the
@@ -14,11 +14,12 @@ seed's shell step are real: `workspaces.status` is a named pipe that a bench thr
 "workspace service", answers 2.5 s after `cat` opens it, so the command runs through the
 real proof, sandbox and shell tool and simply waits for its input, as a query against a
 slow service does (a `sleep` would not be terminal, and no honest `git log` takes 2.5 s).
-Each configuration is a fresh Conversation over the real settings (set as a user sets them,
-through QSHELL_* variables), tools, transcript and plugin host, in one shared project; it
-first answers a one-line warm-up turn (no latency), then the measured prompt, driven by the
-real driver into a RichRenderer on an io.StringIO (force_terminal, width 100). The five
-configurations run side by side in ONE run, interleaved: all off (the skill not in
+Each configuration is a fresh REPL conversation (`compose.open_interactive`; suggestions
+and speculation off) over the real settings (set as a user sets them, through QSHELL_*
+variables), tools, transcript and plugin host, in one shared project; it first answers a
+one-line warm-up turn (no latency), then the measured prompt, driven by the real driver
+into a RichRenderer on an io.StringIO (force_terminal, width 100). The five configurations
+run side by side in ONE run, interleaved: all off (the skill not in
 `toolPostExecAllowlist`, `summarizeInBackground` off, `streamAheadTools` off), D1 on (the
 skill allowlisted), D3 on (`summarizeInBackground`), D4 on (`streamAheadTools`), all on.
 With D1 the skill's list is the turn's answer, so rounds 2 and 3 never run. Measured with
@@ -26,10 +27,11 @@ With D1 the skill's list is the turn's answer, so rounds 2 and 3 never run. Meas
 is when the renderer received the TurnFinished (the loop's last event); "can type" is
 when the renderer received the first SummaryStarted if the turn yields one (D3: the REPL
 gives the prompt back there), else when `drive` returned (the REPL's prompt comes back
-after that). Prints median and p99 of both over `--runs`, the median time of each step
-(round ends, tools), and the goal line (can type < 5 s vs the seed's 13.4 s). It asserts
-nothing about time; it stops with an error when a turn does not end with the expected
-answer or makes an unexpected number of model requests.
+after that). Prints median and p99 of both over `--runs`, where the time went (the model
+streams as the server timed them, the tools, the rest), when each round ended, and the
+goal line (can type < 5 s with all on, vs the seed's 13.4 s). It asserts nothing about
+time; it stops with an error when a turn does not end with the expected answer or makes
+an unexpected number of model requests.
 """
 
 from __future__ import annotations
@@ -284,6 +286,8 @@ class Bench:
             "TMPDIR": str(self.work / "tmp"),
             "QSHELL_MAX_RETRIES": "0",
             "QSHELL_PLUGINS": "",
+            "QSHELL_SUGGESTIONS": "0",
+            "QSHELL_SPECULATION": "0",
             "OPENAI_BASE_URL": self.server.openai_base_url,
             "OPENAI_API_KEY": "bench",
             "OPENAI_MODEL": "m1",
@@ -306,7 +310,12 @@ class Bench:
                 settings, request, root=self.root, environ=environ, plugins=plugins
             )
 
-        conversation = Conversation(open_session, SessionRequest())
+        # the REPL's conversation (its session may summarize in background, D3); no
+        # suggestions or speculation, as in the seed's measurement
+        interactive = compose.open_interactive(
+            settings, SessionRequest(), open_session=open_session, environ=environ
+        )
+        conversation = interactive.conversation
         warm = drive(
             conversation.turn(WARM_PROMPT), ClockedRenderer(0.0), allow, conversation.cancel_token
         )
