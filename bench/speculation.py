@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.scripted import after_call, paced
 from bench.stats import report
 from qshell import compose
 from qshell.agent.conversation import Conversation, PreparedTurn
@@ -51,8 +52,6 @@ from qshell.ui.driver import drive
 from qshell.ui.render_rich import RichRenderer
 from tests.fakes.llm_server import (
     Latency,
-    Match,
-    RecordedRequest,
     Reply,
     ScriptedLLMServer,
     ToolCallSpec,
@@ -95,14 +94,9 @@ GOAL_S = 0.050
 GOAL_RATIO = 0.01
 
 
-def paced(reply: Reply) -> Reply:
+def paced_round(reply: Reply) -> Reply:
     """The reply with a latency that makes its whole stream take TTFT_S + STREAM_S."""
-    tokens = reply_tokens(reply)
-    return Reply(
-        content=reply.content,
-        calls=reply.calls,
-        latency=Latency(ttft_s=TTFT_S, tokens_per_s=max(tokens - 1, 1) / STREAM_S),
-    )
+    return paced(reply, ttft_s=TTFT_S, total_s=TTFT_S + STREAM_S)
 
 
 def tool_round(text: str, call: ToolCallSpec) -> Reply:
@@ -110,23 +104,14 @@ def tool_round(text: str, call: ToolCallSpec) -> Reply:
     call_tokens = reply_tokens(Reply(calls=(call,)))
     length = max(TOOL_TOKENS - call_tokens, 1) * TOKEN_CHARS
     padded = " ".join([text, *["I will check it before answering."] * 20])[:length]
-    return paced(Reply.tool_calls([call], padded))
-
-
-def after_call(call_id: str) -> Match:
-    """The request carries the result of the call `call_id`."""
-
-    def test(request: RecordedRequest) -> bool:
-        return any(result.tool_call_id == call_id for result in request.last_tool_results)
-
-    return Match(test, f"result of {call_id}")
+    return paced_round(Reply.tool_calls([call], padded))
 
 
 def script(server: ScriptedLLMServer) -> None:
     read = ToolCallSpec("read_file", {"path": "hello.py"}, id="read1")
     grep = ToolCallSpec("grep", {"pattern": "greet"}, id="grep1")
     server.add_rule(last_user_text_contains(WARM_PROMPT), Reply.text("a demo.", latency=Latency()))
-    server.add_rule(after_call("grep1"), paced(Reply.text(ANSWER)))
+    server.add_rule(after_call("grep1"), paced_round(Reply.text(ANSWER)))
     server.add_rule(after_call("read1"), tool_round("Now where it is used.", grep))
     server.add_rule(last_user_text_contains(PROMPT), tool_round("Let me read it first.", read))
 
