@@ -25,8 +25,8 @@ skill allowlisted), D3 on (`summarizeInBackground`), D4 on (`streamAheadTools`),
 With D1 the skill's list is the turn's answer, so rounds 2 and 3 never run. Measured with
 `time.perf_counter` from the call of `Conversation.turn` on the front-end's thread: "turn"
 is when the renderer received the TurnFinished (the loop's last event); "can type" is
-when the renderer received the first SummaryStarted if the turn yields one (D3: the REPL
-gives the prompt back there), else when `drive` returned (the REPL's prompt comes back
+when the renderer received a SummaryStarted that no tool call followed (D3: the REPL
+gives the prompt back there, and takes it away again at a tool call), else when `drive` returned (the REPL's prompt comes back
 after that). Prints median and p99 of both over `--runs`, where the time went (the model
 streams as the server timed them, the tools, the rest), when each round ended, and the
 goal line (can type < 5 s with all on, vs the seed's 13.4 s). It asserts nothing about
@@ -270,6 +270,18 @@ def steps_of(seen: list[tuple[float, Event]]) -> dict[str, float]:
     return steps
 
 
+def idle_at(seen: list[tuple[float, Event]]) -> float | None:
+    """When the REPL gave the prompt back for good: a SummaryStarted that no tool call
+    followed (one that did took the prompt away again, as the REPL does)."""
+    idle: float | None = None
+    for at, event in seen:
+        if isinstance(event, SummaryStarted) and idle is None:
+            idle = at
+        elif isinstance(event, ToolStarted):
+            idle = None
+    return idle
+
+
 @dataclass
 class Bench:
     server: ScriptedLLMServer
@@ -343,7 +355,7 @@ class Bench:
             conversation.close()
         made = self.server.requests[requests:]
         check(config, last, renderer, len(made))
-        summary = renderer.first(SummaryStarted)
+        summary = idle_at(renderer.seen)
         ended = renderer.first(TurnFinished)
         steps = steps_of(renderer.seen)
         return Sample(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from qshell.agent import routing
-from qshell.agent.events import Event, Notice, SummaryStarted, ToolFinished
+from qshell.agent.events import Event, Notice, SummaryStarted, ToolFinished, ToolStarted
 from qshell.agent.events import RoundPosition as Position
 from qshell.agent.routing import PRIMARY_ONLY, Plan, Tier
 from qshell.agent.session import Session
@@ -155,6 +155,8 @@ class TurnLog:
             self.batch.results.append(event.result)
         elif isinstance(event, SummaryStarted) and self.idle is None:
             self.idle = self.last_event  # D3: the prompt comes back now
+        elif isinstance(event, ToolStarted):
+            self.idle = None  # the round called a tool after all: the turn took the prompt back
         return event
 
     def stream(

@@ -5,7 +5,8 @@ model round is needed to read it back. The rule is batch-level: only when EVERY 
 of a batch says so, and none failed, does the loop end the turn with the outputs as its
 answer (`skipped_answer`); one call without the flag means a normal round. Plugin tools
 are not trusted with it: their flag counts only when their name is in the
-`toolPostExecAllowlist` setting. `alwaysSummarize` turns the whole mechanism off. The
+`toolPostExecAllowlist` setting (the same holds for their `result_is_terminal`, which
+`terminal` reads for D3). `alwaysSummarize` turns the skip off. The
 history then ends with the batch's tool-result message and no assistant answer; the
 next turn's prompt follows it as a user message, which each provider adapter already
 sends validly (Anthropic's merges consecutive user messages into one, OpenAI's sends a
@@ -41,6 +42,13 @@ class Directives:
             return False
         if result.error is not None:
             return False  # a failure is for the model to read
+        return not isinstance(tool, RegisteredTool) or tool.name in self.allowlist
+
+    def terminal(self, tool: Tool | None, result: ToolResult) -> bool:
+        """Whether this result's output is already what the user wants to see
+        (`result_is_terminal`, D3); a plugin tool's flag counts only when allowlisted."""
+        if tool is None or not result.result_is_terminal or result.error is not None:
+            return False
         return not isinstance(tool, RegisteredTool) or tool.name in self.allowlist
 
     def skipped_answer(self, batch: Sequence[tuple[Tool | None, ToolResult]]) -> str | None:

@@ -30,7 +30,7 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from qshell.agent import compaction
+from qshell.agent import compaction, routing
 from qshell.agent.calls import Prepared, execute, prepare
 from qshell.agent.decisions import TurnLog, Watch
 from qshell.agent.events import (
@@ -205,7 +205,8 @@ class _Turn:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         if answer is None:
             follows = self.rounds < self.session.max_turns  # a round does follow
-            if terminal and follows and self.session.summarizes_in_background:
+            background = terminal and follows and self.session.summarizes_in_background
+            if background and routing.predicts_summary(self.session):  # no veto applies
                 yield SummaryStarted(round=self.rounds + 1)
             return None
         self.session.note("round_skipped", tools=[c.name for c in calls])
@@ -406,8 +407,9 @@ def _run_batch(
         for c, r in zip(calls, ordered, strict=True)
     ]
     tools = [session.tools_by_name.get(call.name) for call in calls]
-    answer = session.directives.skipped_answer(list(zip(tools, ordered, strict=True)))
-    return blocks, answer, all(r.result_is_terminal and r.error is None for r in ordered)
+    pairs = list(zip(tools, ordered, strict=True))
+    answer = session.directives.skipped_answer(pairs)
+    return blocks, answer, all(session.directives.terminal(t, r) for t, r in pairs)
 
 
 def _permission(

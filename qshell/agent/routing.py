@@ -194,6 +194,28 @@ def vetoes(facts: TurnFacts, *, context_limit: int) -> list[Veto]:
     return found
 
 
+def context_limit(session: Session) -> int:
+    """The history size past which a round would compact first (`compactThreshold`)."""
+    return int(session.context_window * session.compact_threshold)
+
+
+TOOL_CALL_VETOES = frozenset(
+    {Veto.FURTHER_ACTION, Veto.WRITE_TOOL, Veto.UNRESOLVED_ERROR, Veto.LANG_UNSUPPORTED}
+)
+"""The vetoes that foretell another tool call (more work asked, a write to check, an
+error to deal with, or a language whose action words are not known); the others say the
+fast model would sum up worse, not that the round would not be a summary."""
+
+
+def predicts_summary(session: Session) -> bool:
+    """Whether the round after the batch just answered is expected to sum up without a
+    tool call: no veto of `TOOL_CALL_VETOES` applies. D3 gives the prompt back only then
+    (and the REPL takes it back if a tool call comes after all); D2 and lean rounds ask
+    for more, every veto, through `Routing.plan`."""
+    found = vetoes(facts(session), context_limit=context_limit(session))
+    return not TOOL_CALL_VETOES.intersection(found)
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One continuation round: its request, the tier asked for, and why not a summary."""
@@ -214,8 +236,7 @@ class Routing:
 
     def plan(self, session: Session, request: ChatRequest, turn: TurnFacts) -> Plan:
         """The tier and request of the round after a batch (`request` is the primary's)."""
-        limit = int(session.context_window * session.compact_threshold)
-        found = vetoes(turn, context_limit=limit)
+        found = vetoes(turn, context_limit=context_limit(session))
         veto = found[0] if found else None
         wanted = self.strategy is SummaryTier.ALWAYS_FAST or (
             self.strategy is SummaryTier.AUTO and veto is None

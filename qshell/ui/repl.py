@@ -51,6 +51,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    ToolStarted,
     TurnFailed,
     TurnFinished,
 )
@@ -401,9 +402,11 @@ class Repl(FollowupHooks):
             await asyncio.sleep(FRAME_S)
 
     def _render_background(self, items: list[Event]) -> list[Event]:
-        """Render `items` up to a question; returns those from the question on."""
+        """Render `items` up to a question or a tool call (the round was not the summary
+        it was predicted to be: the rest of the turn is the foreground's); returns those
+        from there on."""
         for index, item in enumerate(items):
-            if isinstance(item, PermissionRequested | ApplyRequested):
+            if isinstance(item, PermissionRequested | ApplyRequested | ToolStarted):
                 return items[index:]
             self.renderer.event(item)
         self.renderer.tick()

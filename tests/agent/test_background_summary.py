@@ -5,7 +5,10 @@ ends the turn without a round, when no round follows, or on a speculation's fork
 
 from __future__ import annotations
 
+from typing import Any
+
 from qshell import compose
+from qshell.agent.directives import Directives
 from qshell.agent.events import (
     RoundFinished,
     SummaryStarted,
@@ -18,8 +21,9 @@ from qshell.agent.events import (
 from qshell.agent.session import SessionRequest
 from qshell.config import load_settings
 from qshell.llm.messages import Message
-from qshell.tools.base import Kind
-from tests.agent.scripted import RecordingTool, TerminalTool, call
+from qshell.tools.base import Kind, ToolContext, ToolResult
+from qshell.tools.registered import adapt
+from tests.agent.scripted import NoteArgs, RecordingTool, TerminalTool, call
 from tests.agent.test_loop import drive, make_session, yolo
 
 
@@ -132,3 +136,41 @@ def test_only_interactive_sessions_with_the_setting_summarize_in_background(tmp_
         settings, SessionRequest(), open_session=opener, environ=environ
     )
     assert not interactive.conversation.session.summarizes_in_background
+
+
+def test_a_prompt_asking_for_more_work_means_no_summary_started(tmp_path):
+    # the round after terminal results is only announced when it is expected to sum up:
+    # an action asked for (English or Chinese), or an earlier error, foretells a tool call
+    for prompt in ("show a, then fix the typo in it", "显示 a 然后修复它"):
+        steps = [_calls(("cat", "a")), Message.assistant("fixed")]
+        session, _ = _session(tmp_path, steps, [TerminalTool("cat")])
+        events = drive(session, prompt, yolo())
+        assert not any(isinstance(e, SummaryStarted) for e in events), prompt
+        assert isinstance(events[-1], TurnFinished)
+
+
+class _PluginCat:
+    name = "pcat"
+    kind = Kind.READ
+    description = "a plugin's terminal read"
+    Args = NoteArgs
+
+    def accesses(self, args: Any, ctx: ToolContext) -> list[Any]:
+        return []
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        return ToolResult(llm_content=f"plugin {args.text}", result_is_terminal=True)
+
+
+def test_a_plugin_tools_terminal_result_counts_only_when_allowlisted(tmp_path):
+    tool = adapt("p", _PluginCat())
+    steps = [_calls(("pcat", "a")), Message.assistant("it says a")]
+    session, _ = _session(tmp_path, steps, [tool])
+    events = drive(session, "show a", yolo())
+    assert not any(isinstance(e, SummaryStarted) for e in events)
+
+    allowed = Directives.of(always_summarize=False, allowlist=["pcat"])
+    steps = [_calls(("pcat", "a")), Message.assistant("it says a")]
+    session, _ = _session(tmp_path, steps, [tool], directives=allowed)
+    events = drive(session, "show a", yolo())
+    assert any(isinstance(e, SummaryStarted) for e in events)

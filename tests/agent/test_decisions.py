@@ -9,7 +9,14 @@ from collections.abc import Generator
 from pathlib import Path
 
 from qshell.agent.decisions import DecisionLog, TurnLog, Watch
-from qshell.agent.events import Event, RoundPosition, SummaryStarted, TextDelta, TurnFinished
+from qshell.agent.events import (
+    Event,
+    RoundPosition,
+    SummaryStarted,
+    TextDelta,
+    ToolStarted,
+    TurnFinished,
+)
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.telemetry import Telemetry
@@ -83,6 +90,23 @@ def test_user_idle_is_the_summary_start_when_the_prompt_came_back_early(tmp_path
     log.close()
     (record,) = _records(tmp_path)
     assert record["t_user_idle_ms"] == 100 and record["t_first_token_ms"] == 350
+
+
+def test_a_tool_call_after_the_summary_start_takes_the_idle_time_back(tmp_path):
+    # the predicted summary called a tool: the REPL took the prompt away again, so the
+    # user could type for good only at the next SummaryStarted
+    session, clock, log = _log(tmp_path)
+    clock.now += 0.1
+    log.saw(SummaryStarted(round=2))
+    clock.now += 0.2
+    log.saw(ToolStarted("c1", "read_file", {}))
+    clock.now += 0.3
+    log.saw(SummaryStarted(round=3))
+    _run(log, clock, session)
+    log.saw(TurnFinished(text="hi", usage=Usage(), rounds=3))
+    log.close()
+    (record,) = _records(tmp_path)
+    assert record["t_user_idle_ms"] == 600
 
 
 def test_turns_logged_from_several_threads_leave_whole_lines(tmp_path):

@@ -208,3 +208,38 @@ def test_the_plain_line_mode_waits_for_the_summary_as_for_any_answer(llm_server,
     assert "\x1b" not in child.raw
     messages = llm_server.requests[-1].body["messages"]
     assert [m["role"] for m in messages][-3:] == ["tool", "assistant", "user"]
+
+
+def test_a_summary_that_calls_a_tool_after_all_takes_the_prompt_back(llm_server, project):
+    # predicted to sum up, the round calls a tool: the turn comes back to the foreground
+    # (the prompt goes, what was typed is kept), runs the call and answers; nothing dropped
+    (project / "more.txt").write_text("more lines\n")
+    llm_server.add_rule(has_tool_result("more lines"), Reply.text("both files greet. FINALEND"))
+    second = llm_server.add_rule(
+        has_tool_result("hello world"),
+        Reply.tool_calls([ToolCallSpec("read_file", {"path": "more.txt"})], text=f"{FIRST} one"),
+    )
+    hold = llm_server.hold(second, after_first_chunk=True)
+    llm_server.add_rule(
+        last_user_text_contains("read"),
+        Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"})]),
+    )
+    child = start(llm_server, project)
+    child.submit("read hello.txt")
+    hold.wait_arrived(timeout=20)
+    child.expect(FIRST)
+    child.wait_prompt()  # predicted a summary: the prompt is back
+    child.send("typed ahead")
+    child.settle()
+    hold.release()
+    child.expect("FINALEND")
+    child.wait_prompt()
+    child.settle()
+    screen = "\n".join(child.screen())
+    assert SUMMARY_DROPPED not in screen
+    assert "more.txt" in screen  # the call ran in the foreground, shown as usual
+    prompt_line = [line for line in child.screen() if line.strip()][-1]
+    assert "typed ahead" in prompt_line  # kept in the prompt that came back
+    child.send("\x15\x04")  # clear the line, leave
+    assert child.finish() == 0
+    assert len(llm_server.requests) == 3 and llm_server.violations == []
