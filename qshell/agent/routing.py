@@ -199,17 +199,17 @@ def context_limit(session: Session) -> int:
     return int(session.context_window * session.compact_threshold)
 
 
-TOOL_CALL_VETOES = frozenset(
-    {Veto.FURTHER_ACTION, Veto.WRITE_TOOL, Veto.UNRESOLVED_ERROR, Veto.LANG_UNSUPPORTED}
-)
-"""The vetoes that foretell another tool call (more work asked, a write to check, an
-error to deal with, or a language whose action words are not known); the others say the
+TOOL_CALL_VETOES = frozenset({Veto.FURTHER_ACTION, Veto.UNRESOLVED_ERROR, Veto.LANG_UNSUPPORTED})
+"""The vetoes that foretell another tool call after a batch of terminal results (more
+work asked, an error to deal with, or a language whose action words are not known). The
+write veto is not among them: a terminal result is a read's output (the shell marks only a
+plain `cat`, `git status` or `git log`), whatever the tool's kind; the other vetoes say the
 fast model would sum up worse, not that the round would not be a summary."""
 
 
 def predicts_summary(session: Session) -> bool:
-    """Whether the round after the batch just answered is expected to sum up without a
-    tool call: no veto of `TOOL_CALL_VETOES` applies. D3 gives the prompt back only then
+    """Whether the round after a batch of terminal results is expected to sum up without
+    a tool call: no veto of `TOOL_CALL_VETOES` applies. D3 gives the prompt back only then
     (and the REPL takes it back if a tool call comes after all); D2 and lean rounds ask
     for more, every veto, through `Routing.plan`."""
     found = vetoes(facts(session), context_limit=context_limit(session))

@@ -174,3 +174,12 @@ def test_a_plugin_tools_terminal_result_counts_only_when_allowlisted(tmp_path):
     session, _ = _session(tmp_path, steps, [tool], directives=allowed)
     events = drive(session, "show a", yolo())
     assert any(isinstance(e, SummaryStarted) for e in events)
+
+
+def test_a_terminal_command_is_a_read_so_its_summary_is_announced(tmp_path):
+    # the shell marks only a plain cat / git status / git log terminal: its kind (execute)
+    # does not make the batch a write
+    steps = [_calls(("sh", "git log")), Message.assistant("three commits")]
+    session, _ = _session(tmp_path, steps, [TerminalTool("sh", Kind.EXECUTE)])
+    events = drive(session, "what changed lately?", yolo())
+    assert any(isinstance(e, SummaryStarted) for e in events)
