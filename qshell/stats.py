@@ -21,6 +21,7 @@ from typing import Any
 from qshell.agent.decisions import DECISION_EVENT, DECISIONS_FILENAME
 from qshell.agent.events import RoundPosition
 from qshell.agent.transcript import records
+from qshell.errors import QshellError
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
 
 POSITIONS = tuple(str(p) for p in RoundPosition)
@@ -36,9 +37,9 @@ class CacheCount:
 
     def add(self, usage: Mapping[str, Any]) -> None:
         self.rounds += 1
-        if usage.get("cached_tokens") is not None:
-            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.cached_tokens += int(usage["cached_tokens"])
+        if _ints([usage.get("cached_tokens")]):
+            self.prompt_tokens += _count(usage, "prompt_tokens")
+            self.cached_tokens += _count(usage, "cached_tokens")
 
     @property
     def hit_rate(self) -> float | None:
@@ -61,13 +62,13 @@ class ProjectStats:
 
     def add(self, usage: Mapping[str, Any], position: object) -> None:
         self.rounds += 1
-        self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.completion_tokens += int(usage.get("completion_tokens") or 0)
-        if usage.get("cached_tokens") is not None:
+        self.prompt_tokens += _count(usage, "prompt_tokens")
+        self.completion_tokens += _count(usage, "completion_tokens")
+        if _ints([usage.get("cached_tokens")]):
             self.rounds_with_cache_info += 1
-            self.cached_tokens += int(usage["cached_tokens"])
-        self.cache_creation_tokens += int(usage.get("cache_creation_tokens") or 0)
-        self.reasoning_tokens += int(usage.get("reasoning_tokens") or 0)
+            self.cached_tokens += _count(usage, "cached_tokens")
+        self.cache_creation_tokens += _count(usage, "cache_creation_tokens")
+        self.reasoning_tokens += _count(usage, "reasoning_tokens")
         if isinstance(position, str) and position in self.positions:
             self.positions[position].add(usage)
 
@@ -123,7 +124,10 @@ class Decisions:
         found = cls()
         turns: dict[str, dict[str, Any]] = {}
         for record in read_events(state / TELEMETRY_DIRNAME / DECISIONS_FILENAME):
-            if record.get("event") != DECISION_EVENT or record.get("session_id") not in sessions:
+            session = record.get("session_id")
+            if record.get("event") != DECISION_EVENT or not isinstance(session, str):
+                continue  # another event, or a record of the wrong shape (a hand edit)
+            if session not in sessions:
                 continue
             found.add(record)
             turns.setdefault(str(record.get("turn_id")), record)
@@ -157,6 +161,11 @@ def _ints(values: Iterable[object]) -> list[int]:
     return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
 
 
+def _count(record: Mapping[str, Any], key: str) -> int:
+    """`record[key]` when it is a count; 0 when it is missing or of the wrong type."""
+    return next(iter(_ints([record.get(key)])), 0)
+
+
 def _rate(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
@@ -174,13 +183,18 @@ class Report:
 
 
 def report(state: Path, directory: Path, root: Path) -> Report:
+    """The figures; a file that cannot be read is one `QshellError` line naming it."""
     sessions = {p.stem for p in directory.glob("*.jsonl")}
-    return Report(
-        root,
-        collect_stats(directory),
-        Followups.read(state),
-        Decisions.read(state, sessions),
-    )
+    try:
+        return Report(
+            root,
+            collect_stats(directory),
+            Followups.read(state),
+            Decisions.read(state, sessions),
+        )
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise QshellError(f"qshell stats: cannot read {exc.filename}: {why}") from exc
 
 
 def as_json(found: Report) -> dict[str, Any]:

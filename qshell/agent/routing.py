@@ -138,7 +138,8 @@ def _fresh(before: Sequence[Message]) -> bool:
 
 
 def _unresolved(history: Sequence[Message]) -> bool:
-    """Whether some call's last result, by (tool, arguments) fingerprint, is an error."""
+    """Whether some call's last result in `history` (the current turn's messages: seed
+    §3.2's `turn.toolResults`), by (tool, arguments) fingerprint, is an error."""
     results = [r for m in history for r in m.tool_results]
     if not any(r.is_error for r in results):
         return False  # the common case, without parsing every call's arguments
@@ -165,7 +166,7 @@ def facts(session: Session) -> TurnFacts:
         distinct_tool_count=len({fingerprint(c.name, c.arguments) for c in calls}),
         batch_mutates=any(kind in MUTATOR_KINDS for kind in kinds),
         batch_error=any(r.is_error for r in batch),
-        unresolved_error=_unresolved(history),
+        unresolved_error=_unresolved(turn),
         output_tokens_est=sum(len(r.content) for r in results) // compaction.CHARS_PER_TOKEN,
         # as compaction sizes the next request: the last round's tokens plus what is new
         history_tokens_est=session.last_prompt_tokens

@@ -3,7 +3,9 @@
 A provider says a tool call is complete with `StreamToolCall` (llm/base.py) before the
 response ends. `EarlyCalls` then starts the call at once in a small pool when it is safe to:
 its tool exists and its arguments validate, its kind is one of `STREAM_AHEAD_KINDS` (pure
-reads: a round that ends cut off must leave nothing behind), every earlier call of the same
+reads: a round that ends cut off must leave nothing behind; a plugin's tool only when it
+names the paths it reads, the rule for running it in a speculation, since its kind is its
+own word: tools/registered.py), every earlier call of the same
 response is of such a kind too (a read after a write must see the write, seed §3.4's
 TOCTOU: a mutating call and everything after it wait for the batch), and the runner allows
 it without asking. The runner decides once per call: the decision (or the control signal
@@ -35,6 +37,7 @@ from qshell.errors import ControlSignal
 from qshell.llm.base import StreamToolCall
 from qshell.llm.messages import ToolCall
 from qshell.tools.base import Kind, ToolResult
+from qshell.tools.registered import RegisteredTool, speculation_concern
 
 # Reads without side effects: THINK (in CONCURRENCY_SAFE_KINDS) is left out, as its tools
 # may write notes or todos, which a round cut off after the call started must not leave.
@@ -88,6 +91,10 @@ class EarlyCalls:
             return
         if prepared.result is not None:
             return  # invalid arguments: the batch answers it; a read cannot harm later reads
+        plugin = isinstance(tool, RegisteredTool)
+        if plugin and speculation_concern(tool, tool.accesses(prepared.args, self.ctx)):
+            self._open = False  # a plugin's "read" it does not show to be one: as a write
+            return
         try:
             decision = self.runner.decide(tool, prepared.args, self.ctx)
         except ControlSignal as signal:  # raised again when the batch reaches this call

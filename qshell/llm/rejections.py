@@ -4,7 +4,8 @@ A `ChatRequest` may ask for things not every OpenAI-compatible or Anthropic-styl
 takes: reasoning off (`reasoning_off`: `reasoning_effort`, `enable_thinking`, …) and no tool
 calls (`no_tool_calls`: `tool_choice: "none"`). When an endpoint answers a request with a
 4xx that names the wire key such a knob put in the body, or says in general words that a
-parameter is unsupported or unrecognized, `rejected` picks the knobs to drop; the provider
+parameter is unsupported or unrecognized (naming, in quotes, no other key of the body),
+`rejected` picks the knobs to drop; the provider
 sends that request once more without them (llm/http.py: the fallback counts as an attempt,
 so a background request still retries at most once) and `Rejections` remembers them per
 model for the life of the provider (one per run), so no later request pays the failed round
@@ -78,8 +79,17 @@ def rejected(error: ProviderError, request: ChatRequest, body_of: BodyFn) -> set
     if named:
         return named
     if any(words in message for words in GENERIC_REJECTIONS):
+        ours = set().union(*placed.values())
+        others = {key.lower() for key in body_of(request)} - {key.lower() for key in ours}
+        if any(_quoted(key, message) for key in others):
+            return set()  # it names another parameter it rejects ('temperature'): not a knob
         return set(placed)
     return set()
+
+
+def _quoted(key: str, message: str) -> bool:
+    """Whether `message` names `key` in quotes, as a rejection names the parameter it means."""
+    return any(f"{q}{key}{q}" in message for q in ("'", '"', "`"))
 
 
 class Rejections:

@@ -19,6 +19,7 @@ from qshell.agent.routing import (
     Veto,
     classify,
     facts,
+    predicts_summary,
     supported_language,
     vetoes,
 )
@@ -141,6 +142,25 @@ def test_an_error_resolved_by_the_same_call_succeeding_does_not_veto(tmp_path):
     turn = facts(session)
     assert not turn.unresolved_error and not turn.batch_error
     assert turn.tool_count == 2 and turn.distinct_tool_count == 1
+
+
+def test_an_error_of_an_earlier_turn_does_not_veto_this_turns_summary(tmp_path):
+    # seed 004 §3.2: hasUnresolvedError(turn.toolResults, batch), the current turn's; a
+    # call that failed turns ago (a missing file) must not keep D2 and D3 off for good
+    failed = [
+        Message.user("read the missing file"),
+        Message.assistant("", [call("note", '{"text": "gone"}', "old")]),
+        Message(
+            role="user", content=[ToolResultBlock(tool_call_id="old", content="E", is_error=True)]
+        ),
+        Message.assistant("it does not exist"),
+    ]
+    steps = [_note("b", "c2"), Message.assistant("it says b")]
+    session, *_ = _routed(tmp_path, "what does the note say?", steps, history=failed)
+    turn = facts(session)
+    assert not turn.unresolved_error and not turn.batch_error
+    assert vetoes(turn, context_limit=LIMIT) == []
+    assert predicts_summary(session)
 
 
 def test_three_distinct_calls_and_long_output_veto(tmp_path):

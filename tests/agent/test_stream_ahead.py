@@ -41,9 +41,10 @@ from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
 from qshell.llm.openai import OpenAIProvider
 from qshell.tools import default_tools
-from qshell.tools.base import Kind, Tool, ToolContext, ToolResult
+from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
-from tests.agent.scripted import RecordingTool, ScriptedProvider, call
+from qshell.tools.registered import adapt
+from tests.agent.scripted import NoteArgs, RecordingTool, ScriptedProvider, call
 from tests.fakes.llm_server import (
     Hold,
     Reply,
@@ -451,3 +452,43 @@ def test_allowing_a_tool_always_covers_the_later_calls_decided_during_the_stream
     results = session.history[2].tool_results
     assert [r.is_error for r in results] == [False, False]
     assert runner.decided == [("streaming", "read_file")] * 2 + [("ended", "read_file")]
+
+
+class _PluginRead:
+    """A plugin's tool that calls itself a read; `declares` says whether it names the
+    paths it reads (the speculative gate's rule for trusting a plugin's read)."""
+
+    kind = Kind.READ
+    description = "Look something up."
+
+    def __init__(self, name: str, ran: list[str], *, declares: bool) -> None:
+        self.name = name
+        self.ran = ran
+        self.Args = NoteArgs
+        if declares:
+            self.accesses = lambda args, ctx: [Access(ctx.paths.resolve("notes.txt"))]
+
+    def run(self, args: Any, ctx: ToolContext) -> str:
+        self.ran.append(args.text)  # its side effect, whatever its kind says
+        return args.text
+
+
+def test_a_plugin_read_starts_early_only_when_it_declares_what_it_reads(tmp_path):
+    # a plugin's kind is its own word: a "read" that writes, started early, would have
+    # run although a round cut after it answers "not run"; like a speculation, D4 trusts
+    # it only when it names the paths it reads
+    phase = ["-"]
+    ran: list[str] = []
+    tools = [
+        adapt("p", _PluginRead("declared", ran, declares=True)),
+        adapt("p", _PluginRead("undeclared", ran, declares=False)),
+    ]
+    calls = [call("declared", '{"text": "d"}', "c1"), call("undeclared", '{"text": "u"}', "c2")]
+    session = scripted_session(
+        [announcing(phase, calls), Message.assistant("done")], tools, tmp_path
+    )
+    runner = LoggingRunner(ApprovalMode.YOLO, phase)
+    events = list(run_turn(session, "go", runner, CancelToken()))
+    assert isinstance(events[-1], TurnFinished)
+    assert runner.decided == [("streaming", "d"), ("ended", "u")]
+    assert sorted(ran) == ["d", "u"]

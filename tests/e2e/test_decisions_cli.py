@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from qshell.agent.transcript import transcripts_dir
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -182,3 +183,32 @@ def test_a_fast_round_that_starts_a_tool_call_falls_back_and_the_next_turn_is_va
     stats = run_qshell("stats", "--json", cwd=project, env=env).json()
     assert stats["fallbacks"] == 1 and stats["fallback_rate"] == 1.0
     assert stats["fast_tokens_consumed"] == summary["fast_tokens_consumed"]
+
+
+def test_stats_skips_damaged_records_and_says_an_unreadable_log_in_one_line(project, isolated_home):
+    # valid JSON of the wrong shape (another tool, a hand edit): skipped, never a traceback
+    state = isolated_home / "qshell" / "state"
+    (state / "telemetry").mkdir(parents=True)
+    log = state / "telemetry" / "decisions.jsonl"
+    bad = [
+        {"event": "decision", "session_id": ["s"]},
+        {"event": "decision", "session_id": {"a": 1}, "turn_id": "t"},
+    ]
+    good = {"event": "decision", "session_id": "s1", "turn_id": "t", "decision": "primary"}
+    log.write_text("".join(json.dumps(r) + "\n" for r in [*bad, good]) + "{torn\n")
+    transcript = transcripts_dir(state, project) / "s1.jsonl"
+    transcript.parent.mkdir(parents=True)
+    usage = {"prompt_tokens": "ten", "cached_tokens": [1], "completion_tokens": 3}
+    transcript.write_text(json.dumps({"type": "usage", "usage": usage, "position": "first"}))
+    run = run_qshell("stats", "--json", cwd=project)
+    assert run.code == 0 and "Traceback" not in run.stderr, run.stderr
+    found = run.json()
+    assert found["decisions"] == {"primary": 1}
+    assert found["rounds"] == 1 and found["completion_tokens"] == 3
+
+    log.unlink()
+    log.mkdir()  # a log that cannot be read as a file
+    run = run_qshell("stats", cwd=project)
+    assert "Traceback" not in run.stderr and run.code == 1
+    (line,) = run.stderr.strip().splitlines()
+    assert "decisions.jsonl" in line

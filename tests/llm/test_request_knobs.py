@@ -207,3 +207,17 @@ def test_a_main_turn_falls_back_even_when_it_may_not_retry(llm_server) -> None:
     )
     assert run(provider, request(no_tool_calls=True)).message.text == "Done."
     assert len(llm_server.requests) == 2
+
+
+def test_general_words_about_another_named_parameter_drop_no_knob(llm_server) -> None:
+    # OpenAI's reasoning models refuse a temperature in these words: the fault is the
+    # temperature's, so the knobs stay (no second request, nothing remembered)
+    llm_server.add_rule(
+        always(),
+        Fault.http(400, "Unsupported parameter: 'temperature' is not supported with this model."),
+    )
+    provider = provider_for(llm_server, "openai")
+    with pytest.raises(BadRequest):
+        run(provider, request(reasoning_off=True, no_tool_calls=True, temperature=0.2))
+    assert len(llm_server.requests) == 1
+    assert provider.rejections.of("m1") == frozenset()
