@@ -99,7 +99,7 @@ def fingerprint(name: str, arguments: str) -> tuple[str, str]:
     """A call's identity: its tool and its arguments with the keys sorted."""
     try:
         return name, json.dumps(json.loads(arguments or "{}"), sort_keys=True)
-    except ValueError:
+    except (ValueError, RecursionError):
         return name, arguments
 
 

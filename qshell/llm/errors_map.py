@@ -272,7 +272,7 @@ def _message_of(payload: Any) -> str:
 def _json_or_none(body: str) -> Any:
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 

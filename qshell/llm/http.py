@@ -180,7 +180,7 @@ def _event_end(last_line: bytes) -> bytes:
         return b"\n\n"
     try:
         json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):
         return b""
     return b"\n\n"
 
@@ -405,7 +405,7 @@ class HttpStreamer:
         """A JSON body as one event; an error payload or a non-object raises."""
         try:
             payload = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
         if isinstance(payload, dict) and payload.get("error"):
             raise error_from_payload(payload, self.endpoint, model)

@@ -54,8 +54,12 @@ class ToolCall(_Value):
     complete: bool = True
 
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError when they are not a JSON object."""
-        value = json.loads(self.arguments or "{}")
+        """The arguments as a dict; raises ValueError when they are not a JSON object
+        (nesting too deep for the parser, as a hostile model may send, included)."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except RecursionError:
+            raise ValueError("tool arguments are nested too deeply") from None
         if not isinstance(value, dict):
             raise ValueError("tool arguments must be a JSON object")
         return value

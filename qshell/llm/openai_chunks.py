@@ -249,7 +249,7 @@ def is_json_object(text: str) -> bool:
     """Whether `text` is a whole JSON object (the arguments of a call that was not cut)."""
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -134,7 +134,7 @@ class SSEProvider:
         """One SSE data line as a JSON object; `what` names it in the error ("a chunk")."""
         try:
             value = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise StreamBroken(
                 f"malformed stream from {self.base_url}: a data line is not JSON"
             ) from None

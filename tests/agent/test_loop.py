@@ -136,6 +136,19 @@ def test_invalid_arguments_and_unknown_tools_become_error_results_for_the_model(
     assert tool.ran == [] and isinstance(events[-1], TurnFinished)
 
 
+def test_arguments_nested_past_the_parser_are_invalid_not_a_crash(tmp_path):
+    # a hostile model may nest its arguments deeper than json can parse
+    deep = '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    tool = RecordingTool("note", Kind.READ)
+    steps = [Message.assistant("", [call("note", deep, "c1")]), Message.assistant("ok")]
+    session, _provider = make_session(tmp_path, steps, [tool])
+    events = drive(session, "go", yolo())
+    (finished,) = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished.result.error is not None
+    assert finished.result.error.type is ErrorType.INVALID_ARGS
+    assert tool.ran == [] and isinstance(events[-1], TurnFinished)
+
+
 def test_a_denied_tool_tells_the_model_and_the_turn_goes_on(tmp_path):
     tool = RecordingTool("edit", Kind.EDIT)
     session, _provider = make_session(

@@ -397,6 +397,28 @@ def test_malformed_json_in_a_data_line_is_stream_broken() -> None:
     assert "malformed stream from http://llm.test/v1" in str(caught.value)
 
 
+def test_json_nested_past_the_parser_is_stream_broken_not_a_crash() -> None:
+    # a hostile server may nest a data line, or a call's arguments, beyond what json parses
+    deep = "[" * 100_000 + "]" * 100_000
+    script = Script(sse_response(f"data: {deep}\n\n"))
+    with pytest.raises(StreamBroken):
+        run(make(script))
+    arguments = '{"a": ' + deep + "}"
+    calls = [{"index": 0, "id": "c1", "function": {"name": "f", "arguments": arguments}}]
+    second = [{"index": 1, "id": "c2", "function": {"name": "g", "arguments": "{}"}}]
+    script = Script(
+        sse_response(
+            event({"choices": [{"index": 0, "delta": {"tool_calls": calls}}]}),
+            event({"choices": [{"index": 0, "delta": {"tool_calls": second}}]}),
+            event({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            "data: [DONE]\n\n",
+        )
+    )
+    seen = list(make(script).stream(request(), CancelToken()))
+    done = seen[-1]
+    assert isinstance(done, StreamDone) and len(done.message.tool_calls) == 2
+
+
 def test_an_error_object_inside_the_stream_is_translated() -> None:
     error = {
         "error": {"message": "maximum context length exceeded", "code": "context_length_exceeded"}
