@@ -7,7 +7,8 @@ future (allow-once, allow-always — the runner's ALLOW_ALWAYS for this tool —
 and reject-always, which the session remembers: a later question about the same tool is
 answered "no" without asking, until the session ends), ToolStarted / ToolFinished the
 `tool_call` / `tool_call_update` pair, notices thought chunks. It returns the prompt's stop
-reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid), else
+reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
+open permission question is given up then, whether or not the client answers it), else
 the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
 `prompt_text` turns the prompt's content blocks into qshell's prompt. Runs on the asyncio
 loop; the turn itself runs in the worker `TurnEvents` starts.
@@ -89,6 +90,7 @@ class AcpSession:
     rejected: set[str] = field(default_factory=set)  # tools answered "reject always"
     running: bool = False
     cancelled: bool = False
+    asking: asyncio.Future[Any] | None = None  # the open permission question, if any
 
     @property
     def id(self) -> str:
@@ -236,10 +238,21 @@ class PromptRun:
         answer(request.future, await self._reply(call, request.name))
 
     async def _reply(self, call: ToolCallUpdate, tool: str) -> PermissionReply:
-        try:
-            response = await self._client.request_permission(
+        asking = asyncio.ensure_future(
+            self._client.request_permission(
                 session_id=self._state.id, tool_call=call, options=permission_options(tool)
             )
+        )
+        self._state.asking = asking
+        try:
+            await asyncio.wait({asking})  # session/cancel cancels `asking`, not this prompt
+        finally:
+            self._state.asking = None
+            asking.cancel()  # a no-op once answered; the prompt's own cancel reaches it here
+        if asking.cancelled():
+            return PermissionReply(PermissionAnswer.DENY, "the prompt was cancelled")
+        try:
+            response = asking.result()
         except (RequestError, ConnectionError) as exc:
             log.warning("the permission question failed: %s", exc)
             return PermissionReply(PermissionAnswer.DENY, "the editor did not answer")

@@ -212,6 +212,8 @@ class QshellAgent:
         if state is not None and state.running:
             state.cancelled = True
             state.conversation.cancel()
+            if state.asking is not None:  # an editor need not answer its open question
+                state.asking.cancel()
 
     def close(self) -> None:
         """End every session (their transcripts closed, their turns cancelled)."""

@@ -74,6 +74,17 @@ class RawAgent:
             elif message.get("id") == request_id:
                 return message
 
+    def request(self, method: str) -> dict[str, Any]:
+        """Wait for the agent's own request `method` and leave it unanswered (a slow or
+        absent-minded editor), keeping notifications meanwhile."""
+        while True:
+            message = self._inbox.get(timeout=WAIT_S)
+            assert message is not None, "the agent closed stdout"
+            if "method" in message and "id" not in message:
+                self.notifications.append(message["params"])
+            elif message.get("method") == method:
+                return message
+
     def call(self, method: str, params: dict[str, Any], handler: Handler | None = None) -> Any:
         reply = self.response(self.start(method, params), handler)
         assert "result" in reply, reply

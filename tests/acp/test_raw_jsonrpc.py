@@ -113,3 +113,38 @@ def test_session_load_replays_a_session_started_with_print_mode(llm_server, proj
     )
     assert "no session 'nope'" in unknown["error"]["message"]
     assert agent.close() == 0
+
+
+def test_a_cancel_ends_the_prompt_even_when_the_editor_leaves_its_question_open(
+    llm_server, project, tmp_path
+):
+    """The protocol asks the client to answer an open permission question with
+    `cancelled` when it cancels; one that does not must not hang the prompt, and its late
+    answer changes nothing."""
+    write = ToolCallSpec("write_file", {"path": "new.txt", "content": "x\n"}, id="w1")
+    llm_server.add_rule(has_tool_result(), Reply.text("noted"))
+    llm_server.add_rule(last_user_text_contains("write"), Reply.tool_calls([write]))
+    llm_server.add_rule(always(), Reply.text("still here"))
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, project, stderr)
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    prompt = agent.start("session/prompt", {"sessionId": sid, "prompt": [text("write it")]})
+    question = agent.request("session/request_permission")
+    agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+    assert agent.response(prompt)["result"] == {"stopReason": "cancelled"}
+    agent.send(
+        {
+            "id": question["id"],
+            "result": allow_always("session/request_permission", question["params"]),
+        }
+    )
+    after = agent.call("session/prompt", {"sessionId": sid, "prompt": [text("and now?")]})
+    assert after == {"stopReason": "end_turn"}
+    assert not (project / "new.txt").exists()
+    assert agent.close() == 0
+    assert "Traceback" not in stderr.read_text()
+
+
+def text(words: str) -> dict[str, str]:
+    return {"type": "text", "text": words}
