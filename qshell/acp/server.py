@@ -152,6 +152,8 @@ class QshellAgent:
     async def _start(self, cwd: str, resume_id: str | None, mcp_servers: Any) -> AcpSession:
         if not Path(cwd).is_absolute():
             raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, not '{cwd}'")
+        if not Path(cwd).is_dir():
+            raise RequestError(INVALID_PARAMS, f"cwd '{cwd}' is not a directory")
         if mcp_servers:
             log.warning("qshell does not connect to MCP servers; ignoring %d", len(mcp_servers))
         files = ClientFiles(self.client, asyncio.get_running_loop())
