@@ -239,7 +239,7 @@ def _run_front_end(
     if args.acp:
         from qshell.acp import run_acp
 
-        conversations = compose.open_acp(settings, request, opener=opener)
+        conversations = compose.open_acp(settings, request, opener=opener, flags=_flags(args))
         return run_acp(conversations, notes=opener.plugins.startup_notes)
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:
