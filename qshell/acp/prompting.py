@@ -37,6 +37,7 @@ from acp.schema import (
     TextResourceContents,
     ToolCallUpdate,
 )
+from pydantic import ValidationError
 
 from qshell.acp import updates
 from qshell.acp.bridge import TurnEvents
@@ -253,7 +254,7 @@ class PromptRun:
             return PermissionReply(PermissionAnswer.DENY, "the prompt was cancelled")
         try:
             response = asking.result()
-        except (RequestError, ConnectionError) as exc:
+        except (RequestError, ConnectionError, ValidationError) as exc:  # or answered nonsense
             log.warning("the permission question failed: %s", exc)
             return PermissionReply(PermissionAnswer.DENY, "the editor did not answer")
         outcome = response.outcome

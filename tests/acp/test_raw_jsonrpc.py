@@ -148,3 +148,22 @@ def test_a_cancel_ends_the_prompt_even_when_the_editor_leaves_its_question_open(
 
 def text(words: str) -> dict[str, str]:
     return {"type": "text", "text": words}
+
+
+def test_a_malformed_permission_answer_is_a_refusal_not_a_failed_prompt(
+    llm_server, project, tmp_path
+):
+    write = ToolCallSpec("write_file", {"path": "new.txt", "content": "x\n"}, id="w1")
+    llm_server.add_rule(has_tool_result("denied"), Reply.text("not written"))
+    llm_server.add_rule(always(), Reply.tool_calls([write]))
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, project, stderr)
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    done = agent.call(
+        "session/prompt", {"sessionId": sid, "prompt": [text("write it")]}, lambda *_: {}
+    )
+    assert done == {"stopReason": "end_turn"}
+    assert not (project / "new.txt").exists()
+    assert agent.close() == 0
+    assert "the permission question failed" in stderr.read_text()
