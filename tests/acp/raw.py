@@ -24,10 +24,10 @@ Handler = Callable[[str, dict[str, Any]], Any]
 
 
 class RawAgent:
-    def __init__(self, server: ScriptedLLMServer, project: Path, stderr: Path) -> None:
+    def __init__(self, server: ScriptedLLMServer, project: Path, stderr: Path, *args: str) -> None:
         self._log = stderr.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "qshell", "--acp"],
+            [sys.executable, "-m", "qshell", "--acp", *args],
             cwd=project,
             env=agent_env(server),
             stdin=subprocess.PIPE,
