@@ -152,6 +152,11 @@ class QshellAgent:
             raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, not '{cwd}'")
         if not Path(cwd).is_dir():
             raise RequestError(INVALID_PARAMS, f"cwd '{cwd}' is not a directory")
+        running = self._sessions.get(resume_id or "")
+        if running is not None and running.running:
+            raise RequestError(
+                INVALID_PARAMS, f"session '{resume_id}' has a prompt running: cancel it first"
+            )
         if mcp_servers:
             log.warning("qshell does not connect to MCP servers; ignoring %d", len(mcp_servers))
         files = ClientFiles(self.client, asyncio.get_running_loop())

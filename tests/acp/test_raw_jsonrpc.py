@@ -167,3 +167,24 @@ def test_a_malformed_permission_answer_is_a_refusal_not_a_failed_prompt(
     assert not (project / "new.txt").exists()
     assert agent.close() == 0
     assert "the permission question failed" in stderr.read_text()
+
+
+def test_loading_a_session_whose_prompt_runs_is_refused_and_the_prompt_goes_on(
+    llm_server, project, tmp_path
+):
+    slow = llm_server.add_rule(always(), Reply.text("a long answer " * 50))
+    hold = llm_server.hold(slow, after_first_chunk=True)
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, project, stderr)
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    prompt = agent.start("session/prompt", {"sessionId": sid, "prompt": [text("talk")]})
+    hold.wait_arrived(20)
+    params = {"cwd": str(project), "sessionId": sid, "mcpServers": []}
+    refused = agent.response(agent.start("session/load", params))
+    assert "has a prompt running" in refused["error"]["message"]
+    hold.release()
+    assert agent.response(prompt)["result"] == {"stopReason": "end_turn"}
+    told = "".join(u["content"]["text"] for u in agent.updates("agent_message_chunk"))
+    assert told == "a long answer " * 50
+    assert agent.close() == 0
