@@ -6,7 +6,8 @@ pending `tool_call` and a `session/request_permission` whose answer resolves the
 future (allow-once, allow-always — the runner's ALLOW_ALWAYS for this tool —, reject-once,
 and reject-always, which the session remembers: a later question about the same tool is
 answered "no" without asking, until the session ends), ToolStarted / ToolFinished the
-`tool_call` / `tool_call_update` pair, notices thought chunks. It returns the prompt's stop
+`tool_call` / `tool_call_update` pair (a call refused or cancelled at its question goes
+from `pending` to `failed`, never `in_progress`), notices thought chunks. It returns the prompt's stop
 reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
 open permission question is given up then, whether or not the client answers it), else
 the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
@@ -160,6 +161,7 @@ class PromptRun:
         self._client = client
         self._state = state
         self._announced: set[str] = set()  # calls whose tool_call went out with a question
+        self._refused: set[str] = set()  # calls that will not run (denied, or cancelled)
 
     async def run(self, text: str) -> StopReason:
         state = self._state
@@ -189,14 +191,16 @@ class PromptRun:
             case PermissionRequested():
                 await self._ask(event)
             case ToolStarted(call_id=call_id, name=name, args=args):
-                if call_id in self._announced:
-                    await self._update(updates.running(call_id))
-                else:
+                refused = call_id in self._refused  # the loop starts it only to fail it
+                if call_id not in self._announced:
                     kind = state.kind(name)
+                    status: updates.Status = "pending" if refused else "in_progress"
                     start = updates.started(
-                        call_id, name, args, kind=kind, root=state.root, status="in_progress"
+                        call_id, name, args, kind=kind, root=state.root, status=status
                     )
                     await self._update(start)
+                elif not refused:
+                    await self._update(updates.running(call_id))
             case ToolFinished():
                 await self._update(updates.finished(event, kind=state.kind(event.name)))
             case Notice(text=text):
@@ -213,6 +217,7 @@ class PromptRun:
         state = self._state
         if request.name in state.rejected:
             reason = f"the user rejected every {request.name} call for this session"
+            self._refused.add(request.call_id)
             answer(request.future, PermissionReply(PermissionAnswer.DENY, reason))
             return
         kind = state.kind(request.name)
@@ -236,7 +241,10 @@ class PromptRun:
             content=start.content,
             raw_input=start.raw_input,
         )
-        answer(request.future, await self._reply(call, request.name))
+        reply = await self._reply(call, request.name)
+        if reply.answer is PermissionAnswer.DENY:
+            self._refused.add(request.call_id)
+        answer(request.future, reply)
 
     async def _reply(self, call: ToolCallUpdate, tool: str) -> PermissionReply:
         asking = asyncio.ensure_future(

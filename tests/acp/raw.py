@@ -93,6 +93,10 @@ class RawAgent:
     def updates(self, kind: str) -> list[dict[str, Any]]:
         return [n["update"] for n in self.notifications if n["update"]["sessionUpdate"] == kind]
 
+    def notifications_of(self, call_id: str) -> list[dict[str, Any]]:
+        """The `tool_call` and `tool_call_update` updates of one call, in order."""
+        return [n["update"] for n in self.notifications if n["update"].get("toolCallId") == call_id]
+
     def close(self) -> int:
         """Close stdin, as an editor does when it is done; the exit code."""
         assert self.proc.stdin is not None

@@ -142,6 +142,8 @@ def test_a_cancel_ends_the_prompt_even_when_the_editor_leaves_its_question_open(
     after = agent.call("session/prompt", {"sessionId": sid, "prompt": [text("and now?")]})
     assert after == {"stopReason": "end_turn"}
     assert not (project / "new.txt").exists()
+    lives = [u["status"] for u in agent.notifications_of("w1")]
+    assert lives == ["pending", "failed"]  # it never ran
     assert agent.close() == 0
     assert "Traceback" not in stderr.read_text()
 

@@ -53,6 +53,13 @@ def test_reject_always_refuses_the_tool_for_the_rest_of_the_session(llm_server, 
     assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
     failed = [u.tool_call_id for u in editor.of("tool_call_update") if u.status == "failed"]
     assert failed == ["w1", "w2"]
+    for call_id in ("w1", "w2"):  # a refused call never ran: pending, then failed
+        lives = [
+            (u.session_update, u.status)
+            for u in editor.updates
+            if getattr(u, "tool_call_id", "") == call_id
+        ]
+        assert lives == [("tool_call", "pending"), ("tool_call_update", "failed")], call_id
     told = llm_server.requests[-1].last_tool_results[0].content
     assert "rejected every write_file call for this session" in told
     assert editor.text() == "gave up"
