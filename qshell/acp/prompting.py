@@ -11,7 +11,8 @@ from `pending` to `failed`, never `in_progress`), notices thought chunks. It ret
 reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
 open permission question is given up then, whether or not the client answers it), else
 the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
-`prompt_text` turns the prompt's content blocks into qshell's prompt. Runs on the asyncio
+`prompt_text` turns the prompt's content blocks into qshell's prompt (an embedded file is
+context, not typed: its @words attach nothing). Runs on the asyncio
 loop; the turn itself runs in the worker `TurnEvents` starts.
 """
 
@@ -123,25 +124,39 @@ def permission_options(tool: str) -> list[PermissionOption]:
     ]
 
 
-def prompt_text(blocks: Sequence[Any]) -> str:
-    """The prompt qshell runs: the text blocks, a linked file named by its path, an
-    embedded text resource wrapped in a <context> element."""
-    parts: list[str] = []
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What the user typed (text blocks, linked files named by their path), and the
+    context the client sent along (each embedded text resource in a <context> element),
+    which is passed as it is: its @words attach nothing."""
+
+    typed: str
+    context: str
+
+    @property
+    def empty(self) -> bool:
+        return not (self.typed.strip() or self.context.strip())
+
+
+def prompt_text(blocks: Sequence[Any]) -> Prompt:
+    """The prompt qshell runs, from the prompt's content blocks."""
+    typed: list[str] = []
+    context: list[str] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
-            parts.append(block.text)
+            typed.append(block.text)
         elif isinstance(block, ResourceContentBlock):
-            parts.append(f"(file: {_path_of(block.uri)})")
+            typed.append(f"(file: {_path_of(block.uri)})")
         elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
             block.resource, TextResourceContents
         ):
             resource = block.resource
-            parts.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
+            context.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
         else:
             raise RequestError(
                 INVALID_PARAMS, f"qshell takes text and files, not {block.type} content"
             )
-    return "\n".join(parts)
+    return Prompt("\n".join(typed), "\n".join(context))
 
 
 def _path_of(uri: str) -> str:
@@ -163,9 +178,10 @@ class PromptRun:
         self._announced: set[str] = set()  # calls whose tool_call went out with a question
         self._refused: set[str] = set()  # calls that will not run (denied, or cancelled)
 
-    async def run(self, text: str) -> StopReason:
+    async def run(self, prompt: Prompt) -> StopReason:
         state = self._state
-        events = TurnEvents(state.conversation.turn(text), asyncio.get_running_loop())
+        turn = state.conversation.turn(prompt.typed, context=prompt.context)
+        events = TurnEvents(turn, asyncio.get_running_loop())
         last: TurnFinished | TurnFailed | None = None
         try:
             while (event := await events.next()) is not None:

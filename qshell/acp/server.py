@@ -201,7 +201,7 @@ class QshellAgent:
         if state.running:
             raise RequestError(INVALID_PARAMS, "a prompt is already running in this session")
         text = prompt_text(prompt)
-        if not text.strip():
+        if text.empty:
             raise RequestError(INVALID_PARAMS, "the prompt is empty")
         state.running, state.cancelled = True, False
         try:

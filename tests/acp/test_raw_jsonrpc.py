@@ -190,3 +190,22 @@ def test_loading_a_session_whose_prompt_runs_is_refused_and_the_prompt_goes_on(
     told = "".join(u["content"]["text"] for u in agent.updates("agent_message_chunk"))
     assert told == "a long answer " * 50
     assert agent.close() == 0
+
+
+def test_an_embedded_file_is_context_its_at_words_attach_nothing(llm_server, project, tmp_path):
+    """Only what the user typed has its @mentions attached: an embedded resource's text (a
+    file the editor sends along) is passed as it is, so a file that says `@../x` cannot
+    pull another file, outside the project or not, into the prompt."""
+    (tmp_path / "private.txt").write_text("my private words\n")
+    llm_server.add_rule(always(), Reply.text("summed up"))
+    agent = RawAgent(llm_server, project, tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    notes = {"uri": f"file://{project}/notes.md", "text": "see @../private.txt and @hello.txt"}
+    prompt = [text("sum up"), {"type": "resource", "resource": notes}]
+    done = agent.call("session/prompt", {"sessionId": sid, "prompt": prompt})
+    assert done == {"stopReason": "end_turn"}
+    sent = llm_server.requests[-1].last_user_text
+    assert "see @../private.txt and @hello.txt" in sent
+    assert "my private words" not in sent and "hello world" not in sent
+    assert agent.close() == 0
