@@ -26,6 +26,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from acp import RequestError
 from acp.interfaces import Client
@@ -160,7 +161,8 @@ def prompt_text(blocks: Sequence[Any]) -> Prompt:
 
 
 def _path_of(uri: str) -> str:
-    return uri.removeprefix("file://") if uri.startswith("file://") else uri
+    """A file URI's path, its %-escapes undone (editors escape spaces and non-ASCII)."""
+    return unquote(urlsplit(uri).path) if uri.startswith("file://") else uri
 
 
 def answer(future: Future[PermissionReply], reply: PermissionReply) -> None:

@@ -209,3 +209,19 @@ def test_an_embedded_file_is_context_its_at_words_attach_nothing(llm_server, pro
     assert "see @../private.txt and @hello.txt" in sent
     assert "my private words" not in sent and "hello world" not in sent
     assert agent.close() == 0
+
+
+def test_a_linked_file_is_named_by_its_path_with_the_uri_escapes_undone(
+    llm_server, project, tmp_path
+):
+    (project / "my notes é.txt").write_text("n\n")
+    llm_server.add_rule(always(), Reply.text("ok"))
+    agent = RawAgent(llm_server, project, tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    uri = f"file://{project}/my%20notes%20%C3%A9.txt"
+    link = {"type": "resource_link", "uri": uri, "name": "my notes é.txt"}
+    done = agent.call("session/prompt", {"sessionId": sid, "prompt": [text("look at"), link]})
+    assert done == {"stopReason": "end_turn"}
+    assert f"(file: {project}/my notes é.txt)" in llm_server.requests[-1].last_user_text
+    assert agent.close() == 0
