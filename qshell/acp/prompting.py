@@ -43,7 +43,7 @@ from acp.schema import (
 from pydantic import ValidationError
 
 from qshell.acp import updates
-from qshell.acp.bridge import TurnEvents
+from qshell.acp.bridge import ClientFiles, TurnEvents
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     ApplyChoice,
@@ -95,6 +95,7 @@ class AcpSession:
     running: bool = False
     cancelled: bool = False
     asking: asyncio.Future[Any] | None = None  # the open permission question, if any
+    files: ClientFiles | None = None  # the client's fs/*, when it offers them
 
     @property
     def id(self) -> str:

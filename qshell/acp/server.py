@@ -171,7 +171,7 @@ class QshellAgent:
         except QshellError as exc:
             raise request_error(exc) from None
         files.session_id = conversation.session.id
-        state = AcpSession(conversation)
+        state = AcpSession(conversation, files=files if read or write else None)
         old = self._sessions.pop(state.id, None)
         if old is not None:
             old.conversation.close()
@@ -219,6 +219,8 @@ class QshellAgent:
             state.conversation.cancel()
             if state.asking is not None:  # an editor need not answer its open question
                 state.asking.cancel()
+            if state.files is not None:  # nor a read or write it was asked for
+                state.files.cancel()
 
     def close(self) -> None:
         """End every session (their transcripts closed, their turns cancelled)."""

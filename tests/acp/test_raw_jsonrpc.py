@@ -225,3 +225,26 @@ def test_a_linked_file_is_named_by_its_path_with_the_uri_escapes_undone(
     assert done == {"stopReason": "end_turn"}
     assert f"(file: {project}/my notes é.txt)" in llm_server.requests[-1].last_user_text
     assert agent.close() == 0
+
+
+def test_a_cancel_ends_the_prompt_while_the_editor_has_not_answered_a_read(
+    llm_server, project, tmp_path
+):
+    read = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
+    llm_server.add_rule(has_tool_result(), Reply.text("read"))
+    llm_server.add_rule(last_user_text_contains("read"), Reply.tool_calls([read]))
+    llm_server.add_rule(always(), Reply.text("still here"))
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, project, stderr)
+    files = {"fs": {"readTextFile": True, "writeTextFile": True}}
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": files})
+    sid = agent.call("session/new", {"cwd": str(project), "mcpServers": []})["sessionId"]
+    prompt = agent.start("session/prompt", {"sessionId": sid, "prompt": [text("read it")]})
+    asked = agent.request("fs/read_text_file")
+    agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+    assert agent.response(prompt)["result"] == {"stopReason": "cancelled"}
+    agent.send({"id": asked["id"], "result": {"content": "too late"}})
+    after = agent.call("session/prompt", {"sessionId": sid, "prompt": [text("and now?")]})
+    assert after == {"stopReason": "end_turn"}
+    assert agent.close() == 0
+    assert "Traceback" not in stderr.read_text()
