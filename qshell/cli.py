@@ -196,6 +196,10 @@ def _dispatch(
         return run_subcommand(args.prompt[0], args.prompt[1:], args, root, environ, stdout)
     if args.max_turns is not None and args.max_turns < 1:
         raise InputError("--max-turns must be at least 1")
+    if args.acp:  # before plugins load: nothing they print may reach the JSON stream
+        from qshell.acp.streams import claim
+
+        claim()
     settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
     plugins = plugin_host(args, settings, root, environ)
     opener = _opener(settings, root, environ, stderr, plugins)
@@ -239,7 +243,7 @@ def _run_front_end(
     if args.acp:
         from qshell.acp import run_acp
 
-        conversations = compose.open_acp(settings, request, opener=opener)
+        conversations = compose.open_acp(settings, request, opener=opener, flags=_flags(args))
         return run_acp(conversations, notes=opener.plugins.startup_notes)
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:

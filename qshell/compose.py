@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
@@ -38,7 +38,13 @@ from qshell.agent.prompt import build_system_prompt
 from qshell.agent.routing import Routing
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
-from qshell.config import ProviderConfig, ProviderName, Settings, small_local_model
+from qshell.config import (
+    ProviderConfig,
+    ProviderName,
+    Settings,
+    load_settings,
+    small_local_model,
+)
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.llm.base import Provider
 from qshell.llm.messages import Message
@@ -81,9 +87,16 @@ class SessionOpener:
     def __call__(self, request: SessionRequest) -> Session:
         return self.open_at(request, self.root)
 
-    def open_at(self, request: SessionRequest, root: Path, view: FileView | None = None) -> Session:
-        """A session of this run in `root` (an ACP client's cwd); its tools see files
-        through `view` when given (tools/client_view.py), else on disk."""
+    def open_at(
+        self,
+        request: SessionRequest,
+        root: Path,
+        view: FileView | None = None,
+        settings: Settings | None = None,
+    ) -> Session:
+        """A session of this run in `root` (an ACP client's cwd) under `settings` (that
+        project's; the run's when not given; the provider is the run's either way); its
+        tools see files through `view` when given (tools/client_view.py), else on disk."""
         config = provider_config(self.settings, self.environ)
         if self.provider is None:
             if config.chosen_by_default and self._notify is not None:
@@ -95,7 +108,7 @@ class SessionOpener:
                 config, self.settings, environ=self.environ, notify=self._notify
             )
         session = open_session(
-            self.settings,
+            settings or self.settings,
             request,
             root=root,
             environ=self.environ,
@@ -330,12 +343,18 @@ def open_interactive(
 
 
 def open_acp(
-    settings: Settings, request: SessionRequest, *, opener: SessionOpener
+    settings: Settings,
+    request: SessionRequest,
+    *,
+    opener: SessionOpener,
+    flags: Mapping[str, Any] | None = None,
 ) -> Callable[..., Conversation]:
     """How `qshell --acp` opens the conversation of each ACP session: in the client's
-    `root`, resumed when `resume_id` is given, its file contents read and written through
-    the client's `read` / `write` when it offers them (tools/client_view.py). Answers ask
-    for no next-prompt line and nothing speculates: an editor shows no ghost text."""
+    `root`, under that project's settings (with the command line's `flags`, as a qshell
+    started there would load them), resumed when `resume_id` is given, its file contents
+    read and written through the client's `read` / `write` when it offers them
+    (tools/client_view.py). Answers ask for no next-prompt line and nothing speculates:
+    an editor shows no ghost text."""
 
     def open_conversation(
         root: Path,
@@ -345,15 +364,20 @@ def open_acp(
         write: WriteText | None = None,
     ) -> Conversation:
         view = ClientView(read=read, write=write) if read or write else None
+        here = (
+            settings
+            if root == opener.root
+            else load_settings(project_root=root, environ=opener.environ, flags=flags)
+        )
 
         def factory(wanted: SessionRequest) -> Session:
-            return opener.open_at(wanted, root, view)
+            return opener.open_at(wanted, root, view, here)
 
         return Conversation(
             factory,
             replace(request, resume_id=resume_id, continue_latest=False, predict_next=False),
-            fast_model=settings.fast_model,
-            show_reasoning=settings.show_reasoning,
+            fast_model=here.fast_model,
+            show_reasoning=here.show_reasoning,
         )
 
     return open_conversation

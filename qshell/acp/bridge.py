@@ -6,8 +6,9 @@ through a queue; consecutive text or reasoning deltas that are already waiting a
 into one, so a fast stream costs fewer notifications. `ClientFiles` is the other way
 round: the tools' `read` / `write` calls, made in a worker thread, become
 `fs/read_text_file` / `fs/write_text_file` requests on the loop and block until the client
-answers (at most `CLIENT_FS_TIMEOUT_S`), their failures raised as OSError as a file read
-would. Neither may be called from the loop's own thread for a blocking call.
+answers (at most `CLIENT_FS_TIMEOUT_S`, or until the prompt is cancelled), their failures
+raised as OSError as a file read would. Neither may be called from the loop's own thread
+for a blocking call.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import contextlib
 import logging
 import threading
 from collections.abc import Coroutine, Iterator
+from concurrent.futures import CancelledError as FutureCancelled
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Protocol
@@ -87,6 +90,16 @@ class ClientFiles:
         self._client = client
         self._loop = loop
         self.session_id = ""
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        """Stop waiting for the requests still out (the prompt was cancelled): each
+        raises OSError in its tool at once; a late answer is dropped."""
+        with self._lock:
+            pending, self._pending = self._pending, set()
+        for future in pending:
+            future.cancel()
 
     def read(self, path: Path) -> str:
         coro = self._client.read_text_file(session_id=self.session_id, path=str(path))
@@ -101,12 +114,19 @@ class ClientFiles:
 
     def _wait(self, coro: Coroutine[Any, Any, Any], path: Path, verb: str) -> Any:
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        with self._lock:
+            self._pending.add(future)
         try:
             return future.result(CLIENT_FS_TIMEOUT_S)
         except FutureTimeout:
             future.cancel()
             raise OSError(f"the editor did not {verb} {path} in time") from None
+        except FutureCancelled:
+            raise OSError(f"cancelled while the editor was to {verb} {path}") from None
         except OSError:
             raise
         except Exception as exc:  # the client answered with an error
             raise OSError(f"the editor could not {verb} {path}: {exc}") from None
+        finally:
+            with self._lock:
+                self._pending.discard(future)

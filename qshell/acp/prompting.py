@@ -6,10 +6,13 @@ pending `tool_call` and a `session/request_permission` whose answer resolves the
 future (allow-once, allow-always — the runner's ALLOW_ALWAYS for this tool —, reject-once,
 and reject-always, which the session remembers: a later question about the same tool is
 answered "no" without asking, until the session ends), ToolStarted / ToolFinished the
-`tool_call` / `tool_call_update` pair, notices thought chunks. It returns the prompt's stop
-reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid), else
+`tool_call` / `tool_call_update` pair (a call refused or cancelled at its question goes
+from `pending` to `failed`, never `in_progress`), notices thought chunks. It returns the prompt's stop
+reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
+open permission question is given up then, whether or not the client answers it), else
 the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
-`prompt_text` turns the prompt's content blocks into qshell's prompt. Runs on the asyncio
+`prompt_text` turns the prompt's content blocks into qshell's prompt (an embedded file is
+context, not typed: its @words attach nothing). Runs on the asyncio
 loop; the turn itself runs in the worker `TurnEvents` starts.
 """
 
@@ -23,6 +26,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from acp import RequestError
 from acp.interfaces import Client
@@ -36,9 +40,10 @@ from acp.schema import (
     TextResourceContents,
     ToolCallUpdate,
 )
+from pydantic import ValidationError
 
 from qshell.acp import updates
-from qshell.acp.bridge import TurnEvents
+from qshell.acp.bridge import ClientFiles, TurnEvents
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     ApplyChoice,
@@ -89,6 +94,8 @@ class AcpSession:
     rejected: set[str] = field(default_factory=set)  # tools answered "reject always"
     running: bool = False
     cancelled: bool = False
+    asking: asyncio.Future[Any] | None = None  # the open permission question, if any
+    files: ClientFiles | None = None  # the client's fs/*, when it offers them
 
     @property
     def id(self) -> str:
@@ -119,29 +126,44 @@ def permission_options(tool: str) -> list[PermissionOption]:
     ]
 
 
-def prompt_text(blocks: Sequence[Any]) -> str:
-    """The prompt qshell runs: the text blocks, a linked file named by its path, an
-    embedded text resource wrapped in a <context> element."""
-    parts: list[str] = []
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """What the user typed (text blocks, linked files named by their path), and the
+    context the client sent along (each embedded text resource in a <context> element),
+    which is passed as it is: its @words attach nothing."""
+
+    typed: str
+    context: str
+
+    @property
+    def empty(self) -> bool:
+        return not (self.typed.strip() or self.context.strip())
+
+
+def prompt_text(blocks: Sequence[Any]) -> Prompt:
+    """The prompt qshell runs, from the prompt's content blocks."""
+    typed: list[str] = []
+    context: list[str] = []
     for block in blocks:
         if isinstance(block, TextContentBlock):
-            parts.append(block.text)
+            typed.append(block.text)
         elif isinstance(block, ResourceContentBlock):
-            parts.append(f"(file: {_path_of(block.uri)})")
+            typed.append(f"(file: {_path_of(block.uri)})")
         elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
             block.resource, TextResourceContents
         ):
             resource = block.resource
-            parts.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
+            context.append(f'<context uri="{resource.uri}">\n{resource.text}\n</context>')
         else:
             raise RequestError(
                 INVALID_PARAMS, f"qshell takes text and files, not {block.type} content"
             )
-    return "\n".join(parts)
+    return Prompt("\n".join(typed), "\n".join(context))
 
 
 def _path_of(uri: str) -> str:
-    return uri.removeprefix("file://") if uri.startswith("file://") else uri
+    """A file URI's path, its %-escapes undone (editors escape spaces and non-ASCII)."""
+    return unquote(urlsplit(uri).path) if uri.startswith("file://") else uri
 
 
 def answer(future: Future[PermissionReply], reply: PermissionReply) -> None:
@@ -157,10 +179,12 @@ class PromptRun:
         self._client = client
         self._state = state
         self._announced: set[str] = set()  # calls whose tool_call went out with a question
+        self._refused: set[str] = set()  # calls that will not run (denied, or cancelled)
 
-    async def run(self, text: str) -> StopReason:
+    async def run(self, prompt: Prompt) -> StopReason:
         state = self._state
-        events = TurnEvents(state.conversation.turn(text), asyncio.get_running_loop())
+        turn = state.conversation.turn(prompt.typed, context=prompt.context)
+        events = TurnEvents(turn, asyncio.get_running_loop())
         last: TurnFinished | TurnFailed | None = None
         try:
             while (event := await events.next()) is not None:
@@ -186,14 +210,16 @@ class PromptRun:
             case PermissionRequested():
                 await self._ask(event)
             case ToolStarted(call_id=call_id, name=name, args=args):
-                if call_id in self._announced:
-                    await self._update(updates.running(call_id))
-                else:
+                refused = call_id in self._refused  # the loop starts it only to fail it
+                if call_id not in self._announced:
                     kind = state.kind(name)
+                    status: updates.Status = "pending" if refused else "in_progress"
                     start = updates.started(
-                        call_id, name, args, kind=kind, root=state.root, status="in_progress"
+                        call_id, name, args, kind=kind, root=state.root, status=status
                     )
                     await self._update(start)
+                elif not refused:
+                    await self._update(updates.running(call_id))
             case ToolFinished():
                 await self._update(updates.finished(event, kind=state.kind(event.name)))
             case Notice(text=text):
@@ -210,6 +236,7 @@ class PromptRun:
         state = self._state
         if request.name in state.rejected:
             reason = f"the user rejected every {request.name} call for this session"
+            self._refused.add(request.call_id)
             answer(request.future, PermissionReply(PermissionAnswer.DENY, reason))
             return
         kind = state.kind(request.name)
@@ -233,14 +260,28 @@ class PromptRun:
             content=start.content,
             raw_input=start.raw_input,
         )
-        answer(request.future, await self._reply(call, request.name))
+        reply = await self._reply(call, request.name)
+        if reply.answer is PermissionAnswer.DENY:
+            self._refused.add(request.call_id)
+        answer(request.future, reply)
 
     async def _reply(self, call: ToolCallUpdate, tool: str) -> PermissionReply:
-        try:
-            response = await self._client.request_permission(
+        asking = asyncio.ensure_future(
+            self._client.request_permission(
                 session_id=self._state.id, tool_call=call, options=permission_options(tool)
             )
-        except (RequestError, ConnectionError) as exc:
+        )
+        self._state.asking = asking
+        try:
+            await asyncio.wait({asking})  # session/cancel cancels `asking`, not this prompt
+        finally:
+            self._state.asking = None
+            asking.cancel()  # a no-op once answered; the prompt's own cancel reaches it here
+        if asking.cancelled():
+            return PermissionReply(PermissionAnswer.DENY, "the prompt was cancelled")
+        try:
+            response = asking.result()
+        except (RequestError, ConnectionError, ValidationError) as exc:  # or answered nonsense
             log.warning("the permission question failed: %s", exc)
             return PermissionReply(PermissionAnswer.DENY, "the editor did not answer")
         outcome = response.outcome

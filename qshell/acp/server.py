@@ -10,16 +10,14 @@ session's conversation comes from the `open_conversation` composition built; whe
 client can read or write text files, the session's tools do it through the client
 (bridge.py `ClientFiles`), so the editor's unsaved buffers are what the agent sees. No
 suggestions and no speculation run here. `serve` owns the process's stdio: stdout carries
-only JSON-RPC (Python-level writes are sent to stderr once the streams are open), logs go
-to stderr. Everything runs on one asyncio loop in the main thread; turns run in workers.
+only JSON-RPC (streams.py moves it off fd 1, which then is stderr's), logs go to stderr.
+Everything runs on one asyncio loop in the main thread; turns run in workers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,7 +46,7 @@ from acp.schema import (
 )
 
 from qshell import __version__
-from qshell.acp import updates
+from qshell.acp import streams, updates
 from qshell.acp.bridge import ClientFiles
 from qshell.acp.prompting import INTERNAL_ERROR, INVALID_PARAMS, AcpSession, PromptRun, prompt_text
 from qshell.agent.conversation import Conversation
@@ -152,6 +150,13 @@ class QshellAgent:
     async def _start(self, cwd: str, resume_id: str | None, mcp_servers: Any) -> AcpSession:
         if not Path(cwd).is_absolute():
             raise RequestError(INVALID_PARAMS, f"cwd must be an absolute path, not '{cwd}'")
+        if not Path(cwd).is_dir():
+            raise RequestError(INVALID_PARAMS, f"cwd '{cwd}' is not a directory")
+        running = self._sessions.get(resume_id or "")
+        if running is not None and running.running:
+            raise RequestError(
+                INVALID_PARAMS, f"session '{resume_id}' has a prompt running: cancel it first"
+            )
         if mcp_servers:
             log.warning("qshell does not connect to MCP servers; ignoring %d", len(mcp_servers))
         files = ClientFiles(self.client, asyncio.get_running_loop())
@@ -166,7 +171,7 @@ class QshellAgent:
         except QshellError as exc:
             raise request_error(exc) from None
         files.session_id = conversation.session.id
-        state = AcpSession(conversation)
+        state = AcpSession(conversation, files=files if read or write else None)
         old = self._sessions.pop(state.id, None)
         if old is not None:
             old.conversation.close()
@@ -196,7 +201,7 @@ class QshellAgent:
         if state.running:
             raise RequestError(INVALID_PARAMS, "a prompt is already running in this session")
         text = prompt_text(prompt)
-        if not text.strip():
+        if text.empty:
             raise RequestError(INVALID_PARAMS, "the prompt is empty")
         state.running, state.cancelled = True, False
         try:
@@ -212,6 +217,10 @@ class QshellAgent:
         if state is not None and state.running:
             state.cancelled = True
             state.conversation.cancel()
+            if state.asking is not None:  # an editor need not answer its open question
+                state.asking.cancel()
+            if state.files is not None:  # nor a read or write it was asked for
+                state.files.cancel()
 
     def close(self) -> None:
         """End every session (their transcripts closed, their turns cancelled)."""
@@ -222,8 +231,8 @@ class QshellAgent:
 
 
 async def _serve(agent: QshellAgent) -> None:
-    reader, writer = await stdio_streams(limit=STDIO_LIMIT_BYTES)
-    sys.stdout = sys.stderr  # the JSON stream has fd 1 now; a stray print cannot corrupt it
+    with streams.opened():  # a stray print or a child's output cannot reach the client
+        reader, writer = await stdio_streams(limit=STDIO_LIMIT_BYTES)
     try:
         # the SDK answers "method not found" for what the agent does not define
         await run_agent(cast(Agent, agent), writer, reader)
@@ -231,23 +240,9 @@ async def _serve(agent: QshellAgent) -> None:
         agent.close()
 
 
-def _check_stdio() -> None:
-    """ACP runs on pipes an editor opens (or a socket, a terminal); a file will not do."""
-    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
-        try:
-            mode = os.fstat(stream.fileno()).st_mode
-        except (OSError, ValueError):
-            mode = 0
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
-            raise InputError(
-                f"--acp talks JSON-RPC over stdin and stdout, and {name} is not a pipe: "
-                "let the editor start qshell"
-            )
-
-
 def serve(open_conversation: OpenConversation, *, notes: Sequence[str] = ()) -> int:
     """Run the agent until the client closes stdin; 0, or 130 when interrupted."""
-    _check_stdio()
+    streams.claim()  # cli claimed them before loading plugins; this is for other callers
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="qshell: %(message)s")
     for note in notes:
         log.warning("%s", note)

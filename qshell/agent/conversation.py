@@ -82,8 +82,10 @@ class Conversation:
 
     # -- turns ---------------------------------------------------------------------------
 
-    def turn(self, text: str) -> Iterator[Event]:
+    def turn(self, text: str, *, context: str = "") -> Iterator[Event]:
         """Run one user turn: @mentions attached, pending notes prepended, files checkpointed.
+        `context` (what the front-end sends along that the user did not type: an editor's
+        embedded files) follows the text as it is; its @words attach nothing.
 
         The cancel token is created here, eagerly, so a `cancel()` that arrives before the
         returned generator first runs is not lost.
@@ -92,7 +94,7 @@ class Conversation:
         self._started_turn()
         expanded = expand_mentions(text, self.session.tool_context.paths)
         self.last_expansion = expanded
-        prompt = expanded.text
+        prompt = f"{expanded.text}\n{context}" if context else expanded.text
         if self._notes:
             prompt = "\n".join(self._notes) + "\n\n" + prompt
             self._notes.clear()

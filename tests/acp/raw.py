@@ -24,10 +24,10 @@ Handler = Callable[[str, dict[str, Any]], Any]
 
 
 class RawAgent:
-    def __init__(self, server: ScriptedLLMServer, project: Path, stderr: Path) -> None:
+    def __init__(self, server: ScriptedLLMServer, project: Path, stderr: Path, *args: str) -> None:
         self._log = stderr.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "qshell", "--acp"],
+            [sys.executable, "-m", "qshell", "--acp", *args],
             cwd=project,
             env=agent_env(server),
             stdin=subprocess.PIPE,
@@ -74,6 +74,17 @@ class RawAgent:
             elif message.get("id") == request_id:
                 return message
 
+    def request(self, method: str) -> dict[str, Any]:
+        """Wait for the agent's own request `method` and leave it unanswered (a slow or
+        absent-minded editor), keeping notifications meanwhile."""
+        while True:
+            message = self._inbox.get(timeout=WAIT_S)
+            assert message is not None, "the agent closed stdout"
+            if "method" in message and "id" not in message:
+                self.notifications.append(message["params"])
+            elif message.get("method") == method:
+                return message
+
     def call(self, method: str, params: dict[str, Any], handler: Handler | None = None) -> Any:
         reply = self.response(self.start(method, params), handler)
         assert "result" in reply, reply
@@ -81,6 +92,10 @@ class RawAgent:
 
     def updates(self, kind: str) -> list[dict[str, Any]]:
         return [n["update"] for n in self.notifications if n["update"]["sessionUpdate"] == kind]
+
+    def notifications_of(self, call_id: str) -> list[dict[str, Any]]:
+        """The `tool_call` and `tool_call_update` updates of one call, in order."""
+        return [n["update"] for n in self.notifications if n["update"].get("toolCallId") == call_id]
 
     def close(self) -> int:
         """Close stdin, as an editor does when it is done; the exit code."""

@@ -53,6 +53,13 @@ def test_reject_always_refuses_the_tool_for_the_rest_of_the_session(llm_server, 
     assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
     failed = [u.tool_call_id for u in editor.of("tool_call_update") if u.status == "failed"]
     assert failed == ["w1", "w2"]
+    for call_id in ("w1", "w2"):  # a refused call never ran: pending, then failed
+        lives = [
+            (u.session_update, u.status)
+            for u in editor.updates
+            if getattr(u, "tool_call_id", "") == call_id
+        ]
+        assert lives == [("tool_call", "pending"), ("tool_call_update", "failed")], call_id
     told = llm_server.requests[-1].last_tool_results[0].content
     assert "rejected every write_file call for this session" in told
     assert editor.text() == "gave up"
@@ -85,3 +92,25 @@ def test_set_mode_maps_to_the_approval_modes(llm_server, project, tmp_path):
     assert editor.questions == []
     denied = llm_server.requests[1].last_tool_results[0].content
     assert "plan mode allows no changes" in denied
+
+
+def test_a_session_follows_the_settings_of_its_own_project(llm_server, project, tmp_path):
+    """An editor may start qshell in one directory and open sessions in others: each
+    session's gate rules (its approval mode here) are its project's."""
+    (project / ".qshell").mkdir()
+    (project / ".qshell" / "settings.json").write_text('{"approvalMode": "plan"}')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    llm_server.add_rule(has_tool_result(), Reply.text("over"))
+    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    editor = Editor()  # it answers no question: none may be asked
+
+    async def scenario() -> None:
+        async with spawn(editor, llm_server, elsewhere, tmp_path / "err") as conn:
+            new = await conn.new_session(cwd=str(project), mcp_servers=[])
+            assert new.modes is not None and new.modes.current_mode_id == "plan"
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("edit it")])
+
+    asyncio.run(scenario())
+    assert editor.questions == [] and editor.writes == []
+    assert "plan mode allows no changes" in llm_server.requests[-1].last_tool_results[0].content

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.acp.raw import RawAgent
 from tests.e2e.helpers import run_qshell
 
 HIDE_SDK = """\
@@ -40,3 +41,35 @@ def test_acp_with_stdout_on_a_file_says_an_editor_starts_it_and_exits_42(tmp_pat
     stderr = proc.stderr.decode()
     assert proc.returncode == 42 and out.read_bytes() == b""
     assert stderr.count("\n") == 1 and "stdout is not a pipe" in stderr
+
+
+def test_a_session_in_a_directory_that_does_not_exist_is_one_clear_error(llm_server, tmp_path):
+    agent = RawAgent(llm_server, tmp_path, tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    missing = tmp_path / "gone"
+    reply = agent.response(agent.start("session/new", {"cwd": str(missing), "mcpServers": []}))
+    assert reply["error"]["message"] == f"cwd '{missing}' is not a directory"
+    assert not any(Path(os.environ["QSHELL_HOME"]).rglob("*.jsonl"))  # no transcript made
+    assert agent.close() == 0
+
+
+NOISY_PLUGIN = """\
+import os
+print("a plugin's print")
+os.system("echo a child of a plugin")
+"""
+
+
+def test_what_a_plugin_or_its_children_print_goes_to_stderr_not_the_json_stream(
+    llm_server, tmp_path
+):
+    plugin = tmp_path / "noisy.py"
+    plugin.write_text(NOISY_PLUGIN)
+    stderr = tmp_path / "agent.err"
+    agent = RawAgent(llm_server, tmp_path, stderr, "--plugin", str(plugin))
+    init = agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert init["protocolVersion"] == 1
+    assert agent.close() == 0
+    assert agent.lines and all(line.startswith('{"jsonrpc"') for line in agent.lines)
+    assert "a plugin's print" in stderr.read_text()
+    assert "a child of a plugin" in stderr.read_text()
