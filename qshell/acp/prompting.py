@@ -57,6 +57,7 @@ from qshell.agent.events import (
     PermissionRequested,
     ReasoningDelta,
     TextDelta,
+    TextWithdrawn,
     ToolFinished,
     ToolStarted,
     TurnFailed,
@@ -222,7 +223,7 @@ class PromptRun:
                     await self._update(updates.running(call_id))
             case ToolFinished():
                 await self._update(updates.finished(event, kind=state.kind(event.name)))
-            case Notice(text=text):
+            case Notice(text=text) | TextWithdrawn(text=text):
                 await self._update(updates.thought(f"\n{text}\n"))
             case HistoryCompacted(reason=reason):
                 await self._update(updates.thought(f"\nhistory compacted ({reason})\n"))

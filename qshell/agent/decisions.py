@@ -5,7 +5,7 @@ primary model; after a tool batch `Routing.plan` of agent/routing.py picks the t
 the lean knobs), streams it through the loop's `_stream` with a `Watch` that times the
 first token and — on the fast tier — cuts the stream when it starts a tool call, then
 retries the round on the primary model (nothing of the cut round reaches the history;
-a `Notice` says so on screen). It names each round's position (first | middle |
+a `TextWithdrawn` says so on screen and takes the text back). It names each round's position (first | middle |
 summary, for cached-token accounting) and, when the turn ends, appends its records to
 `<state>/telemetry/decisions.jsonl` through a `Telemetry` of its own (same permissions,
 never raises, the prompt's text only under `telemetry.logText`). A D1 skip is a record
@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from qshell.agent import routing
-from qshell.agent.events import Event, Notice, SummaryStarted, ToolFinished, ToolStarted
+from qshell.agent.events import (
+    Event,
+    SummaryStarted,
+    TentativeText,
+    TextWithdrawn,
+    ToolFinished,
+    ToolStarted,
+)
 from qshell.agent.events import RoundPosition as Position
 from qshell.agent.routing import PRIMARY_ONLY, Plan, Tier
 from qshell.agent.session import Session
@@ -169,6 +176,8 @@ class TurnLog:
         record = self._record(plan, facts)
         watch = Watch(self._clock, cut_on_call=plan.tier is Tier.FAST)
         reason = detail = ""
+        if plan.tier is Tier.FAST:
+            yield TentativeText()
         try:
             done = yield from streamer(plan.request, watch)
         except QshellError as exc:
@@ -184,7 +193,7 @@ class TurnLog:
         record[f"{plan.tier}_ttft_ms"] = watch.ttft_ms()
         if plan.tier is Tier.FAST and reason:
             self._fell_back(record, watch, done, reason, detail)
-            yield Notice(FALLBACK_NOTICE)
+            yield TextWithdrawn(FALLBACK_NOTICE)
             watch = Watch(self._clock, cut_on_call=False)
             done = yield from streamer(request, watch)
             self._mark_first(watch)

@@ -171,6 +171,21 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class TentativeText:
+    """The text of the round that starts now may be withdrawn (a summary round on the fast
+    model, D2): a front-end that can should keep it erasable until the turn ends."""
+
+
+@dataclass(frozen=True, slots=True)
+class TextWithdrawn:
+    """The text since the last `TentativeText` is not the answer (the fast model started a
+    tool call; the round runs again on the main model): take it off the screen if possible,
+    and say `text` in one line."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class SpeculationAccepted:
     """The submitted prompt had already been run speculatively; its work was applied."""
 
@@ -240,6 +255,8 @@ Event = (
     | ApplyRequested
     | HistoryCompacted
     | Notice
+    | TentativeText
+    | TextWithdrawn
     | SpeculationAccepted
     | RoundFinished
     | SummaryStarted

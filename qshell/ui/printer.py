@@ -29,6 +29,7 @@ from qshell.agent.events import (
     PermissionRequested,
     ReasoningDelta,
     TextDelta,
+    TextWithdrawn,
     ToolFinished,
     ToolStarted,
     TurnFailed,
@@ -121,6 +122,10 @@ class Printer:
                     future.set_result(PermissionReply(PermissionAnswer.DENY, "print mode"))
                 case ApplyRequested(future=future):  # print mode never speculates
                     future.set_result(ApplyChoice.DISCARD)
+                case TextWithdrawn(text=text):  # a fast round's text, redone on the main model
+                    if self.fmt is OutputFormat.STREAM_JSON:  # the deltas since it are void
+                        self._emit({"type": "message_withdrawn", "reason": text})
+                    self._say(text)
                 case Notice(text=text):  # e.g. a plugin that failed: said once, on stderr
                     self._say(text)
                 case TurnFinished():

@@ -23,6 +23,7 @@ from qshell.agent.events import (
     RoundFinished,
     SpeculationAccepted,
     TextDelta,
+    TextWithdrawn,
     ToolFinished,
     ToolStarted,
     TurnFailed,
@@ -90,7 +91,7 @@ class PlainRenderer:
                 self._apply_question(event)
             case HistoryCompacted():
                 self.notice(compaction_line(event, arrow="->"))
-            case Notice(text=text):
+            case Notice(text=text) | TextWithdrawn(text=text):  # plain text stays printed
                 self.notice(text)
             case SpeculationAccepted():
                 self.notice(speculation_line(event))

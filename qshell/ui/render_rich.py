@@ -10,9 +10,9 @@ frame's parsing and drawing cost the same however many chunks it carries, and it
 terminal write. Tool calls show as a compact group with coloured diffs for edits. Model
 and tool text is cleaned of control characters and never parsed as rich markup, so it
 cannot inject escape sequences or styles. `NO_COLOR` (read from the injected environ)
-keeps formatting but drops colour. After a `SummaryStarted` (D3) the summary's text stays
-one live block until the turn ends, so a failed or cancelled summary leaves the screen
-whole for one dim line. It does not ask the permission question. Not
+keeps formatting but drops colour. After a `SummaryStarted` (D3) or a `TentativeText` (a
+fast-model round, D2) the text stays one live block until the turn ends, so a failed or
+cancelled summary, or a withdrawn fast answer, leaves the screen whole for one dim line. It does not ask the permission question. Not
 thread-safe: the front-end's main thread owns it, and `waiting()` must be called from
 that thread too.
 """
@@ -42,7 +42,9 @@ from qshell.agent.events import (
     RoundFinished,
     SpeculationAccepted,
     SummaryStarted,
+    TentativeText,
     TextDelta,
+    TextWithdrawn,
     ToolFinished,
     ToolStarted,
     TurnFailed,
@@ -201,9 +203,12 @@ class RichRenderer:
                 if note:
                     self._print(Text(f"! {one_line(note)}", style="bold yellow"))
                 self.notice(usage_line(usage, rounds, sep=" · "))
-            case SummaryStarted():
+            case SummaryStarted() | TentativeText():
                 self._clear_spinner()
                 self._holding = True
+            case TextWithdrawn(text=text):  # a fast round's text, redone on the main model
+                self._drop_held()
+                self.notice(text)
             case TurnFailed(kind=FailureKind.CANCELLED):
                 self.notice(SUMMARY_DROPPED if dropped else "cancelled")
             case TurnFailed(message=message):

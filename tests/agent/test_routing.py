@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from qshell.agent.decisions import FALLBACK_NOTICE, DecisionLog
-from qshell.agent.events import Notice, TextDelta, TurnFinished
+from qshell.agent.events import TextDelta, TextWithdrawn, TurnFinished
 from qshell.agent.routing import (
     PromptClass,
     Routing,
@@ -247,7 +247,7 @@ def test_a_fast_round_that_calls_a_tool_is_retried_on_the_primary(tmp_path):
     )
     assert [r.model for r in requests] == ["m", "small", "m"]
     assert requests[2].messages == requests[1].messages  # the user content is not repeated
-    assert Notice(FALLBACK_NOTICE) in events
+    assert TextWithdrawn(FALLBACK_NOTICE) in events
     end = events[-1]
     assert isinstance(end, TurnFinished) and end.text == "the answer"
     roles = [m.role for m in session.history]

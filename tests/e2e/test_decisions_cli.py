@@ -212,3 +212,24 @@ def test_stats_skips_damaged_records_and_says_an_unreadable_log_in_one_line(proj
     assert "Traceback" not in run.stderr and run.code == 1
     (line,) = run.stderr.strip().splitlines()
     assert "decisions.jsonl" in line
+
+
+def test_stream_json_says_a_fast_rounds_text_was_withdrawn(llm_server, project):
+    read = ToolCallSpec("read_file", {"path": "notes.txt"})
+    llm_server.add_rule(model_is("small"), Reply.tool_calls([read], "let me look again"))
+    llm_server.add_rule(has_tool_result(), Reply.text("it says seven"))
+    llm_server.add_rule(always(), Reply.tool_calls([read]))
+    env = {
+        **provider_env(llm_server, "openai"),
+        "QSHELL_FAST_MODEL": "small",
+        "QSHELL_SUMMARY_TIER_STRATEGY": "always_fast",
+    }
+    run = run_qshell("-p", "what is in notes.txt?", "-o", "stream-json", cwd=project, env=env)
+    assert run.code == 0, run.stderr
+    lines = run.lines()
+    kinds = [line["type"] for line in lines]
+    withdrawn = kinds.index("message_withdrawn")
+    before = "".join(line["content"] for line in lines[:withdrawn] if line["type"] == "message")
+    after = "".join(line["content"] for line in lines[withdrawn:] if line["type"] == "message")
+    assert "let me look" in before and after == "it says seven"
+    assert lines[-1]["result"] == "it says seven"

@@ -13,7 +13,9 @@ from qshell.agent.events import (
     FailureKind,
     RoundFinished,
     SummaryStarted,
+    TentativeText,
     TextDelta,
+    TextWithdrawn,
     ToolFinished,
     ToolStarted,
     TurnFailed,
@@ -116,3 +118,21 @@ def test_a_message_or_a_command_that_starts_a_turn_or_leaves_cancels_the_summary
         assert cancels_summary(line), line
     for line in ["/stats", "/help", "/?", "/clear", "/model"]:
         assert not cancels_summary(line), line
+
+
+def test_a_withdrawn_fast_answer_leaves_the_screen_and_the_main_models_stays() -> None:
+    # D2: the fast model's text, then its fallback; the main model's answer replaces it
+    renderer, term, clock = live_renderer(rows=24)
+    answer = "The main model's own answer."
+    events: list[Event] = [*TOOL, TentativeText(), *words(SUMMARY)]
+    for event in [*events, TextWithdrawn("the fast model started a tool call")]:
+        clock.now += FRAME_S
+        renderer.event(event)
+    for event in [*words(answer), RoundFinished(2, Usage()), TurnFinished(answer, Usage(), 2)]:
+        clock.now += FRAME_S
+        renderer.event(event)
+    renderer.end_turn()
+    screen = " ".join(term.read())
+    assert "paragraph" not in screen  # the withdrawn text is gone
+    assert "the fast model started a tool call" in screen
+    assert answer in screen and "Read 1 lines from a.txt" in screen
