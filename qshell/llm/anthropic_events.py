@@ -118,9 +118,13 @@ class EventState:
         if kind == "tool_use":
             self.content_seen = True
             initial = block.get("input")
+            call_id = str(block.get("id") or "")
+            used = {b.id for i, b in self.blocks.items() if b.kind == "tool_use" and i != index}
             self.blocks[index] = _Block(
                 "tool_use",
-                call_id=str(block.get("id") or ""),
+                # an id an earlier call of this message has is made up anew: results pair
+                # with calls by id, and a history with one id twice is one no server takes
+                call_id="" if call_id in used else call_id,
                 name=str(block.get("name") or ""),
                 initial=json.dumps(initial) if isinstance(initial, dict) and initial else "",
             )

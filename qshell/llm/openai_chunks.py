@@ -47,6 +47,7 @@ class _CallSlot:
         self.id = ""
         self.name = ""
         self.arguments: list[str] = []
+        self.index: int | None = None  # the `index` the server gave it first
         self._fallback_id = ""
 
     def call_id(self) -> str:
@@ -171,6 +172,10 @@ class ChunkState:
         index = call.get("index")
         call_id = call.get("id") if isinstance(call.get("id"), str) else ""
         slot = self._by_id.get(call_id) if call_id else None
+        if slot is not None and isinstance(index, int) and slot.index not in (None, index):
+            # a known id at another index: another call that repeats an id (a buggy or
+            # hostile server); it gets an id of its own, since results pair by id
+            slot, call_id = self._by_index.get(index), ""
         if slot is None and isinstance(index, int):
             current = self._by_index.get(index)
             # Same index but a new id: a server that numbers every call 0.
@@ -183,6 +188,7 @@ class ChunkState:
             self.slots.append(slot)
         if isinstance(index, int):
             self._by_index[index] = slot
+            slot.index = index if slot.index is None else slot.index
         if call_id and not slot.id:
             slot.id = call_id
             self._by_id[call_id] = slot

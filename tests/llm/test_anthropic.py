@@ -9,7 +9,7 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.errors import AuthError, ProviderUnavailable, RateLimited, StreamBroken
 from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.base import StreamDone, StreamEvent, StreamText
+from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.http import RetryPolicy
 from qshell.llm.messages import (
     ChatRequest,
@@ -203,6 +203,25 @@ def test_tool_use_input_json_deltas_are_accumulated_per_block() -> None:
         ToolCall(id="toolu_a", name="ls", arguments='{"path": "."}'),
         ToolCall(id="toolu_b", name="pwd", arguments="{}"),
     ]
+
+
+def test_a_tool_use_id_repeated_in_one_message_is_made_unique() -> None:
+    # a buggy or hostile server: two calls with one id would share one result, and a
+    # history holding the id twice is one the next request cannot send
+    script = Script(
+        sse_response(
+            start(),
+            *tool_block(0, "toolu_a", "ls", '{"path": "a"}'),
+            *tool_block(1, "toolu_a", "ls", '{"path": "b"}'),
+            *end("tool_use"),
+        )
+    )
+    events = run(make(script))
+    calls = done_of(events).message.tool_calls
+    assert calls[0].id == "toolu_a" and calls[1].id not in ("toolu_a", "")
+    assert [c.arguments for c in calls] == ['{"path": "a"}', '{"path": "b"}']
+    early = [e.call for e in events if isinstance(e, StreamToolCall)]
+    assert early == calls  # the early announcement names the same ids
 
 
 def test_max_tokens_stop_reason_is_reported() -> None:

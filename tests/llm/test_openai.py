@@ -419,6 +419,25 @@ def test_json_nested_past_the_parser_is_stream_broken_not_a_crash() -> None:
     assert isinstance(done, StreamDone) and len(done.message.tool_calls) == 2
 
 
+def test_a_call_id_repeated_at_another_index_is_another_call_with_its_own_id() -> None:
+    def delta(index: int, arguments: str) -> str:
+        call = {"index": index, "id": "call_x", "function": {"name": "f", "arguments": arguments}}
+        return event({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+
+    script = Script(
+        sse_response(
+            delta(0, '{"a": '),
+            delta(0, "1}"),
+            delta(1, '{"a": 2}'),
+            event({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            "data: [DONE]\n\n",
+        )
+    )
+    calls = done_of(list(make(script).stream(request(), CancelToken()))).message.tool_calls
+    assert [c.arguments for c in calls] == ['{"a": 1}', '{"a": 2}']
+    assert calls[0].id == "call_x" and calls[1].id not in ("call_x", "")
+
+
 def test_an_error_object_inside_the_stream_is_translated() -> None:
     error = {
         "error": {"message": "maximum context length exceeded", "code": "context_length_exceeded"}
