@@ -124,3 +124,24 @@ def test_an_empty_rule_list_in_the_project_settings_turns_the_rule_off(
     child.send("\x04")
     assert child.finish() == 0
     assert "⚠" not in child.text
+
+
+def test_a_failing_rules_plugin_is_said_once_and_the_defaults_still_hold(
+    llm_server, project, isolated_home
+):
+    plugin = write_plugin(
+        project.parent / "broken_words.py",
+        "qshell_consequential_words()",
+        "raise RuntimeError('words broke')",
+    )
+    script(llm_server, "push it to origin")
+    child = start(llm_server, project, "--plugin", str(plugin))
+    first_turn(child)
+    (suppressed,) = events(isolated_home, "suggestion")
+    assert suppressed["reason"] == "consequential"
+    child.submit("read hello.txt again")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert child.text.count("words broke") == 1
