@@ -97,6 +97,22 @@ class _Section(BaseModel):
     )
 
 
+# suggestions that would do something hard to take back (followup/consequence.py): one
+# rule a string, `kind: phrase, phrase`; shown only after the user asked for that kind
+CONSEQUENTIAL_RULES: tuple[str, ...] = (
+    "push: push, force-push, git push, 推送",
+    "deploy: deploy, ship it, roll out, go live, 部署, 上线",
+    "publish: publish, npm publish, cargo publish, twine upload, upload, 发布",
+    "release: release, cut a release, tag a release, 发版",
+    "delete: delete, rm -rf, rm -r, drop the table, drop table, drop database, wipe, purge,"
+    " 删除, 删掉",
+    "reset: reset, reset --hard, 重置, 回滚",
+    "force: force, --force, 强制",
+    "send: send, email it, 发送, 发邮件",
+    "pay: pay, purchase, buy, 支付, 付款",
+)
+
+
 class SuggestionSettings(_Section):
     enabled: bool | None = None  # None: on, except with the embedded `local` provider
     cache_cold_tokens: int = Field(10_000, ge=0)
@@ -104,6 +120,7 @@ class SuggestionSettings(_Section):
     # the answer itself ends with the prediction (agent/prediction.py), so no separate
     # suggestion request is needed when it does
     fold: bool = True
+    consequential: tuple[str, ...] = CONSEQUENTIAL_RULES
 
 
 class SpeculationSettings(_Section):

@@ -7,6 +7,10 @@ request shares the main request's cached prefix), and hands display timing and o
 framework-agnostic SuggestionController. Each suggestion the controller reports ready
 (`on_ready`: generated, or back on an emptied line) is speculated at once by the
 Speculator; a submitted prompt that matches is run from that speculation (`prepared`).
+A suggestion that would push, deploy, delete… (followup/consequence.py: the
+`suggestions.consequential` rules and the plugins' `qshell_consequential_words`) is
+suppressed (reason `consequential`) unless the user's own prompts in this session asked for
+that kind; shown, it carries `marker` and its speculation runs reads only.
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
@@ -27,6 +31,7 @@ from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
+from qshell.followup.consequence import ConsequenceRules
 from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
@@ -45,6 +50,8 @@ from qshell.plugins import SuggestionCheck
 from qshell.telemetry import Telemetry
 
 BACKGROUND_WORKERS = 2
+CONSEQUENTIAL = "consequential"  # the suppression reason: a kind the user never asked for
+MARKER = "⚠"
 # builds a front-end's suggestion engine around its `on_change(text | None)` callback
 FollowupFactory = Callable[[Callable[[str | None], None]], "Followup"]
 
@@ -72,6 +79,11 @@ class Followup:
         self._folded: tuple[CacheSafeParams | None, str] | None = None
         self._previous_prompt = ""
         self._accepted: Speculation | None = None
+        plugins = conversation.session.tool_context.plugins
+        self.consequences = ConsequenceRules(
+            (*settings.suggestions.consequential, *plugins.consequential_words())
+        )
+        self._asked: frozenset[str] = frozenset()  # kinds the user's own prompts asked for
         self.flights = SuggestionFlights()
         self.speculator = Speculator(
             conversation,
@@ -95,7 +107,11 @@ class Followup:
 
     def _ready(self, text: str, cycle: int) -> None:
         """A suggestion is ready to show: speculate it while it stays the live one."""
-        self.speculator.start(text, still_wanted=lambda: self.controller.is_current(cycle))
+        self.speculator.start(
+            text,
+            still_wanted=lambda: self.controller.is_current(cycle),
+            reads_only=bool(self.consequences.kinds(text)),
+        )
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
         params = self._params
@@ -114,7 +130,16 @@ class Followup:
         session = self.conversation.session
         mode = str(self.conversation.approval_mode)
         check = SuggestionCheck(self._previous_prompt, mode, session.project_root)
-        return screened(result, session.tool_context.plugins, check)
+        result = screened(result, session.tool_context.plugins, check)
+        if result.text is not None and self.consequences.kinds(result.text) - self._asked:
+            return SuggestionResult(None, CONSEQUENTIAL, result.usage, result.candidate)
+        return result
+
+    def marker(self, text: str | None) -> str:
+        """The mark a shown suggestion carries when it would push, deploy, delete…
+        (`⚠ push`), else ""."""
+        kinds = self.consequences.kinds(text) if text else frozenset()
+        return f"{MARKER} {', '.join(sorted(kinds))}" if kinds else ""
 
     def turn_ended(self, last: Event | None, *, permission_pending: bool = False) -> None:
         """A main turn ended with `last` (its TurnFinished or TurnFailed): maybe suggest."""
@@ -178,6 +203,7 @@ class Followup:
     def submitted(self, text: str) -> str | None:
         """The user submitted `text`; notes in the transcript which suggestion was showing."""
         self._previous_prompt = text
+        self._asked |= self.consequences.kinds(text)
         shown = self.controller.submitted(text)
         self._accepted = taken = self.speculator.take(text)
         following = self.speculator.next_context(taken) if taken is not None else None

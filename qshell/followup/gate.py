@@ -13,7 +13,10 @@ command, in every mode but `plan` and where the session's sandbox can speculate 
 speculation's overlay — unless it plainly needs the network or a person — and
 `overlay_commands` lists those whose results stand (in `default` mode the accept asks
 about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
-anything else is a `denied_tool` boundary. Before a shell command runs, the files the proof says it reads
+anything else is a `denied_tool` boundary. A consequential suggestion's run (`reads_only`:
+push, deploy, delete…, followup/consequence.py) stops at its first call that is not a read:
+no edit redirected, no command on a kernel overlay. Before a shell command runs, the files
+the proof says it reads
 are recorded with the overlay (`shell_scope.command_reads`), so accept can tell they changed: a literal
 file by its content, a directory by every file below it (whether or not the proof saw the
 command recurse: what a command does with a directory it names is not always known), and a
@@ -88,9 +91,13 @@ class Boundary(ControlSignal):
 class SpeculativeRunner:
     """The ToolRunner of a speculative turn: allow through the overlay, or raise Boundary."""
 
-    def __init__(self, overlay: Overlay, mode: ApprovalMode) -> None:
+    def __init__(self, overlay: Overlay, mode: ApprovalMode, *, reads_only: bool = False) -> None:
+        """`reads_only` (a consequential suggestion's run): every call that is not a read,
+        a search or a command proven read-only is a boundary — no edit is redirected and
+        no command runs on a kernel overlay."""
         self.overlay = overlay
         self.mode = mode
+        self.reads_only = reads_only
         self.overlay_commands: list[str] = []  # commands whose overlay results stand, in order
         self.overlay_started = 0  # commands started on the kernel overlay (taken in or not)
         self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
@@ -130,7 +137,7 @@ class SpeculativeRunner:
                     raise Boundary(BoundaryType.READ_SCOPE, tool.name, concern)
             return ALLOW
         if tool.kind in REDIRECT_KINDS:
-            if self.mode not in REDIRECT_MODES:
+            if self.mode not in REDIRECT_MODES or self.reads_only:
                 raise Boundary(BoundaryType.EDIT, tool.name, _describe(tool, args))
             for access in accesses:
                 if not ctx.paths.is_inside_root(access.path):
@@ -152,6 +159,9 @@ class SpeculativeRunner:
         verdict, concern = judged_shell(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
+        if self.reads_only:
+            why = concern or "the shell would not see pending edits"
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why}; consequential)")
         if overlay_launcher(ctx) is None:
             why = concern or "the shell would not see pending edits"
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")

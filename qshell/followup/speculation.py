@@ -122,6 +122,7 @@ class Speculation:
         model: str | None = None,
         limits: Limits | None = None,
         clock: Callable[[], float] = time.monotonic,
+        reads_only: bool = False,
     ) -> None:
         self.prompt = prompt
         self.overlay = overlay
@@ -129,7 +130,7 @@ class Speculation:
         self.clock = clock
         self.base_length = len(session.history)
         self.fork = session.fork(model=model, max_turns=limits.max_rounds)
-        self.runner = SpeculativeRunner(overlay, session.approval_mode)
+        self.runner = SpeculativeRunner(overlay, session.approval_mode, reads_only=reads_only)
         self.status = Status.RUNNING
         self.boundary: Boundary | None = None
         self.events: list[Event] = []

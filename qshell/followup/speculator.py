@@ -82,8 +82,15 @@ class Speculator:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def start(self, suggestion: str, still_wanted: Callable[[], bool] = lambda: True) -> None:
-        """A suggestion is ready to show: speculate it, unless already doing so.
+    def start(
+        self,
+        suggestion: str,
+        still_wanted: Callable[[], bool] = lambda: True,
+        *,
+        reads_only: bool = False,
+    ) -> None:
+        """A suggestion is ready to show: speculate it, unless already doing so; a
+        consequential one (`reads_only`) stops at its first call that is not a read.
 
         `still_wanted` says whether the suggestion is still current (not dismissed, replaced
         or submitted over); it is asked again, under the lock `take` and `user_typed` use,
@@ -109,7 +116,9 @@ class Speculator:
             self.enabled = False
             return
         fast = self.conversation.fast_model or None
-        spec = Speculation(session, suggestion, overlay, model=fast, limits=self.limits)
+        spec = Speculation(
+            session, suggestion, overlay, model=fast, limits=self.limits, reads_only=reads_only
+        )
         spec.on_done = self._finished
         with self._lock:
             wanted = self._current is None and suggestion.startswith(self._typed) and still_wanted()

@@ -34,6 +34,7 @@ from qshell.llm.messages import Usage
 from qshell.plugins import PluginHost, SuggestionCheck
 
 __all__ = [
+    "CJK",
     "SUGGESTION_MARKER",
     "SUGGESTION_PROMPT",
     "GuardInputs",
@@ -74,7 +75,7 @@ SINGLE_WORDS_ALLOWED = frozenset(
 )
 NEVER_OFFERED = frozenset({"/exit", "/quit", "exit", "quit"})  # one keystroke from quitting
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _META_SILENCE = re.compile(r"\bsilence is\b|\bstay(?:s|ing)? silent\b|^\W*silence\W*$")
 _META_PREFIXES = ("nothing to suggest", "no suggestion", "nothing to predict", "no prediction")
 _WRAPPED = re.compile(r"^\(.*\)$|^\[.*\]$", re.DOTALL)
@@ -114,7 +115,7 @@ class _Text:
     @classmethod
     def of(cls, text: str) -> _Text:
         raw = text.strip()
-        return cls(raw, raw.lower(), len(raw.split()), bool(_CJK.search(raw)))
+        return cls(raw, raw.lower(), len(raw.split()), bool(CJK.search(raw)))
 
     @property
     def visible_chars(self) -> int:

@@ -6,8 +6,9 @@ a spec's arguments. Each hook is called from one place in qshell: `qshell_config
 `qshell_register_tools` by the loader (plugins/loader.py), `qshell_tool_gate` by the one
 gate consultation (agent/plugin_gate.py), `qshell_shell_readonly` by the shell proof's
 per-command rule (through `plugin_gate.prove`), `qshell_event` by agent/plugin_events.py and
-the telemetry observer, and `qshell_filter_suggestion` by the suggestion screen
-(followup/suggestion.py). Specs only: nothing here runs.
+the telemetry observer, `qshell_filter_suggestion` by the suggestion screen
+(followup/suggestion.py) and `qshell_consequential_words` by followup/followup.py. Specs
+only: nothing here runs.
 """
 
 from __future__ import annotations
@@ -61,3 +62,10 @@ def qshell_event(event: object) -> None:
 @hookspec
 def qshell_filter_suggestion(text: str, context: SuggestionCheck) -> str | bool | None:
     """Reject a next-prompt suggestion by returning a reason (or True); None keeps it."""
+
+
+@hookspec
+def qshell_consequential_words() -> Sequence[str] | None:
+    """Consequence rules to add to `suggestions.consequential`, each `kind: phrase, …` or
+    one phrase: a suggestion matching one is hidden until the user asked for that kind,
+    then shown with a marker and speculated through reads only."""

@@ -7,7 +7,8 @@ registered last; `tryfirst`/`trylast` are honoured, wrappers are not called), so
 which plugin answered and which one failed. Gate hooks fail closed: a `qshell_tool_gate`
 that raises, or answers anything but a `GateDecision` or None, becomes a failed answer
 (the caller makes it a deny or a boundary); a `qshell_shell_readonly` that raises proves
-nothing; a `qshell_filter_suggestion` that raises rejects the suggestion. Each failure is
+nothing; a `qshell_filter_suggestion` that raises rejects the suggestion; a
+`qshell_consequential_words` that raises adds no rule. Each failure is
 reported once per plugin and hook: a notice waits in `take_notices()` for a front-end to
 show. `qshell_event` observers are called one event at a time under a lock; what they
 raise is logged, swallowed and said once too. The host also carries the run's Telemetry,
@@ -48,6 +49,7 @@ GATE_HOOK = "qshell_tool_gate"
 READONLY_HOOK = "qshell_shell_readonly"
 EVENT_HOOK = "qshell_event"
 FILTER_HOOK = "qshell_filter_suggestion"
+WORDS_HOOK = "qshell_consequential_words"
 HOOKS = (
     "qshell_configure",
     GATE_HOOK,
@@ -55,6 +57,7 @@ HOOKS = (
     "qshell_register_tools",
     EVENT_HOOK,
     FILTER_HOOK,
+    WORDS_HOOK,
 )
 MAX_DETAIL_CHARS = 200
 # what a plugin may raise without ending qshell (a Ctrl-C still does)
@@ -203,6 +206,21 @@ class PluginHost:
                 log.debug("plugin %s rejects the suggestion: %s", name, result)
                 return f"plugin:{name}"
         return None
+
+    def consequential_words(self) -> tuple[str, ...]:
+        """The consequence rules every plugin adds (followup/consequence.py's form); a
+        plugin that raises or answers anything but strings adds none, said once."""
+        rules: list[str] = []
+        for impl in self._impls[WORDS_HOOK]:
+            try:
+                result = impl.function(**arguments(impl)) or ()
+                if isinstance(result, str) or not all(isinstance(r, str) for r in result):
+                    raise TypeError("qshell_consequential_words must return a list of strings")
+            except PLUGIN_FAILURES as exc:
+                self.report(impl.plugin_name, WORDS_HOOK, failure_text(exc))
+                continue
+            rules.extend(result)
+        return tuple(rules)
 
     # -- observers ----------------------------------------------------------------------
 

@@ -263,7 +263,8 @@ class Repl(FollowupHooks):
     def _apply_suggestion(self, text: str | None) -> None:
         buffer = self.session.default_buffer
         rest = text[len(buffer.text) :] if text and text.startswith(buffer.text) else ""
-        buffer.suggestion = Suggestion(rest) if rest else None
+        marker = self.followup.marker(text) if rest and self.followup else ""
+        buffer.suggestion = Suggestion(f"{rest}  {marker}" if marker else rest) if rest else None
         self.session.app.invalidate()
 
     def _seed_suggestion(self) -> None:

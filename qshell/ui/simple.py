@@ -77,7 +77,9 @@ class SimpleFrontEnd(FollowupHooks):
         if not text:
             return
         with self._write_lock:
-            self.stdout.write(f"\n(suggestion: {text} — enter . to use it)\n{PROMPT}")
+            marker = self.followup.marker(text) if self.followup else ""
+            shown = f"{text} {marker}" if marker else text
+            self.stdout.write(f"\n(suggestion: {shown} — enter . to use it)\n{PROMPT}")
             self.stdout.flush()
 
     def _read(self, prompt: str) -> str:

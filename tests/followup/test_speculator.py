@@ -90,10 +90,10 @@ def test_submitting_other_text_while_a_speculation_is_set_up_drops_it(setup, tmp
     real_start = followup.speculator.start
     handed_over, go_on, finished = threading.Event(), threading.Event(), threading.Event()
 
-    def slow_start(text, still_wanted=lambda: True):
+    def slow_start(text, still_wanted=lambda: True, **options):
         handed_over.set()
         go_on.wait(WAIT_S)  # the set-up is still running when the user submits
-        real_start(text, still_wanted)
+        real_start(text, still_wanted, **options)
         finished.set()
 
     followup.speculator.start = slow_start  # type: ignore[method-assign]
