@@ -4,7 +4,8 @@ mode (pexpect) against the scripted server.
 A short reply typed while a suggestion showed carries one line naming that suggestion (a
 "no" answers something); a long prompt and an accepted suggestion do not. A project's
 `.qshell/settings.json` turning `suggestions.enabled` off means no ghost text and no
-suggestion request, and `qshell doctor` says so.
+suggestion request, and `qshell doctor` says so; a usage limit (out of quota) on a
+suggestion request pauses background requests, so no further suggestion is asked for.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
+    Fault,
     Reply,
     ToolCallSpec,
     always,
@@ -185,3 +188,48 @@ def test_doctor_says_a_project_turned_suggestions_and_speculation_off(project):
     )
     assert run.returncode == 0, run.stderr
     assert "suggestions: off · speculation: off" in run.stdout
+
+
+def suggestions_refused() -> list[dict]:
+    """The suggestion outcomes in local telemetry that say no suggestion came."""
+    folder = Path(os.environ["QSHELL_HOME"]) / "state" / "telemetry"
+    records = [
+        json.loads(line) for p in folder.glob("*.jsonl") for line in p.read_text().splitlines()
+    ]
+    return [
+        r for r in records if r.get("event") == "suggestion" and r.get("outcome") == "suppressed"
+    ]
+
+
+def wait_for(predicate, bound_s: float = 20.0) -> bool:
+    deadline = time.monotonic() + bound_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("status", [None, 403], ids=["429", "403"])
+def test_a_usage_limit_on_a_suggestion_stops_suggestions_while_the_turns_go_on(
+    llm_server, project, status
+):
+    suggestion = llm_server.add_rule(
+        last_user_text_contains(SUGGESTION_MARKER), Fault.usage_limit(status)
+    )
+    script(llm_server)
+    child = repl(llm_server, project, QSHELL_SPECULATION="1")
+    assert wait_for(lambda: len(suggestions_refused()) == 1)
+    assert suggestion.hits == 1  # asked once, refused: out of quota
+    child.submit("read hello.txt again")
+    child.expect("it says hello")
+    child.wait_prompt()
+    assert wait_for(lambda: len(suggestions_refused()) == 2)  # the next one was tried...
+    child.send("\x04")
+    assert child.finish() == 0
+    assert suggestion.hits == 1  # ...and refused without a request: background is paused
+    assert SUGGESTION not in child.text
+    assert "quota" not in child.text  # a background failure is never shown
+    assert [r.get("reason") for r in suggestions_refused()] == ["error", "error"], (
+        suggestions_refused()
+    )
