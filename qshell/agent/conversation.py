@@ -10,6 +10,8 @@ tools. Work bound to the conversation's life (its suggestions and speculations) 
 with `on_close` and is ended first thing in `close()`. `t_user_idle` is how long after
 its start a turn let the user type again (the front-end calls `user_idle()` at that
 moment: the turn's end, or the start of a summary left to stream in background, D3).
+A short reply typed while a suggestion showed (the front-end passes it to `turn`) is sent
+with one bracketed line naming that suggestion, so the model knows what a "no" answers.
 A turn's generator must be consumed in one thread (the
 front-end's worker); `cancel()` may be called from any thread.
 """
