@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from qshell import __version__
-from qshell.config import PROJECT_SETTINGS, USER_SETTINGS_NAME, load_settings
+from qshell.config import PROJECT_SETTINGS, USER_SETTINGS_NAME, Settings, load_settings
 from qshell.dirs import Dirs
 from qshell.errors import QshellError
 
@@ -36,8 +36,10 @@ def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
         settings = load_settings(project_root=root, environ=environ)
     except QshellError as exc:
         return [*lines, f"settings: {exc}"]
+    provider_name = str(settings.provider)
     try:
         config = provider_config(settings, environ)
+        provider_name = str(config.name)
         key = "set" if config.api_key else "not set"
         where = config.base_url or "(built in)"
         lines.append(f"provider: {config.name} at {where} · model {config.model} · key {key}")
@@ -46,6 +48,7 @@ def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
     ctx = tool_context(settings, root=root, environ=environ)
     sandbox = f"sandbox: {ctx.sandbox_mode} (sandbox.enabled: {settings.sandbox.enabled})"
     lines.append(sandbox)
+    lines.append(_background_line(settings, provider_name))
     if ctx.sandbox_missing or ctx.sandbox_note:
         lines.append(f"  {ctx.sandbox_missing or ctx.sandbox_note}")
     try:
@@ -54,3 +57,17 @@ def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
         lines.append(f"speculation overlays: unavailable — {exc}")
     lines.append(f"state: {dirs.state} · cache: {dirs.cache}")
     return lines
+
+
+def _background_line(settings: Settings, provider_name: str) -> str:
+    """Whether suggestions and speculation run, from every settings layer (speculation
+    needs a suggestion to speculate, so it is off whenever suggestions are)."""
+    from qshell.followup.guards import background_enabled
+
+    suggesting = background_enabled(settings.suggestions.enabled, provider_name)
+    speculating = suggesting and background_enabled(settings.speculation.enabled, provider_name)
+    return f"suggestions: {_on(suggesting)} · speculation: {_on(speculating)}"
+
+
+def _on(value: bool) -> str:
+    return "on" if value else "off"

@@ -11,6 +11,7 @@ imports nothing heavy so that any layer may raise from it.
     │   ├── ModelNotFound       404 / unknown model                               (exit 1)
     │   ├── ContextTooLong      the request does not fit the model's context      (exit 1)
     │   ├── RateLimited         429, retryable                                    (exit 1)
+    │   │   └── UsageLimited    out of credit or quota: 429/402/403/400, not retryable (exit 1)
     │   ├── ProviderUnavailable 5xx, connect errors, timeouts, retryable          (exit 1)
     │   ├── BadRequest          another 4xx the server rejected                   (exit 1)
     │   └── StreamBroken        malformed or cut stream after it started          (exit 1)
@@ -87,6 +88,14 @@ class RateLimited(ProviderError):
     """The server asked us to slow down (429)."""
 
     retryable = True
+
+
+class UsageLimited(RateLimited):
+    """The account is out of credit or quota (OpenAI `insufficient_quota`, Anthropic
+    "credit balance is too low" or `billing_error`): waiting will not help, and background
+    requests pause for longer than after a 429 (llm/background.py)."""
+
+    retryable = False
 
 
 class ProviderUnavailable(ProviderError):

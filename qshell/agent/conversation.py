@@ -10,12 +10,15 @@ tools. Work bound to the conversation's life (its suggestions and speculations) 
 with `on_close` and is ended first thing in `close()`. `t_user_idle` is how long after
 its start a turn let the user type again (the front-end calls `user_idle()` at that
 moment: the turn's end, or the start of a summary left to stream in background, D3).
+A short reply typed while a suggestion showed (the front-end passes it to `turn`) is sent
+with one bracketed line naming that suggestion, so the model knows what a "no" answers.
 A turn's generator must be consumed in one thread (the
 front-end's worker); `cancel()` may be called from any thread.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -35,6 +38,9 @@ from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, QshellError
 
 MANUAL_COMPACT_REASON = "requested with /compact"
+# a reply this short (both limits) to a suggestion on screen is ambiguous without it: "no"
+SHORT_REPLY_WORDS = 4
+SHORT_REPLY_CHARS = 30
 # a turn prepared ahead: (main runner, cancel token, checkpoint-these-files) -> its events
 PreparedTurn = Callable[[MainToolRunner, CancelToken, Callable[[list[str]], None]], Iterator[Event]]
 
@@ -47,6 +53,22 @@ class SessionSummary:
     modified: datetime
     first_prompt: str
     current: bool
+
+
+def on_screen_line(text: str, shown: str | None) -> str | None:
+    """The line that tells the model which suggestion was on screen when the user typed
+    `text`, or None: only for a short reply (at most SHORT_REPLY_WORDS words and
+    SHORT_REPLY_CHARS characters, one line, not a slash command) that does not contain
+    the suggestion itself (accepted, or filled and extended: the model sees its words)."""
+    reply, suggestion = text.strip(), (shown or "").strip()
+    if not suggestion or not reply or reply.startswith("/") or "\n" in reply:
+        return None
+    if len(reply) > SHORT_REPLY_CHARS or len(reply.split()) > SHORT_REPLY_WORDS:
+        return None
+    if suggestion.casefold() in reply.casefold():
+        return None
+    quoted = json.dumps(" ".join(suggestion.split()), ensure_ascii=False)
+    return f"[qshell note, not the user's words: the suggestion on screen was {quoted}]"
 
 
 class Conversation:
@@ -82,10 +104,15 @@ class Conversation:
 
     # -- turns ---------------------------------------------------------------------------
 
-    def turn(self, text: str, *, context: str = "") -> Iterator[Event]:
+    def turn(
+        self, text: str, *, context: str = "", shown_suggestion: str | None = None
+    ) -> Iterator[Event]:
         """Run one user turn: @mentions attached, pending notes prepended, files checkpointed.
         `context` (what the front-end sends along that the user did not type: an editor's
         embedded files) follows the text as it is; its @words attach nothing.
+        `shown_suggestion` is the suggestion the user saw while typing `text`: a short
+        reply gets one bracketed line naming it (`on_screen_line`), so the model knows what
+        a "no" answers; the transcript keeps the message as sent.
 
         The cancel token is created here, eagerly, so a `cancel()` that arrives before the
         returned generator first runs is not lost.
@@ -95,6 +122,9 @@ class Conversation:
         expanded = expand_mentions(text, self.session.tool_context.paths)
         self.last_expansion = expanded
         prompt = f"{expanded.text}\n{context}" if context else expanded.text
+        on_screen = on_screen_line(text, shown_suggestion)
+        if on_screen is not None:
+            prompt = f"{prompt}\n\n{on_screen}"
         if self._notes:
             prompt = "\n".join(self._notes) + "\n\n" + prompt
             self._notes.clear()

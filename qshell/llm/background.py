@@ -5,7 +5,9 @@ every fork so. `HttpStreamer` gives such a request at most `BACKGROUND_MAX_ATTEM
 attempts (one retry — a rejected knob's fallback counts as that retry; a main turn keeps its
 own policy), never retries it after a 429, and starts none while its `RateLimitPause`
 holds: any 429 — a main turn's or a background one's — pauses background work for the
-server's `Retry-After`, else `DEFAULT_PAUSE_S`. Reasoning: under `backgroundReasoning: off`
+server's `Retry-After`, else `DEFAULT_PAUSE_S`; a usage limit (`UsageLimited`: out of
+credit or quota, whatever its status) pauses it for `USAGE_LIMIT_PAUSE_S`, since waiting a
+Retry-After will not add credit. Reasoning: under `backgroundReasoning: off`
 (the default) a fork asks for reasoning off (`ChatRequest.reasoning_off`, serialized per
 wire format in llm/openai_dialects.py; an endpoint that rejects it gets the request again
 without it, and never again: llm/rejections.py), because a side query that reasons costs
@@ -33,6 +35,8 @@ DEFAULT_PAUSE_S = 30.0
 """How long background work waits after a 429 that names no Retry-After."""
 MAX_PAUSE_S = 300.0
 """The longest pause a Retry-After may ask for."""
+USAGE_LIMIT_PAUSE_S = 900.0
+"""How long background work waits after a usage limit (out of credit or quota)."""
 
 
 class RateLimitPause:
@@ -51,11 +55,14 @@ class RateLimitPause:
         self._lock = Lock()
         self._until: float | None = None
 
-    def note(self, retry_after_s: float | None) -> None:
-        """A 429 arrived: pause for `retry_after_s` (capped), else the default; a pause
-        already running longer is kept."""
+    def note(self, retry_after_s: float | None, *, usage_limit: bool = False) -> None:
+        """A 429 arrived: pause for `retry_after_s` (capped), else the default; a usage
+        limit pauses for `USAGE_LIMIT_PAUSE_S`. A pause already running longer is kept."""
         wait_s = self._default_s if retry_after_s is None else retry_after_s
-        until = self._clock() + min(max(wait_s, 0.0), self._max_s)
+        wait_s = min(max(wait_s, 0.0), self._max_s)
+        if usage_limit:
+            wait_s = max(wait_s, USAGE_LIMIT_PAUSE_S)
+        until = self._clock() + wait_s
         with self._lock:
             if self._until is None or until > self._until:
                 self._until = until

@@ -24,6 +24,7 @@ from qshell.errors import (
     ProviderError,
     ProviderUnavailable,
     RateLimited,
+    UsageLimited,
 )
 
 SERVER_MESSAGE_MAX_CHARS = 400
@@ -49,6 +50,11 @@ _CONTEXT_PHRASES: tuple[str, ...] = (
     "context length",
     "context size",
 )
+# An account out of credit or quota, as the APIs say it: OpenAI's `insufficient_quota` (429,
+# or 403 for some accounts), Anthropic's `billing_error` (402) and its 400 "credit balance
+# is too low", DashScope's `Arrearage` (400); and any 402 Payment Required.
+_USAGE_LIMIT_CODES = frozenset({"insufficient_quota", "billing_error", "Arrearage"})
+_USAGE_LIMIT_PHRASES = ("credit balance is too low", "exceeded your current quota")
 # Error `type`/`code` words both APIs put in error objects, mapped to the HTTP status they mean.
 _ERROR_TYPE_STATUS: dict[str, int] = {
     "invalid_request_error": 400,
@@ -61,6 +67,7 @@ _ERROR_TYPE_STATUS: dict[str, int] = {
     "rate_limit_error": 429,
     "rate_limit_exceeded": 429,
     "insufficient_quota": 429,
+    "billing_error": 402,
     "api_error": 500,
     "server_error": 500,
     "overloaded_error": 529,
@@ -177,6 +184,13 @@ def _build(
 ) -> ProviderError:
     said = f": {message}" if message else ""
     where = endpoint.base_url
+    if _is_usage_limit(status, code, message):
+        return UsageLimited(
+            f"{endpoint.provider} at {where} refused the request: the account's usage limit "
+            f"or credit is used up (HTTP {status}){said}",
+            status=status,
+            retry_after_s=retry_after_s,
+        )
     if status in (401, 403):
         if not endpoint.has_key:
             text = (
@@ -201,14 +215,11 @@ def _build(
             status=status,
         )
     if status == 429:
-        error = RateLimited(
+        return RateLimited(
             f"rate limited by {endpoint.provider} at {where}{said}",
             status=status,
             retry_after_s=retry_after_s,
         )
-        if code == "insufficient_quota":
-            error.retryable = False  # waiting will not add credit
-        return error
     if status >= 500:
         return ProviderUnavailable(
             f"{endpoint.provider} at {where} is unavailable (HTTP {status}){said}",
@@ -218,6 +229,15 @@ def _build(
     return BadRequest(
         f"{endpoint.provider} at {where} rejected the request (HTTP {status}){said}",
         status=status,
+    )
+
+
+def _is_usage_limit(status: int, code: str, message: str) -> bool:
+    lowered = message.lower()
+    return (
+        status == 402
+        or code in _USAGE_LIMIT_CODES
+        or any(phrase in lowered for phrase in _USAGE_LIMIT_PHRASES)
     )
 
 

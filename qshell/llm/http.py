@@ -39,6 +39,7 @@ from qshell.errors import (
     ProviderUnavailable,
     RateLimited,
     StreamBroken,
+    UsageLimited,
 )
 from qshell.llm.background import BACKGROUND_MAX_ATTEMPTS, RateLimitPause
 from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
@@ -282,8 +283,10 @@ class HttpStreamer:
                 yield from self._attempt(url, dict(headers), content, parse, state)
                 return
             except ProviderError as error:
-                if isinstance(error, RateLimited):
-                    self.pause.note(error.retry_after_s)
+                if isinstance(error, RateLimited):  # a usage limit too (UsageLimited)
+                    self.pause.note(
+                        error.retry_after_s, usage_limit=isinstance(error, UsageLimited)
+                    )
                 if state.progress.content_started:
                     error.retryable = False
                     raise

@@ -39,8 +39,9 @@ class LineFrontEnd(Protocol):
     def drive(self, events: Iterator[Event]) -> Event | None:
         """Render a turn's (or a command's) events until they end; returns the last one."""
 
-    def submitted(self, line: str) -> None:
-        """The user submitted `line` (before it runs)."""
+    def submitted(self, line: str) -> str | None:
+        """The user submitted `line` (before it runs); returns the suggestion they had seen
+        on screen, if any."""
 
     def turn_ended(self, last: Event | None) -> None:
         """A model turn ended with `last` (TurnFinished or TurnFailed, None if abandoned)."""
@@ -82,7 +83,7 @@ def run_loop(front: LineFrontEnd, conversation: Conversation, *, first: str = ""
 
 def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> bool:
     """Run one submitted line (a slash command or a turn); False when it asks to exit."""
-    front.submitted(line)
+    shown = front.submitted(line)
     if is_slash(line):
         result = run_slash(line, conversation, keys_help=front.keys_help)
         if result.next is Next.EXIT:
@@ -94,7 +95,7 @@ def _run_line(front: LineFrontEnd, conversation: Conversation, line: str) -> boo
         for text in result.lines:
             (front.renderer.error if result.error else front.say)(text)
         return True
-    events = front.prepared() or conversation.turn(line)
+    events = front.prepared() or conversation.turn(line, shown_suggestion=shown)
     for problem in conversation.last_expansion.problems if conversation.last_expansion else []:
         front.renderer.notice(problem)
     last = front.drive(events)
@@ -137,9 +138,8 @@ class FollowupHooks:
 
     followup: Followup | None = None
 
-    def submitted(self, line: str) -> None:
-        if self.followup is not None:
-            self.followup.submitted(line)
+    def submitted(self, line: str) -> str | None:
+        return self.followup.submitted(line) if self.followup is not None else None
 
     def turn_ended(self, last: Event | None) -> None:
         if self.followup is not None:

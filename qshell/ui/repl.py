@@ -350,9 +350,9 @@ class Repl(FollowupHooks):
             return None
         return outcome
 
-    def submitted(self, line: str) -> None:
+    def submitted(self, line: str) -> str | None:
         self._settle_summary(cancel=cancels_summary(line))  # a line the Enter binding missed
-        super().submitted(line)
+        return super().submitted(line)
 
     def turn_ended(self, last: Event | None) -> None:
         if self.summary is None:  # else it has not ended: the summary is still streaming

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from qshell import compose
-from qshell.agent.conversation import Conversation
+from qshell.agent.conversation import Conversation, on_screen_line
 from qshell.agent.events import (
     Event,
     FailureKind,
@@ -333,3 +333,36 @@ def test_always_allow_answers_do_not_survive_clear(tmp_path):
     setup.script(write_call("a.txt", "2", "w2"), Message.assistant("ok"))
     seen = consume(setup.conversation.turn("write again"))
     assert sum(isinstance(e, PermissionRequested) for e in seen) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "shown", "noted"),
+    [
+        ("no", "run the tests", True),
+        ("yes please do", "run the tests", True),
+        ("not now, thanks", "commit the fix", True),
+        ("no, explain the failing assertion first", "run the tests", False),  # > 4 words
+        ("supercalifragilistic_expialidocious", "run the tests", False),  # > 30 characters
+        ("no\nwait", "run the tests", False),
+        ("run the tests", "run the tests", False),  # accepted
+        ("  Run the tests  ", "run the tests", False),
+        ("run the tests now", "run the tests", False),  # filled and extended
+        ("/stats", "run the tests", False),
+        ("no", None, False),
+        ("no", "  ", False),
+    ],
+)
+def test_only_a_short_reply_to_a_shown_suggestion_gets_the_on_screen_line(text, shown, noted):
+    line = on_screen_line(text, shown)
+    assert (line is not None) is noted
+    if line is not None:
+        assert (
+            line
+            == f"[qshell note, not the user's words: the suggestion on screen was {json.dumps(shown)}]"
+        )
+
+
+def test_the_on_screen_line_quotes_the_suggestion_on_one_line():
+    line = on_screen_line("no", 'say "hi"\nthen leave')
+    assert line is not None and "\n" not in line
+    assert '"say \\"hi\\" then leave"' in line

@@ -82,6 +82,20 @@ def test_a_context_too_long_error_exits_1_with_its_own_message(llm_server, proje
     assert run.code == 1 and "context" in single_line(run.stderr).lower()
 
 
+@pytest.mark.parametrize(
+    ("protocol", "status"),
+    [("openai", None), ("openai", 403), ("anthropic", None), ("anthropic", 402)],
+)
+def test_a_usage_limit_exits_1_at_once_saying_the_credit_is_used_up(
+    llm_server, project, protocol, status
+):
+    llm_server.add_rule(always(), Fault.usage_limit(status))
+    env = {**provider_env(llm_server, protocol), "QSHELL_MAX_RETRIES": "3"}
+    run = run_qshell("-p", "hi", cwd=project, env=env)
+    assert run.code == 1 and "usage limit or credit is used up" in single_line(run.stderr)
+    assert len(llm_server.requests) == 1  # waiting adds no credit: never retried
+
+
 def test_a_server_error_exits_1(llm_server, project, isolated_home):
     llm_server.add_rule(always(), Fault.http(500))
     run = run_qshell("-p", "hi", cwd=project, env=provider_env(llm_server, "openai"))

@@ -276,7 +276,12 @@ class RequestHandler(LoopbackHandler):
             include_usage=bool((request.body.get("stream_options") or {}).get("include_usage")),
             cached_tokens=cached.cached_tokens if cached else None,
         )
-        if fault is not None and fault.kind in ("http", "rate_limited", "context_too_long"):
+        if fault is not None and fault.kind in (
+            "http",
+            "rate_limited",
+            "usage_limit",
+            "context_too_long",
+        ):
             status, body = codec.fault_response(fault, ctx)
             headers: dict[str, str] = {}
             if fault.kind == "rate_limited" and fault.retry_after_s is not None:

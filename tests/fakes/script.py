@@ -180,7 +180,13 @@ class Reply:
 
 
 FaultKind = Literal[
-    "http", "rate_limited", "context_too_long", "cut_midway", "malformed_json", "stall"
+    "http",
+    "rate_limited",
+    "usage_limit",
+    "context_too_long",
+    "cut_midway",
+    "malformed_json",
+    "stall",
 ]
 
 _DEFAULT_PARTIAL = "This reply is cut off before it ends, so do not trust it."
@@ -213,6 +219,13 @@ class Fault:
     @classmethod
     def rate_limited(cls, retry_after_s: float | None = 1, message: str | None = None) -> Fault:
         return cls(kind="rate_limited", status=429, retry_after_s=retry_after_s, message=message)
+
+    @classmethod
+    def usage_limit(cls, status: int | None = None) -> Fault:
+        """The account is out of credit or quota, as each API says it: OpenAI's 429
+        `insufficient_quota` (`status` 403 for its other form), Anthropic's 400 "credit
+        balance is too low" (`status` 402: its `billing_error`)."""
+        return cls(kind="usage_limit", status=status or 0)
 
     @classmethod
     def context_too_long(cls, max_context: int = 128_000) -> Fault:

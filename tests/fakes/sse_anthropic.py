@@ -169,6 +169,14 @@ def fault_response(fault: Fault, ctx: ReplyContext) -> tuple[int, dict[str, Any]
     if fault.kind == "rate_limited":
         message = fault.message or "Number of request tokens has exceeded your rate limit."
         return 429, error_body("rate_limit_error", message)
+    if fault.kind == "usage_limit":
+        if fault.status == 402:
+            return 402, error_body("billing_error", "There is an issue with your billing.")
+        message = (
+            "Your credit balance is too low to access the Anthropic API. Please go to "
+            "Plans & Billing to upgrade or purchase credits."
+        )
+        return fault.status or 400, error_body("invalid_request_error", message)
     if fault.kind == "context_too_long":
         asked = max(ctx.prompt_tokens, fault.max_context + 1)
         return 400, bad_request(f"prompt is too long: {asked} tokens > {fault.max_context} maximum")

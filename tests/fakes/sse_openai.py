@@ -220,6 +220,9 @@ def fault_response(fault: Fault, ctx: ReplyContext) -> tuple[int, dict[str, Any]
     if fault.kind == "rate_limited":
         message = fault.message or "Rate limit reached for requests. Please try again later."
         return 429, error_body(message, "requests", "rate_limit_exceeded")
+    if fault.kind == "usage_limit":
+        message = "You exceeded your current quota, please check your plan and billing details."
+        return fault.status or 429, error_body(message, "insufficient_quota", "insufficient_quota")
     if fault.kind == "context_too_long":
         asked = max(ctx.prompt_tokens, fault.max_context + 1)
         message = (

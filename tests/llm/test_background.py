@@ -8,9 +8,14 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.config import BackgroundReasoning
-from qshell.errors import ProviderUnavailable, RateLimited
+from qshell.errors import ProviderUnavailable, RateLimited, UsageLimited
 from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.background import DEFAULT_PAUSE_S, MAX_PAUSE_S, RateLimitPause
+from qshell.llm.background import (
+    DEFAULT_PAUSE_S,
+    MAX_PAUSE_S,
+    USAGE_LIMIT_PAUSE_S,
+    RateLimitPause,
+)
 from qshell.llm.base import StreamDone
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.http import RetryPolicy
@@ -184,3 +189,49 @@ def test_by_default_a_background_body_asks_for_reasoning_off(llm_server, protoco
     assert extra == ({"reasoning_effort": "low"} if protocol == "openai" else {})
     assert {k: v for k, v in fork.body.items() if k in main.body} == main.body
     assert "background" not in fork.body and "thinking" not in fork.body
+
+
+# --- a usage limit (out of credit or quota) ------------------------------------------
+
+USAGE_LIMITS = [("openai", None), ("openai", 403), ("anthropic", None), ("anthropic", 402)]
+
+
+@pytest.mark.parametrize(("protocol", "status"), USAGE_LIMITS)
+def test_a_background_usage_limit_pauses_background_work_longer_than_a_429(
+    llm_server, protocol, status
+) -> None:
+    llm_server.add_rule(last_user_text_contains("suggest"), Fault.usage_limit(status), times=1)
+    llm_server.add_rule(last_user_text_contains("suggest"), Reply.text("run the tests"))
+    llm_server.add_rule(last_user_text_contains("fix"), Reply.text("done"))
+    clock = FakeClock()
+    provider = provider_for(llm_server, protocol, clock, Sleeps())
+    with pytest.raises(UsageLimited):
+        run(provider, background_request())
+    assert len(llm_server.requests) == 1  # not retried
+
+    clock.now += MAX_PAUSE_S  # longer than any 429's pause
+    with pytest.raises(RateLimited):
+        run(provider, background_request())
+    assert len(llm_server.requests) == 1  # refused here, nothing sent
+    assert run(provider, main_request()).message.text == "done"  # a main turn goes on
+
+    clock.now += USAGE_LIMIT_PAUSE_S - MAX_PAUSE_S
+    assert run(provider, background_request()).message.text == "run the tests"
+
+
+@pytest.mark.parametrize(("protocol", "status"), USAGE_LIMITS)
+def test_a_main_turns_usage_limit_is_not_retried_and_pauses_background_work(
+    llm_server, protocol, status
+) -> None:
+    llm_server.add_rule(last_user_text_contains("fix"), Fault.usage_limit(status))
+    llm_server.add_rule(last_user_text_contains("suggest"), Reply.text("run the tests"))
+    clock = FakeClock()
+    provider = provider_for(llm_server, protocol, clock, Sleeps())
+    with pytest.raises(UsageLimited) as caught:
+        run(provider, main_request())
+    assert len(llm_server.requests) == 1  # waiting adds no credit: no retry
+    assert "usage limit or credit is used up" in str(caught.value)
+    clock.now += DEFAULT_PAUSE_S
+    with pytest.raises(RateLimited):
+        run(provider, background_request())
+    assert len(llm_server.requests) == 1

@@ -24,6 +24,7 @@ from qshell.errors import (
     ProviderError,
     ProviderUnavailable,
     RateLimited,
+    UsageLimited,
 )
 from qshell.llm.base import StreamDone
 from qshell.llm.errors_map import (
@@ -143,11 +144,38 @@ def test_a_missing_key_is_reported_as_missing_rather_than_rejected() -> None:
     assert "Set OPENAI_API_KEY" in str(error)
 
 
-def test_an_exhausted_quota_is_not_retryable() -> None:
-    body = '{"error": {"code": "insufficient_quota", "message": "You exceeded your quota"}}'
-    error = error_for_status(429, body, ENDPOINT, "m1")
-    assert isinstance(error, RateLimited)
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (429, '{"error": {"code": "insufficient_quota", "message": "You exceeded your quota"}}'),
+        (403, '{"error": {"type": "insufficient_quota", "message": "quota"}}'),
+        (
+            400,
+            '{"type": "error", "error": {"type": "invalid_request_error", "message": '
+            '"Your credit balance is too low to access the Anthropic API."}}',
+        ),
+        (402, '{"type": "error", "error": {"type": "billing_error", "message": "billing"}}'),
+        (
+            400,
+            '{"error": {"code": "Arrearage", "type": "Arrearage", "message": "Access denied, '
+            'please make sure your account is in good standing."}}',
+        ),
+    ],
+    ids=["openai-429", "openai-403", "anthropic-credit", "anthropic-billing", "dashscope"],
+)
+def test_an_exhausted_quota_or_credit_is_a_usage_limit_not_retryable(
+    status: int, body: str
+) -> None:
+    error = error_for_status(status, body, ENDPOINT, "m1")
+    assert type(error) is UsageLimited
+    assert isinstance(error, RateLimited)  # so it pauses background work like a 429
     assert error.retryable is False
+    assert f"usage limit or credit is used up (HTTP {status})" in str(error)
+
+
+def test_a_usage_limit_in_a_stream_is_a_usage_limit() -> None:
+    payload = {"error": {"type": "billing_error", "message": "billing"}}
+    assert type(error_from_payload(payload, ENDPOINT, "m", in_stream=True)) is UsageLimited
 
 
 def test_a_429_carries_its_retry_after() -> None:
