@@ -18,6 +18,7 @@ import pytest
 
 from qshell.agent.transcript import transcripts_dir
 from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.test_directives_cli import TOOL
 from tests.fakes.llm_server import (
     Reply,
     ToolCallSpec,
@@ -102,22 +103,7 @@ def test_the_prompt_is_logged_only_with_log_text(llm_server, project, isolated_h
     assert only["prompt"] == "hello there" and only["position"] == "first"
 
 
-SKIPPING_TOOL = (
-    "from pydantic import BaseModel",
-    "from qshell.tools.base import Kind, ToolResult",
-    "class ListingArgs(BaseModel):",
-    "    what: str",
-    "class Listing:",
-    "    name = 'listing'",
-    "    kind = Kind.READ",
-    "    description = 'list things'",
-    "    Args = ListingArgs",
-    "    def accesses(self, args, ctx):",
-    "        return []",
-    "    def run(self, args, ctx):",
-    "        return ToolResult(llm_content='things: ' + args.what, skip_llm_round=True)",
-    "register(Listing())",
-)
+SKIPPING_TOOL = TOOL  # the allowlisted plugin tool of the D1 CLI tests
 
 
 def test_a_d1_skip_is_a_skip_decision_and_counts_in_the_skip_rate(
