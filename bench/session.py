@@ -1,16 +1,17 @@
 """A 20-turn REPL session in which 30 % of the suggestions are right, with and without them,
 and with confidence gating off and on.
 
-Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--requests]` (about
-4 minutes). The same scripted 20-turn session is played three times by a user in a
-pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console script —
+Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--min-confidence C]
+[--requests]` (about 4 minutes). The same scripted 20-turn session is played three times by
+a user in a pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console script —
 REPL, line loop, Followup, controller, Speculator and Conversation as shipped) against the
 scripted server over real HTTP with its prompt cache modelled, in auto-edit mode, on a fresh
 copy of a small project: (on) suggestions and speculation on, confidence gating off
 (`speculation.gating: false`), qshell's default settings otherwise (the answer itself ends
 with the predicted next prompt); (gated) the same with gating on, as by default
 (followup/gating.py: a suggestion is speculated only when its confidence reaches a threshold
-that follows the user's acceptance rate); (off) both off. Every prediction line carries a
+that follows the user's acceptance rate; `--min-confidence` sets its base, else the default);
+(off) both off. Every prediction line carries a
 confidence that is only partly calibrated: seeded (`--seed`), a right prediction's is drawn
 uniformly from RIGHT_CONFIDENCE (0.40–0.95) and a wrong one's from WRONG_CONFIDENCE
 (0.10–0.70), so the ranges overlap and some wrong guesses outrank some right ones; the
@@ -291,7 +292,12 @@ def main() -> None:
     parser.add_argument("--right", type=float, default=0.3, help="share of right suggestions")
     parser.add_argument("--seed", type=int, default=SEED, help="chooses the right turns")
     parser.add_argument("--requests", action="store_true", help="list every request")
+    parser.add_argument(
+        "--min-confidence", type=float, help="speculation.minConfidence of the gated run"
+    )
     args = parser.parse_args()
+    if args.min_confidence is not None:
+        RUNS["gated"][1]["QSHELL_SPECULATION__MIN_CONFIDENCE"] = str(args.min_confidence)
     right = right_turns(args.right, args.seed)
     sure = confidences(right, args.seed)
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-session-"))
@@ -343,7 +349,7 @@ def summary(
             f"off {statistics.mean(off_s[i] for i in chosen):.3f} s"
         )
     time_ratio = statistics.mean(on_s) / statistics.mean(off_s)
-    bill_ratio = bills[0].billed / bills[1].billed
+    bill_ratio = bills[0].billed / bills[-1].billed
     met = "met" if time_ratio <= GOAL_TIME_RATIO else "missed"
     lines.append(
         f"Enter to answer on / off (means): {time_ratio:.2f} (goal ≤ {GOAL_TIME_RATIO}: {met})"
