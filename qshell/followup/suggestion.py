@@ -5,11 +5,15 @@ main request (`CacheSafeParams.fork`: the same model unless a fast model is give
 prompt, tools, sampling parameters and every message, then the reply and the prediction
 prompt as a new user message), reads only the reply's text and keeps it only if
 `filter_reason` and the never-offer rules accept it; `screened` adds the gate plugins'
-rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must not change the fork in any
-other way (no tool removal, no history cut, no other max_tokens), must not raise for
-provider failures (a suggestion fails open, reason `error`), and must not touch the session
-or the terminal. The guards live in `qshell.followup.guards` and are re-exported here. Thread
-rule: stateless; call it from a background thread; the CancelToken reaches the HTTP request.
+rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must
+not change the fork in any other way (no tool removal, no history cut, no other
+max_tokens), must not raise for provider failures (a suggestion fails open, reason
+`error`), and must not touch the session or the terminal. The prompt asks for the words as
+a prediction line with a confidence (0–1); the result carries it (`confidence`, None when
+the reply gave none: a plain reply is still a suggestion), and followup/gating.py decides
+from it whether to speculate. The guards live in `qshell.followup.guards` and are
+re-exported here. Thread rule: stateless; call it from a background thread; the
+CancelToken reaches the HTTP request.
 """
 
 from __future__ import annotations
