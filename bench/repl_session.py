@@ -72,8 +72,10 @@ def start(
     on: bool,
     fold: bool,
     files: Mapping[str, str] = PROJECT_FILES,
+    settings: Mapping[str, str] | None = None,
 ) -> Term:
-    """qshell in `root`/project on a fresh copy of `files`, at its first prompt."""
+    """qshell in `root`/project on a fresh copy of `files`, at its first prompt; `settings`
+    are more environment variables (QSHELL_…) for it."""
     project = root / "project"
     for rel, text in files.items():
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +91,7 @@ def start(
         "QSHELL_SPECULATION": "1" if on else "0",
         "QSHELL_SUGGESTIONS__FOLD": "true" if fold else "false",
         **{f"XDG_{n}_HOME": str(home / n.lower()) for n in ("CONFIG", "STATE", "CACHE", "DATA")},
+        **(settings or {}),
     }
     (root / "tmp").mkdir(parents=True)
     child = spawn_qshell(server, project, "--approval-mode", "auto-edit", extra_env=env)

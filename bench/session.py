@@ -1,12 +1,21 @@
-"""A 20-turn REPL session in which 30 % of the suggestions are right, with and without them.
+"""A 20-turn REPL session in which 30 % of the suggestions are right, with and without them,
+and with confidence gating off and on.
 
-Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--requests]` (about
-2.5 minutes). The same scripted 20-turn session is played twice by a user in a
-pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console script —
+Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--min-confidence C]
+[--requests]` (about 4 minutes). The same scripted 20-turn session is played three times by
+a user in a pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console script —
 REPL, line loop, Followup, controller, Speculator and Conversation as shipped) against the
 scripted server over real HTTP with its prompt cache modelled, in auto-edit mode, on a fresh
-copy of a small project: (on) suggestions and speculation on, with qshell's default
-settings otherwise (the answer itself ends with the predicted next prompt); (off) both off.
+copy of a small project: (on) suggestions and speculation on, confidence gating off
+(`speculation.gating: false`), qshell's default settings otherwise (the answer itself ends
+with the predicted next prompt); (gated) the same with gating on, as by default
+(followup/gating.py: a suggestion is speculated only when its confidence reaches a threshold
+that follows the user's acceptance rate; `--min-confidence` sets its base, else the default);
+(off) both off. Every prediction line carries a
+confidence that is only partly calibrated: seeded (`--seed`), a right prediction's is drawn
+uniformly from RIGHT_CONFIDENCE (0.40–0.95) and a wrong one's from WRONG_CONFIDENCE
+(0.10–0.70), so the ranges overlap and some wrong guesses outrank some right ones; the
+confidences are printed. (on) ignores them, so it plays as before gating existed.
 Each turn is a tool round (ls, read_file, grep, glob or edit; 0.35 s to the first token)
 then an answer of 150 tokens (0.45 s, then 4 ms a token). In (on) the model's prediction
 after each turn is the user's next prompt for a seeded, printed choice of `--right` of the
@@ -17,11 +26,13 @@ types their own prompt over it; in (off) they read as long and type every prompt
 is typed in both runs; after turn 20 the user reads, then leaves with Ctrl-D. Enter to
 answer = from Enter until the whole answer is on the screen and the prompt is back
 (`time.monotonic`, around pexpect's reads). Prints the list of right turns, mean, median
-and p99 Enter-to-answer time of both runs, their ratio of means (goal ≤ 0.70), each run's
-bill and requests by kind, and the billed-token ratio on/off (goal ≤ 1.3; billed =
-uncached input × 1 + cached prefix × 0.1 + output × 1, every request the server received,
-including what streamed after Ctrl-D), and with `--requests` every request. It asserts
-nothing about time; it stops with an error when a ghost text or an answer does not appear.
+and p99 Enter-to-answer time of each run, each run's bill and requests by kind, the ratios of
+(on) to (off) against Roadmap 5's goals (means ≤ 0.70, billed ≤ 1.3×; billed = uncached
+input × 1 + cached prefix × 0.1 + output × 1, every request the server received, including
+what streamed after Ctrl-D), then (on) and (gated) side by side against (off) with Roadmap
+13's goals (billed ≤ 1.15×, mean Enter to answer ≤ 0.75×), and with `--requests` every
+request. It asserts nothing about time; it stops with an error when a ghost text or an
+answer does not appear.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from bench.repl_session import (
     OUTPUT_WEIGHT,
     PROJECT_FILES,
     UNCACHED_WEIGHT,
+    Bill,
     Run,
     bill,
     billed,
@@ -60,7 +72,16 @@ from tests.fakes.llm_server import RecordedRequest, Reply, ScriptedLLMServer, To
 
 GOAL_TIME_RATIO = 0.70
 GOAL_BILL_RATIO = 1.3
+GOAL_GATED_TIME_RATIO = 0.75  # Roadmap 13, gating on, against the no-suggestion session
+GOAL_GATED_BILL_RATIO = 1.15
 SEED = 11
+RIGHT_CONFIDENCE = (0.40, 0.95)  # a right prediction's confidence is drawn from here…
+WRONG_CONFIDENCE = (0.10, 0.70)  # …a wrong one's from here: overlapping, partly calibrated
+RUNS = {  # name → (suggestions and speculation on, more settings)
+    "on": (True, {"QSHELL_SPECULATION__GATING": "false"}),
+    "gated": (True, {"QSHELL_SPECULATION__GATING": "true"}),
+    "off": (False, {}),
+}
 
 
 @dataclass(frozen=True)
@@ -189,34 +210,51 @@ def predictions(right: list[int]) -> list[str]:
     return [*nexts, LAST_GUESS]
 
 
-def script(server: ScriptedLLMServer, right: list[int]) -> None:
+def confidences(right: list[int], seed: int) -> list[float]:
+    """The confidence each turn's prediction line gives (seeded): from RIGHT_CONFIDENCE when
+    the prediction is right, else from WRONG_CONFIDENCE."""
+    rng = random.Random(seed + 1)
+    spans = [RIGHT_CONFIDENCE if n + 1 in right else WRONG_CONFIDENCE for n in range(1, len(TURNS))]
+    return [round(rng.uniform(*span), 2) for span in [*spans, WRONG_CONFIDENCE]]
+
+
+def script(server: ScriptedLLMServer, right: list[int], sure: list[float]) -> None:
     """Every prompt a request may carry — the turns' and the wrong guesses — answered by
-    content: a tool round, then an answer that ends with the prediction when asked for one."""
+    content: a tool round, then an answer that ends with the prediction, and its confidence
+    `sure`, when asked for one."""
     guesses = [t.guess for t in TURNS[1:]] + [LAST_GUESS]
-    for index, (turn, nxt) in enumerate(zip(TURNS, predictions(right), strict=True)):
-        answer(server, f"t{index}", turn.prompt, turn.call, turn.mark, nxt)
+    nexts = zip(TURNS, predictions(right), sure, strict=True)
+    for index, (turn, nxt, confidence) in enumerate(nexts):
+        answer(server, f"t{index}", turn.prompt, turn.call, turn.mark, nxt, confidence)
     for index, guess in enumerate(guesses):
-        answer(server, f"g{index}", guess, GUESS_CALL, f"About {guess}", "")
+        answer(server, f"g{index}", guess, GUESS_CALL, f"About {guess}", "", None)
     # a suggestion request only when an answer carried no prediction: none is expected
     server.add_rule(lambda r: SUGGESTION_MARKER in r.last_user_text, Reply.text(""))
 
 
 def answer(
-    server: ScriptedLLMServer, name: str, prompt: str, call: ToolCallSpec, mark: str, nxt: str
+    server: ScriptedLLMServer,
+    name: str,
+    prompt: str,
+    call: ToolCallSpec,
+    mark: str,
+    nxt: str,
+    confidence: float | None,
 ) -> None:
     called = ToolCallSpec(call.name, call.arguments, id=f"call_{name}")
     text = filler(mark, ANSWER_TOKENS)
-    folding = Reply.text(f"{text}\n\n{OPEN}{nxt}{CLOSE}", latency=ANSWER_LATENCY)
+    tag = OPEN if confidence is None else f'<next-prompt confidence="{confidence:.2f}">'
+    folding = Reply.text(f"{text}\n\n{tag}{nxt}{CLOSE}", latency=ANSWER_LATENCY)
     server.add_rule(after_call(called.id or "") & asked_to_predict, folding)
     server.add_rule(after_call(called.id or ""), Reply.text(text, latency=ANSWER_LATENCY))
     server.add_rule(asks(prompt), Reply.tool_calls([called], latency=TOOL_LATENCY))
 
 
 def play(
-    server: ScriptedLLMServer, work: Path, *, on: bool, right: list[int], think_s: float
+    server: ScriptedLLMServer, work: Path, name: str, *, right: list[int], think_s: float
 ) -> Run:
-    name = "on" if on else "off"
-    child = start(server, work / name, on=on, fold=True, files=FILES)
+    on, settings = RUNS[name]
+    child = start(server, work / name, on=on, fold=True, files=FILES, settings=settings)
     prompts = frozenset({t.prompt for t in TURNS} | {t.guess for t in TURNS[1:]} | {LAST_GUESS})
     run = Run(f"suggestions + speculation {name}", prompts)
     shown = predictions(right)
@@ -254,16 +292,22 @@ def main() -> None:
     parser.add_argument("--right", type=float, default=0.3, help="share of right suggestions")
     parser.add_argument("--seed", type=int, default=SEED, help="chooses the right turns")
     parser.add_argument("--requests", action="store_true", help="list every request")
+    parser.add_argument(
+        "--min-confidence", type=float, help="speculation.minConfidence of the gated run"
+    )
     args = parser.parse_args()
+    if args.min_confidence is not None:
+        RUNS["gated"][1]["QSHELL_SPECULATION__MIN_CONFIDENCE"] = str(args.min_confidence)
     right = right_turns(args.right, args.seed)
+    sure = confidences(right, args.seed)
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-session-"))
     played: list[tuple[Run, list[RecordedRequest]]] = []
     try:
-        for on in (True, False):
+        for name in RUNS:
             # a server, and so a prompt cache, of its own: each run starts cold
             with ScriptedLLMServer(prompt_cache=True) as server:
-                script(server, right)
-                run = play(server, work, on=on, right=right, think_s=args.think)
+                script(server, right, sure)
+                run = play(server, work, name, right=right, think_s=args.think)
                 played.append((run, settle(server)))
             for violation in server.violations:
                 print(f"server violation ({run.name}): {violation}")
@@ -272,6 +316,13 @@ def main() -> None:
     print(
         f"{len(TURNS)} turns, user reads {args.think:.1f} s; the suggestion is the next prompt "
         f"before turns {right} ({len(right)} of {len(TURNS) - 1}, seed {args.seed})"
+    )
+    print(
+        "confidence of the prediction before turns 2-20: "
+        + ", ".join(
+            f"{n + 2}:{c:.2f}{'*' if n + 2 in right else ''}" for n, c in enumerate(sure[:-1])
+        )
+        + " (* right)"
     )
     print("\n".join(summary(played, right, listed=args.requests)))
 
@@ -286,9 +337,9 @@ def summary(
         total = bill(requests, run)
         bills.append(total)
         lines += describe(run, total)
-        lines += [] if index else [wasted(requests, run)]
+        lines += [] if index == len(played) - 1 else [wasted(requests, run)]
         lines += listing(requests, run) if listed else []
-    (on_run, _), (off_run, _) = played
+    (on_run, _), _, (off_run, _) = played
     on_s, off_s = on_run.enter_to_prompt_s, off_run.enter_to_prompt_s
     lines += [times("Enter to answer, on ", on_s), times("Enter to answer, off", off_s)]
     for label, is_right in (("right turns", True), ("other turns", False)):
@@ -298,7 +349,7 @@ def summary(
             f"off {statistics.mean(off_s[i] for i in chosen):.3f} s"
         )
     time_ratio = statistics.mean(on_s) / statistics.mean(off_s)
-    bill_ratio = bills[0].billed / bills[1].billed
+    bill_ratio = bills[0].billed / bills[-1].billed
     met = "met" if time_ratio <= GOAL_TIME_RATIO else "missed"
     lines.append(
         f"Enter to answer on / off (means): {time_ratio:.2f} (goal ≤ {GOAL_TIME_RATIO}: {met})"
@@ -308,6 +359,23 @@ def summary(
         f"billed tokens on / off: {bill_ratio:.2f}× (goal ≤ {GOAL_BILL_RATIO}×: {met}; billed = "
         f"uncached × {UNCACHED_WEIGHT} + cached × {CACHED_WEIGHT} + output × {OUTPUT_WEIGHT})"
     )
+    return lines + side_by_side(played, bills)
+
+
+def side_by_side(played: list[tuple[Run, list[RecordedRequest]]], bills: list[Bill]) -> list[str]:
+    """Gating off and on against the no-suggestion run, with Roadmap 13's goals."""
+    off_s = statistics.mean(played[-1][0].enter_to_prompt_s)
+    lines = ["against no suggestions    gating off   gating on   goal"]
+    times_ = [statistics.mean(run.enter_to_prompt_s) / off_s for run, _ in played[:2]]
+    billed_ = [total.billed / bills[-1].billed for total in bills[:2]]
+    started = [sum(kind(r, run) == "speculation" for r in reqs) for run, reqs in played[:2]]
+    for label, (a, b), goal in (
+        ("billed tokens          ", billed_, GOAL_GATED_BILL_RATIO),
+        ("mean Enter to answer   ", times_, GOAL_GATED_TIME_RATIO),
+    ):
+        met = "met" if b <= goal else "missed"
+        lines.append(f"  {label} {a:9.2f}× {b:10.2f}×   ≤ {goal}× ({met} with gating on)")
+    lines.append(f"  speculation requests    {started[0]:9d}  {started[1]:10d}")
     return lines
 
 

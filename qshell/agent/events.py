@@ -230,6 +230,8 @@ class TurnFinished:
     # the next prompt the answer predicts (agent/prediction.py): "" when it left it empty,
     # None when the session does not ask for one or the answer had none
     prediction: str | None = None
+    # how sure the answer's prediction line says it is (0–1); None: it did not say
+    prediction_confidence: float | None = None
     # the answer is the last tool batch's output, no model round read it (agent/directives.py)
     skipped_round: bool = False
 

@@ -49,7 +49,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.agent.policy import ToolRunner, Verdict
-from qshell.agent.prediction import PredictionFilter, split_prediction
+from qshell.agent.prediction import PredictionFilter, read_prediction, split_prediction
 from qshell.agent.session import Session
 from qshell.agent.stream_ahead import EarlyCalls
 from qshell.cancel import CancelToken
@@ -251,11 +251,15 @@ class _Turn:
 
     def finished(self, text: str) -> TurnFinished:
         """The answer is complete: its text as shown, and the next prompt it predicts."""
-        prediction = None
+        prediction, confidence = None, None
         if self.session.predicts_next:
-            text, prediction = split_prediction(text)
+            text, prediction, confidence = read_prediction(text)
         return TurnFinished(
-            text=text, usage=self.usage(), rounds=self.rounds, prediction=prediction
+            text=text,
+            usage=self.usage(),
+            rounds=self.rounds,
+            prediction=prediction,
+            prediction_confidence=confidence,
         )
 
     def usage(self) -> Usage:

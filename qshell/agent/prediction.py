@@ -11,7 +11,9 @@ that line and drops it at the end of the round; `split_prediction` takes it off 
 text. The prediction line is the last line when it starts with the opening tag, in any
 case and spelling (`<next_prompt>`), after any Markdown emphasis or quoting, closed or not
 (an answer cut off inside it, a misspelt closing tag); the tag anywhere else is shown as
-written. Whether a session asks for the line is its own flag (`Session.predicts_next`,
+written. The opening tag may carry the model's confidence, `<next-prompt confidence="0.72">`
+(`read_prediction` gives it; a line without it, or with a value outside 0–1, has an unknown
+confidence); attributes are part of the hidden line, so they never reach the screen either. Whether a session asks for the line is its own flag (`Session.predicts_next`,
 kept in the transcript), never guessed from the prompt's text. Pure.
 """
 
@@ -20,17 +22,24 @@ from __future__ import annotations
 import re
 
 OPEN = "<next-prompt>"
+OPEN_WITH = '<next-prompt confidence="C">'
 CLOSE = "</next-prompt>"
 MAX_CHARS = 300  # a last line longer than this is prose, not a prediction
-PREDICTION_PROMPT = f"""Next-prompt prediction: end every reply that finishes your turn (never one that
-calls tools) with one last line {OPEN}WORDS{CLOSE}, where WORDS are the exact words the user
-will most likely type next: what they would send, not what you would advise. If your reply
-told them what to send, that is it. Prefer concrete steps ("run the tests", "try it out",
-"commit this", "yes"); never praise, thank, ask, speak as yourself or raise new ideas; 2 to
-12 words, in their style. When the next step is unclear or something failed, leave it
-empty: {OPEN}{CLOSE}. The user never sees this line."""
+PREDICTION_PROMPT = f"""Next-prompt prediction: end every reply that finishes your turn
+(never one that calls tools) with one last line {OPEN_WITH}WORDS{CLOSE}, where WORDS are the
+exact words the user will most likely type next (what they would send, not what you would
+advise) and C, from 0 to 1, is how likely they are to type just that. If your reply told
+them what to send, that is it. Prefer concrete steps ("run the tests", "try it out", "commit
+this", "yes"); never praise, thank, ask, speak as yourself or raise new ideas; 2 to 12
+words, in their style. When the next step is unclear or something failed, leave it empty:
+{OPEN}{CLOSE}. The user never sees this line."""
 _LEAD = " \t*_`>~"  # what may come before the tag on its line (emphasis, code, quote)
-_OPENING = re.compile(rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt>", re.IGNORECASE)
+_OPENING = re.compile(
+    rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt(?P<attrs>\s[^<>]*)?>", re.IGNORECASE
+)
+_CONFIDENCE = re.compile(r"""\bconfidence\s*=\s*["']?([0-9]*\.?[0-9]+)["']?""", re.IGNORECASE)
+# a growing opening tag with attributes: `<next-prompt` then anything but the tag's end
+_OPENING_SO_FAR = re.compile(rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt\s[^<>]*$", re.IGNORECASE)
 _CLOSING = re.compile(r"</next[-_ ]?prompt\s*>?", re.IGNORECASE)
 _SPELLINGS = ("<next-prompt>", "<next_prompt>", "<next prompt>", "<nextprompt>")
 
@@ -38,17 +47,36 @@ _SPELLINGS = ("<next-prompt>", "<next_prompt>", "<next prompt>", "<nextprompt>")
 def split_prediction(text: str) -> tuple[str, str | None]:
     """`text` without its prediction line, and the prediction ("" when the model left it
     empty; None when the last line is not one)."""
+    visible, words, _ = read_prediction(text)
+    return visible, words
+
+
+def read_prediction(text: str) -> tuple[str, str | None, float | None]:
+    """`split_prediction`, and the confidence the line's tag gives (None: unknown)."""
     body = text.rstrip()
     start = body.rfind("\n") + 1
     line = body[start:]
     opening = _OPENING.match(line)
-    if opening is None or len(line) > MAX_CHARS:
-        return text, None
+    if len(line) > MAX_CHARS:
+        return text, None, None
+    if opening is None:  # cut off inside the opening tag's attributes: still hidden
+        return (
+            (text[:start].rstrip(), "", None) if _OPENING_SO_FAR.match(line) else (text, None, None)
+        )
     words = line[opening.end() :]
     closing = _CLOSING.search(words)
     if closing is not None:
         words = words[: closing.start()]
-    return text[:start].rstrip(), words.strip(_LEAD).strip()
+    return text[:start].rstrip(), words.strip(_LEAD).strip(), confidence_in(opening["attrs"])
+
+
+def confidence_in(attrs: str | None) -> float | None:
+    """The `confidence="0.72"` an opening tag's attributes hold, if it is within 0–1."""
+    found = _CONFIDENCE.search(attrs or "")
+    if found is None:
+        return None
+    value = float(found.group(1))
+    return value if 0.0 <= value <= 1.0 else None
 
 
 def could_open(line: str) -> bool:
@@ -56,7 +84,7 @@ def could_open(line: str) -> bool:
     the start of a prediction line."""
     if len(line) > MAX_CHARS:
         return False
-    if _OPENING.match(line):
+    if _OPENING.match(line) or _OPENING_SO_FAR.match(line):
         return True
     rest = line.lstrip(_LEAD).lower()
     return any(spelling.startswith(rest) for spelling in _SPELLINGS)

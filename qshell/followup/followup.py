@@ -10,7 +10,10 @@ Speculator; a submitted prompt that matches is run from that speculation (`prepa
 A suggestion that would push, deploy, delete… (followup/consequence.py: the
 `suggestions.consequential` rules and the plugins' `qshell_consequential_words`) is
 suppressed (reason `consequential`) unless the user's own prompts in this session asked for
-that kind; shown, it carries `marker` and its speculation runs reads only.
+that kind; shown, it carries `marker` and its speculation runs reads only. A shown
+suggestion is speculated only when its confidence passes the ConfidenceGate
+(followup/gating.py: `speculation.gating`, `speculation.minConfidence`, adapted to the
+user's acceptance rate); each suggestion's decision is one `speculation_gate` event.
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
@@ -34,6 +37,7 @@ from qshell.config import Settings
 from qshell.followup.consequence import ConsequenceRules
 from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
+from qshell.followup.gating import ConfidenceGate, GateDecision
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
@@ -76,9 +80,17 @@ class Followup:
         self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
         self._params: CacheSafeParams | None = None
         # the prediction the last answer ended with, and the params it belongs to
-        self._folded: tuple[CacheSafeParams | None, str] | None = None
+        self._folded: tuple[CacheSafeParams | None, tuple[str, float | None]] | None = None
         self._previous_prompt = ""
         self._accepted: Speculation | None = None
+        self._telemetry = telemetry
+        self.gate = ConfidenceGate.watching(
+            telemetry,
+            base=settings.speculation.min_confidence,
+            enabled=settings.speculation.gating,
+        )
+        self._confidence: dict[str, float | None] = {}  # generated text → its confidence
+        self._decided: dict[tuple[int, str], GateDecision] = {}  # one decision a suggestion
         plugins = conversation.session.tool_context.plugins
         self.consequences = ConsequenceRules(
             (*settings.suggestions.consequential, *plugins.consequential_words())
@@ -106,18 +118,46 @@ class Followup:
         self._unregister = conversation.on_close(self.close)
 
     def _ready(self, text: str, cycle: int) -> None:
-        """A suggestion is ready to show: speculate it while it stays the live one."""
+        """A suggestion is ready to show: speculate it while it stays the live one, if
+        the confidence gate lets it."""
+        if not self._gate(text, cycle).speculate:
+            return
         self.speculator.start(
             text,
             still_wanted=lambda: self.controller.is_current(cycle),
             reads_only=bool(self.consequences.kinds(text)),
         )
 
+    def _gate(self, text: str, cycle: int) -> GateDecision:
+        """The gate's decision on a shown suggestion, made and recorded once."""
+        key = (cycle, text)
+        decision = self._decided.get(key)
+        if decision is None:
+            confidence = self._confidence.get(text)
+            decision = self._decided[key] = self.gate.decide(confidence)
+            self._telemetry.record(
+                "speculation_gate",
+                outcome="gated" if not decision.speculate else "speculated",
+                reason=None,
+                confidence=confidence,
+                gated=not decision.speculate,
+                threshold=decision.threshold,
+                acceptance_rate=decision.rate,
+            )
+        return decision
+
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
+        result = self._generated(cancel)
+        if result.text is not None:
+            self._confidence[result.text] = result.confidence
+        return result
+
+    def _generated(self, cancel: CancelToken) -> SuggestionResult:
         params = self._params
         folded = self._folded
         if folded is not None and folded[0] is params:  # the answer predicted it: no request
-            return self._screened(folded_suggestion(folded[1], self._previous_prompt))
+            prediction, confidence = folded[1]
+            return self._screened(folded_suggestion(prediction, self._previous_prompt, confidence))
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
         model = self.conversation.fast_model or None
@@ -154,7 +194,10 @@ class Followup:
         )
         self._params = session.cache_safe
         prediction = last.prediction if isinstance(last, TurnFinished) else None
-        self._folded = None if prediction is None else (self._params, prediction)
+        confidence = last.prediction_confidence if isinstance(last, TurnFinished) else None
+        self._folded = None if prediction is None else (self._params, (prediction, confidence))
+        self._confidence.clear()
+        self._decided.clear()
         self.controller.turn_finished(reason)
 
     def may_pipeline(self, fork: Session) -> bool:

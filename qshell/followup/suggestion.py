@@ -5,11 +5,15 @@ main request (`CacheSafeParams.fork`: the same model unless a fast model is give
 prompt, tools, sampling parameters and every message, then the reply and the prediction
 prompt as a new user message), reads only the reply's text and keeps it only if
 `filter_reason` and the never-offer rules accept it; `screened` adds the gate plugins'
-rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must not change the fork in any
-other way (no tool removal, no history cut, no other max_tokens), must not raise for
-provider failures (a suggestion fails open, reason `error`), and must not touch the session
-or the terminal. The guards live in `qshell.followup.guards` and are re-exported here. Thread
-rule: stateless; call it from a background thread; the CancelToken reaches the HTTP request.
+rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must
+not change the fork in any other way (no tool removal, no history cut, no other
+max_tokens), must not raise for provider failures (a suggestion fails open, reason
+`error`), and must not touch the session or the terminal. The prompt asks for the words as
+a prediction line with a confidence (0–1); the result carries it (`confidence`, None when
+the reply gave none: a plain reply is still a suggestion), and followup/gating.py decides
+from it whether to speculate. The guards live in `qshell.followup.guards` and are
+re-exported here. Thread rule: stateless; call it from a background thread; the
+CancelToken reaches the HTTP request.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from qshell.agent.prediction import split_prediction
+from qshell.agent.prediction import CLOSE, OPEN_WITH, read_prediction
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, QshellError
 from qshell.followup.guards import (
@@ -45,6 +49,7 @@ __all__ = [
     "folded_suggestion",
     "generate_suggestion",
     "guard_reason",
+    "read_suggestion",
     "screened",
 ]
 
@@ -60,7 +65,8 @@ next: what they would send, not what you would advise ("that is just what I was 
 type"). If your last reply told them what to send, that is it. Prefer concrete steps: "run
 the tests", "try it out", "commit this", "yes", or the option they would pick. Never praise,
 thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the next step is
-unclear or something failed, reply with nothing; else only 2 to 12 words, in their style."""
+unclear or something failed, reply with nothing; else only 2 to 12 words, in their style,
+as {OPEN_WITH}WORDS{CLOSE} where C (0 to 1) is how likely they are to type just that."""
 
 MIN_WORDS = 2
 MAX_WORDS = 12
@@ -187,8 +193,14 @@ def extract_suggestion(reply_text: str) -> str:
     `suggestion` field of a JSON object if the reply is one, surrounding quotes removed; a
     reply that is (or ends with) a prediction line, as the system prompt asks of answers
     (agent/prediction.py), gives what that line holds."""
+    return read_suggestion(reply_text)[0]
+
+
+def read_suggestion(reply_text: str) -> tuple[str, float | None]:
+    """`extract_suggestion`, and the confidence the reply gave (its prediction tag's
+    `confidence` or its JSON object's `confidence` field; None when it gave none)."""
     text = _THINK_BLOCK.sub("", reply_text).strip()
-    _, predicted = split_prediction(text)
+    _, predicted, confidence = read_prediction(text)
     if predicted is not None:
         text = predicted
     fenced = _FENCE.match(text)
@@ -202,7 +214,15 @@ def extract_suggestion(reply_text: str) -> str:
         if isinstance(value, dict):
             field = value.get("suggestion")
             text = field if isinstance(field, str) else ""
-    return _unquote(text)
+            confidence = _unit(value.get("confidence"))
+    return _unquote(text), confidence
+
+
+def _unit(value: object) -> float | None:
+    """A number from 0 to 1 as a float, else None (booleans are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0.0 <= value <= 1.0 else None
 
 
 def _visible_length(text: str) -> int:
@@ -218,12 +238,14 @@ def _visible_length(text: str) -> int:
 class SuggestionResult:
     """One generation's outcome. `text` is set only when the suggestion may be shown;
     otherwise `reason` names why not. `usage` is the fork request's (None if it did not
-    finish); `candidate` is the extracted text before any rejection, for debug logs."""
+    finish); `candidate` is the extracted text before any rejection, for debug logs;
+    `confidence` is how likely the model said the user types it (0–1; None: unknown)."""
 
     text: str | None
     reason: str | None
     usage: Usage | None
     candidate: str | None = None
+    confidence: float | None = None
 
 
 def _rejected(reason: str, usage: Usage | None, candidate: str | None) -> SuggestionResult:
@@ -288,21 +310,27 @@ def generate_suggestion(
         return _rejected("too_long", None, None)
     if done is None:
         return _rejected("error", None, None)
-    text = extract_suggestion(done.message.text)  # tool calls in the reply are ignored
-    reason = _reason(text, previous_prompt)
-    if reason is not None:
-        return _rejected(reason, done.usage, text)
-    return SuggestionResult(text, None, done.usage, text)
+    # tool calls in the reply are ignored
+    text, confidence = read_suggestion(done.message.text)
+    return _judged(text, previous_prompt, done.usage, confidence)
 
 
-def folded_suggestion(prediction: str, previous_prompt: str = "") -> SuggestionResult:
+def folded_suggestion(
+    prediction: str, previous_prompt: str = "", confidence: float | None = None
+) -> SuggestionResult:
     """The suggestion an answer predicted itself (agent/prediction.py), under the same
-    rules as a generated one; no request, so no usage."""
-    text = extract_suggestion(prediction)
+    rules as a generated one; no request, so no usage. `confidence` is the one its
+    prediction tag gave."""
+    return _judged(extract_suggestion(prediction), previous_prompt, None, confidence)
+
+
+def _judged(
+    text: str, previous_prompt: str, usage: Usage | None, confidence: float | None
+) -> SuggestionResult:
     reason = _reason(text, previous_prompt)
     if reason is not None:
-        return _rejected(reason, None, text)
-    return SuggestionResult(text, None, None, text)
+        return _rejected(reason, usage, text)
+    return SuggestionResult(text, None, usage, text, confidence)
 
 
 def screened(

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qshell.agent.prediction import CLOSE, OPEN, PredictionFilter, split_prediction
+from qshell.agent.prediction import (
+    CLOSE,
+    OPEN,
+    PredictionFilter,
+    confidence_in,
+    read_prediction,
+    split_prediction,
+)
+
+OPEN_72 = '<next-prompt confidence="0.72">'
 
 
 def shown(chunks: list[str]) -> str:
@@ -91,6 +100,7 @@ def test_the_prediction_never_reaches_the_screen_while_it_streams():
 # pieces that spell the tags, parts of them and text around them, in any order
 PIECES = ["a", "b", " ", "\n", "\r\n", OPEN, CLOSE, "<next", "-prompt>", "</", "x y", "<", ">"]
 PIECES += ["**", "`", "<NEXT_PROMPT>", "</next_prompt>"]
+PIECES += [OPEN_72, "<next-prompt ", 'confidence="', '0.4"', "1.5"]  # the confidence attribute
 prose = st.lists(st.sampled_from(PIECES), max_size=20).map("".join)
 
 
@@ -112,3 +122,37 @@ def test_with_a_trailer_the_screen_shows_what_split_keeps(body, words, points):
     visible, prediction = split_prediction(text)
     assert prediction == words.strip()
     assert shown(cuts(text, points)) == visible
+
+
+def test_the_confidence_in_the_tag_is_read_and_the_words_stay_the_same():
+    text = f"All 12 tests pass.\n\n{OPEN_72}commit this{CLOSE}\n"
+    assert read_prediction(text) == ("All 12 tests pass.", "commit this", 0.72)
+    assert split_prediction(text) == ("All 12 tests pass.", "commit this")
+    single = "Done.\n<NEXT_PROMPT Confidence='.3'>yes</next_prompt>"
+    assert read_prediction(single) == ("Done.", "yes", 0.3)
+
+
+def test_a_line_without_a_usable_confidence_is_still_a_prediction_of_unknown_confidence():
+    assert read_prediction(f"Done.\n{OPEN}commit this{CLOSE}") == ("Done.", "commit this", None)
+    outside = 'Done.\n<next-prompt confidence="1.5">commit this</next-prompt>'
+    assert read_prediction(outside) == ("Done.", "commit this", None)
+    other = 'Done.\n<next-prompt tone="dry">commit this</next-prompt>'
+    assert read_prediction(other) == ("Done.", "commit this", None)
+    assert confidence_in(' confidence="0"') == 0.0 and confidence_in(None) is None
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_the_confidence_attribute_never_reaches_the_screen_while_it_streams(size):
+    text = f"It works.\n\n{OPEN_72}run the tests{CLOSE}"
+    screen = PredictionFilter()
+    seen = ""
+    for i in range(0, len(text), size):
+        seen += screen.feed(text[i : i + size])
+        assert "<next" not in seen and "confidence" not in seen and "0.72" not in seen
+    assert seen + screen.finish() == "It works."
+
+
+def test_an_answer_cut_off_inside_the_attribute_shows_nothing_of_the_tag():
+    text = 'It works.\n\n<next-prompt confidence="0.'
+    assert split_prediction(text) == ("It works.", "")
+    assert shown([text[i : i + 4] for i in range(0, len(text), 4)]) == "It works."

@@ -13,6 +13,7 @@ from qshell.followup.suggestion import (
     MAX_REPLY_CHARS,
     SUGGESTION_PROMPT,
     extract_suggestion,
+    folded_suggestion,
     generate_suggestion,
 )
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
@@ -236,3 +237,31 @@ def test_a_captured_reply_still_waiting_for_tool_results_makes_no_request():
     provider = ScriptedProvider([Message.assistant("run the tests")])
     result = generate_suggestion(provider, waiting, CancelToken())
     assert result.reason == "pending_tool_calls" and provider.requests == []
+
+
+def test_the_confidence_a_reply_gives_is_carried_with_the_suggestion():
+    tagged, _ = run(Message.assistant('<next-prompt confidence="0.8">run the tests</next-prompt>'))
+    assert (tagged.text, tagged.confidence) == ("run the tests", 0.8)
+    as_json, _ = run(Message.assistant('{"suggestion": "commit this", "confidence": 0.35}'))
+    assert (as_json.text, as_json.confidence) == ("commit this", 0.35)
+    plain, _ = run(Message.assistant("run the tests"))
+    assert (plain.text, plain.confidence) == ("run the tests", None)  # unknown, still shown
+
+
+def test_a_confidence_outside_0_to_1_or_not_a_number_is_unknown():
+    for reply in (
+        '{"suggestion": "commit this", "confidence": 3}',
+        '{"suggestion": "commit this", "confidence": true}',
+    ):
+        result, _ = run(Message.assistant(reply))
+        assert (result.text, result.confidence) == ("commit this", None)
+
+
+def test_the_suggestion_prompt_asks_for_the_confidence():
+    assert 'confidence="C"' in SUGGESTION_PROMPT
+
+
+def test_a_folded_prediction_keeps_its_confidence_and_a_rejected_one_drops_it():
+    assert folded_suggestion("run the tests", confidence=0.6).confidence == 0.6
+    rejected = folded_suggestion("", confidence=0.9)
+    assert (rejected.text, rejected.reason, rejected.confidence) == (None, "empty", None)
