@@ -48,6 +48,12 @@ class CompactionError(QshellError):
     """The summary round answered without a usable summary; the history was kept."""
 
 
+def threshold_tokens(session: Session) -> float:
+    """The history size past which the next request compacts first (`compactThreshold`
+    of `contextWindow`); D2's context veto asks the same of the fast round."""
+    return session.context_window * session.compact_threshold
+
+
 def needs_compaction(session: Session, incoming_text: str) -> bool:
     """True when the next request would pass the compaction threshold.
 
@@ -58,7 +64,7 @@ def needs_compaction(session: Session, incoming_text: str) -> bool:
     if not session.can_compact or len(session.history) < MIN_MESSAGES_TO_COMPACT:
         return False
     estimate = session.last_prompt_tokens + len(incoming_text) / CHARS_PER_TOKEN
-    return estimate > session.context_window * session.compact_threshold
+    return estimate > threshold_tokens(session)
 
 
 def compact(

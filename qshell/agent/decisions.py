@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qshell.agent import routing
+from qshell.agent import compaction, routing
 from qshell.agent.events import (
     Event,
     SummaryStarted,
@@ -46,7 +46,6 @@ from qshell.tools.base import ErrorType, ToolResult
 
 DECISIONS_FILENAME = "decisions.jsonl"
 DECISION_EVENT = "decision"
-CHARS_PER_TOKEN = 4  # the estimate of a cut stream's tokens (seed §6.3: chars / 4)
 FALLBACK_NOTICE = "the fast model started a tool call; the primary model answers this round"
 
 
@@ -211,7 +210,7 @@ class TurnLog:
         if self.records:
             fields = _usage_fields(done.usage)
             if not done.usage.known and self._watch is not None:
-                fields["output_tokens"] = self._watch.chars // CHARS_PER_TOKEN
+                fields["output_tokens"] = self._watch.chars // compaction.CHARS_PER_TOKEN
             self.records[-1].update(fields, position=str(position))
         return position
 
@@ -295,7 +294,7 @@ class TurnLog:
         if cut_usage is not None:
             consumed, source = cut_usage.completion_tokens, "usage"
         else:
-            consumed, source = watch.chars // CHARS_PER_TOKEN, "estimated"
+            consumed, source = watch.chars // compaction.CHARS_PER_TOKEN, "estimated"
         record.update(
             tier_actual=str(Tier.PRIMARY),
             fallback_triggered=True,

@@ -174,7 +174,7 @@ def facts(session: Session) -> TurnFacts:
     )
 
 
-def vetoes(facts: TurnFacts, *, context_limit: int) -> list[Veto]:
+def vetoes(facts: TurnFacts, *, context_limit: float) -> list[Veto]:
     """Every reason the next round may not be a pure summary, in the seed's order."""
     found: list[Veto] = []
     kind = facts.classification
@@ -195,11 +195,6 @@ def vetoes(facts: TurnFacts, *, context_limit: int) -> list[Veto]:
     return found
 
 
-def context_limit(session: Session) -> int:
-    """The history size past which a round would compact first (`compactThreshold`)."""
-    return int(session.context_window * session.compact_threshold)
-
-
 TOOL_CALL_VETOES = frozenset({Veto.FURTHER_ACTION, Veto.UNRESOLVED_ERROR, Veto.LANG_UNSUPPORTED})
 """The vetoes that foretell another tool call after a batch of terminal results (more
 work asked, an error to deal with, or a language whose action words are not known). The
@@ -213,7 +208,7 @@ def predicts_summary(session: Session) -> bool:
     a tool call: no veto of `TOOL_CALL_VETOES` applies. D3 gives the prompt back only then
     (and the REPL takes it back if a tool call comes after all); D2 and lean rounds ask
     for more, every veto, through `Routing.plan`."""
-    found = vetoes(facts(session), context_limit=context_limit(session))
+    found = vetoes(facts(session), context_limit=compaction.threshold_tokens(session))
     return not TOOL_CALL_VETOES.intersection(found)
 
 
@@ -237,7 +232,7 @@ class Routing:
 
     def plan(self, session: Session, request: ChatRequest, turn: TurnFacts) -> Plan:
         """The tier and request of the round after a batch (`request` is the primary's)."""
-        found = vetoes(turn, context_limit=context_limit(session))
+        found = vetoes(turn, context_limit=compaction.threshold_tokens(session))
         veto = found[0] if found else None
         wanted = self.strategy is SummaryTier.ALWAYS_FAST or (
             self.strategy is SummaryTier.AUTO and veto is None
