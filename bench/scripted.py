@@ -10,6 +10,7 @@ no I/O, so any thread may use them.
 
 from __future__ import annotations
 
+from qshell.agent.conversation import ON_SCREEN_NOTE
 from qshell.agent.prediction import PREDICTION_PROMPT
 from tests.fakes.llm_server import Latency, Match, RecordedRequest, Reply
 from tests.fakes.wire import TOKEN_CHARS, reply_tokens
@@ -45,11 +46,16 @@ def after_call(call_id: str) -> Match:
 
 
 def asks(prompt: str) -> Match:
-    """The request's last message is the user's `prompt` (a turn's first round)."""
+    """The request's last message is the user's `prompt` (a turn's first round), maybe
+    followed by the line saying which suggestion was on screen (a short reply's)."""
+    noted = f"{prompt}\n\n{ON_SCREEN_NOTE} "
 
     def test(request: RecordedRequest) -> bool:
         turns = request.turns
-        return bool(turns) and turns[-1].role == "user" and turns[-1].text == prompt
+        if not turns or turns[-1].role != "user":
+            return False
+        text = turns[-1].text
+        return text == prompt or (text.startswith(noted) and "\n" not in text[len(noted) :])
 
     return Match(test, f"asks {prompt!r}")
 

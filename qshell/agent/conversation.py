@@ -55,6 +55,9 @@ class SessionSummary:
     current: bool
 
 
+ON_SCREEN_NOTE = "[qshell note, not the user's words: the suggestion on screen was"
+
+
 def on_screen_line(text: str, shown: str | None) -> str | None:
     """The line that tells the model which suggestion was on screen when the user typed
     `text`, or None: only for a short reply (at most SHORT_REPLY_WORDS words and
@@ -68,7 +71,7 @@ def on_screen_line(text: str, shown: str | None) -> str | None:
     if suggestion.casefold() in reply.casefold():
         return None
     quoted = json.dumps(" ".join(suggestion.split()), ensure_ascii=False)
-    return f"[qshell note, not the user's words: the suggestion on screen was {quoted}]"
+    return f"{ON_SCREEN_NOTE} {quoted}]"
 
 
 class Conversation:
