@@ -121,6 +121,8 @@ class SuggestionSettings(_Section):
     # suggestion request is needed when it does
     fold: bool = True
     consequential: tuple[str, ...] = CONSEQUENTIAL_RULES
+    # how many candidates one suggestion offers to cycle through (Alt-] / Alt-[; plain .1 .2)
+    alternatives: int = Field(3, ge=1, le=3)
 
 
 class SpeculationSettings(_Section):

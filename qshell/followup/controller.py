@@ -6,8 +6,14 @@ turn finishes it starts generation at once, keeps the result back until
 through `on_change`; `on_ready(text, cycle)` hears of a suggestion as soon as it is ready to
 be shown (generated, or brought back by emptying the line) — the moment to start speculating
 it — and `is_current(cycle)` tells later whether that suggestion is still the live one.
-The front-end calls the imperative verbs (`user_typed`, `dismiss`, `fill`, `submitted`,
-`cancel`) and records nothing itself. The controller knows no terminal
+A generation may give up to three candidates (`texts`, likeliest first): the first shows,
+`cycle(±1)` (Alt-] / Alt-[) shows the next or previous one that starts with what is typed,
+and typing that leaves the shown one but starts another switches to it; a candidate newly
+shown reaches `on_ready` once it has stayed on screen for the same delay as a new
+suggestion, so its speculation follows it. Outcomes carry the candidate's `index` (0 is
+the first) and how many there were.
+The front-end calls the imperative verbs (`user_typed`, `cycle`, `dismiss`, `fill`,
+`submitted`, `cancel`) and records nothing itself. The controller knows no terminal
 or UI framework, never calls a provider (the `generate` callable it is given does) and never
 sleeps: time comes from an injected clock and scheduler, so tests drive it without waiting.
 Every outcome goes to local telemetry, with the user's text only when `log_text` is on.
@@ -25,11 +31,26 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS
+from qshell.followup.outcomes import Outcome, candidates_of, ms, outcome_fields, similarity
+from qshell.followup.ports import Cancellable, GeneratedSuggestion, Scheduler, ThreadingScheduler
 from qshell.telemetry import Telemetry
+
+__all__ = [
+    "ACCEPT_DEBOUNCE_MS",
+    "SUGGESTION_DELAY_MS",
+    "Cancellable",
+    "GeneratedSuggestion",
+    "Outcome",
+    "Scheduler",
+    "SuggestionController",
+    "SuggestionState",
+    "ThreadingScheduler",
+    "similarity",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,46 +63,6 @@ class SuggestionState(enum.Enum):
     HIDDEN = "hidden"  # nothing on screen (none yet, dismissed, typed over, or filled)
     PENDING = "pending"  # generated, waiting for SUGGESTION_DELAY_MS to pass
     SHOWN = "shown"  # the ghost text is on screen
-
-
-class Outcome(enum.StrEnum):
-    SHOWN = "shown"
-    FILLED = "filled"  # Tab / Right / Enter-on-empty put it in the input buffer
-    ACCEPTED = "accepted"  # the submitted text equals the suggestion
-    IGNORED = "ignored"
-    SUPPRESSED = "suppressed"  # a guard or a filter stopped it; `reason` says which
-
-
-class GeneratedSuggestion(Protocol):
-    """What `generate` returns: a text to show, or None and the reason why not."""
-
-    @property
-    def text(self) -> str | None:
-        """The suggestion, or None when a guard or filter rejected it."""
-
-    @property
-    def reason(self) -> str | None:
-        """Why `text` is None (a filter or guard name); None when there is a text."""
-
-
-class Cancellable(Protocol):
-    def cancel(self) -> None:
-        """Stop the scheduled call if it has not run yet; a no-op afterwards."""
-
-
-class Scheduler(Protocol):
-    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Cancellable:
-        """Run `fn` once on some thread after `delay_s`; never call it synchronously."""
-
-
-class ThreadingScheduler:
-    """The default scheduler: one daemon `threading.Timer` per call."""
-
-    def call_later(self, delay_s: float, fn: Callable[[], None]) -> Cancellable:
-        timer = threading.Timer(max(0.0, delay_s), fn)
-        timer.daemon = True
-        timer.start()
-        return timer
 
 
 @dataclass(slots=True)
@@ -132,7 +113,11 @@ class SuggestionController:
         # one suggestion's life; `_epoch` changes whenever it ends, so late work is dropped
         self._epoch = 0
         self._state = SuggestionState.HIDDEN
-        self._text: str | None = None
+        self._text: str | None = None  # the candidate shown (or to show)
+        self._texts: tuple[str, ...] = ()  # every candidate, likeliest first
+        self._index = 0  # which of them `_text` is
+        self._follow: Cancellable | None = None  # a cycled-to candidate's wait to speculate
+        self._typed = ""  # the input buffer as last reported
         self._token: CancelToken | None = None
         self._timer: Cancellable | None = None
         self._turn_end = 0.0
@@ -148,11 +133,20 @@ class SuggestionController:
         with self._lock:
             return self._state
 
-    def is_current(self, cycle: int) -> bool:
+    def is_current(self, cycle: int, text: str | None = None) -> bool:
         """Whether the suggestion of `cycle` (as `on_ready` gave it) is still the live one:
-        not dismissed, replaced, submitted over or cancelled since."""
+        not dismissed, replaced, submitted over or cancelled since — and, given `text`,
+        still the candidate shown."""
         with self._lock:
-            return cycle == self._epoch and self._text is not None
+            live = cycle == self._epoch and self._text is not None
+            return live and (text is None or text == self._text)
+
+    @property
+    def choices(self) -> tuple[tuple[str, ...], int]:
+        """Every candidate of the live suggestion and the index of the one shown (`((), 0)`
+        when there is none)."""
+        with self._lock:
+            return (self._texts, self._index) if self._text is not None else ((), 0)
 
     @property
     def visible_text(self) -> str | None:
@@ -191,13 +185,17 @@ class SuggestionController:
         fx = _Effects()
         with self._lock:
             was_empty, self._buffer_empty = self._buffer_empty, not buffer_text
+            self._typed = buffer_text
             if buffer_text:
                 if self._token is not None:  # stop the request; its result is dropped
                     fx.cancels.append(self._token)
                     self._token = None
                     fx.records.append(self._suppressed("aborted"))
                 typing_it = self._text is not None and self._text.startswith(buffer_text)
-                if self._state is not SuggestionState.HIDDEN and not typing_it:
+                other = self._matching(buffer_text)
+                if self._state is SuggestionState.SHOWN and not typing_it and other:
+                    self._switch(fx, other[0])  # it starts another candidate: show that one
+                elif self._state is not SuggestionState.HIDDEN and not typing_it:
                     self._cancel_timer(fx)
                     self._state = SuggestionState.HIDDEN
                     self._restorable = True
@@ -207,6 +205,21 @@ class SuggestionController:
                 fx.ready = (self._text, self._epoch)
                 self._reveal(fx)
         self._apply(fx)
+
+    def cycle(self, step: int) -> str | None:
+        """Alt-] (`step` 1) / Alt-[ (-1): show the next or previous candidate that starts
+        with what is typed, wrapping around. Returns the text now shown, or None when the
+        ghost is not shown or no other candidate fits."""
+        fx = _Effects()
+        with self._lock:
+            fitting = self._matching(self._typed)
+            if self._state is not SuggestionState.SHOWN or len(fitting) < 2:
+                return None
+            at = fitting.index(self._index) if self._index in fitting else -step
+            self._switch(fx, fitting[(at + step) % len(fitting)])
+            text = self._text
+        self._apply(fx)
+        return text
 
     def dismiss(self) -> None:
         """Esc: drop the suggestion for good (it does not come back on an empty line).
@@ -219,24 +232,30 @@ class SuggestionController:
                 self._end_cycle(fx, ignored_reason="dismissed")
         self._apply(fx)
 
-    def fill(self, method: str) -> str | None:
+    def fill(self, method: str, index: int | None = None) -> str | None:
         """Tab / Right / Enter on an empty line: the text to put in the buffer, or None.
 
         Works while the ghost is shown and also during the pending window (the text is
         ready, only the delay has not passed). Blocked for `debounce_s` after a fill.
+        `index` fills that candidate instead of the one shown (plain mode's `.2`); one
+        out of range fills nothing.
         """
         fx = _Effects()
         with self._lock:
             now = self._clock()
             if now < self._fill_blocked_until or self._state is SuggestionState.HIDDEN:
                 return None
+            if index is not None:
+                if not 0 <= index < len(self._texts):
+                    return None
+                self._index, self._text = index, self._texts[index]
             text = self._text
             time_ms: int | None = None
             if self._state is SuggestionState.PENDING:
                 self._cancel_timer(fx)
                 self._seen, self._shown_at = True, now
             else:
-                time_ms = _ms(now - self._shown_at)
+                time_ms = ms(now - self._shown_at)
             self._state = SuggestionState.HIDDEN
             self._restorable = True
             self._fill_method = method
@@ -258,20 +277,23 @@ class SuggestionController:
         with self._lock:
             suggestion = self._text if self._seen else None
             if suggestion is not None:
-                accepted = text.strip() == suggestion.strip()
+                picked = [i for i, t in enumerate(self._texts) if t.strip() == text.strip()]
+                if picked:  # a candidate the user typed (or filled) is the one accepted
+                    self._index, suggestion = picked[0], self._texts[picked[0]]
+                accepted = bool(picked)
                 fx.records.append(
                     self._event(
                         Outcome.ACCEPTED if accepted else Outcome.IGNORED,
                         reason=None if accepted else "different_text",
                         method=self._fill_method or "typed",
-                        time_ms=_ms(self._clock() - self._shown_at),
+                        time_ms=ms(self._clock() - self._shown_at),
                         similarity=similarity(suggestion, text),
                         suggestion=suggestion,
                         prompt=text,
                     )
                 )
             self._end_cycle(fx, ignored_reason=None)
-            self._buffer_empty = True
+            self._buffer_empty, self._typed = True, ""
             self._fill_blocked_until = -math.inf
         self._apply(fx)
         return suggestion
@@ -288,13 +310,14 @@ class SuggestionController:
         """Runs on the task pool: generate, then hand the result back under the lock."""
         try:
             result = self._generate(token)
-            text, reason = result.text, result.reason
+            text, reason, offered = result.text, result.reason, tuple(result.texts)
         except Exception:
             if token.cancelled:
                 return
             log.debug("suggestion generation failed", exc_info=True)
-            text, reason = None, "error"
+            text, reason, offered = None, "error", ()
         text = text.strip() if text else None
+        texts = candidates_of(text, offered) if text else ()
         fx = _Effects()
         with self._lock:
             if epoch != self._epoch or token.cancelled or self._token is not token:
@@ -303,9 +326,21 @@ class SuggestionController:
             if text is None:
                 fx.records.append(self._suppressed(reason or "empty"))
             else:
-                self._text = text
+                self._text, self._texts, self._index = text, texts, 0
                 fx.ready = (text, self._epoch)
                 self._reveal(fx)
+        self._apply(fx)
+
+    def _follow_due(self, epoch: int, index: int) -> None:
+        """Runs on the scheduler's thread once a cycled-to candidate has stayed shown for
+        the delay: it is ready, so its speculation may start."""
+        fx = _Effects()
+        with self._lock:
+            shown = self._state is SuggestionState.SHOWN and self._index == index
+            if epoch != self._epoch or not shown or self._text is None:
+                return
+            self._follow = None
+            fx.ready = (self._text, epoch)
         self._apply(fx)
 
     def _show_due(self, epoch: int) -> None:
@@ -337,11 +372,29 @@ class SuggestionController:
             fx.records.append(
                 self._event(
                     Outcome.SHOWN,
-                    time_ms=_ms(self._shown_at - self._turn_end),
+                    time_ms=ms(self._shown_at - self._turn_end),
                     suggestion=self._text,
                 )
             )
         self._set_visible(fx, self._text)
+
+    def _matching(self, typed: str) -> list[int]:
+        """The candidates that start with `typed`, by index."""
+        return [i for i, text in enumerate(self._texts) if text.startswith(typed)]
+
+    def _switch(self, fx: _Effects, index: int) -> None:
+        """Show candidate `index` instead, and let its speculation follow after the delay."""
+        if index == self._index:
+            return
+        self._index, self._text = index, self._texts[index]
+        self._set_visible(fx, self._text)
+        fx.records.append(self._event(Outcome.CYCLED, suggestion=self._text))
+        if self._follow is not None:
+            fx.cancels.append(self._follow)
+        epoch = self._epoch
+        self._follow = self._scheduler.call_later(
+            self._delay_s, lambda: self._follow_due(epoch, index)
+        )
 
     def _set_visible(self, fx: _Effects, text: str | None) -> None:
         if self._visible != text:
@@ -360,19 +413,22 @@ class SuggestionController:
             fx.cancels.append(self._token)
             self._token = None
         self._cancel_timer(fx)
+        if self._follow is not None:
+            fx.cancels.append(self._follow)
+            self._follow = None
         if ignored_reason is not None and self._text is not None and self._seen:
             fx.records.append(
                 self._event(
                     Outcome.IGNORED,
                     reason=ignored_reason,
                     method=self._fill_method,
-                    time_ms=_ms(self._clock() - self._shown_at),
+                    time_ms=ms(self._clock() - self._shown_at),
                     suggestion=self._text,
                 )
             )
         self._epoch += 1
         self._state = SuggestionState.HIDDEN
-        self._text = None
+        self._text, self._texts, self._index = None, (), 0
         self._seen = False
         self._restorable = False
         self._fill_method = None
@@ -380,34 +436,19 @@ class SuggestionController:
 
     def _suppressed(self, reason: str, *, timed: bool = True) -> dict[str, Any]:
         """A `suppressed` event; `timed` adds the time since the turn ended."""
-        time_ms = _ms(self._clock() - self._turn_end) if timed else None
+        time_ms = ms(self._clock() - self._turn_end) if timed else None
         return self._event(Outcome.SUPPRESSED, reason=reason, time_ms=time_ms)
 
-    def _event(
-        self,
-        outcome: Outcome,
-        *,
-        reason: str | None = None,
-        method: str | None = None,
-        time_ms: int | None = None,
-        similarity: float | None = None,
-        suggestion: str | None = None,
-        prompt: str | None = None,
-    ) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "outcome": outcome.value,
-            "reason": reason,
-            "method": method,
-            "time_ms": time_ms,
-            "similarity": similarity,
-            "suggestion_length": len(suggestion) if suggestion is not None else None,
-        }
-        if self._log_text:
-            if suggestion is not None:
-                fields["suggestion"] = suggestion
-            if prompt is not None:
-                fields["prompt"] = prompt
-        return fields
+    def _event(self, outcome: Outcome, **details: Any) -> dict[str, Any]:
+        """An outcome's telemetry fields, with the live candidate's index and count."""
+        live = self._text is not None
+        return outcome_fields(
+            outcome,
+            index=self._index if live else None,
+            candidates=len(self._texts) if live else None,
+            log_text=self._log_text,
+            **details,
+        )
 
     # Outside the lock.
 
@@ -439,17 +480,3 @@ class SuggestionController:
                 self._on_change(text)
             except Exception:
                 log.debug("on_change failed", exc_info=True)
-
-
-def similarity(suggestion: str, submitted: str) -> float:
-    """The seed's length ratio: len(submitted) / len(suggestion), rounded to 2 decimals.
-
-    Both texts are stripped first, so an accepted suggestion always scores 1.0. Values
-    above 1.0 mean the user wrote more than was suggested.
-    """
-    ratio = len(submitted.strip()) / (len(suggestion.strip()) or 1)
-    return math.floor(ratio * 100 + 0.5) / 100  # JavaScript's Math.round, as in the seed
-
-
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))

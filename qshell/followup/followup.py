@@ -10,7 +10,9 @@ Speculator; a submitted prompt that matches is run from that speculation (`prepa
 A suggestion that would push, deploy, delete… (followup/consequence.py: the
 `suggestions.consequential` rules and the plugins' `qshell_consequential_words`) is
 suppressed (reason `consequential`) unless the user's own prompts in this session asked for
-that kind; shown, it carries `marker` and its speculation runs reads only. A shown
+that kind; shown, it carries `marker` and its speculation runs reads only. A suggestion
+offers up to `suggestions.alternatives` candidates (each under the same rules, each with
+its own confidence); `cycle` shows another, and the speculation follows the one shown. A shown
 suggestion is speculated only when its confidence passes the ConfidenceGate
 (followup/gating.py: `speculation.gating`, `speculation.minConfidence`, adapted to the
 user's acceptance rate); each suggestion's decision is one `speculation_gate` event.
@@ -18,7 +20,7 @@ Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
 ends every suggestion and speculation at once, closing their HTTP streams. Front-ends call
-its verbs — `turn_ended`, `user_typed`, `fill`, `dismiss`, `submitted`, `prepared`,
+its verbs — `turn_ended`, `user_typed`, `fill`, `cycle`, `dismiss`, `submitted`, `prepared`,
 `close` — and show what `on_change` tells them. It never touches the terminal;
 `on_change` runs on a background thread, so a front-end must hop to its UI thread before
 touching widgets.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
@@ -77,6 +80,7 @@ class Followup:
             settings.suggestions.enabled, conversation.session.provider.name
         )
         self.cache_cold_tokens = settings.suggestions.cache_cold_tokens
+        self.alternatives = settings.suggestions.alternatives
         self._pool = ThreadPoolExecutor(BACKGROUND_WORKERS, thread_name_prefix="qshell-followup")
         self._params: CacheSafeParams | None = None
         # the prediction the last answer ended with, and the params it belongs to
@@ -124,7 +128,7 @@ class Followup:
             return
         self.speculator.start(
             text,
-            still_wanted=lambda: self.controller.is_current(cycle),
+            still_wanted=lambda: self.controller.is_current(cycle, text),
             reads_only=bool(self.consequences.kinds(text)),
         )
 
@@ -148,8 +152,10 @@ class Followup:
 
     def _generate(self, cancel: CancelToken) -> SuggestionResult:
         result = self._generated(cancel)
-        if result.text is not None:
-            self._confidence[result.text] = result.confidence
+        if len(result.candidates) > self.alternatives:
+            result = replace(result, alternatives=result.alternatives[: self.alternatives - 1])
+        for candidate in result.candidates:
+            self._confidence[candidate.text] = candidate.confidence
         return result
 
     def _generated(self, cancel: CancelToken) -> SuggestionResult:
@@ -171,9 +177,9 @@ class Followup:
         mode = str(self.conversation.approval_mode)
         check = SuggestionCheck(self._previous_prompt, mode, session.project_root)
         result = screened(result, session.tool_context.plugins, check)
-        if result.text is not None and self.consequences.kinds(result.text) - self._asked:
-            return SuggestionResult(None, CONSEQUENTIAL, result.usage, result.candidate)
-        return result
+        return result.narrowed(
+            lambda text: CONSEQUENTIAL if self.consequences.kinds(text) - self._asked else None
+        )
 
     def marker(self, text: str | None) -> str:
         """The mark a shown suggestion carries when it would push, deploy, delete…
@@ -233,8 +239,18 @@ class Followup:
         self.speculator.user_typed(buffer_text)
         self.controller.user_typed(buffer_text)
 
-    def fill(self, method: str) -> str | None:
-        return self.controller.fill(method)
+    def fill(self, method: str, index: int | None = None) -> str | None:
+        return self.controller.fill(method, index)
+
+    def cycle(self, step: int) -> str | None:
+        """Show the next (1) or previous (-1) candidate; its speculation follows it once
+        it has stayed on screen for the suggestion delay."""
+        return self.controller.cycle(step)
+
+    @property
+    def choices(self) -> tuple[tuple[str, ...], int]:
+        """The live suggestion's candidates and which one is shown."""
+        return self.controller.choices
 
     def dismiss(self) -> None:
         self.controller.dismiss()

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from qshell.agent.prediction import CLOSE, OPEN_WITH, read_prediction
+from qshell.agent.prediction import CLOSE, GUESSES, MAX_GUESSES, OPEN, read_prediction
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, QshellError
 from qshell.followup.guards import (
@@ -41,6 +41,7 @@ __all__ = [
     "CJK",
     "SUGGESTION_MARKER",
     "SUGGESTION_PROMPT",
+    "Candidate",
     "GuardInputs",
     "SuggestionResult",
     "count_assistant_turns",
@@ -49,6 +50,7 @@ __all__ = [
     "folded_suggestion",
     "generate_suggestion",
     "guard_reason",
+    "read_candidates",
     "read_suggestion",
     "screened",
 ]
@@ -60,13 +62,14 @@ SUGGESTION_MARKER = "[qshell: predict the user's next message]"
 # Kept short on purpose: these characters are the only part of a suggestion request that
 # the provider's prompt cache cannot serve (bench/suggestion_prefix.py measures the share).
 SUGGESTION_PROMPT = f"""{SUGGESTION_MARKER}
-Do not answer as the assistant now. Write the exact words the user will most likely type
+Do not answer as the assistant now. Guess the exact words the user will most likely type
 next: what they would send, not what you would advise ("that is just what I was about to
-type"). If your last reply told them what to send, that is it. Prefer concrete steps: "run
-the tests", "try it out", "commit this", "yes", or the option they would pick. Never praise,
-thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the next step is
-unclear or something failed, reply with nothing; else only 2 to 12 words, in their style,
-as {OPEN_WITH}WORDS{CLOSE} where C (0 to 1) is how likely they are to type just that."""
+type"). If your last reply told them what to send, that is the first guess. Prefer concrete
+steps: "run the tests", "try it out", "commit this", "yes", or the option they would pick.
+Never praise, thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the
+next step is unclear or something failed, reply with nothing; else only {OPEN}{GUESSES}{CLOSE}:
+up to {MAX_GUESSES} different guesses, likeliest first, 2 to 12 words each, in their style,
+C (0 to 1) being how likely they are to type just that."""
 
 MIN_WORDS = 2
 MAX_WORDS = 12
@@ -192,30 +195,64 @@ def extract_suggestion(reply_text: str) -> str:
     """The suggestion inside a reply: reasoning blocks and code fences dropped, the
     `suggestion` field of a JSON object if the reply is one, surrounding quotes removed; a
     reply that is (or ends with) a prediction line, as the system prompt asks of answers
-    (agent/prediction.py), gives what that line holds."""
+    (agent/prediction.py), gives what that line holds; a JSON list of guesses gives its
+    first."""
     return read_suggestion(reply_text)[0]
 
 
 def read_suggestion(reply_text: str) -> tuple[str, float | None]:
-    """`extract_suggestion`, and the confidence the reply gave (its prediction tag's
-    `confidence` or its JSON object's `confidence` field; None when it gave none)."""
+    """`extract_suggestion`, and the confidence the reply gave for it (None: none given)."""
+    found = read_candidates(reply_text)
+    return (found[0].text, found[0].confidence) if found else ("", None)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One guess at the user's next prompt, and how likely the model said it is (0–1;
+    None: it did not say)."""
+
+    text: str
+    confidence: float | None = None
+
+
+def read_candidates(reply_text: str, confidence: float | None = None) -> list[Candidate]:
+    """Every guess a reply gives, in its order, unfiltered: a JSON list of guesses (each an
+    object with `text` or `suggestion` and `confidence`, a `[text, confidence]` pair or a
+    string), a JSON object with `suggestion`/`text` (or a `suggestions` list), or plain
+    words — inside a prediction tag or not, after reasoning blocks and code fences are
+    dropped. Plain words take the tag's `confidence` attribute, else `confidence`."""
     text = _THINK_BLOCK.sub("", reply_text).strip()
-    _, predicted, confidence = read_prediction(text)
+    _, predicted, tagged = read_prediction(text)
     if predicted is not None:
-        text = predicted
+        text, confidence = predicted, tagged
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
-    if text.startswith("{"):
+    if text.startswith(("[", "{")):
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
+        if isinstance(value, dict) and isinstance(value.get("suggestions"), list):
+            value = value["suggestions"]
+        if isinstance(value, list):
+            return [c for c in map(_guess, value) if c is not None][: MAX_GUESSES * 2]
         if isinstance(value, dict):
-            field = value.get("suggestion")
-            text = field if isinstance(field, str) else ""
-            confidence = _unit(value.get("confidence"))
-    return _unquote(text), confidence
+            return [_guess(value) or Candidate("")]
+    return [Candidate(_unquote(text), confidence)]
+
+
+def _guess(item: object) -> Candidate | None:
+    """One entry of a JSON list of guesses, or None when it is not one."""
+    if isinstance(item, str):
+        return Candidate(_unquote(item))
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str):
+        return Candidate(_unquote(item[0]), _unit(item[1]))
+    if isinstance(item, dict):
+        words = item.get("text", item.get("suggestion"))
+        if isinstance(words, str):
+            return Candidate(_unquote(words), _unit(item.get("confidence")))
+    return None
 
 
 def _unit(value: object) -> float | None:
@@ -236,20 +273,50 @@ def _visible_length(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SuggestionResult:
-    """One generation's outcome. `text` is set only when the suggestion may be shown;
+    """One generation's outcome. `text` is set only when a suggestion may be shown;
     otherwise `reason` names why not. `usage` is the fork request's (None if it did not
     finish); `candidate` is the extracted text before any rejection, for debug logs;
-    `confidence` is how likely the model said the user types it (0–1; None: unknown)."""
+    `confidence` is how likely the model said the user types it (0–1; None: unknown);
+    `alternatives` are the further guesses that passed the same rules, likeliest first (at
+    most MAX_GUESSES candidates in all)."""
 
     text: str | None
     reason: str | None
     usage: Usage | None
     candidate: str | None = None
     confidence: float | None = None
+    alternatives: tuple[Candidate, ...] = ()
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Every suggestion to offer, the one shown first at the front."""
+        if self.text is None:
+            return ()
+        return (Candidate(self.text, self.confidence), *self.alternatives)
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The candidates' words (empty when there is nothing to show)."""
+        return tuple(c.text for c in self.candidates)
+
+    def narrowed(self, reject: Callable[[str], str | None]) -> SuggestionResult:
+        """This result without the candidates `reject` gives a reason for; when none is
+        left, rejected with the first candidate's reason."""
+        kept = [c for c in self.candidates if reject(c.text) is None]
+        if kept == list(self.candidates):
+            return self
+        if not kept:
+            return _rejected(reject(self.candidates[0].text) or "empty", self.usage, self.candidate)
+        return _offered(kept, self.usage)
 
 
 def _rejected(reason: str, usage: Usage | None, candidate: str | None) -> SuggestionResult:
     return SuggestionResult(None, reason, usage, candidate)
+
+
+def _offered(kept: list[Candidate], usage: Usage | None) -> SuggestionResult:
+    first, *rest = kept
+    return SuggestionResult(first.text, None, usage, first.text, first.confidence, tuple(rest))
 
 
 def _read(events: Iterator[StreamEvent]) -> tuple[StreamDone | None, bool]:
@@ -311,38 +378,40 @@ def generate_suggestion(
     if done is None:
         return _rejected("error", None, None)
     # tool calls in the reply are ignored
-    text, confidence = read_suggestion(done.message.text)
-    return _judged(text, previous_prompt, done.usage, confidence)
+    return _judged(read_candidates(done.message.text), previous_prompt, done.usage)
 
 
 def folded_suggestion(
     prediction: str, previous_prompt: str = "", confidence: float | None = None
 ) -> SuggestionResult:
-    """The suggestion an answer predicted itself (agent/prediction.py), under the same
-    rules as a generated one; no request, so no usage. `confidence` is the one its
-    prediction tag gave."""
-    return _judged(extract_suggestion(prediction), previous_prompt, None, confidence)
+    """The suggestions an answer predicted itself (agent/prediction.py: its tag's content),
+    under the same rules as generated ones; no request, so no usage. `confidence` is the
+    one its prediction tag gave, for plain words."""
+    return _judged(read_candidates(prediction, confidence), previous_prompt, None)
 
 
-def _judged(
-    text: str, previous_prompt: str, usage: Usage | None, confidence: float | None
-) -> SuggestionResult:
-    reason = _reason(text, previous_prompt)
-    if reason is not None:
-        return _rejected(reason, usage, text)
-    return SuggestionResult(text, None, usage, text, confidence)
+def _judged(found: list[Candidate], previous_prompt: str, usage: Usage | None) -> SuggestionResult:
+    """The candidates that pass the rules, without repeats, at most MAX_GUESSES; when none
+    does, rejected with the first one's reason."""
+    kept: list[Candidate] = []
+    seen: set[str] = set()
+    for candidate in found:
+        key = _normalised(candidate.text)
+        if key not in seen and _reason(candidate.text, previous_prompt) is None:
+            seen.add(key)
+            kept.append(candidate)
+    if kept:
+        return _offered(kept[:MAX_GUESSES], usage)
+    first = found[0].text if found else ""
+    return _rejected(_reason(first, previous_prompt) or "empty", usage, first)
 
 
 def screened(
     result: SuggestionResult, plugins: PluginHost, check: SuggestionCheck
 ) -> SuggestionResult:
-    """`result`, rejected (reason `plugin:<name>`) when a plugin's rule rejects its text."""
-    if result.text is None:
-        return result
-    reason = plugins.filter_suggestion(result.text, check)
-    if reason is None:
-        return result
-    return _rejected(reason, result.usage, result.candidate)
+    """`result` without the candidates a plugin's rule rejects; rejected (reason
+    `plugin:<name>`) when that leaves none."""
+    return result.narrowed(lambda text: plugins.filter_suggestion(text, check))
 
 
 def _reason(text: str, previous_prompt: str) -> str | None:

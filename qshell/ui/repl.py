@@ -78,7 +78,8 @@ T = TypeVar("T")
 PROMPT = "> "
 KEYS_HELP = (
     "Keys: Alt-Enter inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
-    "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits"
+    "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits · "
+    "a suggestion: Tab fills it, Alt-] / Alt-[ show its alternatives, Esc dismisses it"
 )
 
 
@@ -111,6 +112,8 @@ class QshellCompleter(Completer):
 
 
 ALT_ENTER = Keys.F24  # what the terminal's Alt-Enter (ESC CR in one write) is read as
+ALT_NEXT = Keys.F23  # Alt-] (ESC ] in one write): the next suggestion candidate
+ALT_PREVIOUS = Keys.F22  # Alt-[ (ESC [ with nothing after it): the previous one
 ESCAPE_TIMEOUT_S = 0.05  # a lone Esc is a key of its own after this long, not a prefix
 GHOST_STYLE = Style.from_dict({"auto-suggestion": "#808080 italic"})  # italic: NO_COLOR too
 
@@ -142,11 +145,15 @@ def cancels_summary(line: str) -> bool:
     return ALIASES.get(name, name) in CANCELS_SUMMARY
 
 
-def _recognise_alt_enter() -> None:
+def _recognise_alt_keys() -> None:
     """Read ESC CR arriving together (Alt-Enter) as one key, so that a lone Esc can act at
-    once and never pairs up with an Enter typed later."""
+    once and never pairs up with an Enter typed later; and Alt-] / Alt-[ likewise, which
+    would otherwise be an Esc (dismissing the suggestion) and a bracket typed. ESC [ is
+    also how arrow keys begin: it is Alt-[ only when nothing follows it in time."""
     for sequence in ("\x1b\r", "\x1b\n"):
         ANSI_SEQUENCES[sequence] = ALT_ENTER
+    ANSI_SEQUENCES["\x1b]"] = ALT_NEXT
+    ANSI_SEQUENCES["\x1b["] = ALT_PREVIOUS
 
 
 def _key_bindings(repl: Repl) -> KeyBindings:
@@ -168,6 +175,11 @@ def _key_bindings(repl: Repl) -> KeyBindings:
         key = event.key_sequence[0].key
         method = {"c-i": "tab", "c-m": "enter"}.get(getattr(key, "value", key), "right")
         repl.fill_suggestion(event.current_buffer, method)
+
+    @bindings.add(ALT_NEXT, filter=ghost)
+    @bindings.add(ALT_PREVIOUS, filter=ghost)
+    def _cycle(event: Any) -> None:
+        repl.cycle_suggestion(1 if event.key_sequence[0].key == ALT_NEXT else -1)
 
     @bindings.add("escape", filter=ghost, eager=True)  # no wait for a longer key sequence
     def _dismiss(event: Any) -> None:
@@ -215,7 +227,7 @@ class Repl(FollowupHooks):
         self.renderer = RichRenderer(console=console, show_reasoning=conversation.show_reasoning)
         self.console = console
         history = FileHistory(str(history_path)) if history_path else InMemoryHistory()
-        _recognise_alt_enter()
+        _recognise_alt_keys()
         self.session: PromptSession[str] = PromptSession(
             history=history,
             completer=QshellCompleter(conversation),
@@ -277,6 +289,12 @@ class Repl(FollowupHooks):
         if text:
             buffer.insert_text(text[len(buffer.text) :] if text.startswith(buffer.text) else text)
 
+    def cycle_suggestion(self, step: int) -> None:
+        """Alt-] / Alt-[: show the suggestion's next or previous candidate."""
+        text = self.followup.cycle(step) if self.followup else None
+        if text:
+            self._apply_suggestion(text)
+
     def dismiss_suggestion(self, buffer: Buffer) -> None:
         if self.followup is not None:
             self.followup.dismiss()
@@ -291,7 +309,9 @@ class Repl(FollowupHooks):
             return WAITING_HINT
         if not self.ghost_visible():
             return ""
-        return "⇥ Tab fills · Esc dismisses"
+        texts, index = self.followup.choices if self.followup else ((), 0)
+        more = f" · Alt-] {index + 1}/{len(texts)}" if len(texts) > 1 else ""
+        return f"⇥ Tab fills{more} · Esc dismisses"
 
     def _toolbar(self) -> HTML:
         c = self.conversation

@@ -4,12 +4,14 @@ It reads lines with plain reads of stdin and writes plain text: it never constru
 prompt_toolkit session and never writes an escape sequence. Turns run through the same
 driver as the REPL (a worker thread, Ctrl-C cancels), permission questions are plain
 questions answered with a line, and the slash commands are the shared ones. A next-prompt
-suggestion is printed as one plain hint line; a line of just `.` uses it. Main thread, except
+suggestion is printed as one plain hint line; a line of just `.` uses it, and when it has
+alternatives they are listed as `.1 .2 .3`, each line its own key. Main thread, except
 the suggestion hint, which a background thread prints while the prompt waits.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -43,10 +45,11 @@ if TYPE_CHECKING:
 
 PROMPT = "> "
 KEYS_HELP = (
-    "A line of just . uses the suggestion shown · permission questions take a line: "
-    "y, a, or n followed by an optional reason"
+    "A line of just . uses the suggestion shown (.2 or .3 one of its alternatives) · "
+    "permission questions take a line: y, a, or n followed by an optional reason"
 )
 USE_SUGGESTION = "."
+_NUMBERED = re.compile(r"^\.([1-9])$")  # `.2`: the second candidate listed
 
 
 class SimpleFrontEnd(FollowupHooks):
@@ -74,13 +77,25 @@ class SimpleFrontEnd(FollowupHooks):
 
     def _show_suggestion(self, text: str | None) -> None:
         """Print a new suggestion as a hint line and prompt again (background thread)."""
-        if not text:
+        if not text or self.followup is None:
             return
+        texts = self.followup.choices[0] or (text,)
         with self._write_lock:
-            marker = self.followup.marker(text) if self.followup else ""
-            shown = f"{text} {marker}" if marker else text
-            self.stdout.write(f"\n(suggestion: {shown} — enter . to use it)\n{PROMPT}")
+            self.stdout.write(f"\n{self._hint(texts)}\n{PROMPT}")
             self.stdout.flush()
+
+    def _hint(self, texts: tuple[str, ...]) -> str:
+        """One line naming the suggestion (or each candidate, numbered) and its keys."""
+        marked = [self._marked(text) for text in texts]
+        if len(marked) == 1:
+            return f"(suggestion: {marked[0]} — enter . to use it)"
+        listed = " · ".join(f".{n} {text}" for n, text in enumerate(marked, 1))
+        keys = ", ".join(f".{n}" for n in range(1, len(marked))) + f" or .{len(marked)}"
+        return f"(suggestions: {listed} — enter {keys} to use one)"
+
+    def _marked(self, text: str) -> str:
+        marker = self.followup.marker(text) if self.followup else ""
+        return f"{text} {marker}" if marker else text
 
     def _read(self, prompt: str) -> str:
         """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt."""
@@ -97,8 +112,11 @@ class SimpleFrontEnd(FollowupHooks):
         except (EOFError, KeyboardInterrupt):
             self.say("")  # end the prompt's line before whatever is printed next
             raise
-        if (line.strip() == USE_SUGGESTION or line == "\t") and self.followup is not None:
-            text = self.followup.fill("dot")
+        numbered = _NUMBERED.match(line.strip())
+        chosen = line.strip() == USE_SUGGESTION or line == "\t" or numbered is not None
+        if chosen and self.followup is not None:
+            index = int(numbered.group(1)) - 1 if numbered else None
+            text = self.followup.fill("dot", index)
             if text:
                 self.say(f"{PROMPT}{text}")
                 return text

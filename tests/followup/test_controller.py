@@ -98,6 +98,11 @@ def run_now(fn: Callable[[], None]) -> None:
 class Result:
     text: str | None
     reason: str | None = None
+    alternatives: tuple[str, ...] = ()
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        return (self.text, *self.alternatives) if self.text is not None else ()
 
 
 class Generator:
@@ -248,6 +253,8 @@ def test_a_guard_reason_suppresses_without_generating_or_scheduling(h: Harness) 
         "time_ms": None,
         "similarity": None,
         "suggestion_length": None,
+        "index": None,
+        "candidates": None,
     }
 
 
@@ -723,3 +730,105 @@ def test_typing_the_start_of_the_suggestion_keeps_it_shown(h: Harness) -> None:
     assert h.controller.visible_text is None
     h.controller.user_typed("")
     assert h.controller.visible_text == "run the tests"
+
+
+# Alternatives
+
+
+THREE = Result("run the tests", alternatives=("commit this", "show the diff"))
+
+
+def test_cycling_shows_each_candidate_in_turn_both_ways_and_wraps(tmp_path: Path) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    assert h.controller.choices == (("run the tests", "commit this", "show the diff"), 0)
+    assert h.controller.cycle(1) == "commit this"
+    assert h.controller.cycle(1) == "show the diff"
+    assert h.controller.cycle(1) == "run the tests"
+    assert h.controller.cycle(-1) == "show the diff"
+    assert h.controller.visible_text == "show the diff"
+    assert h.changes == ["run the tests", "commit this", "show the diff", "run the tests"] + [
+        "show the diff"
+    ]
+    cycled = [e for e in h.events() if e["outcome"] == "cycled"]
+    assert [(e["index"], e["candidates"]) for e in cycled] == [(1, 3), (2, 3), (0, 3), (2, 3)]
+
+
+def test_a_cycled_to_candidate_is_ready_only_after_it_stayed_shown_for_the_delay(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    assert h.ready == ["run the tests"]
+    h.controller.cycle(1)  # "commit this", passed over at once
+    h.scheduler.advance(DELAY_S / 2)
+    h.controller.cycle(1)  # "show the diff": its own full delay starts now
+    h.scheduler.advance(DELAY_S - 0.001)
+    assert h.ready == ["run the tests"]
+    h.scheduler.advance(0.001)
+    assert h.ready == ["run the tests", "show the diff"]
+    cycle = h.cycles[-1]
+    assert h.controller.is_current(cycle, "show the diff")
+    assert not h.controller.is_current(cycle, "run the tests")
+
+
+def test_accepting_a_cycled_to_candidate_records_its_index(tmp_path: Path) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    h.controller.cycle(1)
+    assert h.controller.fill("tab") == "commit this"
+    assert h.controller.submitted("commit this") == "commit this"
+    accepted = h.events()[-1]
+    assert (accepted["outcome"], accepted["index"], accepted["candidates"]) == ("accepted", 1, 3)
+
+
+def test_typing_another_candidates_words_by_hand_accepts_it(tmp_path: Path) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    h.controller.user_typed("show the diff")
+    h.controller.submitted("show the diff")
+    accepted = h.events()[-1]
+    assert (accepted["outcome"], accepted["index"]) == ("accepted", 2)
+
+
+def test_typing_the_start_of_another_candidate_switches_to_it(tmp_path: Path) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    h.controller.user_typed("c")
+    assert h.controller.visible_text == "commit this"
+    assert h.controller.cycle(1) is None  # only one candidate starts with "c"
+    h.scheduler.advance(DELAY_S)
+    assert h.ready == ["run the tests", "commit this"]
+    h.controller.user_typed("cx")
+    assert h.controller.visible_text is None  # fits none: hidden as before
+
+
+def test_cycling_does_nothing_with_one_candidate_or_no_ghost(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    assert h.controller.cycle(1) is None
+    h.show()
+    assert h.controller.cycle(1) is None
+    assert h.controller.choices == (("run the tests",), 0)
+    h.controller.dismiss()
+    assert h.controller.cycle(1) is None
+    assert h.controller.choices == ((), 0)
+
+
+def test_a_dismissed_suggestions_cycled_candidate_never_becomes_ready(tmp_path: Path) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    h.controller.cycle(1)
+    h.controller.dismiss()
+    h.scheduler.advance(DELAY_S * 2)
+    assert h.ready == ["run the tests"]
+
+
+def test_fill_by_index_takes_that_candidate_and_out_of_range_takes_nothing(
+    tmp_path: Path,
+) -> None:
+    h = Harness(tmp_path, THREE)
+    h.show()
+    assert h.controller.fill("dot", index=5) is None
+    assert h.controller.fill("dot", index=2) == "show the diff"
+    filled = h.events()[-1]
+    assert (filled["outcome"], filled["index"]) == ("filled", 2)

@@ -257,8 +257,41 @@ def test_a_confidence_outside_0_to_1_or_not_a_number_is_unknown():
         assert (result.text, result.confidence) == ("commit this", None)
 
 
-def test_the_suggestion_prompt_asks_for_the_confidence():
-    assert 'confidence="C"' in SUGGESTION_PROMPT
+def test_the_suggestion_prompt_asks_for_a_list_of_guesses_each_with_its_confidence():
+    assert '[{"text": "WORDS", "confidence": C}, ...]' in SUGGESTION_PROMPT
+    assert "up to 3 different guesses" in SUGGESTION_PROMPT
+
+
+def test_a_list_of_guesses_gives_the_first_and_its_alternatives_in_order():
+    reply = (
+        '<next-prompt>[{"text": "run the tests", "confidence": 0.7},'
+        ' {"text": "commit this", "confidence": 0.2}, ["show the diff", 0.1]]</next-prompt>'
+    )
+    result, _ = run(Message.assistant(reply))
+    assert result.texts == ("run the tests", "commit this", "show the diff")
+    assert [c.confidence for c in result.candidates] == [0.7, 0.2, 0.1]
+
+
+def test_rejected_and_repeated_guesses_are_dropped_and_the_next_one_leads():
+    reply = (
+        '[{"text": "Looks good!", "confidence": 0.9}, {"text": "run the tests", "confidence": 0.5},'
+        ' {"text": "Run the  tests", "confidence": 0.4}, "commit this", "push it",'
+        ' "show the diff", 7]'
+    )
+    result, _ = run(Message.assistant(reply))
+    assert (result.text, result.confidence) == ("run the tests", 0.5)
+    assert result.texts == ("run the tests", "commit this", "push it")  # at most three
+
+
+def test_a_list_whose_guesses_all_fail_is_rejected_with_the_first_ones_reason():
+    for reply, reason in (('["Looks good!", "great"]', "evaluative"), ("[]", "empty")):
+        result, _ = run(Message.assistant(reply))
+        assert (result.text, result.reason, result.texts) == (None, reason, ())
+
+
+def test_a_folded_list_of_guesses_keeps_each_confidence():
+    result = folded_suggestion('[{"text": "yes", "confidence": 0.8}, ["no", 0.1]]', confidence=0.3)
+    assert [(c.text, c.confidence) for c in result.candidates] == [("yes", 0.8), ("no", 0.1)]
 
 
 def test_a_folded_prediction_keeps_its_confidence_and_a_rejected_one_drops_it():
