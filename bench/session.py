@@ -2,20 +2,23 @@
 and with confidence gating off and on.
 
 Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--min-confidence C]
-[--requests]` (about 4 minutes). The same scripted 20-turn session is played three times by
-a user in a pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console script —
-REPL, line loop, Followup, controller, Speculator and Conversation as shipped) against the
-scripted server over real HTTP with its prompt cache modelled, in auto-edit mode, on a fresh
-copy of a small project: (on) suggestions and speculation on, confidence gating off
-(`speculation.gating: false`), qshell's default settings otherwise (the answer itself ends
-with the predicted next prompt); (gated) the same with gating on, as by default
-(followup/gating.py: a suggestion is speculated only when its confidence reaches a threshold
-that follows the user's acceptance rate; `--min-confidence` sets its base, else the default);
-(off) both off. Every prediction line carries a
-confidence that is only partly calibrated: seeded (`--seed`), a right prediction's is drawn
-uniformly from RIGHT_CONFIDENCE (0.40–0.95) and a wrong one's from WRONG_CONFIDENCE
-(0.10–0.70), so the ranges overlap and some wrong guesses outrank some right ones; the
-confidences are printed. (on) ignores them, so it plays as before gating existed.
+[--requests]` (about 6 minutes). The same scripted 20-turn session is played four times by
+a user in a pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console
+script — REPL, line loop, Followup, controller, Speculator and Conversation as shipped)
+against the scripted server over real HTTP with its prompt cache modelled, in auto-edit
+mode, on a fresh copy of a small project: (on) suggestions and speculation on, confidence
+gating off (`speculation.gating: false`), qshell's default settings otherwise (the answer
+itself ends with the predicted next prompt); (gated) the same with gating on, as by default
+(followup/gating.py: a suggestion is speculated only when the chance this user accepts it —
+the model's confidence, corrected by their outcomes at about that confidence — reaches
+`speculation.minConfidence`; `--min-confidence` sets it, else the default); (gated, well
+calibrated) the same with confidences that tell right from wrong better; (off) both off.
+Every prediction line carries a seeded (`--seed`) confidence, drawn uniformly from one range
+for a right prediction and another for a wrong one (CALIBRATIONS): partly calibrated, right
+0.40–0.95 and wrong 0.10–0.70, so some wrong guesses outrank some right ones; well
+calibrated, right 0.55–0.95 and wrong 0.05–0.60. The confidences are printed; (on) ignores
+them, so it plays as before gating existed. Every run starts with no telemetry: the gate
+learns this user's outcomes as the session goes.
 Each turn is a tool round (ls, read_file, grep, glob or edit; 0.35 s to the first token)
 then an answer of 150 tokens (0.45 s, then 4 ms a token). In (on) the model's prediction
 after each turn is the user's next prompt for a seeded, printed choice of `--right` of the
@@ -29,8 +32,8 @@ answer = from Enter until the whole answer is on the screen and the prompt is ba
 and p99 Enter-to-answer time of each run, each run's bill and requests by kind, the ratios of
 (on) to (off) against Roadmap 5's goals (means ≤ 0.70, billed ≤ 1.3×; billed = uncached
 input × 1 + cached prefix × 0.1 + output × 1, every request the server received, including
-what streamed after Ctrl-D), then (on) and (gated) side by side against (off) with Roadmap
-13's goals (billed ≤ 1.15×, mean Enter to answer ≤ 0.75×), and with `--requests` every
+what streamed after Ctrl-D), then (on) and both (gated) runs side by side against (off) with
+Roadmap 13's goals (billed ≤ 1.15×, mean Enter to answer ≤ 0.75×), and with `--requests` every
 request. It asserts nothing about time; it stops with an error when a ghost text or an
 answer does not appear.
 """
@@ -75,12 +78,18 @@ GOAL_BILL_RATIO = 1.3
 GOAL_GATED_TIME_RATIO = 0.75  # Roadmap 13, gating on, against the no-suggestion session
 GOAL_GATED_BILL_RATIO = 1.15
 SEED = 11
-RIGHT_CONFIDENCE = (0.40, 0.95)  # a right prediction's confidence is drawn from here…
-WRONG_CONFIDENCE = (0.10, 0.70)  # …a wrong one's from here: overlapping, partly calibrated
-RUNS = {  # name → (suggestions and speculation on, more settings)
-    "on": (True, {"QSHELL_SPECULATION__GATING": "false"}),
-    "gated": (True, {"QSHELL_SPECULATION__GATING": "true"}),
-    "off": (False, {}),
+# where a right prediction's confidence is drawn from, and a wrong one's, by how well the
+# model's confidence tells them apart
+CALIBRATIONS = {
+    "partly": ((0.40, 0.95), (0.10, 0.70)),  # overlapping over 0.40–0.70
+    "well": ((0.55, 0.95), (0.05, 0.60)),  # overlapping over 0.55–0.60 only
+}
+GATED = {"QSHELL_SPECULATION__GATING": "true"}
+RUNS = {  # name → (suggestions and speculation on, more settings, confidences)
+    "on": (True, {"QSHELL_SPECULATION__GATING": "false"}, "partly"),
+    "gated": (True, GATED, "partly"),
+    "gated, well calibrated": (True, dict(GATED), "well"),
+    "off": (False, {}, "partly"),
 }
 
 
@@ -210,12 +219,13 @@ def predictions(right: list[int]) -> list[str]:
     return [*nexts, LAST_GUESS]
 
 
-def confidences(right: list[int], seed: int) -> list[float]:
-    """The confidence each turn's prediction line gives (seeded): from RIGHT_CONFIDENCE when
-    the prediction is right, else from WRONG_CONFIDENCE."""
+def confidences(right: list[int], seed: int, calibration: str = "partly") -> list[float]:
+    """The confidence each turn's prediction line gives (seeded): from the calibration's
+    right range when the prediction is right, else from its wrong range."""
     rng = random.Random(seed + 1)
-    spans = [RIGHT_CONFIDENCE if n + 1 in right else WRONG_CONFIDENCE for n in range(1, len(TURNS))]
-    return [round(rng.uniform(*span), 2) for span in [*spans, WRONG_CONFIDENCE]]
+    right_span, wrong_span = CALIBRATIONS[calibration]
+    spans = [right_span if n + 1 in right else wrong_span for n in range(1, len(TURNS))]
+    return [round(rng.uniform(*span), 2) for span in [*spans, wrong_span]]
 
 
 def script(server: ScriptedLLMServer, right: list[int], sure: list[float]) -> None:
@@ -253,7 +263,7 @@ def answer(
 def play(
     server: ScriptedLLMServer, work: Path, name: str, *, right: list[int], think_s: float
 ) -> Run:
-    on, settings = RUNS[name]
+    on, settings, _ = RUNS[name]
     child = start(server, work / name, on=on, fold=True, files=FILES, settings=settings)
     prompts = frozenset({t.prompt for t in TURNS} | {t.guess for t in TURNS[1:]} | {LAST_GUESS})
     run = Run(f"suggestions + speculation {name}", prompts)
@@ -297,16 +307,17 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.min_confidence is not None:
-        RUNS["gated"][1]["QSHELL_SPECULATION__MIN_CONFIDENCE"] = str(args.min_confidence)
+        for name in ("gated", "gated, well calibrated"):
+            RUNS[name][1]["QSHELL_SPECULATION__MIN_CONFIDENCE"] = str(args.min_confidence)
     right = right_turns(args.right, args.seed)
-    sure = confidences(right, args.seed)
+    sure = {name: confidences(right, args.seed, name) for name in CALIBRATIONS}
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-session-"))
     played: list[tuple[Run, list[RecordedRequest]]] = []
     try:
         for name in RUNS:
             # a server, and so a prompt cache, of its own: each run starts cold
             with ScriptedLLMServer(prompt_cache=True) as server:
-                script(server, right, sure)
+                script(server, right, sure[RUNS[name][2]])
                 run = play(server, work, name, right=right, think_s=args.think)
                 played.append((run, settle(server)))
             for violation in server.violations:
@@ -317,13 +328,14 @@ def main() -> None:
         f"{len(TURNS)} turns, user reads {args.think:.1f} s; the suggestion is the next prompt "
         f"before turns {right} ({len(right)} of {len(TURNS) - 1}, seed {args.seed})"
     )
-    print(
-        "confidence of the prediction before turns 2-20: "
-        + ", ".join(
-            f"{n + 2}:{c:.2f}{'*' if n + 2 in right else ''}" for n, c in enumerate(sure[:-1])
+    for calibration, drawn in sure.items():
+        print(
+            f"confidences ({calibration} calibrated) of the predictions before turns 2-20: "
+            + ", ".join(
+                f"{n + 2}:{c:.2f}{'*' if n + 2 in right else ''}" for n, c in enumerate(drawn[:-1])
+            )
+            + " (* right)"
         )
-        + " (* right)"
-    )
     print("\n".join(summary(played, right, listed=args.requests)))
 
 
@@ -339,7 +351,7 @@ def summary(
         lines += describe(run, total)
         lines += [] if index == len(played) - 1 else [wasted(requests, run)]
         lines += listing(requests, run) if listed else []
-    (on_run, _), _, (off_run, _) = played
+    (on_run, _), *_, (off_run, _) = played
     on_s, off_s = on_run.enter_to_prompt_s, off_run.enter_to_prompt_s
     lines += [times("Enter to answer, on ", on_s), times("Enter to answer, off", off_s)]
     for label, is_right in (("right turns", True), ("other turns", False)):
@@ -363,19 +375,23 @@ def summary(
 
 
 def side_by_side(played: list[tuple[Run, list[RecordedRequest]]], bills: list[Bill]) -> list[str]:
-    """Gating off and on against the no-suggestion run, with Roadmap 13's goals."""
+    """Gating off and on (with partly and well calibrated confidences) against the
+    no-suggestion run, with Roadmap 13's goals."""
     off_s = statistics.mean(played[-1][0].enter_to_prompt_s)
-    lines = ["against no suggestions    gating off   gating on   goal"]
-    times_ = [statistics.mean(run.enter_to_prompt_s) / off_s for run, _ in played[:2]]
-    billed_ = [total.billed / bills[-1].billed for total in bills[:2]]
-    started = [sum(kind(r, run) == "speculation" for r in reqs) for run, reqs in played[:2]]
-    for label, (a, b), goal in (
-        ("billed tokens          ", billed_, GOAL_GATED_BILL_RATIO),
-        ("mean Enter to answer   ", times_, GOAL_GATED_TIME_RATIO),
+    lines = [
+        "against no suggestions   gating off   gating on: partly   well calibrated   goal",
+    ]
+    ran = played[:-1]
+    times_ = [statistics.mean(run.enter_to_prompt_s) / off_s for run, _ in ran]
+    billed_ = [total.billed / bills[-1].billed for total in bills[:-1]]
+    started = [sum(kind(r, run) == "speculation" for r in reqs) for run, reqs in ran]
+    for label, (a, b, c), goal in (
+        ("billed tokens        ", billed_, GOAL_GATED_BILL_RATIO),
+        ("mean Enter to answer ", times_, GOAL_GATED_TIME_RATIO),
     ):
-        met = "met" if b <= goal else "missed"
-        lines.append(f"  {label} {a:9.2f}× {b:10.2f}×   ≤ {goal}× ({met} with gating on)")
-    lines.append(f"  speculation requests    {started[0]:9d}  {started[1]:10d}")
+        met = ", ".join("met" if x <= goal else "missed" for x in (b, c))
+        lines.append(f"  {label} {a:10.2f}× {b:17.2f}× {c:16.2f}×   ≤ {goal}× ({met} gated)")
+    lines.append(f"  speculation requests  {started[0]:10d} {started[1]:18d} {started[2]:17d}")
     return lines
 
 

@@ -131,10 +131,11 @@ class SpeculationSettings(_Section):
     max_messages: int = Field(100, ge=2)
     wall_clock_s: float = Field(120.0, gt=0)
     output_tokens: int = Field(8_000, ge=1)
-    # speculate a suggestion only when its confidence reaches a threshold that starts here and
-    # follows the user's acceptance rate (followup/gating.py); unknown confidence: speculate
+    # speculate a suggestion only when the chance this user accepts it (the model's confidence,
+    # corrected by their outcomes at about that confidence: followup/gating.py) reaches
+    # min_confidence; unknown confidence: speculate
     gating: bool = True
-    min_confidence: float = Field(0.5, ge=0.0, le=1.0)
+    min_confidence: float = Field(0.35, ge=0.0, le=1.0)
 
 
 class SandboxMode(enum.StrEnum):

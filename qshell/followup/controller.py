@@ -6,7 +6,7 @@ turn finishes it starts generation at once, keeps the result back until
 through `on_change`; `on_ready(text, cycle)` hears of a suggestion as soon as it is ready to
 be shown (generated, or brought back by emptying the line) — the moment to start speculating
 it — and `is_current(cycle)` tells later whether that suggestion is still the live one.
-A generation may give up to three candidates (`texts`, likeliest first): the first shows,
+A generation may give up to three candidates (`candidates`, likeliest first): the first shows,
 `cycle(±1)` (Alt-] / Alt-[) shows the next or previous one that starts with what is typed,
 and typing that leaves the shown one but starts another switches to it; a candidate newly
 shown reaches `on_ready` once it has stayed on screen for the same delay as a new
@@ -115,6 +115,7 @@ class SuggestionController:
         self._state = SuggestionState.HIDDEN
         self._text: str | None = None  # the candidate shown (or to show)
         self._texts: tuple[str, ...] = ()  # every candidate, likeliest first
+        self._confidences: tuple[float | None, ...] = ()  # the model's, for each
         self._index = 0  # which of them `_text` is
         self._follow: Cancellable | None = None  # a cycled-to candidate's wait to speculate
         self._typed = ""  # the input buffer as last reported
@@ -310,14 +311,15 @@ class SuggestionController:
         """Runs on the task pool: generate, then hand the result back under the lock."""
         try:
             result = self._generate(token)
-            text, reason, offered = result.text, result.reason, tuple(result.texts)
+            text, reason = result.text, result.reason
+            offered = [(c.text, c.confidence) for c in result.candidates]
         except Exception:
             if token.cancelled:
                 return
             log.debug("suggestion generation failed", exc_info=True)
-            text, reason, offered = None, "error", ()
+            text, reason, offered = None, "error", []
         text = text.strip() if text else None
-        texts = candidates_of(text, offered) if text else ()
+        candidates = candidates_of(text, offered) if text else ()
         fx = _Effects()
         with self._lock:
             if epoch != self._epoch or token.cancelled or self._token is not token:
@@ -326,7 +328,9 @@ class SuggestionController:
             if text is None:
                 fx.records.append(self._suppressed(reason or "empty"))
             else:
-                self._text, self._texts, self._index = text, texts, 0
+                self._text, self._index = text, 0
+                self._texts = tuple(words for words, _ in candidates)
+                self._confidences = tuple(confidence for _, confidence in candidates)
                 fx.ready = (text, self._epoch)
                 self._reveal(fx)
         self._apply(fx)
@@ -428,7 +432,7 @@ class SuggestionController:
             )
         self._epoch += 1
         self._state = SuggestionState.HIDDEN
-        self._text, self._texts, self._index = None, (), 0
+        self._text, self._texts, self._confidences, self._index = None, (), (), 0
         self._seen = False
         self._restorable = False
         self._fill_method = None
@@ -446,6 +450,7 @@ class SuggestionController:
             outcome,
             index=self._index if live else None,
             candidates=len(self._texts) if live else None,
+            confidence=self._confidences[self._index] if live else None,
             log_text=self._log_text,
             **details,
         )

@@ -14,8 +14,8 @@ that kind; shown, it carries `marker` and its speculation runs reads only. A sug
 offers up to `suggestions.alternatives` candidates (each under the same rules, each with
 its own confidence); `cycle` shows another, and the speculation follows the one shown. A shown
 suggestion is speculated only when its confidence passes the ConfidenceGate
-(followup/gating.py: `speculation.gating`, `speculation.minConfidence`, adapted to the
-user's acceptance rate); each suggestion's decision is one `speculation_gate` event.
+(followup/gating.py: `speculation.gating`, `speculation.minConfidence`: the model's
+confidence, corrected by what this user did with suggestions of about that confidence); each suggestion's decision is one `speculation_gate` event.
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
@@ -146,6 +146,7 @@ class Followup:
                 confidence=confidence,
                 gated=not decision.speculate,
                 threshold=decision.threshold,
+                estimate=decision.estimate,
                 acceptance_rate=decision.rate,
             )
         return decision

@@ -2,7 +2,8 @@
 
 One `suggestion` event per outcome (shown, cycled, filled, accepted, ignored, suppressed),
 with why, how, how long after it showed, the seed's length similarity, the suggestion's
-length, which candidate it was (`index`, 0 for the first) and how many there were; the
+length, which candidate it was (`index`, 0 for the first), how many there were and the
+model's confidence in it (followup/gating.py learns from it); the
 suggestion's and the prompt's text only with `telemetry.logText`. Pure functions: the
 controller records what they build.
 """
@@ -30,6 +31,7 @@ def outcome_fields(
     index: int | None,
     candidates: int | None,
     log_text: bool,
+    confidence: float | None = None,
     reason: str | None = None,
     method: str | None = None,
     time_ms: int | None = None,
@@ -47,6 +49,7 @@ def outcome_fields(
         "suggestion_length": len(suggestion) if suggestion is not None else None,
         "index": index,
         "candidates": candidates,
+        "confidence": confidence,
     }
     if log_text:
         if suggestion is not None:
@@ -56,13 +59,18 @@ def outcome_fields(
     return fields
 
 
-def candidates_of(first: str, offered: Sequence[str]) -> tuple[str, ...]:
-    """`first`, then the other offered candidates, stripped, without empty ones or repeats."""
-    texts = [first]
-    for text in (t.strip() for t in offered):
-        if text and text not in texts:
-            texts.append(text)
-    return tuple(texts)
+def candidates_of(
+    first: str, offered: Sequence[tuple[str, float | None]]
+) -> tuple[tuple[str, float | None], ...]:
+    """`first`'s candidate, then the other offered ones, stripped, without empty ones or
+    repeats; each with its confidence."""
+    found = {text.strip(): confidence for text, confidence in reversed(offered)}
+    kept = [(first, found.get(first))]
+    for text, _ in offered:
+        text = text.strip()
+        if text and all(text != seen for seen, _ in kept):
+            kept.append((text, found[text]))
+    return tuple(kept)
 
 
 def similarity(suggestion: str, submitted: str) -> float:

@@ -14,6 +14,18 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 
+class Offered(Protocol):
+    """One candidate: its words, and how likely the model said the user types them."""
+
+    @property
+    def text(self) -> str:
+        """The candidate's words."""
+
+    @property
+    def confidence(self) -> float | None:
+        """0–1, or None when the model gave none."""
+
+
 class GeneratedSuggestion(Protocol):
     """What `generate` returns: a text to show, or None and the reason why not."""
 
@@ -26,8 +38,8 @@ class GeneratedSuggestion(Protocol):
         """Why `text` is None (a filter or guard name); None when there is a text."""
 
     @property
-    def texts(self) -> Sequence[str]:
-        """Every candidate to offer, `text` first; empty when `text` is None."""
+    def candidates(self) -> Sequence[Offered]:
+        """Every candidate to offer, `text`'s first; empty when `text` is None."""
 
 
 class Cancellable(Protocol):

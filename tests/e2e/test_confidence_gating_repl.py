@@ -82,7 +82,8 @@ def test_a_low_confidence_suggestion_shows_but_starts_no_speculation(
     assert child.finish() == 0
     assert not speculated(llm_server)
     assert event["gated"] is True and event["confidence"] == 0.1
-    assert event["threshold"] == 0.5  # no acceptance measured yet: the base
+    assert event["threshold"] == 0.35  # minConfidence, the default
+    assert event["estimate"] == 0.1  # no outcomes yet: the model's own confidence
     assert "confidence" not in child.text and "next-prompt" not in child.text
 
 

@@ -26,6 +26,7 @@ from qshell.followup.controller import (
     ThreadingScheduler,
     similarity,
 )
+from qshell.followup.suggestion import Candidate
 from qshell.telemetry import Telemetry, read_events
 
 DELAY_S = SUGGESTION_DELAY_MS / 1000
@@ -99,10 +100,12 @@ class Result:
     text: str | None
     reason: str | None = None
     alternatives: tuple[str, ...] = ()
+    confidence: float | None = None
 
     @property
-    def texts(self) -> tuple[str, ...]:
-        return (self.text, *self.alternatives) if self.text is not None else ()
+    def candidates(self) -> list[Candidate]:
+        texts = (self.text, *self.alternatives) if self.text is not None else ()
+        return [Candidate(text, self.confidence) for text in texts]
 
 
 class Generator:
@@ -255,6 +258,7 @@ def test_a_guard_reason_suppresses_without_generating_or_scheduling(h: Harness) 
         "suggestion_length": None,
         "index": None,
         "candidates": None,
+        "confidence": None,
     }
 
 
@@ -747,9 +751,8 @@ def test_cycling_shows_each_candidate_in_turn_both_ways_and_wraps(tmp_path: Path
     assert h.controller.cycle(1) == "run the tests"
     assert h.controller.cycle(-1) == "show the diff"
     assert h.controller.visible_text == "show the diff"
-    assert h.changes == ["run the tests", "commit this", "show the diff", "run the tests"] + [
-        "show the diff"
-    ]
+    shown = ["run the tests", "commit this", "show the diff", "run the tests", "show the diff"]
+    assert h.changes == shown
     cycled = [e for e in h.events() if e["outcome"] == "cycled"]
     assert [(e["index"], e["candidates"]) for e in cycled] == [(1, 3), (2, 3), (0, 3), (2, 3)]
 

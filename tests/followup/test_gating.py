@@ -1,36 +1,56 @@
-"""The confidence gate: the threshold rule (base, moved by the acceptance rate, within
-bounds), the rate read from telemetry and followed live, and the cases it does not gate."""
+"""The confidence gate: the acceptance estimate (the model's confidence until this user's
+outcomes of about that confidence say otherwise), the outcomes read from telemetry and
+followed live, and the cases it does not gate."""
 
 from __future__ import annotations
 
 import pytest
 
 from qshell.followup.gating import (
-    MIN_SAMPLES,
-    SPAN,
+    NEAR,
+    PRIOR,
+    RATE_MIN_SAMPLES,
     WINDOW,
     ConfidenceGate,
+    estimate,
     outcomes,
-    threshold,
 )
 from qshell.telemetry import Telemetry
 
 
-def test_the_threshold_is_the_base_until_a_rate_is_measured_and_at_the_target_rate():
-    assert threshold(0.5, None) == 0.5
-    assert threshold(0.5, 0.5) == pytest.approx(0.5)
+def test_with_no_outcomes_the_estimate_is_the_models_confidence():
+    for confidence in (0.0, 0.3, 0.9):
+        assert estimate(confidence, []) == pytest.approx(confidence)
 
 
-def test_a_low_acceptance_rate_raises_the_threshold_and_a_high_one_lowers_it():
-    assert threshold(0.5, 0.1) > threshold(0.5, 0.3) > 0.5
-    assert threshold(0.5, 0.9) < threshold(0.5, 0.7) < 0.5
+def test_ignored_suggestions_of_about_that_confidence_lower_it_and_accepted_ones_raise_it():
+    ignored = [(0.6, False)] * 4
+    taken = [(0.6, True)] * 4
+    assert estimate(0.6, ignored) == pytest.approx((PRIOR * 0.6) / (4 + PRIOR))
+    assert estimate(0.6, taken) == pytest.approx((4 + PRIOR * 0.6) / (4 + PRIOR))
+    assert estimate(0.6, ignored) < 0.6 < estimate(0.6, taken)
 
 
-@pytest.mark.parametrize("base", [0.0, 0.1, 0.5, 0.9, 1.0])
-@pytest.mark.parametrize("rate", [0.0, 0.25, 0.5, 0.75, 1.0])
-def test_the_threshold_stays_within_the_base_plus_or_minus_the_span_and_0_to_1(base, rate):
-    bar = threshold(base, rate)
-    assert max(0.0, base - SPAN) - 1e-9 <= bar <= min(1.0, base + SPAN) + 1e-9
+def test_only_outcomes_near_the_confidence_count():
+    far = [(0.6 + NEAR + 0.01, False), (0.6 - NEAR - 0.01, False), (None, False)] * 5
+    assert estimate(0.6, far) == pytest.approx(0.6)
+
+
+def test_a_user_who_takes_confident_suggestions_and_ignores_the_rest_keeps_the_confident_ones():
+    history = [(0.9, True)] * 5 + [(0.2, False)] * 15  # 25 % accepted overall
+    gate = ConfidenceGate(base=0.35, enabled=True, history=history)
+    assert gate.rate == 0.25
+    assert gate.decide(0.85).speculate  # an overall low rate does not hold these back
+    assert not gate.decide(0.3).speculate
+
+
+def test_a_user_who_ignores_even_confident_suggestions_stops_paying_for_them():
+    gate = ConfidenceGate(base=0.35, enabled=True)
+    assert gate.decide(0.8).speculate
+    for _ in range(6):
+        gate.observed("suggestion", {"outcome": "ignored", "confidence": 0.8})
+    decision = gate.decide(0.8)
+    assert not decision.speculate and decision.estimate is not None and decision.estimate < 0.35
 
 
 def test_unknown_confidence_or_gating_off_always_speculates():
@@ -40,41 +60,47 @@ def test_unknown_confidence_or_gating_off_always_speculates():
     assert off.decide(0.01).speculate and not off.decide(0.01).gated
 
 
-def test_a_confidence_below_the_threshold_is_gated_and_one_at_it_is_not():
+def test_an_estimate_below_the_base_is_gated_and_one_at_it_is_not():
     gate = ConfidenceGate(base=0.5, enabled=True)
     assert not gate.decide(0.49).speculate
     decision = gate.decide(0.5)
     assert decision.speculate and decision.gated and decision.threshold == 0.5
+    assert decision.estimate == 0.5
 
 
-def test_the_rate_needs_enough_outcomes_and_counts_only_the_last_window():
-    assert ConfidenceGate(base=0.5, enabled=True, history=[True] * (MIN_SAMPLES - 1)).rate is None
-    history = [True] * WINDOW + [False] * WINDOW  # the old acceptances fell out of the window
-    assert ConfidenceGate(base=0.5, enabled=True, history=history).rate == 0.0
+def test_the_rate_needs_enough_outcomes_and_only_the_last_window_counts():
+    few = [(0.5, True)] * (RATE_MIN_SAMPLES - 1)
+    assert ConfidenceGate(base=0.5, enabled=True, history=few).rate is None
+    history = [(0.5, True)] * WINDOW + [(0.5, False)] * WINDOW  # the old ones fell out
+    gate = ConfidenceGate(base=0.5, enabled=True, history=history)
+    assert gate.rate == 0.0
+    assert gate.decide(0.5).estimate == pytest.approx(PRIOR * 0.5 / (WINDOW + PRIOR), abs=1e-3)
 
 
-def test_outcomes_come_from_accepted_and_ignored_suggestion_events_only():
+def test_outcomes_come_from_accepted_and_ignored_suggestion_events_with_their_confidence():
     events = [
-        {"event": "suggestion", "outcome": "shown"},
-        {"event": "suggestion", "outcome": "accepted"},
+        {"event": "suggestion", "outcome": "shown", "confidence": 0.9},
+        {"event": "suggestion", "outcome": "accepted", "confidence": 0.7},
         {"event": "speculation", "outcome": "accepted"},
         {"event": "suggestion", "outcome": "ignored"},
+        {"event": "suggestion", "outcome": "ignored", "confidence": True},
+        {"event": "suggestion", "outcome": "ignored", "confidence": 7},
         {"event": "suggestion", "outcome": "suppressed"},
     ]
-    assert outcomes(events) == [True, False]
+    assert outcomes(events) == [(0.7, True), (None, False), (None, False), (None, False)]
 
 
 def test_the_gate_reads_earlier_sessions_telemetry_and_follows_new_outcomes(tmp_path):
     earlier = Telemetry.for_state_dir(tmp_path)
-    for _ in range(MIN_SAMPLES):
-        earlier.record("suggestion", outcome="ignored")
+    for _ in range(RATE_MIN_SAMPLES):
+        earlier.record("suggestion", outcome="ignored", confidence=0.6)
     earlier.close()
     telemetry = Telemetry.for_state_dir(tmp_path)
     gate = ConfidenceGate.watching(telemetry, base=0.5, enabled=True)
     assert gate.rate == 0.0
-    raised = gate.decide(0.6)
-    assert not raised.speculate and raised.threshold == 0.5 + SPAN  # a rarely accepting user
-    for _ in range(3 * MIN_SAMPLES):
-        telemetry.record("suggestion", outcome="accepted")
+    held = gate.decide(0.6)
+    assert not held.speculate and held.threshold == 0.5  # ignored at this confidence before
+    for _ in range(3 * RATE_MIN_SAMPLES):
+        telemetry.record("suggestion", outcome="accepted", confidence=0.6)
     assert gate.rate == 0.75
-    assert gate.decide(0.45).speculate  # accepting more lowered the bar below the base
+    assert gate.decide(0.45).speculate  # accepted since: the estimate rose past the base
