@@ -92,6 +92,8 @@ class Followups:
     suggestions: Counter[str] = field(default_factory=Counter)
     speculations: Counter[str] = field(default_factory=Counter)
     saved_ms: int = 0
+    accepted_by_index: Counter[int] = field(default_factory=Counter)  # 0: the first guess
+    gate: Counter[str] = field(default_factory=Counter)  # speculated / gated by confidence
 
     @classmethod
     def read(cls, state: Path) -> Followups:
@@ -99,6 +101,11 @@ class Followups:
         for event in read_events(state / TELEMETRY_DIRNAME / EVENTS_FILENAME):
             if event.get("event") == "suggestion":
                 found.suggestions[str(event.get("outcome"))] += 1
+                index = event.get("index")
+                if event.get("outcome") == "accepted" and isinstance(index, int):
+                    found.accepted_by_index[index] += 1
+            elif event.get("event") == "speculation_gate":
+                found.gate[str(event.get("outcome"))] += 1
             elif event.get("event") == "speculation":
                 found.speculations[str(event.get("outcome"))] += 1
                 saved = event.get("saved_ms")
@@ -217,6 +224,8 @@ def as_json(found: Report) -> dict[str, Any]:
             followups.speculations["accepted"], sum(followups.speculations.values())
         ),
         "time_saved_s": followups.saved_ms / 1000,
+        "accepted_by_index": {str(k): v for k, v in sorted(followups.accepted_by_index.items())},
+        "speculation_gate": dict(followups.gate),
         "decisions": dict(decisions.decisions),
         "skip_rate": decisions.skip_rate,
         "fast_requested": decisions.fast_requested,
@@ -261,7 +270,9 @@ def render(found: Report) -> str:
             f"shown {s['shown']}, accepted {s['accepted']}{shown}, filled {s['filled']}, "
             f"ignored {s['ignored']}, suppressed {s['suppressed']}",
         ),
+        ("  accepted by guess", _by_guess(f.accepted_by_index)),
         ("speculations accepted", _of(f.speculations["accepted"], sum(f.speculations.values()))),
+        ("  held back by confidence", _of(f.gate["gated"], sum(f.gate.values()))),
         ("time saved", f"{f.saved_ms / 1000:.1f} s"),
         (
             "round decisions",
@@ -276,6 +287,18 @@ def render(found: Report) -> str:
     width = max(len(label) for label, _ in rows)
     table = "".join(f"{label.ljust(width)}  {value}\n" for label, value in rows)
     return f"qshell stats for {found.root}\n{table}"
+
+
+_ORDINALS = ("1st", "2nd", "3rd")
+
+
+def _by_guess(counts: Counter[int]) -> str:
+    """Accepted suggestions by which guess they were: `1st 5, 2nd 2, 3rd 0`."""
+    if not counts:
+        return "n/a"
+    last = max(len(_ORDINALS), max(counts) + 1)
+    names = [_ORDINALS[i] if i < len(_ORDINALS) else f"#{i + 1}" for i in range(last)]
+    return ", ".join(f"{name} {counts[i]}" for i, name in enumerate(names))
 
 
 def _ms(value: float | None) -> str:

@@ -11,6 +11,7 @@ offers one."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
+from tests.e2e.helpers import run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
@@ -115,6 +117,9 @@ def test_alt_bracket_cycles_and_the_speculation_follows_the_candidate_shown(
     assert {"aborted", "accepted"} <= {e["outcome"] for e in runs}
     assert any(e.get("reason") == "replaced" for e in runs)
     assert "confidence" not in child.text and "next-prompt" not in child.text
+    stats = run_qshell("stats", "--json", cwd=project).json()
+    assert stats["accepted_by_index"] == {"1": 1}
+    assert "accepted by guess" in run_qshell("stats", cwd=project).stdout
 
 
 def test_alt_open_bracket_goes_back_and_a_gated_candidate_is_not_speculated(
@@ -136,6 +141,8 @@ def test_alt_open_bracket_goes_back_and_a_gated_candidate_is_not_speculated(
     assert child.finish() == 0
     dismissed = [e for e in events(isolated_home, "suggestion") if e["outcome"] == "ignored"]
     assert [(e["reason"], e["index"]) for e in dismissed] == [("dismissed", 2)]
+    stats = run_qshell("stats", cwd=project).stdout
+    assert re.search(r"held back by confidence +1/2 \(50\.0%\)", stats)
 
 
 def test_typing_the_start_of_another_candidate_shows_that_one(llm_server, project):
