@@ -15,7 +15,8 @@ written. The opening tag may carry the model's confidence, `<next-prompt confide
 (`read_prediction` gives it; a line without it, or with a value outside 0–1, has an unknown
 confidence); attributes are part of the hidden line, so they never reach the screen either.
 The prompt asks for a JSON list of up to MAX_GUESSES guesses, each with its confidence, in
-the tag (`<next-prompt>[{"text": …, "confidence": 0.7}, …]</next-prompt>`); this module
+the tag (`<next-prompt>[["run the tests", 0.7], …]</next-prompt>`; one when the model is
+fairly sure, so a sure prediction costs no more tokens than a single one); this module
 hands the tag's content on as written, and followup/suggestion.py reads the candidates out
 of it (plain words are one candidate). Whether a session asks for the line is its own flag
 (`Session.predicts_next`, kept in the transcript), never guessed from the prompt's text.
@@ -30,18 +31,20 @@ OPEN = "<next-prompt>"
 OPEN_WITH = '<next-prompt confidence="C">'
 CLOSE = "</next-prompt>"
 MAX_GUESSES = 3  # the candidates a prediction (or a suggestion request) may give
-# the JSON list of guesses a prediction holds, as the prompts spell it
-GUESSES = '[{"text": "WORDS", "confidence": C}, ...]'
+# the JSON list of [words, confidence] pairs a prediction holds, as the prompts spell it
+# (pairs, not objects: each guess is then about ten tokens)
+GUESSES = '[["WORDS", C], ...]'
 MAX_CHARS = 600  # a last line longer than this is prose, not a prediction
 PREDICTION_PROMPT = f"""Next-prompt prediction: end every reply that finishes your turn
-(never one that calls tools) with one last line {OPEN}{GUESSES}{CLOSE}: a JSON list of
-up to {MAX_GUESSES} different guesses at the exact words the user will most likely type
-next (what they would send, not what you would advise), likeliest first, where C, from 0
-to 1, is how likely they are to type just that. If your reply told them what to send, that
-is the first. Prefer concrete steps ("run the tests", "try it out", "commit this", "yes");
-never praise, thank, ask, speak as yourself or raise new ideas; 2 to 12 words each, in
-their style. When the next step is unclear or something failed, leave it empty:
-{OPEN}[]{CLOSE}. The user never sees this line."""
+(never one that calls tools) with one last line {OPEN}{GUESSES}{CLOSE}: the exact words the
+user will most likely type next (what they would send, not what you would advise), where C,
+from 0 to 1, is how likely they are to type just that. When you are fairly sure, give that
+one guess alone; when they might go several ways, up to {MAX_GUESSES} different guesses,
+likeliest first. If your reply told them what to send, that is the first. Prefer concrete
+steps ("run the tests", "try it out", "commit this", "yes"); never praise, thank, ask,
+speak as yourself or raise new ideas; 2 to 12 words each, in their style. When the next
+step is unclear or something failed, leave it empty: {OPEN}[]{CLOSE}. The user never sees
+this line."""
 _LEAD = " \t*_`>~"  # what may come before the tag on its line (emphasis, code, quote)
 _OPENING = re.compile(
     rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt(?P<attrs>\s[^<>]*)?>", re.IGNORECASE

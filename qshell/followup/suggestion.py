@@ -67,9 +67,10 @@ next: what they would send, not what you would advise ("that is just what I was 
 type"). If your last reply told them what to send, that is the first guess. Prefer concrete
 steps: "run the tests", "try it out", "commit this", "yes", or the option they would pick.
 Never praise, thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the
-next step is unclear or something failed, reply with nothing; else only {OPEN}{GUESSES}{CLOSE}:
-up to {MAX_GUESSES} different guesses, likeliest first, 2 to 12 words each, in their style,
-C (0 to 1) being how likely they are to type just that."""
+next step is unclear or something failed, reply with nothing; else only {OPEN}{GUESSES}{CLOSE},
+C (0 to 1) being how likely they are to type just that: one guess when you are fairly sure,
+else up to {MAX_GUESSES} different ones, likeliest first; 2 to 12 words each, in their style."""
+
 
 MIN_WORDS = 2
 MAX_WORDS = 12

@@ -258,8 +258,8 @@ def test_a_confidence_outside_0_to_1_or_not_a_number_is_unknown():
 
 
 def test_the_suggestion_prompt_asks_for_a_list_of_guesses_each_with_its_confidence():
-    assert '[{"text": "WORDS", "confidence": C}, ...]' in SUGGESTION_PROMPT
-    assert "up to 3 different guesses" in SUGGESTION_PROMPT
+    assert '<next-prompt>[["WORDS", C], ...]</next-prompt>' in SUGGESTION_PROMPT
+    assert "up to 3 different ones" in SUGGESTION_PROMPT
 
 
 def test_a_list_of_guesses_gives_the_first_and_its_alternatives_in_order():
