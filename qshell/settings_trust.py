@@ -9,7 +9,7 @@ told, telemetry text) it may not set at all. `confine` turns a project layer int
 that is merged, with what it ignored or only added; `notice` says that in one line. The
 user's environment variables and command-line flags are merged after it with full power.
 This module works on plain JSON data (config validates and dumps the layers first), so it
-imports nothing of qshell; it does no I/O and holds no state.
+imports nothing of qshell; it does no I/O and holds no state: any thread may call it.
 """
 
 from __future__ import annotations
