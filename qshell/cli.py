@@ -181,7 +181,7 @@ def _dispatch(
     environ: dict[str, str],
     cwd: Path | None,
 ) -> int:
-    from qshell.config import load_settings, project_root_for
+    from qshell.config import assemble_settings, project_root_for
     from qshell.errors import InputError
 
     if args.print_completion:
@@ -200,8 +200,9 @@ def _dispatch(
         from qshell.acp.streams import claim
 
         claim()
-    settings = load_settings(project_root=root, environ=environ, flags=_flags(args))
-    plugins = plugin_host(args, settings, root, environ)
+    loaded = assemble_settings(project_root=root, environ=environ, flags=_flags(args))
+    settings = loaded.settings
+    plugins = plugin_host(args, settings, root, environ, notes=loaded.notes)
     opener = _opener(settings, root, environ, stderr, plugins)
     try:
         return _run_front_end(args, settings, opener, stdin, stdout, stderr, environ)
@@ -210,15 +211,20 @@ def _dispatch(
 
 
 def plugin_host(
-    args: argparse.Namespace, settings: Any, root: Path, environ: Mapping[str, str]
+    args: argparse.Namespace,
+    settings: Any,
+    root: Path,
+    environ: Mapping[str, str],
+    notes: Sequence[str] = (),
 ) -> Any:
     """The run's gate plugins: `--plugin` files, then (unless `--no-plugins`) the user
-    folder's and the installed ones that QSHELL_PLUGINS selects."""
+    folder's and the installed ones that QSHELL_PLUGINS selects; its startup notes start
+    with `notes` (the project settings not applied)."""
     from qshell.compose import open_plugins
     from qshell.plugins import PluginRequest
 
     request = PluginRequest(files=tuple(args.plugin), discover=not args.no_plugins)
-    return open_plugins(settings, request, root=root, environ=environ)
+    return open_plugins(settings, request, root=root, environ=environ, notes=notes)
 
 
 def _run_front_end(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +42,7 @@ from qshell.config import (
     ProviderConfig,
     ProviderName,
     Settings,
-    load_settings,
+    assemble_settings,
     small_local_model,
 )
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
@@ -129,14 +129,23 @@ class SessionOpener:
 
 
 def open_plugins(
-    settings: Settings, request: PluginRequest, *, root: Path, environ: Mapping[str, str]
+    settings: Settings,
+    request: PluginRequest,
+    *,
+    root: Path,
+    environ: Mapping[str, str],
+    notes: Sequence[str] = (),
 ) -> PluginHost:
     """The gate plugins of a run in `root`, configured from `plugins.options`, observing
-    the run's telemetry (the state directory's events file)."""
+    the run's telemetry (the state directory's events file). `notes` (what of the project's
+    settings was not applied) join the host's startup notes, which every front-end says
+    once at start."""
     telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
-    return open_host(
+    host = open_host(
         request, environ=environ, cwd=root, options=settings.plugins.options, telemetry=telemetry
     )
+    host.startup_notes = (*notes, *host.startup_notes)
+    return host
 
 
 def session_tools(plugins: PluginHost) -> list[Tool]:
@@ -364,11 +373,7 @@ def open_acp(
         write: WriteText | None = None,
     ) -> Conversation:
         view = ClientView(read=read, write=write) if read or write else None
-        here = (
-            settings
-            if root == opener.root
-            else load_settings(project_root=root, environ=opener.environ, flags=flags)
-        )
+        here = settings if root == opener.root else _project_settings(root, opener, flags)
 
         def factory(wanted: SessionRequest) -> Session:
             return opener.open_at(wanted, root, view, here)
@@ -381,6 +386,17 @@ def open_acp(
         )
 
     return open_conversation
+
+
+def _project_settings(
+    root: Path, opener: SessionOpener, flags: Mapping[str, Any] | None
+) -> Settings:
+    """The settings of an ACP session in another project; what of that project's file was
+    not applied is logged (stderr), as the run's own project's notes are at start."""
+    loaded = assemble_settings(project_root=root, environ=opener.environ, flags=flags)
+    for note in loaded.notes:
+        log.warning("%s: %s", root, note)
+    return loaded.settings
 
 
 def _sweep_stale_overlays(root: Path) -> None:

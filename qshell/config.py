@@ -1,13 +1,15 @@
 """Settings: the validated configuration of one qshell run, and how it is assembled.
 
 Precedence, lowest first: defaults < user `settings.json` (config dir) < project
-`.qshell/settings.json` < `QSHELL_*` environment variables < command-line flags. JSON keys
-are camelCase, fields snake_case; environment names are `QSHELL_` + upper snake case with
-nested keys joined by `__` (`QSHELL_SUGGESTIONS__ENABLED`); the switches `QSHELL_SUGGESTIONS`
-and `QSHELL_SPECULATION` (1/0, true/false, yes/no, on/off) set `suggestions.enabled` and
+`.qshell/settings.json` (which may only make qshell stricter: settings_trust.py) <
+`QSHELL_*` environment variables < command-line flags. JSON keys are camelCase, fields
+snake_case; environment names are `QSHELL_` + upper snake case with nested keys joined by
+`__` (`QSHELL_SUGGESTIONS__ENABLED`); the switches `QSHELL_SUGGESTIONS` and
+`QSHELL_SPECULATION` (1/0, true/false, yes/no, on/off) set `suggestions.enabled` and
 `speculation.enabled` and win over the long names. Every layer is validated on its own first
-so an error names the file, variable or flag and the field; nothing invalid is ever ignored. This module also resolves which provider to talk to. It performs no network
-I/O and holds no global state.
+so an error names the file, variable or flag and the field; nothing invalid is ever ignored.
+This module also resolves which provider to talk to. It performs no network I/O and holds
+no global state.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic.alias_generators import to_camel
 
 from qshell.dirs import Dirs
 from qshell.errors import ConfigError
+from qshell.settings_trust import Confined, confine, notice
 
 PROJECT_SETTINGS = Path(".qshell") / "settings.json"
 USER_SETTINGS_NAME = "settings.json"
@@ -349,9 +352,39 @@ def _normalise_keys(value: Mapping[str, Any]) -> dict[str, Any]:
     return {_normalise_key(k): v for k, v in value.items()}
 
 
-# sections a project's own settings file may not set: what plugins the user trusts are
-# told (an audit log's path, the globs to protect) is the user's to say, not a repository's
-USER_ONLY_SECTIONS = frozenset({"plugins"})
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    settings: Settings
+    notes: tuple[str, ...]  # what of the project file was not applied, in one line
+
+
+def assemble_settings(
+    *,
+    project_root: Path,
+    environ: Mapping[str, str],
+    flags: Mapping[str, Any] | None = None,
+    dirs: Dirs | None = None,
+) -> Loaded:
+    """Assemble Settings from every layer, the project's confined to making qshell stricter
+    (settings_trust.py); raise ConfigError naming the bad source."""
+    dirs = dirs or Dirs.from_environ(environ)
+    user = read_settings_file(dirs.config / USER_SETTINGS_NAME)
+    project = _confined(user, read_settings_file(project_root / PROJECT_SETTINGS))
+    layers = [
+        user,
+        project.layer,
+        _env_layer(environ),
+        _validate({k: v for k, v in (flags or {}).items() if v is not None}, "the command line"),
+    ]
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        merged = _merge(merged, layer)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:  # layers are valid alone; a merge can still conflict
+        raise ConfigError(f"invalid settings: {_describe(exc, 'json')}") from None
+    note = notice(str(PROJECT_SETTINGS), project.refusals)
+    return Loaded(settings, (note,) if note else ())
 
 
 def load_settings(
@@ -361,22 +394,16 @@ def load_settings(
     flags: Mapping[str, Any] | None = None,
     dirs: Dirs | None = None,
 ) -> Settings:
-    """Assemble Settings from every layer; raise ConfigError naming the bad source."""
-    dirs = dirs or Dirs.from_environ(environ)
-    project = read_settings_file(project_root / PROJECT_SETTINGS)
-    layers = [
-        read_settings_file(dirs.config / USER_SETTINGS_NAME),
-        {k: v for k, v in project.items() if k not in USER_ONLY_SECTIONS},
-        _env_layer(environ),
-        _validate({k: v for k, v in (flags or {}).items() if v is not None}, "the command line"),
-    ]
-    merged: dict[str, Any] = {}
-    for layer in layers:
-        merged = _merge(merged, layer)
-    try:
-        return Settings.model_validate(merged)
-    except ValidationError as exc:  # layers are valid alone; a merge can still conflict
-        raise ConfigError(f"invalid settings: {_describe(exc, 'json')}") from None
+    """`assemble_settings` without its notes."""
+    loaded = assemble_settings(project_root=project_root, environ=environ, flags=flags, dirs=dirs)
+    return loaded.settings
+
+
+def _confined(user: Mapping[str, Any], project: Mapping[str, Any]) -> Confined:
+    """The project layer as far as it only tightens the user's settings over the defaults."""
+    mine = Settings.model_validate(_merge({}, user)).model_dump(mode="json")
+    proposed = Settings.model_validate(project).model_dump(mode="json")
+    return confine(_merge({}, project), proposed, mine)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """`qshell doctor`: one screen saying how qshell is set up here, for a user or a bug report.
 
-It reports the version, the project root, which settings files are in force, the provider
-it would talk to (name, URL, model, whether a key is set — never the key), the sandbox the
-commands it runs on its own would get and why not, and where speculation overlays go. It
-changes nothing and sends nothing; a part that cannot be worked out says why instead.
+It reports the version, the project root, which settings files are in force (and what of
+the project's was not applied), the provider it would talk to (name, URL, model, whether a
+key is set — never the key), the sandbox the commands it runs on its own would get and why
+not, and where speculation overlays go. It changes nothing and sends nothing; a part that
+cannot be worked out says why instead.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from qshell import __version__
-from qshell.config import PROJECT_SETTINGS, USER_SETTINGS_NAME, Settings, load_settings
+from qshell.config import PROJECT_SETTINGS, USER_SETTINGS_NAME, Settings, assemble_settings
 from qshell.dirs import Dirs
 from qshell.errors import QshellError
 
@@ -33,9 +34,11 @@ def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
     ):
         lines.append(f"{label}: {path}" + ("" if path.is_file() else " (none)"))
     try:
-        settings = load_settings(project_root=root, environ=environ)
+        loaded = assemble_settings(project_root=root, environ=environ)
     except QshellError as exc:
         return [*lines, f"settings: {exc}"]
+    settings = loaded.settings
+    lines += [f"  {note}" for note in loaded.notes]
     provider_name = str(settings.provider)
     try:
         config = provider_config(settings, environ)

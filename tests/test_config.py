@@ -45,13 +45,14 @@ def test_qshell_home_moves_every_directory_under_it(env):
 def test_layers_apply_in_order_defaults_user_project_env_flags(tmp_path, env):
     root = tmp_path / "proj"
     write(user_file(env), {"model": "user", "maxTurns": 5, "fastModel": "fast-user"})
-    write(root / ".qshell/settings.json", {"model": "project", "approvalMode": "plan"})
+    write(root / ".qshell/settings.json", {"conciseReplies": False, "approvalMode": "plan"})
     s = load_settings(project_root=root, environ=env)
-    assert (s.model, s.max_turns, s.fast_model, s.approval_mode) == (
-        "project",
+    assert (s.model, s.max_turns, s.fast_model, s.approval_mode, s.concise_replies) == (
+        "user",
         5,
         "fast-user",
         ApprovalMode.PLAN,
+        False,
     )
     env2 = {**env, "QSHELL_MODEL": "env", "QSHELL_FAST_MODEL": "fast-env"}
     s = load_settings(project_root=root, environ=env2)

@@ -61,13 +61,21 @@ def test_always_allowing_a_tool_does_not_cover_protected_paths(ctx):
     assert runner.decide(tool, plain, ctx).verdict is Verdict.ALLOW
 
 
-def test_the_list_is_a_setting(tmp_path):
+def test_the_list_is_a_setting_the_user_replaces_and_a_project_only_extends(tmp_path):
     root = tmp_path / "proj"
     (root / ".qshell").mkdir(parents=True)
     (root / ".qshell" / "settings.json").write_text(json.dumps({"protectedPaths": ["deploy/"]}))
-    settings = load_settings(project_root=root, environ={"QSHELL_HOME": str(tmp_path / "q")})
+    environ = {"QSHELL_HOME": str(tmp_path / "q")}
+    settings = load_settings(project_root=root, environ=environ)
     paths = PathResolver(root, protected_patterns=settings.protected_paths)
     assert paths.is_protected(root / "deploy" / "prod.yml")
+    assert paths.is_protected(root / ".git" / "config")  # the project's list is added
+    user = tmp_path / "q" / "config" / "settings.json"
+    user.parent.mkdir(parents=True)
+    user.write_text(json.dumps({"protectedPaths": ["secrets/"]}))
+    settings = load_settings(project_root=root, environ=environ)
+    paths = PathResolver(root, protected_patterns=settings.protected_paths)
+    assert paths.is_protected(root / "secrets" / "a") and paths.is_protected(root / "deploy" / "b")
     assert not paths.is_protected(root / ".git" / "config")
 
 

@@ -111,11 +111,12 @@ def test_a_plugin_adds_a_consequential_kind(llm_server, project, isolated_home):
     assert "run the migrations now" not in child.text
 
 
-def test_an_empty_rule_list_in_the_project_settings_turns_the_rule_off(
+def test_an_empty_rule_list_in_the_user_settings_turns_the_rule_off(
     llm_server, project, isolated_home
 ):
-    settings = project / ".qshell" / "settings.json"
-    settings.parent.mkdir()
+    """The user's own settings may turn the rule off; a project's may only add rules."""
+    settings = isolated_home / "qshell" / "config" / "settings.json"
+    settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps({"suggestions": {"consequential": []}}))
     script(llm_server, "push it to origin")
     child = start(llm_server, project)
