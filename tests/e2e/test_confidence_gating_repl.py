@@ -2,8 +2,10 @@
 whose confidence is below the threshold shows as ghost text but starts no speculation
 request, a confident one is speculated, one of unknown confidence is speculated as before,
 `speculation.gating: false` speculates whatever the confidence, and the confidence given by
-a separate suggestion request gates the same way. The tag's attribute never reaches the
-screen, and each decision is one `speculation_gate` telemetry event."""
+a separate suggestion request gates the same way, and what this user did with suggestions of
+about that confidence in earlier sessions (telemetry) moves the estimate either way. The
+tag's attribute never reaches the screen, and each decision is one `speculation_gate`
+telemetry event."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 from qshell.agent.prediction import CLOSE
 from qshell.followup.suggestion import SUGGESTION_MARKER
-from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
+from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, Telemetry, read_events
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
@@ -132,3 +134,37 @@ def test_a_separate_suggestion_requests_confidence_gates_its_speculation(
     assert event["gated"] is True and event["confidence"] == 0.2
     assert not speculated(llm_server)
     assert "confidence" not in child.text
+
+
+def test_a_user_who_ignored_suggestions_this_confident_before_gets_them_unspeculated(
+    llm_server, project, isolated_home
+):
+    """The gate learns from earlier sessions' telemetry: six ignored suggestions of
+    confidence 0.8 pull the estimate for a new 0.8 one below minConfidence, while one that
+    was accepted at that confidence keeps being speculated."""
+    earlier = Telemetry.for_state_dir(isolated_home / "qshell" / "state")
+    for _ in range(6):
+        earlier.record("suggestion", outcome="ignored", confidence=0.8)
+    earlier.close()
+    child = shown_after_answer(llm_server, project, f"it says hello\n\n{line('0.8')}")
+    [event] = gate_events(isolated_home)
+    child.settle(0.5)
+    child.send("\x04")
+    assert child.finish() == 0
+    assert not speculated(llm_server)
+    assert event["gated"] is True and event["estimate"] < event["threshold"] == 0.35
+
+
+def test_a_user_who_took_such_suggestions_before_gets_them_speculated(
+    llm_server, project, isolated_home
+):
+    earlier = Telemetry.for_state_dir(isolated_home / "qshell" / "state")
+    for _ in range(6):
+        earlier.record("suggestion", outcome="accepted", confidence=0.3)
+    earlier.close()
+    child = shown_after_answer(llm_server, project, f"it says hello\n\n{line('0.3')}")
+    assert speculated(llm_server, timeout_s=10.0)  # 0.3 < 0.35, but this user takes them
+    child.send("\x04")
+    assert child.finish() == 0
+    [event, *_] = gate_events(isolated_home)
+    assert event["gated"] is False and event["estimate"] > 0.35
