@@ -15,8 +15,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
-
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
@@ -29,14 +27,6 @@ FIRST, SECOND, THIRD = "run the tests", "commit this", "show the diff"
 GUESSES = [(FIRST, 0.9), (SECOND, 0.8), (THIRD, 0.2)]  # the third is below the gate
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
 ANSWERS = {FIRST: "all 12 tests pass", SECOND: "committed as abc123", THIRD: "no changes yet"}
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def guesses_json(guesses: list[tuple[str, float]]) -> str:

@@ -11,8 +11,6 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.ui.render_rich import SUMMARY_DROPPED
 from qshell.ui.repl import WAITING_HINT
@@ -28,14 +26,6 @@ from tests.fakes.llm_server import (
 FIRST = "Zq7:"  # the first chunk (the server cuts text into 4-character tokens)
 SUMMARY = f"{FIRST} the file greets the world. SUMMARYEND"
 SUGGESTION = "run the tests"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def start(server, project: Path, **env: str) -> Term:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from qshell.agent.prediction import CLOSE
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, Telemetry, read_events
@@ -23,14 +21,6 @@ from tests.fakes.llm_server import last_user_text_contains as asks
 
 SUGGESTED = "run the tests"
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def line(confidence: str | None) -> str:

@@ -6,9 +6,6 @@ stops at the first call that is not a read."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import spawn_qshell
@@ -25,14 +22,6 @@ from tests.plugins.helpers import write_plugin
 
 READ_HELLO = ToolCallSpec("read_file", {"path": "hello.txt"})
 PUSH_SUGGESTION = "push the tag too"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def script(server, suggestion: str) -> None:

@@ -7,20 +7,9 @@ while `/stats` counts the accepted speculation's rounds by position like any oth
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from tests.e2e.test_speculation_repl import READ, first_turn, speculated, start, suggests
 from tests.fakes.llm_server import Reply, Usage, always, has_tool_result, last_user_text_contains
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def test_stats_shows_the_hit_rate_by_position_and_speculation_logs_no_decision(

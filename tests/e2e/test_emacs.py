@@ -86,14 +86,6 @@ def in_emacs_shell(
     )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
-
-
 def test_m_x_shell_shows_the_answer_a_question_and_stats_with_no_escape_codes(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("All **done**: hello became `howdy`."))
     llm_server.add_rule(always(), Reply.tool_calls([EDIT]))

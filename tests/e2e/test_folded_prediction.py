@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from qshell.agent.prediction import CLOSE, OPEN, PREDICTION_PROMPT
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.helpers import provider_env, run_qshell
@@ -25,14 +23,6 @@ from tests.fakes.llm_server import (
 from tests.fakes.llm_server import last_user_text_contains as asks
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def start(server: ScriptedLLMServer, project: Path, *, fold: str = "true", spec: str = "1") -> Term:

@@ -8,9 +8,7 @@ import time
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import spawn_qshell
-from tests.e2e.test_suggestions_repl import SUGGESTION, project, script_two_turns, start
-
-__all__ = ["project"]  # the fixture
+from tests.e2e.test_suggestions_repl import SUGGESTION, script_two_turns, start
 
 
 def ghost_shown(server, project, **kw):

@@ -34,14 +34,6 @@ SUGGESTION = "run the tests"
 NOTE = f'[qshell note, not the user\'s words: the suggestion on screen was "{SUGGESTION}"]'
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
-
-
 def script(server) -> None:
     """A turn that reads a file, so the next one gets a suggestion; every later turn: "ok"."""
     server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text(SUGGESTION))

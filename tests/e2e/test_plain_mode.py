@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 
 EDIT = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from qshell.agent.compaction import SUMMARY_HEADER
 from tests.e2e.helpers import without_local_extra
 from tests.e2e.pty import Term, spawn_qshell
@@ -20,14 +18,6 @@ from tests.fakes.llm_server import (
 )
 
 EDIT = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def start(server, project: Path, *args: str, **kw) -> Term:

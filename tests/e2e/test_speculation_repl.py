@@ -9,8 +9,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.helpers import run_qshell
 from tests.e2e.pty import Term, spawn_qshell
@@ -24,14 +22,6 @@ from tests.fakes.llm_server import (
 )
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
 
 
 def start(server, project: Path, *args: str) -> Term:

@@ -20,14 +20,6 @@ from tests.fakes.llm_server import (
 SUGGESTION = "run the tests"
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
-
-
 def start(server, project: Path, *, speculation: bool = False) -> Term:
     # with speculation on (its default), every suggestion also sends a speculative request
     env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1" if speculation else "0"}
