@@ -23,7 +23,7 @@ from qshell.telemetry import Telemetry
 from qshell.tools.base import Kind, ToolContext
 from qshell.tools.edit import EditTool
 from qshell.tools.paths import PathResolver
-from qshell.tools.read_file import ReadFileTool
+from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from qshell.tools.shell import ShellTool
 from qshell.tools.web_fetch import WebFetchTool
 from qshell.tools.write_file import WriteFileTool
@@ -236,6 +236,7 @@ def test_a_plugin_allow_cannot_make_a_speculative_edit_escape_the_overlay(root, 
     assert stopped.type is BoundaryType.EDIT  # default mode: no speculative edit at all
     runner, args, decision = speculate(overlay, AUTO, EditTool(), edit, ctx)
     assert decision.verdict is Verdict.ALLOW
+    assert runner.execute(READ, ReadFileArgs(path="hello.txt"), ctx).error is None
     assert runner.execute(EditTool(), args, ctx).error is None
     assert (root / "hello.txt").read_text() == "hello\n"  # the project is untouched
     assert overlay.view.read_bytes(root / "hello.txt") == b"bye\n"
