@@ -133,7 +133,8 @@ def open_plugins(
 ) -> PluginHost:
     """The gate plugins of a run in `root`, configured from `plugins.options`, observing
     the run's telemetry (the state directory's events file)."""
-    telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
+    state = Dirs.from_environ(environ).state
+    telemetry = Telemetry.for_state_dir(state, log_text=settings.telemetry.log_text)
     return open_host(
         request, environ=environ, cwd=root, options=settings.plugins.options, telemetry=telemetry
     )
