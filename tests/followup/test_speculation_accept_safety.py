@@ -99,13 +99,14 @@ def test_a_user_edit_after_a_speculative_shell_read_makes_accept_a_conflict(setu
     spec = speculate(
         setup,
         shell_call("cat a.txt"),
-        after(user_edit(setup), write_call("a.txt", "one\ntwo\n")),
-        Message.assistant("appended two"),
+        after(user_edit(setup), write_call("b.txt", "one\ntwo\n")),
+        Message.assistant("copied it"),
     )
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
     run_accept(setup, spec, outcome=Outcome.CONFLICT)
     assert (setup.root / "a.txt").read_text() == "the user's edit\n"
+    assert not (setup.root / "b.txt").exists()
 
 
 def test_a_user_edit_to_a_file_a_recursive_grep_read_makes_accept_a_conflict(setup):
