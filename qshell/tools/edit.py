@@ -72,6 +72,11 @@ class EditTool:
         files.note_written(plan.path, data, ctx)
         return plan.result()
 
+    def unready(self, args: EditArgs, ctx: ToolContext) -> ToolResult | None:
+        """The failure this call meets whatever the user would answer, because the model
+        must read the file first; None when it is worth asking about."""
+        return files.read_first(self._plan(args, ctx))
+
     def preview(self, args: EditArgs, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
         plan = self._plan(args, ctx)

@@ -129,6 +129,17 @@ def require_dir(path: Path, ctx: ToolContext) -> ToolResult | None:
     return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{paths.relative(path)} is not a directory")
 
 
+# the failures of a write the model must first read for: no question is worth asking
+READ_FIRST = frozenset({ErrorType.NOT_READ, ErrorType.CHANGED_SINCE_READ})
+
+
+def read_first(planned: object) -> ToolResult | None:
+    """`planned` (a tool's plan, or the failure it met) when it is a read-first failure."""
+    if isinstance(planned, ToolResult) and planned.error is not None:
+        return planned if planned.error.type in READ_FIRST else None
+    return None
+
+
 def overwrite_refusal(path: Path, current: bytes, ctx: ToolContext) -> ToolResult | None:
     """The failure of a write over the existing file `path` (now holding `current`) that
     the model has not read in this session, or that changed since it read it; else None."""

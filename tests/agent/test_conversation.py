@@ -120,6 +120,18 @@ def test_undo_after_an_edit_turn_restores_the_file(tmp_path):
     assert setup.conversation.undo().empty
 
 
+def test_no_question_is_asked_about_overwriting_a_file_the_model_has_not_read(tmp_path):
+    setup = make_conversation(
+        tmp_path, [write_call("a.txt", "new\n"), Message.assistant("I will read it first")]
+    )
+    (setup.root / "a.txt").write_text("old\n")
+    events = consume(setup.conversation.turn("rewrite a.txt"))
+    assert not any(isinstance(e, PermissionRequested) for e in events)
+    (finished,) = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished.result.error is not None and "has not been read" in finished.result.display
+    assert (setup.root / "a.txt").read_text() == "old\n"
+
+
 def test_undo_of_a_created_file_removes_it(tmp_path):
     setup = make_conversation(tmp_path, [write_call("b.txt", "x\n"), Message.assistant("ok")])
     consume(setup.conversation.turn("create b.txt"))
@@ -335,7 +347,7 @@ def test_always_allow_answers_do_not_survive_clear(tmp_path):
     seen = consume(setup.conversation.turn("write"), PermissionReply(Answer.ALLOW_ALWAYS))
     assert sum(isinstance(e, PermissionRequested) for e in seen) == 1
     setup.conversation.clear()
-    setup.script(write_call("a.txt", "2", "w2"), Message.assistant("ok"))
+    setup.script(write_call("b.txt", "2", "w2"), Message.assistant("ok"))
     seen = consume(setup.conversation.turn("write again"))
     assert sum(isinstance(e, PermissionRequested) for e in seen) == 1
 
