@@ -137,10 +137,11 @@ def open_plugins(
     notes: Sequence[str] = (),
 ) -> PluginHost:
     """The gate plugins of a run in `root`, configured from `plugins.options`, observing
-    the run's telemetry (the state directory's events file). `notes` (what of the project's
-    settings was not applied) join the host's startup notes, which every front-end says
-    once at start."""
-    telemetry = Telemetry.for_state_dir(Dirs.from_environ(environ).state)
+    the run's telemetry (the state directory's events file; texts only with
+    `telemetry.logText`). `notes` (what of the project's settings was not applied) join the
+    host's startup notes, which every front-end says once at start."""
+    state = Dirs.from_environ(environ).state
+    telemetry = Telemetry.for_state_dir(state, log_text=settings.telemetry.log_text)
     host = open_host(
         request, environ=environ, cwd=root, options=settings.plugins.options, telemetry=telemetry
     )

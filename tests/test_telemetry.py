@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.telemetry import Telemetry, read_events
+from qshell.telemetry import UNKNOWN_PROGRAM, Telemetry, command_shape, read_events
 
 
 def mode(path: Path) -> int:
@@ -127,3 +127,41 @@ def test_observers_see_every_record_written_or_not_and_cannot_break_it(tmp_path:
         telemetry.record("permission", tool="shell", timestamp=1)
     assert seen == [("permission", {"tool": "shell"})] * 2
     assert len(read_events(tmp_path / "events.jsonl")) == 1
+
+
+@pytest.mark.parametrize("log_text", [False, True])
+def test_texts_reach_the_file_only_with_log_text_and_observers_always(
+    tmp_path: Path, log_text: bool
+) -> None:
+    telemetry = Telemetry(tmp_path / "events.jsonl", clock=lambda: 1.0, log_text=log_text)
+    seen: list[dict[str, object]] = []
+    telemetry.observe(lambda name, fields: seen.append(dict(fields)))
+    telemetry.record("permission", texts={"target": "cat .env"}, tool="shell", program="cat")
+    (written,) = read_events(tmp_path / "events.jsonl")
+    assert written == {
+        "event": "permission",
+        "timestamp": 1.0,
+        "tool": "shell",
+        "program": "cat",
+        **({"target": "cat .env"} if log_text else {}),
+    }
+    assert seen == [{"tool": "shell", "program": "cat", "target": "cat .env"}]
+
+
+@pytest.mark.parametrize(
+    ("command", "shape"),
+    [
+        ("ls", ("ls", 0)),
+        ("git push origin main", ("git", 3)),
+        ("API_KEY=abc123 /opt/tools/deploy --prod", ("deploy", 1)),
+        ("(cd sub && make test)", ("cd", 5)),
+        ('echo "unclosed', ("echo", 1)),
+        ("$(printf secret) x", (UNKNOWN_PROGRAM, 5)),
+        ("A=1 B=2", (None, 0)),
+        ("", (None, 0)),
+    ],
+)
+def test_a_commands_shape_is_its_program_and_word_count(
+    command: str, shape: tuple[str | None, int]
+) -> None:
+    assert command_shape(command) == {"program": shape[0], "arg_count": shape[1]}

@@ -4,8 +4,10 @@
 `result` is set must not run: unknown tool, invalid arguments, later a denial);
 `execute` runs an allowed call through the runner and turns a tool's crash into a failed
 `ToolResult` for the model, while control signals (a cancel, a speculation boundary) pass
-through. Shared by the loop's batches (agent/loop.py) and the calls started while a
-response still streams (agent/stream_ahead.py). It must not decide permissions or emit
+through; `preview` and `unready` are what a tool offers before a permission question (its
+diff; the failure it meets whatever the answer). Shared by the loop's batches
+(agent/loop.py) and the calls started while a response still streams
+(agent/stream_ahead.py). It must not decide permissions or emit
 events. Pure apart from the tool run itself; `execute` may run in any thread, as the
 tool's own thread rule allows.
 """
@@ -77,3 +79,29 @@ def execute(runner: ToolRunner, prepared: Prepared, ctx: Any) -> ToolResult:
     except Exception as exc:  # a tool bug must not end the turn; the model reads it
         log.exception("tool %s crashed", prepared.call.name)
         return ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
+
+
+def unready(prepared: Prepared, ctx: Any) -> ToolResult | None:
+    """The tool's own word (`unready`) that the call fails whatever the user would answer
+    (a write over a file the model has not read), so no question is worth asking."""
+    check = getattr(prepared.tool, "unready", None)
+    if check is None:
+        return None
+    try:
+        result = check(prepared.args, ctx)
+    except Exception:  # a courtesy: the question is asked as before
+        log.debug("checking %s before the question failed", prepared.call.name, exc_info=True)
+        return None
+    return result if isinstance(result, ToolResult) else None
+
+
+def preview(prepared: Prepared, ctx: Any) -> str:
+    """The tool's own preview of the call (an edit's diff), when it offers one."""
+    show = getattr(prepared.tool, "preview", None)
+    if show is None:
+        return ""
+    try:
+        return str(show(prepared.args, ctx))
+    except Exception:  # a preview is a courtesy; the question is still asked without it
+        log.debug("preview of %s failed", prepared.call.name, exc_info=True)
+        return ""

@@ -24,14 +24,13 @@ With `streamAheadTools`, a read call may start while its response still streams
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qshell.agent import compaction, routing
-from qshell.agent.calls import Prepared, execute, prepare
+from qshell.agent.calls import Prepared, execute, prepare, preview, unready
 from qshell.agent.decisions import TurnLog, Watch
 from qshell.agent.events import (
     Event,
@@ -65,8 +64,6 @@ from qshell.llm.messages import (
     Usage,
 )
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, ToolResult
-
-log = logging.getLogger(__name__)
 
 MAX_PARALLEL_TOOLS = 8
 CANCELLED_RESULT = ToolResult.fail(ErrorType.CANCELLED, "the user cancelled this tool call")
@@ -420,7 +417,9 @@ def _permission(
     prepared: Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken, early: EarlyCalls
 ) -> Generator[Event, None, ToolResult | None]:
     """Ask the runner (or take its decision made while the stream ran), and the user when
-    needed; returns a denial result or None to run."""
+    needed; returns a denial result or None to run. No question is asked about a call
+    the tool says fails whatever the answer (`unready`: a write over a file the model
+    has not read): that failure is the result."""
     tool = prepared.tool
     assert tool is not None
     decision = early.decision(prepared.call, lambda: runner.decide(tool, prepared.args, ctx))
@@ -428,6 +427,9 @@ def _permission(
         return None
     if decision.verdict is Verdict.DENY:
         return ToolResult.fail(ErrorType.DENIED, f"not allowed: {decision.reason}")
+    refused = unready(prepared, ctx)
+    if refused is not None:
+        return refused
     future: Future[PermissionReply] = Future()
 
     def cancel_question() -> None:
@@ -441,7 +443,7 @@ def _permission(
             _display_args(prepared.call),
             decision.reason,
             future,
-            preview=_preview(prepared, ctx),
+            preview=preview(prepared, ctx),
         )
         reply = future.result()
     except CancelledError:
@@ -455,18 +457,6 @@ def _permission(
         runner.allow_always(tool)
         early.reconsider_questions()
     return None
-
-
-def _preview(prepared: Prepared, ctx: Any) -> str:
-    """The tool's own preview of the call (an edit's diff), when it offers one."""
-    preview = getattr(prepared.tool, "preview", None)
-    if preview is None:
-        return ""
-    try:
-        return str(preview(prepared.args, ctx))
-    except Exception:  # a preview is a courtesy; the question is still asked without it
-        log.debug("preview of %s failed", prepared.call.name, exc_info=True)
-        return ""
 
 
 def _run_parallel(

@@ -19,7 +19,8 @@ plugins/host.py), then applies the fixed limits, which hold whatever a plugin sa
 A plugin that raises or answers nonsense fails closed (a deny, a boundary in
 speculation), reported once by the host. A question nobody can answer (`unanswerable`,
 print mode) is a denial. Every decision is one local `permission` telemetry record, which
-`qshell_event` plugins observe. Pure apart from that record; any thread.
+`qshell_event` plugins observe; its command line, paths and reason are kept in the file
+only under `telemetry.logText`. Pure apart from that record; any thread.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from qshell.agent.confine import JailLauncher
 from qshell.agent.shell_scope import command_reads
 from qshell.plugins import GateCall, GateContext, GateDecision, PluginAnswer, Verdict
 from qshell.plugins.host import GATE_HOOK
+from qshell.telemetry import command_shape
 from qshell.tools.base import Access, Kind, Tool, ToolContext
 
 QSHELL = "qshell"  # who decided, when no plugin's answer was taken
@@ -178,17 +180,22 @@ def _reasoned(answer: PluginAnswer) -> GateDecision:
 
 
 def _record(ctx: ToolContext, call: GateCall, context: GateContext, ruling: Ruling) -> None:
-    target = call.command or ", ".join(ctx.paths.relative(p) for p in (*call.writes, *call.paths))
+    """The `permission` record: the command or paths and the reason (which may quote them)
+    are texts, kept in the file only under `telemetry.logText`; without it the record
+    keeps the command's program and word count, or how many paths the call names."""
+    paths = (*call.writes, *call.paths)
+    target = call.command or ", ".join(ctx.paths.relative(p) for p in paths)
+    shape = command_shape(call.command) if call.command else {"path_count": len(paths)}
     ctx.plugins.record(
         "permission",
+        texts={"target": target, "reason": ruling.decision.reason},
         tool=call.tool,
         kind=call.kind,
-        target=target,
+        **shape,
         speculative=context.speculative,
         mode=context.approval_mode,
         builtin=str(context.builtin.verdict),
         verdict=str(ruling.verdict),
-        reason=ruling.decision.reason,
         decided_by=ruling.decided_by,
         limited=ruling.limited or None,
     )

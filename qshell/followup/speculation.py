@@ -7,7 +7,9 @@ overlay, buffering the events for replay. It stops at the first boundary, at the
 (rounds, messages, wall clock, output tokens), or when aborted. `accept()` turns it into
 the real turn and says how that went (`Acceptance`: accepted, conflict or failed): the
 overlay is applied all-or-nothing (a conflict means nothing is applied and the prompt runs
-normally), the session adopts the speculated messages and their usage, the buffered events
+normally), the session adopts the speculated messages and their usage (and the files they
+read count as read: tools/ledger.py `adopt`; until then no read of a speculation counts
+outside its overlay), the buffered events
 are replayed, and a speculation that stopped early continues as a live turn from its last
 complete round — nothing already executed runs twice. Fail open: errors are logged and the
 prompt runs as a normal turn. One background thread runs it; `abort()` and `accept()` come
@@ -429,6 +431,7 @@ def accept(
         spec.overlay.discard()
         turn = _afresh(spec, session, runner, cancel, shown)
         return Acceptance(Outcome.FAILED, turn, detail=str(exc))
+    session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
     spec.overlay.discard()
     saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
     session.adopt(spec.fork, injection.messages, saved_s=saved)

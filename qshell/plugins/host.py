@@ -246,9 +246,12 @@ class PluginHost:
         log.debug("plugin %s failed observing an event", plugin, exc_info=exc)
         self.report(plugin, EVENT_HOOK, failure_text(exc))
 
-    def record(self, event: str, /, **fields: Any) -> None:
-        """Append one telemetry record (which the observers see too)."""
-        self.telemetry.record(event, **fields)
+    def record(
+        self, event: str, /, *, texts: Mapping[str, Any] | None = None, **fields: Any
+    ) -> None:
+        """Append one telemetry record (which the observers see too); `texts` are kept in
+        the file only under `telemetry.logText` (telemetry.py)."""
+        self.telemetry.record(event, texts=texts, **fields)
 
     # -- failures -----------------------------------------------------------------------
 

@@ -7,6 +7,8 @@ can cause: they return a result whose `error` is filled. They resolve every path
 `ctx.paths` (tools/paths.py), the one resolver. The file tools read, write, stat and list
 files only through `ctx.view` (tools/fileview.py): the real disk by default, a
 copy-on-write overlay when a speculation runs them (shell and web_fetch do not use it).
+`ctx.reads` (tools/ledger.py) remembers what the model read, so an existing file is
+overwritten only once it was read and has not changed since.
 Tools hold no state and are thread-safe; the loop runs concurrency-safe kinds in parallel.
 """
 
@@ -26,6 +28,7 @@ from qshell.config import DEFAULTS
 from qshell.llm.messages import ToolSpec
 from qshell.plugins import NO_PLUGINS, PluginHost
 from qshell.tools.fileview import REAL_VIEW, FileView
+from qshell.tools.ledger import ReadLedger
 from qshell.tools.paths import PathResolver
 
 
@@ -60,6 +63,8 @@ class ErrorType(enum.StrEnum):
     NO_MATCH = "no_match"
     AMBIGUOUS_MATCH = "ambiguous_match"
     NO_CHANGE = "no_change"
+    NOT_READ = "not_read"  # an existing file overwritten without a read in this session
+    CHANGED_SINCE_READ = "changed_since_read"  # it changed on disk since the model read it
     TIMEOUT = "timeout"
     NONZERO_EXIT = "nonzero_exit"
     NETWORK = "network"
@@ -153,6 +158,9 @@ class ToolContext:
     sandbox_note: str = ""  # said once at start-up: why there is no sandbox
     # the run's gate plugins (plugins/host.py): the policies and the shell proof ask them
     plugins: PluginHost = NO_PLUGINS
+    # the files the model read in this session (tools/ledger.py), shared by every copy of
+    # this context (`replace` keeps it): write_file and edit overwrite only those
+    reads: ReadLedger = field(default_factory=ReadLedger)
 
     @property
     def root(self) -> Path:

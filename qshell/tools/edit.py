@@ -4,7 +4,9 @@
 creates a new file (or fills an empty one). The file's encoding is kept (UTF-8, with its
 byte-order mark if it had one) and so are CRLF line endings when `new_string` uses LF. It
 refuses paths that resolve outside the root and never writes there; a failed match never
-writes at all. `preview` works the change out the same way and returns the diff without
+writes at all. Like write_file it changes an existing file only when the model has read it
+in this session and it has not changed since (`files.overwrite_refusal`), and notes what
+it wrote (`ctx.reads`). `preview` works the change out the same way and returns the diff without
 writing. Every read, existence check and write goes through `ctx.view`. Stateless: one
 instance serves concurrent calls from any thread.
 """
@@ -48,7 +50,9 @@ class EditTool:
         "indentation included, without read_file's line-number prefixes) and occur exactly "
         "once; include enough surrounding lines to make it unique, or set replace_all to "
         "change every occurrence. An empty old_string creates a new file containing "
-        "new_string. Only files inside the project root can be edited. Returns a unified diff."
+        "new_string. Only files inside the project root can be edited, and an existing file "
+        "only after read_file has read it in this session (again if it changed). Returns a "
+        "unified diff."
     )
     Args: ClassVar[type[BaseModel]] = EditArgs
 
@@ -65,7 +69,13 @@ class EditTool:
             ctx.view.write_bytes(plan.path, data)
         except OSError as exc:
             return files.os_error(exc, plan.shown)
+        files.note_written(plan.path, data, ctx)
         return plan.result()
+
+    def unready(self, args: EditArgs, ctx: ToolContext) -> ToolResult | None:
+        """The failure this call meets whatever the user would answer, because the model
+        must read the file first; None when it is worth asking about."""
+        return files.read_first(self._plan(args, ctx))
 
     def preview(self, args: EditArgs, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
@@ -93,13 +103,17 @@ class EditTool:
                     hint = "To create a new file, pass an empty old_string."
                     return files.not_found(path, ctx, hint=hint)
                 return _Plan(path, shown, old="", new=args.new_string, encoder=None, count=0)
-            decoded = files.decode_text(ctx.view.read_bytes(path))
+            current = ctx.view.read_bytes(path)
         except OSError as exc:
             return files.os_error(exc, shown)
+        decoded = files.decode_text(current)
         if decoded is None:
             return ToolResult.fail(
                 ErrorType.BINARY_FILE, f"{shown} is binary or not UTF-8 text; it cannot be edited"
             )
+        refusal = files.overwrite_refusal(path, current, ctx)
+        if refusal is not None:
+            return refusal
         text = decoded.text
         if not args.old_string:
             if text:

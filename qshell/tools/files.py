@@ -2,9 +2,11 @@
 
 It answers "is this binary?", decodes a file the way read_file and edit both need (UTF-8,
 byte-order mark remembered), opens a file for streaming, suggests near names for a missing
-path, and turns an OSError into the matching ToolResult failure. Whatever it reads, lists
-or stats goes through the tool's `ctx.view` (a FileView); it never writes and never decides
-policy. Pure functions: safe from any thread.
+path, turns an OSError into the matching ToolResult failure, and says whether an existing
+file may be overwritten (read in this session and unchanged since: `ctx.reads`,
+tools/ledger.py). Whatever it reads, lists or stats goes through the tool's `ctx.view` (a
+FileView); it never writes and never decides policy. Safe from any thread (the ledger
+locks).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from qshell.tools.base import ErrorType, ToolContext, ToolResult
 from qshell.tools.fileview import FileView, RealView
+from qshell.tools.ledger import Seen, Unread
 
 SNIFF_BYTES = 8192
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -124,3 +127,39 @@ def require_dir(path: Path, ctx: ToolContext) -> ToolResult | None:
     except OSError as exc:
         return os_error(exc, paths.relative(path))
     return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{paths.relative(path)} is not a directory")
+
+
+# the failures of a write the model must first read for: no question is worth asking
+READ_FIRST = frozenset({ErrorType.NOT_READ, ErrorType.CHANGED_SINCE_READ})
+
+
+def read_first(planned: object) -> ToolResult | None:
+    """`planned` (a tool's plan, or the failure it met) when it is a read-first failure."""
+    if isinstance(planned, ToolResult) and planned.error is not None:
+        return planned if planned.error.type in READ_FIRST else None
+    return None
+
+
+def overwrite_refusal(path: Path, current: bytes, ctx: ToolContext) -> ToolResult | None:
+    """The failure of a write over the existing file `path` (now holding `current`) that
+    the model has not read in this session, or that changed since it read it; else None."""
+    shown = ctx.paths.relative(path)
+    problem = ctx.reads.problem(ctx.view, path, current)
+    if problem is Unread.NEVER_READ:
+        return ToolResult.fail(
+            ErrorType.NOT_READ,
+            f"{shown} already exists and has not been read in this session; read it with "
+            "read_file first (one page is enough), then write it",
+        )
+    if problem is Unread.CHANGED:
+        return ToolResult.fail(
+            ErrorType.CHANGED_SINCE_READ,
+            f"{shown} has changed since it was last read (the user or another program edited "
+            "it); read it again with read_file so those changes are not lost",
+        )
+    return None
+
+
+def note_written(path: Path, data: bytes, ctx: ToolContext) -> None:
+    """The model knows what it has just written to `path`: it may go on editing it."""
+    ctx.reads.note(ctx.view, path, Seen.of(data))

@@ -5,8 +5,10 @@ disk and the speculation overlay: never more than one page plus a counting buffe
 memory, however large the file). It numbers lines `cat -n` style from 1, truncates very
 long lines and tells the model which offset to read next; it stops with a cancelled result
 as soon as `ctx.cancel` is set, checked every line and every counting chunk. It refuses
-binary files, directories and special files, and never writes. Reads outside the root are
-allowed here; approval is the policy layer's job via `accesses()`. Stateless: one instance
+binary files, directories and special files, and never writes. A successful read — one page
+or the whole file — is noted in `ctx.reads` with the SHA-256 of every byte it streamed (it
+reads to the end to count the lines anyway), so write_file and edit may then overwrite
+the file while it still holds those bytes. Reads outside the root are allowed here; approval is the policy layer's job via `accesses()`. Stateless: one instance
 serves concurrent calls from any thread.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import stat
 from dataclasses import dataclass, field
-from typing import BinaryIO, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +24,7 @@ from qshell.cancel import CancelToken
 from qshell.tools import files
 from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
 from qshell.tools.fileview import open_stream
+from qshell.tools.ledger import Hashing
 
 DEFAULT_LIMIT_LINES = 2000
 MAX_LINE_CHARS = 2000
@@ -94,15 +97,19 @@ class ReadFileTool:
                         ErrorType.BINARY_FILE, f"{shown} is a binary file (or not UTF-8 text)"
                     )
                 fh.seek(0)
-                page = _read_page(fh, offset, limit, ctx.cancel)
+                hashing = Hashing(fh)
+                page = _read_page(hashing, offset, limit, ctx.cancel)
         except OSError as exc:
             return files.os_error(exc, shown)
         if page is None:
             return ToolResult.fail(ErrorType.CANCELLED, f"reading {shown} was cancelled")
-        return _render(page, shown, offset)
+        result = _render(page, shown, offset)
+        if result.error is None:  # one page is enough: the model knows the file is there
+            ctx.reads.note(ctx.view, path, hashing.seen())
+        return result
 
 
-def _read_line(fh: BinaryIO) -> tuple[bytes, bool] | None:
+def _read_line(fh: Hashing) -> tuple[bytes, bool] | None:
     """The next line (at most MAX_LINE_BYTES of it, without its newline) and whether it
     was cut; None at end of file."""
     raw = fh.readline(MAX_LINE_BYTES)
@@ -119,7 +126,7 @@ def _read_line(fh: BinaryIO) -> tuple[bytes, bool] | None:
     return raw, True
 
 
-def _read_page(fh: BinaryIO, offset: int, limit: int, cancel: CancelToken) -> _Page | None:
+def _read_page(fh: Hashing, offset: int, limit: int, cancel: CancelToken) -> _Page | None:
     """The page from line `offset`, and the file's line count; None when cancelled."""
     page = _Page()
     lineno = 0
@@ -153,7 +160,7 @@ def _read_page(fh: BinaryIO, offset: int, limit: int, cancel: CancelToken) -> _P
         page.last = lineno
 
 
-def _count_remaining_lines(fh: BinaryIO, cancel: CancelToken) -> int | None:
+def _count_remaining_lines(fh: Hashing, cancel: CancelToken) -> int | None:
     """Lines after the current position, counting a final unterminated line; None when
     cancelled."""
     count = 0

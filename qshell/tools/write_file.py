@@ -4,7 +4,9 @@ It writes the given content as UTF-8 exactly as provided (no newline translation
 creating missing parent directories, and returns a unified diff of old → new. Every read,
 existence check and write goes through `ctx.view`. It refuses
 any path that resolves outside the project root (symlinks and `..` included) and never
-writes there. `preview` works out the same diff without writing. Approval is the policy
+writes there; it overwrites an existing file only when the model has read it in this
+session and it has not changed since (`files.overwrite_refusal`), and notes what it wrote
+(`ctx.reads`). `preview` works out the same diff without writing. Approval is the policy
 layer's job via `accesses()`. Stateless: one instance serves concurrent calls from any
 thread.
 """
@@ -35,7 +37,8 @@ class WriteFileTool:
     description: ClassVar[str] = (
         "Create a file or replace its entire content. Parent directories are created. Only "
         "paths inside the project root can be written. Returns a unified diff of the change. "
-        "To change part of an existing file prefer `edit`; read a file before overwriting it."
+        "To change part of an existing file prefer `edit`. An existing file must be read with "
+        "read_file in this session before it is overwritten, and read again if it changed."
     )
     Args: ClassVar[type[BaseModel]] = WriteFileArgs
 
@@ -46,11 +49,18 @@ class WriteFileTool:
         plan = self._plan(args, ctx)
         if isinstance(plan, ToolResult):
             return plan
+        data = plan.new.encode("utf-8")
         try:
-            ctx.view.write_bytes(plan.path, plan.new.encode("utf-8"))
+            ctx.view.write_bytes(plan.path, data)
         except OSError as exc:
             return files.os_error(exc, plan.shown)
+        files.note_written(plan.path, data, ctx)
         return plan.result()
+
+    def unready(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult | None:
+        """The failure this call meets whatever the user would answer, because the model
+        must read the file first; None when it is worth asking about."""
+        return files.read_first(self._plan(args, ctx))
 
     def preview(self, args: WriteFileArgs, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
@@ -70,9 +80,13 @@ class WriteFileTool:
             if ctx.view.is_dir(path):
                 return ToolResult.fail(ErrorType.IS_DIRECTORY, f"{shown} is a directory")
             existed = ctx.view.exists(path)
-            old = _old_text(ctx.view.read_bytes(path)) if existed else ""
+            current = ctx.view.read_bytes(path) if existed else b""
         except OSError as exc:
             return files.os_error(exc, shown)
+        refusal = files.overwrite_refusal(path, current, ctx) if existed else None
+        if refusal is not None:
+            return refusal
+        old = _old_text(current) if existed else ""
         return _Plan(path, shown, existed=existed, old=old, new=args.content)
 
 

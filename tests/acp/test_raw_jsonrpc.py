@@ -22,6 +22,7 @@ from tests.fakes.llm_server import (
     last_user_text_contains,
 )
 
+READ = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
 EDIT = ToolCallSpec(
     "edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"}, id="e1"
 )
@@ -45,7 +46,8 @@ def allow_always(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server, project, tmp_path):
     llm_server.add_rule(has_tool_result("howdy"), Reply.text("Said howdy."))
-    llm_server.add_rule(last_user_text_contains("greet"), Reply.tool_calls([EDIT]))
+    llm_server.add_rule(has_tool_result("hello world"), Reply.tool_calls([EDIT]))
+    llm_server.add_rule(last_user_text_contains("greet"), Reply.tool_calls([READ]))
     slow = llm_server.add_rule(last_user_text_contains("second"), Reply.text("long " * 100))
     hold = llm_server.hold(slow, after_first_chunk=True)
     llm_server.add_rule(always(), Reply.text("fine"))
@@ -59,7 +61,8 @@ def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server,
     done = agent.call("session/prompt", {"sessionId": sid, "prompt": text}, allow_always)
     assert done == {"stopReason": "end_turn"}
     assert (project / "hello.txt").read_text() == "howdy world\n"  # no client fs: the disk
-    (start,) = agent.updates("tool_call")
+    read, start = agent.updates("tool_call")  # the edit's file is read first
+    assert (read["toolCallId"], read["kind"]) == ("r1", "read")
     assert (start["toolCallId"], start["kind"], start["status"]) == ("e1", "edit", "pending")
     assert start["locations"] == [{"path": str(project / "hello.txt")}]
     finished = agent.updates("tool_call_update")[-1]
@@ -92,7 +95,7 @@ def test_raw_json_rpc_lines_run_a_permitted_edit_a_cancel_and_a_load(llm_server,
     assert loaded["modes"]["currentModeId"] == "default"
     users = [u["content"]["text"] for u in again.updates("user_message_chunk")]
     assert users == ["greet the world", "second"]
-    assert [u["toolCallId"] for u in again.updates("tool_call")] == ["e1"]
+    assert [u["toolCallId"] for u in again.updates("tool_call")] == ["r1", "e1"]
     assert again.close() == 0
     assert "Traceback" not in stderr.read_text()
 

@@ -1,7 +1,7 @@
 """`qshell --acp` driven by the ACP SDK's client side, as an editor drives it.
 
 One session from start to reload: initialize, a new session, a prompt whose edit needs
-permission (default approval mode) and is granted, the streamed answer with the edit's
+permission (default approval mode) and is granted once the file is read from the editor's buffer, the streamed answer with the edit's
 diff, a second prompt cancelled mid-answer, and `session/load` of the session in a new
 process, which replays it and goes on from its history.
 """
@@ -24,6 +24,7 @@ from tests.fakes.llm_server import (
     last_user_text_contains,
 )
 
+READ = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
 EDIT = ToolCallSpec(
     "edit",
     {"path": "hello.txt", "old_string": "unsaved words", "new_string": "edited words"},
@@ -44,7 +45,8 @@ def script(server):
     server.add_rule(
         has_tool_result("edited words"), Reply.text(ANSWER, latency=Latency(tokens_per_s=200))
     )
-    server.add_rule(last_user_text_contains("change hello"), Reply.tool_calls([EDIT]))
+    server.add_rule(has_tool_result("unsaved words"), Reply.tool_calls([EDIT]))  # as read
+    server.add_rule(last_user_text_contains("change hello"), Reply.tool_calls([READ]))
     slow = server.add_rule(last_user_text_contains("second"), Reply.text("a long answer " * 40))
     hold = server.hold(slow, after_first_chunk=True)
     server.add_rule(always(), Reply.text("still here"))
@@ -98,7 +100,8 @@ def test_an_editor_edits_through_its_buffers_cancels_and_reloads_the_session(
     assert len(starts) == 1 and starts[0].status == "pending"
     statuses = [u.status for u in editor.of("tool_call_update") if u.tool_call_id == "e1"]
     assert statuses == ["in_progress", "completed"]
-    diff = next(u for u in editor.of("tool_call_update") if u.status == "completed").content[0]
+    updates = editor.of("tool_call_update")
+    diff = next(u for u in updates if u.tool_call_id == "e1" and u.status == "completed").content[0]
     assert (diff.type, diff.path) == ("diff", hello)
     assert (diff.old_text, diff.new_text) == ("unsaved words\n", "edited words\n")
     # the editor's buffer was read and written; the file on disk is untouched

@@ -71,7 +71,11 @@ EDIT = ToolCallSpec(
 
 
 def test_set_mode_maps_to_the_approval_modes(llm_server, project, tmp_path):
+    llm_server.add_rule(has_tool_result("howdy"), Reply.text("over"))
+    llm_server.add_rule(has_tool_result("hello world"), Reply.tool_calls([EDIT]))  # as read
     llm_server.add_rule(has_tool_result(), Reply.text("over"))
+    read = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
+    llm_server.add_rule(last_user_text_contains("auto-edit"), Reply.tool_calls([read]))
     llm_server.add_rule(last_user_text_contains("edit"), Reply.tool_calls([EDIT]))
     editor = Editor()  # it answers no question: none may be asked
 

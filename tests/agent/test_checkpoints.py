@@ -12,6 +12,7 @@ from qshell.config import ApprovalMode
 from qshell.tools.base import ToolContext
 from qshell.tools.edit import EditArgs, EditTool
 from qshell.tools.paths import PathResolver
+from tests.tools.reading import read_first
 
 
 def write_in_turn(cp: Checkpoints, path: Path, text: str) -> None:
@@ -153,6 +154,7 @@ def test_the_main_runner_checkpoints_a_real_edit_so_undo_reverts_it(tmp_path):
     runner = MainToolRunner(ApprovalMode.YOLO, interactive=False, checkpoints=cp)
     tool = EditTool()
     cp.begin_turn()
+    read_first(ctx, "code.py")
     edit = EditArgs(path="code.py", old_string="x = 1", new_string="x = 2")
     assert runner.execute(tool, edit, ctx).error is None
     create = EditArgs(path="new/made.py", old_string="", new_string="y = 0\n")

@@ -81,6 +81,10 @@ def write_call(path: str, content: str, id_: str = "w1") -> Message:
     return Message.assistant("", [call("write_file", args, id_)])
 
 
+def read_call(path: str, id_: str = "r1") -> Message:
+    return Message.assistant("", [call("read_file", json.dumps({"path": path}), id_)])
+
+
 def test_a_mention_sends_the_file_content_with_the_prompt(tmp_path):
     setup = make_conversation(tmp_path, [Message.assistant("read it")])
     (setup.root / "notes.txt").write_text("alpha beta gamma\n")
@@ -103,7 +107,7 @@ def test_a_mention_of_a_missing_file_is_a_problem_and_the_text_is_sent_as_typed(
 
 def test_undo_after_an_edit_turn_restores_the_file(tmp_path):
     setup = make_conversation(
-        tmp_path, [write_call("a.txt", "new\n"), Message.assistant("written")]
+        tmp_path, [read_call("a.txt"), write_call("a.txt", "new\n"), Message.assistant("written")]
     )
     target = setup.root / "a.txt"
     target.write_text("old\n")
@@ -114,6 +118,18 @@ def test_undo_after_an_edit_turn_restores_the_file(tmp_path):
     assert report.restored == ["a.txt"] and report.skipped == []
     assert target.read_text() == "old\n"
     assert setup.conversation.undo().empty
+
+
+def test_no_question_is_asked_about_overwriting_a_file_the_model_has_not_read(tmp_path):
+    setup = make_conversation(
+        tmp_path, [write_call("a.txt", "new\n"), Message.assistant("I will read it first")]
+    )
+    (setup.root / "a.txt").write_text("old\n")
+    events = consume(setup.conversation.turn("rewrite a.txt"))
+    assert not any(isinstance(e, PermissionRequested) for e in events)
+    (finished,) = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished.result.error is not None and "has not been read" in finished.result.display
+    assert (setup.root / "a.txt").read_text() == "old\n"
 
 
 def test_undo_of_a_created_file_removes_it(tmp_path):
@@ -128,6 +144,7 @@ def test_the_undo_note_is_prepended_to_the_next_prompt_exactly_once(tmp_path):
     setup = make_conversation(
         tmp_path,
         [
+            read_call("a.txt"),
             write_call("a.txt", "new\n"),
             Message.assistant("written"),
             Message.assistant("noted"),
@@ -139,10 +156,10 @@ def test_the_undo_note_is_prepended_to_the_next_prompt_exactly_once(tmp_path):
     setup.conversation.undo()
     consume(setup.conversation.turn("next"))
     consume(setup.conversation.turn("and then"))
-    noted = setup.provider.requests[2].messages[-1].text
+    noted = setup.provider.requests[3].messages[-1].text
     assert noted.startswith("[The user undid your file changes")
     assert "a.txt" in noted and noted.endswith("]\n\nnext")
-    assert setup.provider.requests[3].messages[-1].text == "and then"
+    assert setup.provider.requests[4].messages[-1].text == "and then"
 
 
 def test_undo_with_nothing_to_undo_leaves_no_note(tmp_path):
@@ -330,7 +347,7 @@ def test_always_allow_answers_do_not_survive_clear(tmp_path):
     seen = consume(setup.conversation.turn("write"), PermissionReply(Answer.ALLOW_ALWAYS))
     assert sum(isinstance(e, PermissionRequested) for e in seen) == 1
     setup.conversation.clear()
-    setup.script(write_call("a.txt", "2", "w2"), Message.assistant("ok"))
+    setup.script(write_call("b.txt", "2", "w2"), Message.assistant("ok"))
     seen = consume(setup.conversation.turn("write again"))
     assert sum(isinstance(e, PermissionRequested) for e in seen) == 1
 

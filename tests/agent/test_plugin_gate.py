@@ -3,6 +3,7 @@ plugin tightens anything; each fixed limit on loosening holds whatever it says."
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -19,11 +20,11 @@ from qshell.followup.gate import Boundary, BoundaryType, SpeculativeRunner
 from qshell.overlay import Overlay
 from qshell.plugins import GateDecision, hookimpl
 from qshell.sandbox import probe
-from qshell.telemetry import Telemetry
+from qshell.telemetry import Telemetry, read_events
 from qshell.tools.base import Kind, ToolContext
 from qshell.tools.edit import EditTool
 from qshell.tools.paths import PathResolver
-from qshell.tools.read_file import ReadFileTool
+from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from qshell.tools.shell import ShellTool
 from qshell.tools.web_fetch import WebFetchTool
 from qshell.tools.write_file import WriteFileTool
@@ -198,6 +199,7 @@ def test_each_decision_is_one_permission_record(root, tmp_path):
         "tool": "write_file",
         "kind": "edit",
         "target": ".git/config",
+        "path_count": 1,
         "speculative": False,
         "mode": "default",
         "builtin": "ask",
@@ -206,6 +208,26 @@ def test_each_decision_is_one_permission_record(root, tmp_path):
         "decided_by": QSHELL,
         "limited": "a plugin cannot make a protected path writable without asking",
     }
+    # the file keeps the path and the reason (which names it) only under telemetry.logText
+    assert telemetry.path is not None
+    (written,) = read_events(telemetry.path)
+    assert "target" not in written and "reason" not in written
+    assert ".git" not in json.dumps(written) and written["path_count"] == 1
+
+
+@pytest.mark.parametrize("log_text", [False, True])
+def test_a_permission_record_keeps_the_command_line_only_under_log_text(root, tmp_path, log_text):
+    telemetry = Telemetry.for_state_dir(tmp_path / "state", log_text=log_text)
+    seen: list[Mapping[str, object]] = []
+    telemetry.observe(lambda name, fields: seen.append(fields))
+    ctx = replace(context(root, Gate(ALLOW)), plugins=host_of(telemetry=telemetry))
+    command = "TOKEN=sk-live-0123 ./bin/deploy --key sk-live-0123 | tee out.log"
+    main(DEFAULT, SHELL, {"command": command}, ctx)
+    assert telemetry.path is not None
+    (written,) = read_events(telemetry.path)
+    assert (written["program"], written["arg_count"]) == ("deploy", 5)
+    assert ("sk-live-0123" in json.dumps(written)) is log_text
+    assert seen[0]["target"] == command  # a plugin observing the record sees it whole
 
 
 # -- speculation ----------------------------------------------------------------------------
@@ -236,6 +258,7 @@ def test_a_plugin_allow_cannot_make_a_speculative_edit_escape_the_overlay(root, 
     assert stopped.type is BoundaryType.EDIT  # default mode: no speculative edit at all
     runner, args, decision = speculate(overlay, AUTO, EditTool(), edit, ctx)
     assert decision.verdict is Verdict.ALLOW
+    assert runner.execute(READ, ReadFileArgs(path="hello.txt"), ctx).error is None
     assert runner.execute(EditTool(), args, ctx).error is None
     assert (root / "hello.txt").read_text() == "hello\n"  # the project is untouched
     assert overlay.view.read_bytes(root / "hello.txt") == b"bye\n"

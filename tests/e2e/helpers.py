@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.llm_server import ScriptedLLMServer
+from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec, always
 
 
 @dataclass
@@ -78,3 +78,21 @@ def run_qshell(
         timeout=timeout_s,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def result_of(call_id: str) -> Match:
+    """The last message carries the result of the tool call `call_id` (say, the read a
+    model makes before it may overwrite a file), and no other."""
+    return Match(
+        lambda r: [t.tool_call_id for t in r.last_tool_results] == [call_id],
+        f"result of {call_id}",
+    )
+
+
+def read_first(server: ScriptedLLMServer, path: str, then: ToolCallSpec) -> None:
+    """Script the model to read `path` before anything else it is asked (as it must
+    before it may overwrite the file), and to make the call `then` once it has read it.
+    Rules added before this one still answer first, but for the read's result."""
+    read = ToolCallSpec("read_file", {"path": path}, id="read-first")
+    server.add_rule(result_of("read-first"), Reply.tool_calls([then]), first=True)
+    server.add_rule(always(), Reply.tool_calls([read]))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import provider_env
+from tests.e2e.helpers import provider_env, read_first
 from tests.fakes.llm_server import (
     Reply,
     ScriptedLLMServer,
@@ -88,7 +88,7 @@ def in_emacs_shell(
 
 def test_m_x_shell_shows_the_answer_a_question_and_stats_with_no_escape_codes(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("All **done**: hello became `howdy`."))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     steps = [
         (QSHELL, QSHELL_PROMPT),
         ("change the greeting", "Allow edit[?]"),
@@ -100,7 +100,7 @@ def test_m_x_shell_shows_the_answer_a_question_and_stats_with_no_escape_codes(ll
     assert session.code == 0, session.failure()
     assert "+howdy world" in session.buffer  # the diff, in the question
     assert "All **done**: hello became `howdy`." in session.buffer
-    assert "model rounds: 2" in session.buffer
+    assert "model rounds: 3" in session.buffer
     assert "resume it with: qshell --resume" in session.buffer
     assert "\x1b" not in session.raw and "\x1b" not in session.buffer
     assert "\r" not in session.buffer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.helpers import read_first
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 
@@ -23,7 +24,7 @@ def test_plain_mode_writes_no_escape_byte_across_a_tool_call_and_a_question(
     llm_server, project, term, extra, args
 ):
     llm_server.add_rule(has_tool_result(), Reply.text("All **done**: hello became howdy."))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     child = spawn_qshell(llm_server, project, *args, term=term, extra_env=extra)
     child.expect("for commands, Ctrl-D to exit")
     child.expect(r"\n> ")
@@ -33,7 +34,7 @@ def test_plain_mode_writes_no_escape_byte_across_a_tool_call_and_a_question(
     child.expect("hello became howdy")
     child.expect(r"\n> ")
     child.send("/stats\r")
-    child.expect("model rounds: 2")
+    child.expect("model rounds: 3")
     child.send("\x04")
     child.expect("resume it with")
     assert child.finish() == 0
@@ -43,7 +44,7 @@ def test_plain_mode_writes_no_escape_byte_across_a_tool_call_and_a_question(
 
 def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("ok, left alone"))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     child = spawn_qshell(llm_server, project, term="dumb")
     child.expect(r"\n> ")
     child.send("change it\r")
@@ -54,7 +55,7 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     child.expect("ok, left alone")
     child.send("\x04")
     assert child.finish() == 0
-    assert "not today" in llm_server.requests[1].last_tool_results[0].content
+    assert "not today" in llm_server.requests[2].last_tool_results[0].content
     assert "\x1b" not in child.raw
 
 

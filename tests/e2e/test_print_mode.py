@@ -92,12 +92,15 @@ def test_print_mode_denies_edits_unless_the_approval_mode_allows_them(llm_server
     edit = ToolCallSpec(
         "edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"}, id="e1"
     )
+    read = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
+    llm_server.add_rule(has_tool_result("howdy"), Reply.text("done"))
+    llm_server.add_rule(has_tool_result("hello from the project"), Reply.tool_calls([edit]))
     llm_server.add_rule(has_tool_result(), Reply.text("done"))
-    llm_server.add_rule(always(), Reply.tool_calls([edit]))
+    llm_server.add_rule(always(), Reply.tool_calls([read]))  # read before the edit
     env = provider_env(llm_server, "openai")
     run = run_qshell("-p", "change it", cwd=project, env=env)
     assert run.code == 0 and (project / "hello.txt").read_text() == "hello from the project\n"
-    denied = llm_server.requests[1].last_tool_results[0].content
+    denied = llm_server.requests[2].last_tool_results[0].content
     assert "not allowed" in denied and "--approval-mode" in denied
     run = run_qshell("-p", "--approval-mode", "auto-edit", "change it", cwd=project, env=env)
     assert run.code == 0 and (project / "hello.txt").read_text() == "howdy from the project\n"

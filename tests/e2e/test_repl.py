@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from qshell.agent.compaction import SUMMARY_HEADER
-from tests.e2e.helpers import without_local_extra
+from tests.e2e.helpers import read_first, result_of, without_local_extra
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -18,6 +18,7 @@ from tests.fakes.llm_server import (
 )
 
 EDIT = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
+READ = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r0")  # before the edit, as it must
 
 
 def start(server, project: Path, *args: str, **kw) -> Term:
@@ -45,7 +46,7 @@ def test_a_turn_streams_the_answer(llm_server, project):
 
 def test_a_permission_answered_y_runs_the_edit(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("edited it"))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     child = start(llm_server, project)
     child.submit("change hello")
     child.expect("Allow edit")
@@ -57,7 +58,7 @@ def test_a_permission_answered_y_runs_the_edit(llm_server, project):
 
 def test_a_permission_answered_n_with_a_reason_tells_the_model(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("understood"))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     child = start(llm_server, project)
     child.submit("change hello")
     child.expect("Allow edit")
@@ -65,7 +66,7 @@ def test_a_permission_answered_n_with_a_reason_tells_the_model(llm_server, proje
     child.expect("understood")
     quit_cleanly(child)
     assert (project / "hello.txt").read_text() == "hello world\n"
-    result = llm_server.requests[1].last_tool_results[0].content
+    result = llm_server.requests[2].last_tool_results[0].content
     assert "denied" in result and "keep the greeting as it is" in result
 
 
@@ -74,7 +75,12 @@ def test_always_is_remembered_for_the_rest_of_the_session(llm_server, project):
     llm_server.add_rule(
         Rule(
             always(),
-            replies=[Reply.tool_calls([EDIT]), Reply.tool_calls([second]), Reply.text("both done")],
+            replies=[
+                Reply.tool_calls([READ]),
+                Reply.tool_calls([EDIT]),
+                Reply.tool_calls([second]),
+                Reply.text("both done"),
+            ],
         )
     )
     child = start(llm_server, project)
@@ -130,7 +136,7 @@ def test_ctrl_d_exits_and_prints_how_to_resume(llm_server, project):
 
 def test_undo_restores_the_file_the_last_turn_edited(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("edited"))
-    llm_server.add_rule(always(), Reply.tool_calls([EDIT]))
+    read_first(llm_server, "hello.txt", then=EDIT)
     child = start(llm_server, project, "--approval-mode", "auto-edit")
     child.submit("change hello")
     child.expect("edited")
@@ -199,7 +205,8 @@ def test_keys_typed_during_a_turn_appear_in_the_next_input_line(llm_server, proj
 def test_typed_ahead_keys_never_answer_a_permission_question(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("turn over"))
     llm_server.add_rule(last_user_text_contains("y"), Reply.text("echo of y"))
-    rule = llm_server.add_rule(last_user_text_contains("change"), Reply.tool_calls([EDIT]))
+    llm_server.add_rule(result_of("r0"), Reply.tool_calls([EDIT]), first=True)
+    rule = llm_server.add_rule(last_user_text_contains("change"), Reply.tool_calls([READ]))
     hold = llm_server.hold(rule)
     child = start(llm_server, project)
     child.submit("change hello")

@@ -243,6 +243,7 @@ def test_what_a_command_whose_result_does_not_stand_changed_is_never_applied(tmp
     setup = project(tmp_path, {"a.txt": "a\n"})
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     write = json.dumps({"path": "a.txt", "content": "written\n"})
+    setup.script(Message.assistant("", [call("read_file", json.dumps({"path": "a.txt"}), "r0")]))
     setup.script(Message.assistant("", [call("write_file", write, "w0")]))
     probe_net = "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), 3)\""
     run = speculate(setup, [f"echo more >> a.txt; echo n > new.txt; {probe_net}"])
@@ -302,6 +303,7 @@ def test_a_read_only_command_after_an_edit_sees_the_edit_instead_of_stopping(tmp
     setup = project(tmp_path, {"a.txt": "a\n"})
     setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
     write = json.dumps({"path": "a.txt", "content": "edited\n"})
+    setup.script(Message.assistant("", [call("read_file", json.dumps({"path": "a.txt"}), "r0")]))
     setup.script(Message.assistant("", [call("write_file", write, "w0")]))
     run = speculate(setup, ["cat a.txt"])
     assert run.spec.status is Status.COMPLETED, run.spec.boundary

@@ -99,13 +99,14 @@ def test_a_user_edit_after_a_speculative_shell_read_makes_accept_a_conflict(setu
     spec = speculate(
         setup,
         shell_call("cat a.txt"),
-        after(user_edit(setup), write_call("a.txt", "one\ntwo\n")),
-        Message.assistant("appended two"),
+        after(user_edit(setup), write_call("b.txt", "one\ntwo\n")),
+        Message.assistant("copied it"),
     )
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
     run_accept(setup, spec, outcome=Outcome.CONFLICT)
     assert (setup.root / "a.txt").read_text() == "the user's edit\n"
+    assert not (setup.root / "b.txt").exists()
 
 
 def test_a_user_edit_to_a_file_a_recursive_grep_read_makes_accept_a_conflict(setup):
@@ -130,6 +131,7 @@ def test_a_file_made_read_only_meanwhile_is_not_overwritten_by_accept(setup):
     a = setup.root / "a.txt"
     spec = speculate(
         setup,
+        read_call("a.txt"),
         write_call("a.txt", "two\n"),
         after(lambda: os.chmod(a, 0o444), Message.assistant("rewrote it")),
     )
@@ -147,9 +149,12 @@ def test_a_read_only_file_is_never_written_by_the_speculation(setup):
     a = setup.root / "a.txt"
     os.chmod(a, 0o444)
     try:
-        spec = speculate(setup, write_call("a.txt", "two\n"), Message.assistant("tried"))
-        finished = [e for e in spec.events if isinstance(e, ToolFinished)]
-        assert finished[0].result.error.type is ErrorType.PERMISSION_DENIED
+        spec = speculate(
+            setup, read_call("a.txt"), write_call("a.txt", "two\n"), Message.assistant("tried")
+        )
+        read, written = [e for e in spec.events if isinstance(e, ToolFinished)]
+        assert read.result.error is None
+        assert written.result.error.type is ErrorType.PERMISSION_DENIED
         assert not spec.overlay.has_writes
         run_accept(setup, spec, outcome=Outcome.ACCEPTED)
         assert a.read_text() == "one\n"

@@ -6,6 +6,7 @@ import pytest
 
 from qshell.tools.base import ErrorType, ToolContext
 from qshell.tools.edit import EditArgs, EditTool
+from tests.tools.reading import read_first
 
 TOOL = EditTool()
 
@@ -18,6 +19,7 @@ def edit(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = Fa
 
 def test_edit_replaces_a_unique_string_and_returns_the_diff(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("def f():\n    return 1\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "return 1", "return 2")
     assert result.error is None
     assert (root / "m.py").read_text() == "def f():\n    return 2\n"
@@ -29,6 +31,7 @@ def test_edit_replaces_a_unique_string_and_returns_the_diff(root: Path, ctx: Too
 
 def test_edit_refuses_an_ambiguous_match_and_gives_the_count(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("x = 1\nx = 1\nx = 1\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "x = 1", "x = 2")
     assert result.error is not None and result.error.type is ErrorType.AMBIGUOUS_MATCH
     assert "3 times" in result.error.message
@@ -37,6 +40,7 @@ def test_edit_refuses_an_ambiguous_match_and_gives_the_count(root: Path, ctx: To
 
 def test_edit_replace_all_changes_every_occurrence(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("x = 1\ny = 0\nx = 1\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "x = 1", "x = 2", replace_all=True)
     assert result.error is None
     assert (root / "m.py").read_text() == "x = 2\ny = 0\nx = 2\n"
@@ -45,6 +49,7 @@ def test_edit_replace_all_changes_every_occurrence(root: Path, ctx: ToolContext)
 
 def test_edit_no_match_is_an_error_with_a_whitespace_hint(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("def f():\n    return 1\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "def f():\n  return 1", "x")
     assert result.error is not None and result.error.type is ErrorType.NO_MATCH
     assert "whitespace" in result.error.message
@@ -52,6 +57,7 @@ def test_edit_no_match_is_an_error_with_a_whitespace_hint(root: Path, ctx: ToolC
 
 def test_edit_no_match_hints_at_read_file_line_prefixes(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("alpha\nbeta\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "     2\tbeta", "gamma")
     assert result.error is not None and result.error.type is ErrorType.NO_MATCH
     assert "line-number" in result.error.message
@@ -59,6 +65,7 @@ def test_edit_no_match_hints_at_read_file_line_prefixes(root: Path, ctx: ToolCon
 
 def test_edit_no_match_points_at_the_first_matching_line(root: Path, ctx: ToolContext) -> None:
     (root / "m.py").write_text("a\nstart here\nb\n")
+    read_first(ctx, "m.py")
     result = edit(ctx, "m.py", "start here\nsomething else", "z")
     assert result.error is not None and result.error.type is ErrorType.NO_MATCH
     assert "line 2" in result.error.message
@@ -80,6 +87,7 @@ def test_edit_with_empty_old_string_creates_a_new_file(root: Path, ctx: ToolCont
 
 def test_edit_with_empty_old_string_fills_an_empty_file(root: Path, ctx: ToolContext) -> None:
     (root / "empty.txt").write_text("")
+    read_first(ctx, "empty.txt")
     result = edit(ctx, "empty.txt", "", "now\n")
     assert result.error is None
     assert (root / "empty.txt").read_text() == "now\n"
@@ -87,6 +95,7 @@ def test_edit_with_empty_old_string_fills_an_empty_file(root: Path, ctx: ToolCon
 
 def test_edit_refuses_empty_old_string_on_a_non_empty_file(root: Path, ctx: ToolContext) -> None:
     (root / "full.txt").write_text("content\n")
+    read_first(ctx, "full.txt")
     result = edit(ctx, "full.txt", "", "other")
     assert result.error is not None and result.error.type is ErrorType.INVALID_ARGS
     assert (root / "full.txt").read_text() == "content\n"
@@ -100,6 +109,7 @@ def test_edit_missing_file_is_not_found(root: Path, ctx: ToolContext) -> None:
 
 def test_edit_keeps_crlf_line_endings(root: Path, ctx: ToolContext) -> None:
     (root / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    read_first(ctx, "win.txt")
     result = edit(ctx, "win.txt", "one\ntwo\n", "one\n2\nextra\n")
     assert result.error is None
     assert (root / "win.txt").read_bytes() == b"one\r\n2\r\nextra\r\nthree\r\n"
@@ -108,6 +118,7 @@ def test_edit_keeps_crlf_line_endings(root: Path, ctx: ToolContext) -> None:
 
 def test_edit_keeps_a_utf8_byte_order_mark(root: Path, ctx: ToolContext) -> None:
     (root / "bom.txt").write_bytes(b"\xef\xbb\xbfcaf\xc3\xa9\n")
+    read_first(ctx, "bom.txt")
     result = edit(ctx, "bom.txt", "café", "thé")
     assert result.error is None
     assert (root / "bom.txt").read_bytes() == "\ufeffthé\n".encode()
@@ -156,6 +167,7 @@ def test_edit_reports_permission_denied(
     root: Path, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (root / "m.py").write_text("a\n")
+    read_first(ctx, "m.py")
 
     def deny(self: Path, data: bytes) -> int:
         raise PermissionError(13, "Permission denied", str(self))
@@ -201,6 +213,7 @@ def test_edit_preview_is_the_diff_run_then_reports_and_writes_nothing(
 ) -> None:
     for rel, content in files.items():
         (root / rel).write_bytes(content.encode())
+    read_first(ctx, *files)
     before = snapshot(root)
     preview = TOOL.preview(args, ctx)
     assert snapshot(root) == before
@@ -225,6 +238,7 @@ def test_edit_preview_of_a_failing_call_is_one_line_naming_the_problem(
     root: Path, ctx: ToolContext, content: str, args: EditArgs, expected: str
 ) -> None:
     (root / "m.py").write_text(content)
+    read_first(ctx, "m.py")
     before = snapshot(root)
     preview = TOOL.preview(args, ctx)
     assert expected in preview

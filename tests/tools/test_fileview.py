@@ -24,6 +24,7 @@ from qshell.tools.ls import LsArgs, LsTool
 from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from qshell.tools.walk import list_dir, walk_files
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool
+from tests.tools.reading import read_first
 
 
 class ShadowView:
@@ -118,6 +119,7 @@ def test_write_file_writes_through_the_view_and_every_tool_sees_it(
     make_tree, root: Path, view: ShadowView, vctx: ToolContext
 ) -> None:
     make_tree({"src/app.py": "print('old')\n"})
+    read_first(vctx, "src/app.py")
     before = snapshot(root)
 
     updated = WriteFileTool().run(
@@ -159,6 +161,7 @@ def test_edit_reads_and_writes_through_the_view(
     make_tree, root: Path, view: ShadowView, vctx: ToolContext
 ) -> None:
     make_tree({"m.py": "alpha = 1\nbeta = 2\n"})
+    read_first(vctx, "m.py")
     before = snapshot(root)
     tool = EditTool()
 
@@ -179,6 +182,7 @@ def test_edit_reads_and_writes_through_the_view(
 
 def test_write_file_diff_is_against_the_views_content(make_tree, vctx: ToolContext) -> None:
     make_tree({"f.txt": "one\n"})
+    read_first(vctx, "f.txt")
     WriteFileTool().run(WriteFileArgs(path="f.txt", content="two\n"), vctx)
     result = WriteFileTool().run(WriteFileArgs(path="f.txt", content="three\n"), vctx)
     assert "-two\n+three" in result.llm_content
@@ -220,6 +224,7 @@ def test_grep_searches_in_python_when_the_view_is_not_the_real_disk(
         pytest.fail("ripgrep must not be looked up for a view other than the real disk")
 
     make_tree({"a.txt": "old needle\n"})
+    read_first(vctx, "a.txt")
     WriteFileTool().run(WriteFileArgs(path="a.txt", content="new needle\n"), vctx)
     WriteFileTool().run(WriteFileArgs(path="b.txt", content="needle too\n"), vctx)
     monkeypatch.setattr(grep_module, "find_rg", no_rg)

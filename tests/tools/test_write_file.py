@@ -6,6 +6,7 @@ import pytest
 
 from qshell.tools.base import ErrorType, ToolContext
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool
+from tests.tools.reading import read_first
 
 TOOL = WriteFileTool()
 
@@ -25,6 +26,7 @@ def test_write_file_creates_a_file_and_its_parent_dirs(root: Path, ctx: ToolCont
 
 def test_write_file_overwrite_reports_a_unified_diff(root: Path, ctx: ToolContext) -> None:
     (root / "a.txt").write_text("one\ntwo\nthree\n")
+    read_first(ctx, "a.txt")
     result = write(ctx, "a.txt", "one\n2\nthree\n")
     assert result.error is None
     assert (root / "a.txt").read_text() == "one\n2\nthree\n"
@@ -41,6 +43,7 @@ def test_write_file_writes_content_byte_for_byte(root: Path, ctx: ToolContext) -
 
 def test_write_file_with_identical_content_says_unchanged(root: Path, ctx: ToolContext) -> None:
     (root / "same.txt").write_text("x\n")
+    read_first(ctx, "same.txt")
     result = write(ctx, "same.txt", "x\n")
     assert result.error is None
     assert "unchanged" in result.llm_content
@@ -124,6 +127,7 @@ def test_write_file_preview_is_what_run_then_reports_and_writes_nothing(
     if existing is not None:
         (root / "pkg/sub").mkdir(parents=True)
         (root / "pkg/sub/new.py").write_text(existing)
+        read_first(ctx, "pkg/sub/new.py")
     before = snapshot(root)
     preview = TOOL.preview(args, ctx)
     assert snapshot(root) == before

@@ -11,7 +11,7 @@ import pytest
 from qshell.llm.messages import Message
 from qshell.ui.interactive import wants_plain
 from qshell.ui.simple import PROMPT, SimpleFrontEnd
-from tests.agent.test_conversation import Setup, make_conversation, write_call
+from tests.agent.test_conversation import Setup, make_conversation, read_call, write_call
 
 
 def run(setup: Setup, typed: str) -> str:
@@ -29,6 +29,7 @@ def test_a_full_session_with_a_denied_edit_and_stats_is_plain_text(tmp_path):
     setup = make_conversation(
         tmp_path,
         [
+            read_call("a.txt"),
             Message.assistant("I will update it.", [call_for_edit()]),
             Message.assistant("Understood, leaving a.txt alone."),
         ],
@@ -38,7 +39,7 @@ def test_a_full_session_with_a_denied_edit_and_stats_is_plain_text(tmp_path):
     session_id = setup.conversation.session.id
 
     assert (setup.root / "a.txt").read_text() == "old\n"
-    result = setup.provider.requests[1].messages[-1].tool_results[0]
+    result = setup.provider.requests[2].messages[-1].tool_results[0]
     assert result.is_error and result.content.endswith(": because it is generated")
 
     assert "\x1b" not in out and "\r" not in out
@@ -48,7 +49,7 @@ def test_a_full_session_with_a_denied_edit_and_stats_is_plain_text(tmp_path):
     assert "Allow write_file? [y]es" in out
     assert "  -> error: the user denied this tool call: because it is generated" in out
     assert "Understood, leaving a.txt alone." in out
-    assert "model rounds: 2\n" in out and "messages in history: 4\n" in out
+    assert "model rounds: 3\n" in out and "messages in history: 6\n" in out
     assert out.endswith(
         f"session {session_id} saved; resume it with: qshell --resume {session_id}\n"
     )

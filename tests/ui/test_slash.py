@@ -12,7 +12,13 @@ from qshell.config import ApprovalMode
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.ui.slash import ALIASES, COMMANDS, Next, SlashResult, is_slash, run_slash
-from tests.agent.test_conversation import Setup, consume, make_conversation, write_call
+from tests.agent.test_conversation import (
+    Setup,
+    consume,
+    make_conversation,
+    read_call,
+    write_call,
+)
 
 
 @pytest.fixture
@@ -118,6 +124,7 @@ def test_undo_with_nothing_to_undo_says_so(setup):
 def test_undo_lists_restored_and_removed_files(setup):
     (setup.root / "a.txt").write_text("old\n")
     setup.script(
+        read_call("a.txt"),
         write_call("a.txt", "new\n", "w1"),
         write_call("b.txt", "made\n", "w2"),
         Message.assistant("done"),
@@ -280,7 +287,7 @@ def test_help_ends_with_the_front_ends_own_key_line(setup):
 
 def test_a_second_undo_says_everything_is_undone_already(setup):
     (setup.root / "a.txt").write_text("old\n")
-    setup.script(write_call("a.txt", "new\n", "w1"), Message.assistant("done"))
+    setup.script(read_call("a.txt"), write_call("a.txt", "new\n", "w1"), Message.assistant("done"))
     consume(setup.conversation.turn("change it"))
     assert shown(run_slash("/undo", setup.conversation)) == "restored a.txt"
     assert shown(run_slash("/undo", setup.conversation)) == (
