@@ -29,6 +29,7 @@ from typing import Any
 from qshell.agent import compaction, routing
 from qshell.agent.events import (
     Event,
+    PredictionStarted,
     SummaryStarted,
     TentativeText,
     TextWithdrawn,
@@ -159,8 +160,8 @@ class TurnLog:
         self.last_event = self._clock()
         if isinstance(event, ToolFinished):
             self.batch.results.append(event.result)
-        elif isinstance(event, SummaryStarted) and self.idle is None:
-            self.idle = self.last_event  # D3: the prompt comes back now
+        elif isinstance(event, SummaryStarted | PredictionStarted) and self.idle is None:
+            self.idle = self.last_event  # D3, or a hidden line left: the prompt comes back now
         elif isinstance(event, ToolStarted):
             self.idle = None  # the round called a tool after all: the turn took the prompt back
         return event

@@ -218,6 +218,14 @@ class SummaryStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class PredictionStarted:
+    """The answer's visible text is complete: what still streams is its hidden next-prompt
+    line (agent/prediction.py), a few dozen tokens. An interactive front-end may give the
+    prompt back now; a line submitted meanwhile waits for the turn's end (never cancels it:
+    the answer is the turn). A speculation never passes it on."""
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFinished:
     """The model stopped. `stop_reason` says whether its answer finished (`end_turn`) or
     not (`max_tokens`, `refusal`, `content_filter`, …); `note` then says so in one line."""
@@ -262,6 +270,7 @@ Event = (
     | SpeculationAccepted
     | RoundFinished
     | SummaryStarted
+    | PredictionStarted
     | TurnFinished
     | TurnFailed
 )

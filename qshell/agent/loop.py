@@ -38,6 +38,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    PredictionStarted,
     ReasoningDelta,
     RoundFinished,
     SummaryStarted,
@@ -283,9 +284,12 @@ def _stream(
 ) -> Generator[Event, None, StreamDone | None]:
     """Stream one model response as TextDelta events; returns its end (None if cut, or
     when `watch` cuts it: agent/decisions.py times it and stops a fast round's tool call).
-    A call complete before the end is offered to `early`, which may start it at once."""
+    A call complete before the end is offered to `early`, which may start it at once.
+    `PredictionStarted` comes once, when what still streams is the hidden prediction line
+    and no call came before it."""
     done: StreamDone | None = None
     shown = PredictionFilter() if session.predicts_next else None  # prediction.py
+    announced = False
     chunks = session.provider.stream(request, cancel)
     for chunk in chunks:
         if watch is not None and watch.cut(chunk):
@@ -295,9 +299,13 @@ def _stream(
             text = chunk.text if shown is None else shown.feed(chunk.text)
             if text:
                 yield TextDelta(text)
+            if shown is not None and shown.predicting and not announced:
+                announced = True
+                yield PredictionStarted()
         elif isinstance(chunk, StreamReasoning):
             yield ReasoningDelta(chunk.text)
         elif isinstance(chunk, StreamToolCall):
+            announced = True  # the answer goes on with a tool: no prompt back early
             early.offer(chunk)
         else:
             done = chunk

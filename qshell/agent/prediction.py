@@ -114,6 +114,12 @@ class PredictionFilter:
         self._line_done = False  # the candidate line has ended (only whitespace after it)
         self._newline = True  # the next text starts a line (nothing shown yet, or a \n held)
 
+    @property
+    def predicting(self) -> bool:
+        """Whether the line held back is the prediction line: its opening tag is whole (so
+        nothing shown is still to come unless the model writes on after it)."""
+        return bool(self._line) and _OPENING.match(self._line) is not None
+
     def feed(self, text: str) -> str:
         """The part of the text so far that can be shown now."""
         return "".join(self._add(piece) for piece in text.splitlines(keepends=True))

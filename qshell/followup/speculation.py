@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from qshell.agent.events import (
     Event,
     Notice,
+    PredictionStarted,
     RoundFinished,
     SpeculationAccepted,
     ToolFinished,
@@ -167,6 +168,8 @@ class Speculation:
         output_tokens = 0
         try:
             for event in run_turn(self.fork, self.prompt, self.runner, self._cancel):
+                if isinstance(event, PredictionStarted):
+                    continue  # an accepted turn is shown whole, or by take_over with no gap
                 with self._lock:
                     self.events.append(event)
                     round_over = self._track(event)

@@ -5,8 +5,9 @@ question futures); the calling thread — the front-end's main thread — receiv
 event from a queue, renders it, answers permission questions through the front-end's
 `ask` function and apply questions through its `confirm`, and ticks the renderer's spinner while nothing arrives. Ctrl-C cancels
 the turn through its CancelToken (signals.py); a second Ctrl-C stops waiting at once.
-A front-end that gives its prompt back while a summary streams (D3) has `drive` return
-the `RunningTurn` at its `SummaryStarted`. `drive` and `follow` must be called from the
+A front-end that gives its prompt back while a summary streams (D3), or while only the
+hidden prediction line is left to stream, has `drive` return the `RunningTurn` at its
+`SummaryStarted` or `PredictionStarted`. `drive` and `follow` must be called from the
 thread that owns the terminal.
 """
 
@@ -26,6 +27,7 @@ from qshell.agent.events import (
     FailureKind,
     PermissionReply,
     PermissionRequested,
+    PredictionStarted,
     SummaryStarted,
     TurnFailed,
     TurnFinished,
@@ -57,7 +59,8 @@ def _pump(events: Iterator[Event], out: queue.Queue[Any]) -> None:
 
 class RunningTurn:
     """A turn's worker and the queue its events arrive in. `drive` follows it to its end;
-    with `detach_on_summary` it hands it back at the turn's `SummaryStarted` (D3), and the
+    with `detach_on_summary` it hands it back at the turn's `SummaryStarted` (D3) or
+    `PredictionStarted` (only the hidden prediction line is left to stream), and the
     front-end then takes what arrives (`take`, without blocking) while its prompt runs,
     or follows the rest in the foreground again (`follow`). Main thread only, but for
     `cancel`."""
@@ -67,6 +70,9 @@ class RunningTurn:
         self._inbox: queue.Queue[Any] = queue.Queue()
         self._back: list[Event] = []  # taken but not handled yet: the first ones again
         self.ended = False  # the last event has been taken
+        # what handed it back: a summary (a message cancels it) or the hidden prediction
+        # line (a message waits for it)
+        self.detached_by: SummaryStarted | PredictionStarted | None = None
         self.worker = threading.Thread(
             target=_pump, args=(events, self._inbox), name="qshell-turn", daemon=True
         )
@@ -138,7 +144,8 @@ def follow(
     detach_on_summary: bool = False,
 ) -> Event | RunningTurn | None:
     """`drive` for a turn already running: render what it yields until it ends. With
-    `detach_on_summary`, a `SummaryStarted` (rendered) returns the still running turn."""
+    `detach_on_summary`, a `SummaryStarted` or `PredictionStarted` (rendered) returns the
+    still running turn."""
     last: Event | None = None
     started = clock()
     cancel = running.cancel
@@ -162,8 +169,9 @@ def follow(
                     started = clock()
                     continue
                 renderer.event(item)
-                if isinstance(item, SummaryStarted) and detach_on_summary:
+                if isinstance(item, SummaryStarted | PredictionStarted) and detach_on_summary:
                     detached = True
+                    running.detached_by = item
                     return running
                 if isinstance(item, ApplyRequested):
                     with sigint_raises():

@@ -38,6 +38,7 @@ from qshell.agent.events import (
     HistoryCompacted,
     Notice,
     PermissionRequested,
+    PredictionStarted,
     ReasoningDelta,
     RoundFinished,
     SpeculationAccepted,
@@ -206,6 +207,10 @@ class RichRenderer:
             case SummaryStarted() | TentativeText():
                 self._clear_spinner()
                 self._holding = True
+            case PredictionStarted():  # the visible answer is whole: settle it now
+                self._take_held()
+                self._flush_text(len(self._pending))
+                self._clear_spinner()
             case TextWithdrawn(text=text):  # a fast round's text, redone on the main model
                 self._drop_held()
                 self.notice(text)

@@ -13,7 +13,10 @@ loop, at most once a frame); its end is the turn's end (suggestions only then). 
 message (or `/compact`, `/exit`) cancels the summary, whose text leaves the screen, and
 runs the line once the turn has stopped; other slash commands run once it has finished;
 Ctrl-C cancels just the summary; a permission question takes the rest of the turn back
-to the foreground. Main thread only.
+to the foreground. The same goes, from `PredictionStarted`, for the answer's hidden
+next-prompt line: the prompt is back once the visible answer is whole, and a line entered
+meanwhile (message or command) runs when the turn has ended, without cancelling it. Main
+thread only.
 """
 
 from __future__ import annotations
@@ -31,12 +34,8 @@ from prompt_toolkit.auto_suggest import Suggestion
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
-from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
-from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
-from prompt_toolkit.key_binding import KeyBindings
-from prompt_toolkit.keys import Keys
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
 from rich.console import Console
@@ -51,11 +50,13 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    SummaryStarted,
     ToolStarted,
     TurnFailed,
     TurnFinished,
 )
 from qshell.ui.driver import RunningTurn, follow, start
+from qshell.ui.keys import key_bindings, recognise_alt_keys
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.live import FRAME_S
 from qshell.ui.questions import (
@@ -111,9 +112,6 @@ class QshellCompleter(Completer):
                 yield Completion(candidate, -(len(word) - 1))
 
 
-ALT_ENTER = Keys.F24  # what the terminal's Alt-Enter (ESC CR in one write) is read as
-ALT_NEXT = Keys.F23  # Alt-] (ESC ] in one write): the next suggestion candidate
-ALT_PREVIOUS = Keys.F22  # Alt-[ (ESC [ with nothing after it): the previous one
 ESCAPE_TIMEOUT_S = 0.05  # a lone Esc is a key of its own after this long, not a prefix
 GHOST_STYLE = Style.from_dict({"auto-suggestion": "#808080 italic"})  # italic: NO_COLOR too
 
@@ -145,65 +143,6 @@ def cancels_summary(line: str) -> bool:
     return ALIASES.get(name, name) in CANCELS_SUMMARY
 
 
-def _recognise_alt_keys() -> None:
-    """Read ESC CR arriving together (Alt-Enter) as one key, so that a lone Esc can act at
-    once and never pairs up with an Enter typed later; and Alt-] / Alt-[ likewise, which
-    would otherwise be an Esc (dismissing the suggestion) and a bracket typed. ESC [ is
-    also how arrow keys begin: it is Alt-[ only when nothing follows it in time."""
-    for sequence in ("\x1b\r", "\x1b\n"):
-        ANSI_SEQUENCES[sequence] = ALT_ENTER
-    ANSI_SEQUENCES["\x1b]"] = ALT_NEXT
-    ANSI_SEQUENCES["\x1b["] = ALT_PREVIOUS
-
-
-def _key_bindings(repl: Repl) -> KeyBindings:
-    bindings = KeyBindings()
-
-    @bindings.add(ALT_ENTER)
-    def _newline(event: Any) -> None:
-        event.current_buffer.insert_text("\n")
-
-    ghost = Condition(repl.ghost_visible)
-    ghost_alone = Condition(lambda: repl.ghost_visible() and not repl.session.default_buffer.text)
-
-    @bindings.add("tab", filter=ghost)
-    @bindings.add("right", filter=ghost)
-    @bindings.add("c-e", filter=ghost)
-    @bindings.add("c-f", filter=ghost)
-    @bindings.add("enter", filter=ghost_alone)  # Enter fills, never submits unseen text
-    def _fill(event: Any) -> None:
-        key = event.key_sequence[0].key
-        method = {"c-i": "tab", "c-m": "enter"}.get(getattr(key, "value", key), "right")
-        repl.fill_suggestion(event.current_buffer, method)
-
-    @bindings.add(ALT_NEXT, filter=ghost)
-    @bindings.add(ALT_PREVIOUS, filter=ghost)
-    def _cycle(event: Any) -> None:
-        repl.cycle_suggestion(1 if event.key_sequence[0].key == ALT_NEXT else -1)
-
-    @bindings.add("escape", filter=ghost, eager=True)  # no wait for a longer key sequence
-    def _dismiss(event: Any) -> None:
-        repl.dismiss_suggestion(event.current_buffer)
-
-    summarizing = Condition(repl.summarizing)
-    empty = Condition(lambda: not repl.session.default_buffer.text)
-
-    @bindings.add("enter", filter=summarizing)
-    def _submit(event: Any) -> None:
-        repl.submit_during_summary(event.current_buffer.text)
-
-    @bindings.add("c-c", filter=summarizing)
-    @bindings.add("<sigint>", filter=summarizing)  # a SIGINT while the summary is drawn
-    def _cancel_summary(event: Any) -> None:
-        repl.cancel_summary()
-
-    @bindings.add("c-d", filter=summarizing & empty)
-    def _exit(event: Any) -> None:
-        repl.cancel_summary(then=AfterSummary.EXIT)
-
-    return bindings
-
-
 class Repl(FollowupHooks):
     """The interactive loop on a real terminal."""
 
@@ -227,12 +166,12 @@ class Repl(FollowupHooks):
         self.renderer = RichRenderer(console=console, show_reasoning=conversation.show_reasoning)
         self.console = console
         history = FileHistory(str(history_path)) if history_path else InMemoryHistory()
-        _recognise_alt_keys()
+        recognise_alt_keys()
         self.session: PromptSession[str] = PromptSession(
             history=history,
             completer=QshellCompleter(conversation),
             complete_while_typing=False,
-            key_bindings=_key_bindings(self),
+            key_bindings=key_bindings(self),
             enable_open_in_editor=True,
             bottom_toolbar=self._toolbar,
             rprompt=self._rprompt,
@@ -371,7 +310,8 @@ class Repl(FollowupHooks):
         return outcome
 
     def submitted(self, line: str) -> str | None:
-        self._settle_summary(cancel=cancels_summary(line))  # a line the Enter binding missed
+        cancel = cancels_summary(line) and self._tail_cancels()
+        self._settle_summary(cancel=cancel)  # a line the Enter binding missed
         return super().submitted(line)
 
     def turn_ended(self, last: Event | None) -> None:
@@ -383,21 +323,36 @@ class Repl(FollowupHooks):
     def summarizing(self) -> bool:
         return self.summary is not None
 
+    def _tail_cancels(self) -> bool:
+        """Whether a message cancels what streams under the prompt: a summary (D3) yes;
+        the hidden prediction line no (the answer is complete; the line waits for it)."""
+        return self.summary is not None and isinstance(self.summary.detached_by, SummaryStarted)
+
     def submit_during_summary(self, text: str) -> None:
         """Enter while the summary streams: the line runs once the turn has stopped — at
         once for a message (the summary is cancelled), after it for most slash commands."""
         if not text.strip() or self.summary is None:
             return  # an empty line would leave a blank prompt among the summary's lines
         self._after = AfterSummary.SUBMIT
-        if cancels_summary(text):
+        if cancels_summary(text) and self._tail_cancels():
             self.summary.cancel.cancel()
         self.session.app.invalidate()
 
+    def leave_after_summary(self) -> None:
+        """Ctrl-D on an empty line while the summary streams: leave once it has ended."""
+        self.cancel_summary(then=AfterSummary.EXIT)
+
+    def line_empty(self) -> bool:
+        return not self.session.default_buffer.text
+
     def cancel_summary(self, *, then: AfterSummary | None = None) -> None:
-        """Ctrl-C (or Ctrl-D) while the summary streams: cancel just the summary."""
+        """Ctrl-C (or Ctrl-D) while the summary streams: cancel just the summary. Under
+        the prediction line only Ctrl-D acts, once the turn has ended: nothing is lost by
+        waiting for a line that takes a fraction of a second, and its answer stands."""
         if self.summary is not None:
             self._after = then or self._after
-            self.summary.cancel.cancel()
+            if self._tail_cancels():
+                self.summary.cancel.cancel()
 
     async def _follow_summary(self, running: RunningTurn) -> None:
         """Render what the summary's turn yields above the prompt, once a frame, until

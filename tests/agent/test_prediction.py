@@ -156,3 +156,29 @@ def test_an_answer_cut_off_inside_the_attribute_shows_nothing_of_the_tag():
     text = 'It works.\n\n<next-prompt confidence="0.'
     assert split_prediction(text) == ("It works.", "")
     assert shown([text[i : i + 4] for i in range(0, len(text), 4)]) == "It works."
+
+
+@given(st.text(alphabet="ab .\n*", max_size=30), st.lists(st.integers(1, 60), max_size=6))
+def test_once_the_prediction_line_is_known_nothing_more_is_shown(body, cuts):
+    """`predicting` turns on only when the opening tag is whole, and from then on the screen
+    gets nothing: the answer as shown is already complete (the prompt may come back)."""
+    text = f"{body}\n\n{OPEN_72}run the tests{CLOSE}"
+    points = sorted({c % len(text) for c in cuts} | {0, len(text)})
+    screen = PredictionFilter()
+    seen, known_at = "", None
+    for start, end in itertools.pairwise(points):
+        seen += screen.feed(text[start:end])
+        if screen.predicting and known_at is None:
+            known_at = seen
+    seen += screen.finish()
+    assert known_at is not None and known_at == seen == split_prediction(text)[0]
+
+
+def test_a_tag_not_yet_whole_or_text_after_the_line_is_not_predicting():
+    screen = PredictionFilter()
+    screen.feed("Done.\n\n<next-prompt confid")
+    assert not screen.predicting
+    screen.feed('ence="0.5">run it')
+    assert screen.predicting
+    assert screen.feed("</next-prompt>\nMore words follow.") != ""
+    assert not screen.predicting  # not the last line after all: shown as written
