@@ -116,6 +116,7 @@ def play_turn(
         child.expect(re.escape(ghost), timeout_s=WAIT_S)
         if ghost == prompt:
             child.send("\t")
+    child.pass_over()  # the prompt redrawn under the last turn's end is not this turn's
     start_at = run.submitted[prompt] = time.monotonic()
     child.submit("" if ghost == prompt else prompt, WAIT_S)
     child.expect(re.escape(mark), timeout_s=WAIT_S)

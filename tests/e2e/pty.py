@@ -117,6 +117,14 @@ class Term:
         pyte.Stream(screen).feed(self.raw)
         return [line.rstrip() for line in screen.display]
 
+    def pass_over(self, quiet_s: float = 0.1) -> None:
+        """Read until the child is quiet, and have later waits look only past all of it: a
+        prompt redrawn since (under a streaming tail's output) is then not taken for the
+        next one."""
+        self.settle(quiet_s)
+        self.raw_pos = len(self.raw)
+        self.pos = len(self.text)
+
     def settle(self, quiet_s: float = 0.3) -> None:
         """Read until the child has written nothing for `quiet_s`."""
         while True:
