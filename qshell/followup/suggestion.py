@@ -98,6 +98,9 @@ _ERROR_PREFIXES = (
 _LABEL = re.compile(r"^\w+:\s")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _FORMATTING = re.compile(r"[\n\r*]")
+# what must never reach a terminal or the input line: C0 and C1 controls (ESC, BEL, CSI…),
+# DEL, and the invisible marks that reorder or hide text (bidi overrides, zero widths)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
 _EVALUATIVE = re.compile(
     r"\b(?:thanks|thank you|looks good|sounds good|that works|that worked|that's all|nice"
     r"|great|perfect|makes sense|awesome|excellent)\b"
@@ -166,6 +169,7 @@ FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
     ("too_long", lambda t: len(t.raw) >= MAX_CHARS),
     ("multiple_sentences", lambda t: bool(_SENTENCE_BREAK.search(t.raw))),
     ("has_formatting", lambda t: bool(_FORMATTING.search(t.raw))),
+    ("control_chars", lambda t: bool(_CONTROL.search(t.raw))),
     ("evaluative", lambda t: bool(_EVALUATIVE.search(t.lower))),
     ("ai_voice", lambda t: bool(_AI_VOICE.match(t.raw))),
 )

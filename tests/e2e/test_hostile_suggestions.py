@@ -1,0 +1,142 @@
+"""A sloppy or hostile model's guesses, met the way a user meets them (pexpect, the scripted
+server): a guess carrying escape sequences or other control characters never reaches the
+screen, a guess list cut off inside its JSON offers the guesses it completed (never the raw
+JSON), a slash command that throws work away is never offered, a prediction whose JSON list
+the model spread over several lines is still hidden and read, and `.N` naming no candidate
+asks again instead of sending `.N` to the model. Also what held: the REPL's arrow keys,
+history, a bracketed paste holding `[` and a lone Esc still work with Alt-[ recognised."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qshell.agent.prediction import CLOSE, OPEN
+from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.pty import Term, spawn_qshell
+from tests.e2e.test_alternatives_repl import shows, wait_for
+from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
+from tests.fakes.llm_server import last_user_text_contains as asks
+
+READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
+PLAIN = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\n")
+    return root
+
+
+def answered(server: ScriptedLLMServer, answer: str, **replies: str) -> None:
+    """The first prompt reads a file, then `answer`; each prompt in `replies` gets its reply."""
+    for prompt, reply in replies.items():
+        server.add_rule(asks(prompt), Reply.text(reply))
+    server.add_rule(has_tool_result(), Reply.text(answer))
+    server.add_rule(always(), Reply.tool_calls([READ]))
+
+
+def predicting(*guesses: str) -> str:
+    listed = json.dumps([{"text": g, "confidence": 0.9} for g in guesses])
+    return f"it says hello\n\n{OPEN}{listed}{CLOSE}"
+
+
+def plain(server: ScriptedLLMServer, project: Path) -> Term:
+    child = spawn_qshell(server, project, term="dumb", extra_env=PLAIN)
+    child.expect(r"\n> ")
+    child.send("read hello.txt\r")
+    child.expect("it says hello")
+    return child
+
+
+def main_prompts(server: ScriptedLLMServer) -> list[str]:
+    return [r.last_user_text for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
+
+
+def test_a_guess_with_escape_or_control_characters_never_reaches_the_screen(llm_server, project):
+    answered(
+        llm_server,
+        predicting(
+            "run \x1b[2J\x1b[31mthe tests",
+            "commit \u202ethis now",
+            "show\x07 the diff",
+            "lint it all",
+        ),
+        **{"lint it all": "no lint errors"},
+    )
+    child = plain(llm_server, project)
+    child.expect(r"\(suggestion: lint it all — enter \. to use it\)")
+    child.send(".\r")
+    child.expect("no lint errors")
+    child.expect(r"\n> ")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "\x1b" not in child.raw and "\x07" not in child.raw and "\u202e" not in child.raw
+
+
+@pytest.mark.parametrize("key", [".3", ".9"])
+# -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
+
+
+def repl(server: ScriptedLLMServer, project: Path) -> Term:
+    child = spawn_qshell(server, project, extra_env=PLAIN)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    return child
+
+
+def test_arrow_keys_and_history_work_while_a_suggestion_shows(llm_server, project):
+    answered(llm_server, predicting("run the tests", "commit this"), **{"read it": "read again"})
+    child = repl(llm_server, project)
+    shows(child, "run the tests", "1/2")
+    child.send("\x1b[A")  # Up: the last prompt comes back from history
+    shows(child, "> read hello.txt")
+    child.send("\x1b[D\x1b[D\x1b[D\x1b[D\x1b[D\x1b[D\x1b[D\x1b[D\x1b[D")  # Left ×9
+    child.send("\x1b[3~")  # Delete the character under the cursor ("h")
+    child.send("\x1b[F")  # End
+    child.send("!")
+    shows(child, "> read ello.txt!")
+    child.send("\x15")  # Ctrl-U: the line is empty again and the suggestion comes back
+    shows(child, "run the tests", "1/2")
+    child.send("\x04")
+    assert child.finish() == 0
+
+
+def test_a_bracketed_paste_holding_brackets_is_typed_as_pasted(llm_server, project):
+    answered(llm_server, predicting("run the tests", "commit this"), **{"[x]": "pasted ok"})
+    child = repl(llm_server, project)
+    shows(child, "run the tests")
+    child.send("\x1b[200~fix a[0] and [x]\x1b[201~")
+    shows(child, "> fix a[0] and [x]")
+    child.send("\r")
+    child.expect("pasted ok")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert main_prompts(llm_server)[-1].startswith("fix a[0] and [x]")
+
+
+def test_alt_open_bracket_then_esc_then_typed_brackets(llm_server, project):
+    answered(llm_server, predicting("run the tests", "commit this"), **{"[y]": "typed ok"})
+    child = repl(llm_server, project)
+    shows(child, "run the tests", "1/2")
+    child.send("\x1b[")  # Alt-[: the previous (wrapping to the last)
+    shows(child, "commit this", "2/2")
+    child.send("\x1b")  # a lone Esc dismisses
+    assert wait_for(lambda: "commit this" not in "\n".join(child.screen()[-3:]))
+    child.send("[")
+    child.settle(0.2)
+    child.send("y]")  # brackets typed one by one are text
+    shows(child, "> [y]")
+    child.send("\r")
+    child.expect("typed ok")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert main_prompts(llm_server)[-1].startswith("[y]")
