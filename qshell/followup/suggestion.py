@@ -97,6 +97,9 @@ _ERROR_PREFIXES = (
 )
 _LABEL = re.compile(r"^\w+:\s")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
+_SPACE = re.compile(r"\s*")
+# JSON that did not parse (cut off, or broken): never words to offer
+_JSON_FRAGMENT = re.compile(r"^[\[{]\s*(?:[\"\[{]|$)")
 _FORMATTING = re.compile(r"[\n\r*]")
 # what must never reach a terminal or the input line: C0 and C1 controls (ESC, BEL, CSI…),
 # DEL, and the invisible marks that reorder or hide text (bidi overrides, zero widths)
@@ -159,6 +162,7 @@ def _too_many(t: _Text) -> bool:
 # The filter, in evaluation order: the first rule that matches names the rejection.
 FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
     ("empty", lambda t: not t.raw),
+    ("json_fragment", lambda t: bool(_JSON_FRAGMENT.match(t.raw))),
     ("done", lambda t: t.lower.rstrip(".!") == "done"),
     ("meta_text", _meta_text),
     ("meta_wrapped", lambda t: bool(_WRAPPED.match(t.raw))),
@@ -233,10 +237,7 @@ def read_candidates(reply_text: str, confidence: float | None = None) -> list[Ca
     if fenced:
         text = fenced.group(1).strip()
     if text.startswith(("[", "{")):
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            value = None
+        value = _json(text)
         if isinstance(value, dict) and isinstance(value.get("suggestions"), list):
             value = value["suggestions"]
         if isinstance(value, list):
@@ -244,6 +245,33 @@ def read_candidates(reply_text: str, confidence: float | None = None) -> list[Ca
         if isinstance(value, dict):
             return [_guess(value) or Candidate("")]
     return [Candidate(_unquote(text), confidence)]
+
+
+def _json(text: str) -> object:
+    """The JSON value `text` holds; of a list cut off (or broken) before its end, the
+    entries it completed; else None (plain words, or a fragment the filter rejects)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return (_complete_entries(text) or None) if text.startswith("[") else None
+
+
+def _complete_entries(text: str) -> list[object]:
+    """The entries of the JSON list `text` opens, up to the first one that is not whole."""
+    decoder = json.JSONDecoder()
+    entries: list[object] = []
+    at = 1
+    while True:
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]  # \s* always matches
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return entries
+        entries.append(entry)
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if not text.startswith(",", at):
+            return entries
+        at += 1
 
 
 def _guess(item: object) -> Candidate | None:

@@ -78,6 +78,29 @@ def test_a_guess_with_escape_or_control_characters_never_reaches_the_screen(llm_
     assert "\x1b" not in child.raw and "\x07" not in child.raw and "\u202e" not in child.raw
 
 
+def test_a_guess_list_cut_off_inside_its_json_offers_the_guesses_it_completed(llm_server, project):
+    cut = '[{"text": "run the tests", "confidence": 0.9}, {"text": "commit th'
+    llm_server.add_rule(asks(SUGGESTION_MARKER), Reply.text(cut))
+    answered(llm_server, "it says hello", **{"run the tests": "all 12 tests pass"})
+    child = plain(llm_server, project)
+    child.expect(r"\(suggestion: run the tests — enter \. to use it\)")
+    child.send(".\r")
+    child.expect("all 12 tests pass")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert '"text"' not in child.text and "confidence" not in child.text
+
+
+def test_a_cut_off_json_object_is_never_offered_as_words(llm_server, project):
+    llm_server.add_rule(asks(SUGGESTION_MARKER), Reply.text('{"suggestion": "run the te'))
+    answered(llm_server, "it says hello")
+    child = plain(llm_server, project)
+    child.settle(1.5)  # the suggestion delay, and more
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "suggestion" not in child.text.split("it says hello", 1)[1]
+
+
 @pytest.mark.parametrize("key", [".3", ".9"])
 # -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
 

@@ -76,6 +76,9 @@ def test_surrounding_quotes_and_whitespace_are_stripped():
         ('```json\n{"suggestion": "run the tests"}\n```', "run the tests"),
         ("<think>they asked for tests</think>run the tests", "run the tests"),
         ("{not json", "{not json"),
+        ('[{"text": "run the tests", "confidence": 0.9}, {"text": "comm', "run the tests"),
+        ('["run the tests", "commit this",]', "run the tests"),
+        ("[WIP] commit this", "[WIP] commit this"),
         ('{"other": 1}', ""),
     ],
 )
@@ -298,3 +301,19 @@ def test_a_folded_prediction_keeps_its_confidence_and_a_rejected_one_drops_it():
     assert folded_suggestion("run the tests", confidence=0.6).confidence == 0.6
     rejected = folded_suggestion("", confidence=0.9)
     assert (rejected.text, rejected.reason, rejected.confidence) == (None, "empty", None)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"suggestion": "run the te', '[{"text": "run the', '["run the', "[" * 5000],
+)
+def test_json_cut_off_before_any_whole_guess_is_never_offered_as_words(reply):
+    assert folded_suggestion(reply).text is None
+    assert folded_suggestion(reply).reason == "json_fragment"
+
+
+def test_a_cut_off_list_keeps_the_confidence_of_each_guess_it_completed():
+    cut = '[{"text": "run the tests", "confidence": 0.9}, {"text": "commit this", "confid'
+    assert [(c.text, c.confidence) for c in folded_suggestion(cut).candidates] == [
+        ("run the tests", 0.9)
+    ]
