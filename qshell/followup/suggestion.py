@@ -82,7 +82,10 @@ SINGLE_WORDS_ALLOWED = frozenset(
     {"yes", "yeah", "yep", "yup", "sure", "ok", "okay"}
     | {"push", "commit", "deploy", "stop", "continue", "check", "no"}
 )
-NEVER_OFFERED = frozenset({"/exit", "/quit", "exit", "quit"})  # one keystroke from quitting
+NEVER_OFFERED = frozenset({"/exit", "/quit", "/q", "exit", "quit"})  # one keystroke from quitting
+# slash commands that throw the session, or the last turn's changes, away (with or without
+# arguments): plain mode's `.` would run them at once
+DISCARDING = frozenset({"/clear", "/undo"})
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _META_SILENCE = re.compile(r"\bsilence is\b|\bstay(?:s|ing)? silent\b|^\W*silence\W*$")
@@ -388,7 +391,8 @@ def generate_suggestion(
     `model` (the fast model) replaces the request's model when set. Reasons: `aborted`
     (cancelled, before or during the request), `pending_tool_calls` (the captured reply
     still waits for tool results, so no valid fork exists), `error` (the provider failed),
-    `too_long` (the reply ran on and was cut), `empty`, `exit_word`, any `filter_reason`,
+    `too_long` (the reply ran on and was cut), `empty`, `exit_word`, `discards_work` (/clear,
+    /undo), any `filter_reason`,
     `same_as_previous` (equal to the user's previous prompt, ignoring case and spacing).
     """
     if cancel.cancelled:
@@ -449,8 +453,12 @@ def screened(
 def _reason(text: str, previous_prompt: str) -> str | None:
     if not text:
         return "empty"
-    if _normalised(text).rstrip(".!") in NEVER_OFFERED:
+    words = _normalised(text).rstrip(".!")
+    command = words.split()[0] if words.startswith("/") else ""
+    if words in NEVER_OFFERED or command in NEVER_OFFERED:
         return "exit_word"
+    if command in DISCARDING:
+        return "discards_work"
     reason = filter_reason(text)
     if reason is not None:
         return reason

@@ -101,6 +101,20 @@ def test_a_cut_off_json_object_is_never_offered_as_words(llm_server, project):
     assert "suggestion" not in child.text.split("it says hello", 1)[1]
 
 
+def test_a_command_that_throws_the_session_away_is_never_offered(llm_server, project):
+    answered(
+        llm_server,
+        predicting("/clear", "/undo", "/clear and start over"),
+        **{"run the tests": "all 12 tests pass"},
+    )
+    child = plain(llm_server, project)
+    child.settle(1.5)
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "(suggestion" not in child.text
+    assert "/clear" not in child.text and "/undo" not in child.text
+
+
 @pytest.mark.parametrize("key", [".3", ".9"])
 # -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
 

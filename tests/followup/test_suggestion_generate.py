@@ -117,10 +117,24 @@ def test_a_different_previous_prompt_does_not_suppress():
     assert result.text == "run the tests"
 
 
-@pytest.mark.parametrize("word", ["exit", "quit", "/exit", "/quit", "Quit.", "/EXIT"])
+@pytest.mark.parametrize(
+    "word", ["exit", "quit", "/exit", "/quit", "Quit.", "/EXIT", "/q", "/exit now", "/quit!"]
+)
 def test_exit_words_are_never_offered(word):
     result, _ = run(Message.assistant(word))
     assert (result.text, result.reason) == (None, "exit_word")
+
+
+@pytest.mark.parametrize("command", ["/clear", "/undo", "/CLEAR", "/clear and start over"])
+def test_commands_that_throw_work_away_are_never_offered(command):
+    result, _ = run(Message.assistant(command))
+    assert (result.text, result.reason) == (None, "discards_work")
+
+
+@pytest.mark.parametrize("text", ["exit the loop early", "clear the cache", "/compact", "/stats"])
+def test_the_same_words_outside_those_commands_are_offered(text):
+    result, _ = run(Message.assistant(text))
+    assert result.text == text
 
 
 @pytest.mark.parametrize("error", [ProviderUnavailable("down"), RateLimited("slow down")])
