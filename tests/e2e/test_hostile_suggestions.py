@@ -116,6 +116,24 @@ def test_a_command_that_throws_the_session_away_is_never_offered(llm_server, pro
 
 
 @pytest.mark.parametrize("key", [".3", ".9"])
+def test_a_dot_number_naming_no_candidate_asks_again(llm_server, project, key):
+    answered(
+        llm_server,
+        predicting("run the tests", "commit this"),
+        **{"commit this": "committed as abc123"},
+    )
+    child = plain(llm_server, project)
+    child.expect(r"enter \.1 or \.2 to use one\)")
+    child.send(f"{key}\r")
+    child.expect(rf"no suggestion {key}")
+    child.expect(r"\n> ")
+    child.send(".2\r")
+    child.expect("committed as abc123")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert key not in main_prompts(llm_server)
+
+
 # -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
 
 
