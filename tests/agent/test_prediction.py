@@ -156,3 +156,56 @@ def test_an_answer_cut_off_inside_the_attribute_shows_nothing_of_the_tag():
     text = 'It works.\n\n<next-prompt confidence="0.'
     assert split_prediction(text) == ("It works.", "")
     assert shown([text[i : i + 4] for i in range(0, len(text), 4)]) == "It works."
+
+
+SPREAD = '{OPEN}\n[\n  {{"text": "run the tests", "confidence": 0.9}},\n  "commit this"\n]\n{CLOSE}'
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 1000])
+def test_a_json_list_spread_over_lines_is_the_prediction_and_never_reaches_the_screen(size):
+    text = "It works.\n\n" + SPREAD.format(OPEN=OPEN, CLOSE=CLOSE) + "\n"
+    visible, words, _ = read_prediction(text)
+    assert visible == "It works."
+    assert words is not None and words.startswith("[") and words.endswith("]")
+    screen = PredictionFilter()
+    seen = ""
+    for at in range(0, len(text), size):
+        seen += screen.feed(text[at : at + size])
+        assert "<next" not in seen and "run the tests" not in seen
+    assert seen + screen.finish() == "It works."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Use it so:\n{OPEN}\nthen write prose here\n",  # no JSON after the tag
+        f"Start:\n{OPEN}[1, 2]{CLOSE}\nand text after it",  # the tag is not at the end
+        f"Long:\n{OPEN}[\n" + "  1,\n" * 200 + f"]{CLOSE}",  # longer than MAX_CHARS
+    ],
+)
+def test_a_tag_line_that_does_not_open_a_json_list_ending_the_text_is_shown(text):
+    assert split_prediction(text) == (text, None)
+    assert shown([text[i : i + 3] for i in range(0, len(text), 3)]) == text
+
+
+SPREAD_PIECES = [
+    *PIECES,
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    '"text": "a b"',
+    "\n  ",
+    f"{OPEN}[",
+    f"{OPEN}\n[",
+]
+spread_prose = st.lists(st.sampled_from(SPREAD_PIECES), max_size=24).map("".join)
+
+
+@given(spread_prose, st.lists(st.integers(min_value=0, max_value=300), max_size=8))
+def test_a_list_spread_over_lines_is_shown_as_split_keeps_however_the_stream_is_cut(text, points):
+    visible, prediction = split_prediction(text)
+    assert shown(cuts(text, points)) == visible
+    if prediction is None:
+        assert visible == text

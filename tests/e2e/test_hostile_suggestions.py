@@ -115,6 +115,22 @@ def test_a_command_that_throws_the_session_away_is_never_offered(llm_server, pro
     assert "/clear" not in child.text and "/undo" not in child.text
 
 
+def test_a_prediction_spread_over_lines_is_hidden_and_still_offered(llm_server, project):
+    guesses = [
+        {"text": "run the tests", "confidence": 0.9},
+        {"text": "commit this", "confidence": 0.4},
+    ]
+    spread = f"it says hello\n\n{OPEN}\n{json.dumps(guesses, indent=2)}\n{CLOSE}"
+    answered(llm_server, spread, **{"commit this": "committed as abc123"})
+    child = plain(llm_server, project)
+    child.expect(r"\(suggestions: \.1 run the tests · \.2 commit this — enter \.1 or \.2")
+    child.send(".2\r")
+    child.expect("committed as abc123")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "next-prompt" not in child.text and "confidence" not in child.text
+
+
 @pytest.mark.parametrize("key", [".3", ".9"])
 def test_a_dot_number_naming_no_candidate_asks_again(llm_server, project, key):
     answered(
