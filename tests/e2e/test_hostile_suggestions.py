@@ -15,6 +15,7 @@ import pytest
 
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.e2e.test_alternatives_repl import shows, wait_for
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
@@ -129,6 +130,25 @@ def test_a_prediction_spread_over_lines_is_hidden_and_still_offered(llm_server, 
     child.send("\x04")
     assert child.finish() == 0
     assert "next-prompt" not in child.text and "confidence" not in child.text
+
+
+def test_print_mode_and_stream_json_never_show_a_spread_guess_list(llm_server, project):
+    guesses = [{"text": "run the tests", "confidence": 0.9}, {"text": "commit this"}]
+    spread = f"still here\n{OPEN}\n{json.dumps(guesses, indent=2)}\n{CLOSE}"
+    llm_server.add_rule(asks("and now"), Reply.text(spread))
+    answered(llm_server, predicting("run the tests"))
+    child = plain(llm_server, project)  # an interactive session: its answers predict
+    child.expect(r"\(suggestion: run the tests")
+    child.send("\x04")
+    assert child.finish() == 0
+    env = provider_env(llm_server, "openai")
+    printed = run_qshell("-p", "--continue", "and now", cwd=project, env=env)
+    assert (printed.code, printed.stdout.strip()) == (0, "still here"), printed.stderr
+    streamed = run_qshell("-p", "--continue", "and now", "-o", "stream-json", cwd=project, env=env)
+    assert streamed.code == 0, streamed.stderr
+    assert "still here" in streamed.stdout
+    for leak in ("next-prompt", "next_prompt", "confidence", "commit this"):
+        assert leak not in streamed.stdout
 
 
 @pytest.mark.parametrize("key", [".3", ".9"])
