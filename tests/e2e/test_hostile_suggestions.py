@@ -17,7 +17,7 @@ from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
-from tests.e2e.test_alternatives_repl import shows, wait_for
+from tests.e2e.test_alternatives_repl import events, shows, wait_for
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
 
@@ -168,6 +168,45 @@ def test_a_dot_number_naming_no_candidate_asks_again(llm_server, project, key):
     child.send("\x04")
     assert child.finish() == 0
     assert key not in main_prompts(llm_server)
+
+
+def test_a_consequential_second_guess_never_asked_for_is_dropped_alone(llm_server, project):
+    answered(llm_server, predicting("run the tests", "push the tag too"))
+    child = plain(llm_server, project)
+    child.expect(r"\(suggestion: run the tests — enter \. to use it\)")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "push the tag" not in child.text
+    assert "push the tag too" not in main_prompts(llm_server)
+
+
+def test_a_consequential_guess_cycled_to_is_marked_and_speculated_reads_only(
+    llm_server, project, isolated_home
+):
+    touched = project / "pushed.txt"
+    push = ToolCallSpec("shell", {"command": f"touch {touched.name}"})
+    llm_server.add_rule(asks("push the tag too"), Reply.tool_calls([push]))
+    answered(llm_server, predicting("run the tests", "push the tag too"))
+    child = spawn_qshell(llm_server, project, extra_env=PLAIN)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("read hello.txt, then I will be pushing the branch")
+    child.expect("it says hello")
+    shows(child, "run the tests", "1/2")
+    assert "⚠" not in "\n".join(child.screen()[-3:])
+    child.send("\x1b]")  # Alt-]
+    shows(child, "push the tag too  ⚠ push", "2/2")
+    assert wait_for(lambda: "push the tag too" in main_prompts(llm_server))
+    child.settle(1.0)  # it ran up to its first call that is not a read, and stopped there
+    assert not touched.exists()
+    child.send("\x1b[")  # Alt-[: back to the first, unmarked
+    shows(child, "run the tests", "1/2")
+    assert "⚠" not in [line for line in child.screen() if line.startswith(">")][-1]
+    child.send("\x04")
+    assert child.finish() == 0
+    assert not touched.exists()
+    runs = [(e["boundary_type"], e["tools_executed"]) for e in events(isolated_home, "speculation")]
+    assert ("bash", 0) in runs  # the push stopped before its shell call, even in the overlay
 
 
 # -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
