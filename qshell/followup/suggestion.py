@@ -101,6 +101,7 @@ _ERROR_PREFIXES = (
 _LABEL = re.compile(r"^\w+:\s")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _SPACE = re.compile(r"\s*")
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 # JSON that did not parse (cut off, or broken): never words to offer
 _JSON_FRAGMENT = re.compile(r"^[\[{]\s*(?:[\"\[{]|$)")
 _FORMATTING = re.compile(r"[\n\r*]")
@@ -291,7 +292,10 @@ def _guess(item: object) -> Candidate | None:
 
 
 def _unit(value: object) -> float | None:
-    """A number from 0 to 1 as a float, else None (booleans are not numbers here)."""
+    """A number from 0 to 1 as a float, else None (booleans are not numbers here); a
+    number written as a string (`"0.7"`, as the tag's attribute is) counts too."""
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if 0.0 <= value <= 1.0 else None

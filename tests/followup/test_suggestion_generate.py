@@ -331,3 +331,16 @@ def test_a_cut_off_list_keeps_the_confidence_of_each_guess_it_completed():
     assert [(c.text, c.confidence) for c in folded_suggestion(cut).candidates] == [
         ("run the tests", 0.9)
     ]
+
+
+@pytest.mark.parametrize(
+    ("confidence", "expected"),
+    [
+        *[('"0.7"', 0.7), ('" 0.25 "', 0.25), ('"1"', 1.0), ('"nan"', None), ('"1.5"', None)],
+        *[('"high"', None), ("NaN", None), ("Infinity", None), ("-0.2", None), ("[0.5]", None)],
+    ],
+)
+def test_a_guess_confidence_is_a_number_from_0_to_1_or_a_string_holding_one(confidence, expected):
+    guesses = f'[{{"text": "run the tests", "confidence": {confidence}}}]'
+    result = folded_suggestion(guesses)
+    assert (result.text, result.confidence) == ("run the tests", expected)
