@@ -209,6 +209,30 @@ def test_a_consequential_guess_cycled_to_is_marked_and_speculated_reads_only(
     assert ("bash", 0) in runs  # the push stopped before its shell call, even in the overlay
 
 
+def test_cycling_again_and_again_leaves_no_overlay_behind(llm_server, project, tmp_path):
+    guesses = ("run the tests", "commit this", "show the diff")
+    answered(llm_server, predicting(*guesses), **{g: f"done: {g}" for g in guesses})
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    child = spawn_qshell(llm_server, project, extra_env={**PLAIN, "TMPDIR": str(temp)})
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    runs = dict.fromkeys(guesses, 0)
+    for step in range(7):  # each one stays for the delay, so each is speculated in turn
+        shown = guesses[step % 3]
+        runs[shown] += 1
+        shows(child, shown, f"{step % 3 + 1}/3")
+        assert wait_for(lambda g=shown: main_prompts(llm_server).count(g) == runs[g])
+        child.send("\x1b]" * 4)  # and quicker than the delay: only the last shown counts
+    child.send("\x04")
+    assert child.finish() == 0
+    assert {g: main_prompts(llm_server).count(g) for g in guesses} == runs
+    overlays = [p for p in temp.rglob("*") if p.name.startswith("overlay")]
+    assert overlays == []
+
+
 # -- what held: the keys around Alt-[ in the real REPL ---------------------------------------
 
 
