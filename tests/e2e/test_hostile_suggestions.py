@@ -9,12 +9,14 @@ history, a bracketed paste holding `[` and a lone Esc still work with Alt-[ reco
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.acp.raw import RawAgent
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.e2e.test_alternatives_repl import events, shows, wait_for
@@ -149,6 +151,29 @@ def test_print_mode_and_stream_json_never_show_a_spread_guess_list(llm_server, p
     assert "still here" in streamed.stdout
     for leak in ("next-prompt", "next_prompt", "confidence", "commit this"):
         assert leak not in streamed.stdout
+
+
+def test_an_acp_client_never_sees_a_guess_list_replayed_or_streamed(llm_server, project, tmp_path):
+    guesses = [{"text": "run the tests", "confidence": 0.9}, {"text": "commit this"}]
+    spread = f"\n{OPEN}\n{json.dumps(guesses, indent=2)}\n{CLOSE}"
+    llm_server.add_rule(asks("and now"), Reply.text("still here" + spread))
+    answered(llm_server, "it says hello" + spread)
+    child = plain(llm_server, project)  # an interactive session: its answers predict
+    child.expect(r"\(suggestions: \.1 run the tests")
+    child.send("\x04")
+    child.expect(r"resume it with: qshell --resume (\S+)")
+    assert child.finish() == 0
+    sid = re.findall(r"qshell --resume (\S+)", child.text)[-1]
+    agent = RawAgent(llm_server, project.resolve(), tmp_path / "agent.err")
+    agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    agent.call("session/load", {"cwd": str(project.resolve()), "sessionId": sid, "mcpServers": []})
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "and now"}]}
+    assert agent.call("session/prompt", prompt) == {"stopReason": "end_turn"}
+    said = "".join(u["content"]["text"] for u in agent.updates("agent_message_chunk"))
+    assert agent.close() == 0
+    assert "it says hello" in said and "still here" in said
+    for leak in ("next-prompt", "confidence", "commit this", "[", "{"):
+        assert leak not in said
 
 
 @pytest.mark.parametrize("key", [".3", ".9"])
