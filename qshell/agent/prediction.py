@@ -161,14 +161,14 @@ class PredictionFilter:
         if going_on:  # the candidate line goes on (a JSON list may span lines), or ends
             more = self._line_done
             grown = self._line + ("\n" if more else "") + piece.rstrip("\r\n")
-            if could_open(grown) and (not more or _json_block(grown)):
+            if could_open(grown) and ("\n" not in grown or _json_block(grown)):
                 self._line = grown
                 self._held.append(piece)
                 self._line_done = piece.endswith(("\n", "\r"))
                 return ""
-            if not more:
-                return self._release(piece)
-            # an ended line whose next line is no JSON: that line is read afresh below
+            if more or "\n" in self._line:
+                return self._restart(piece)
+            return self._release(piece)
         if not piece.strip():
             self._hold_space(piece)
             return ""
@@ -182,6 +182,19 @@ class PredictionFilter:
             self._held.append(rest)
             return shown
         return shown + self._release(rest)
+
+    def _restart(self, piece: str) -> str:
+        """The candidate went on past its line and is no prediction after all: show it up
+        to the line now growing (which `piece` starts or goes on), and read that line
+        afresh, since it may open the prediction itself."""
+        held = "".join(self._held)
+        if self._line_done:
+            prefix, line = held, piece
+        else:
+            cut = max(held.rfind("\n"), held.rfind("\r")) + 1
+            prefix, line = held[:cut], held[cut:] + piece
+        self._held = [prefix]
+        return self._release("") + self._add(line)
 
     def _hold_space(self, space: str) -> None:
         if space:

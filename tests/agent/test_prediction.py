@@ -209,3 +209,18 @@ def test_a_list_spread_over_lines_is_shown_as_split_keeps_however_the_stream_is_
     assert shown(cuts(text, points)) == visible
     if prediction is None:
         assert visible == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{OPEN}\n  {OPEN}\n[",  # a tag line, then the tag again opening the list
+        f"<NEXT_PROMPT>\n{OPEN}[1]{CLOSE}\n",
+        f"ok\n{OPEN}\n\n[\n 1,\n]\nnot the end",
+        f"ok\n{OPEN}[\n{OPEN}[2]{CLOSE}",
+    ],
+)
+def test_a_list_that_turns_out_not_to_be_the_prediction_is_shown_however_it_is_cut(text):
+    visible, _ = split_prediction(text)
+    for at in range(len(text) + 1):
+        assert shown([text[:at], text[at:]]) == visible
