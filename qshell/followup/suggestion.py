@@ -106,8 +106,9 @@ _DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
 _JSON_FRAGMENT = re.compile(r"^[\[{]\s*(?:[\"\[{]|$)")
 _FORMATTING = re.compile(r"[\n\r*]")
 # what must never reach a terminal or the input line: C0 and C1 controls (ESC, BEL, CSI…),
-# DEL, and the invisible marks that reorder or hide text (bidi overrides, zero widths)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# DEL, the Unicode line breaks, and the invisible marks that reorder or hide text (bidi
+# overrides, zero widths)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _EVALUATIVE = re.compile(
     r"\b(?:thanks|thank you|looks good|sounds good|that works|that worked|that's all|nice"
     r"|great|perfect|makes sense|awesome|excellent)\b"

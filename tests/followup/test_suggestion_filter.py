@@ -81,6 +81,7 @@ def test_bad_suggestions_are_rejected_with_the_named_reason(text, reason):
         ("run the \x9b2J tests", "control_chars"),
         ("commit \u202ethis now", "control_chars"),
         ("commit\u200bthis now", "control_chars"),
+        ("commit this\u2028now", "control_chars"),
         ("looks good to me", "evaluative"),
         ("thanks for the help", "evaluative"),
         ("that works perfectly", "evaluative"),
