@@ -234,6 +234,29 @@ def test_a_consequential_guess_cycled_to_is_marked_and_speculated_reads_only(
     assert ("bash", 0) in runs  # the push stopped before its shell call, even in the overlay
 
 
+def test_typing_a_longer_guess_by_hand_never_runs_the_shorter_guess_speculated(
+    llm_server, project, isolated_home
+):
+    short, longer = "run the tests", "run the tests again"
+    answers = {longer: "ran them twice", short: "all 12 tests pass"}
+    answered(llm_server, predicting(short, longer), **answers)
+    child = repl(llm_server, project)
+    shows(child, short, "1/2")
+    assert wait_for(lambda: short in main_prompts(llm_server))  # the first is speculated
+    child.send(longer)
+    shows(child, f"> {longer}")
+    child.send("\r")
+    child.expect("ran them twice")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert "all 12 tests pass" not in child.text
+    [accepted] = [e for e in events(isolated_home, "suggestion") if e["outcome"] == "accepted"]
+    assert (accepted["index"], accepted["method"]) == (1, "typed")
+    runs = events(isolated_home, "speculation")
+    assert ("aborted", "typed") in [(e["outcome"], e["reason"]) for e in runs]
+
+
 def test_cycling_again_and_again_leaves_no_overlay_behind(llm_server, project, tmp_path):
     guesses = ("run the tests", "commit this", "show the diff")
     answered(llm_server, predicting(*guesses), **{g: f"done: {g}" for g in guesses})
