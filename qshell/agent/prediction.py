@@ -11,7 +11,9 @@ that line and drops it at the end of the round; `split_prediction` takes it off 
 text. The prediction line is the last line when it starts with the opening tag, in any
 case and spelling (`<next_prompt>`), after any Markdown emphasis or quoting, closed or not
 (an answer cut off inside it, a misspelt closing tag); the tag anywhere else is shown as
-written. The opening tag may carry the model's confidence, `<next-prompt confidence="0.72">`
+written. A JSON list the model spread over lines after its tag (`<next-prompt>[` … `]`
+`</next-prompt>`) is the prediction too, when it ends the text within MAX_CHARS.
+The opening tag may carry the model's confidence, `<next-prompt confidence="0.72">`
 (`read_prediction` gives it; a line without it, or with a value outside 0–1, has an unknown
 confidence); attributes are part of the hidden line, so they never reach the screen either.
 The prompt asks for a JSON list of up to MAX_GUESSES guesses, each with its confidence, in
@@ -66,7 +68,7 @@ def split_prediction(text: str) -> tuple[str, str | None]:
 def read_prediction(text: str) -> tuple[str, str | None, float | None]:
     """`split_prediction`, and the confidence the line's tag gives (None: unknown)."""
     body = text.rstrip()
-    start = body.rfind("\n") + 1
+    start = _line_start(body)
     line = body[start:]
     opening = _OPENING.match(line)
     if len(line) > MAX_CHARS:
@@ -79,7 +81,44 @@ def read_prediction(text: str) -> tuple[str, str | None, float | None]:
     closing = _CLOSING.search(words)
     if closing is not None:
         words = words[: closing.start()]
-    return text[:start].rstrip(), words.strip(_LEAD).strip(), confidence_in(opening["attrs"])
+    return (
+        text[:start].rstrip(),
+        words.strip().strip(_LEAD).strip(),
+        confidence_in(opening["attrs"]),
+    )
+
+
+def _line_start(body: str) -> int:
+    """Where the prediction line of `body` (right-stripped) would start: its last line, or
+    the line whose opening tag begins a JSON list the model spread over the lines below
+    (closed at the very end, or not closed), within MAX_CHARS of the end."""
+    last = body.rfind("\n") + 1
+    if _OPENING.match(body, last) or _OPENING_SO_FAR.match(body, last):
+        return last
+    at = last
+    while at > 0:
+        at = body.rfind("\n", 0, at - 1) + 1
+        if len(body) - at > MAX_CHARS:
+            break
+        opening = _OPENING.match(body, at)
+        if opening is not None:  # the nearest opening tag decides
+            words = body[opening.end() :].lstrip()
+            closing = _CLOSING.search(words)
+            ends = closing is None or not words[closing.end() :].strip()
+            return at if words.startswith(("[", "{")) and ends else last
+    return last
+
+
+def _json_block(line: str) -> bool:
+    """Whether `line` opens with the tag and, after it, only (the start of) a JSON value."""
+    opening = _OPENING.match(line)
+    return opening is not None and line[opening.end() :].lstrip()[:1] in ("", "[", "{")
+
+
+def _continues(line: str) -> bool:
+    """Whether a prediction line that has ended may go on over the next lines: its tag
+    opens a JSON value (or nothing yet) and is not closed."""
+    return _json_block(line) and _CLOSING.search(line) is None
 
 
 def confidence_in(attrs: str | None) -> float | None:
@@ -105,8 +144,9 @@ def could_open(line: str) -> bool:
 class PredictionFilter:
     """Streamed text as the user may see it. Held back is the whitespace after what was
     shown, then at most one line that is, or may become, the prediction line (and the
-    whitespace after it); all of it is shown once text follows that a last line cannot
-    have. Linear in the text: nothing held is scanned twice."""
+    whitespace after it; a JSON list after its tag may go on over more lines, up to
+    MAX_CHARS in all); all of it is shown once text follows that a last line cannot have.
+    Linear in the text: what is held is rescanned at most MAX_CHARS long."""
 
     def __init__(self) -> None:
         self._held: list[str] = []  # not shown yet: whitespace, then maybe a candidate
@@ -126,13 +166,17 @@ class PredictionFilter:
 
     def _add(self, piece: str) -> str:
         """One piece of text with at most one line break, at its end."""
-        if self._line and not self._line_done:  # the candidate line goes on, or ends
-            grown = self._line + piece.rstrip("\r\n")
-            if could_open(grown):
+        going_on = self._line and (not self._line_done or _continues(self._line))
+        if going_on:  # the candidate line goes on (a JSON list may span lines), or ends
+            more = self._line_done
+            grown = self._line + ("\n" if more else "") + piece.rstrip("\r\n")
+            if could_open(grown) and ("\n" not in grown or _json_block(grown)):
                 self._line = grown
                 self._held.append(piece)
                 self._line_done = piece.endswith(("\n", "\r"))
                 return ""
+            if more or "\n" in self._line:
+                return self._restart(piece)
             return self._release(piece)
         if not piece.strip():
             self._hold_space(piece)
@@ -147,6 +191,19 @@ class PredictionFilter:
             self._held.append(rest)
             return shown
         return shown + self._release(rest)
+
+    def _restart(self, piece: str) -> str:
+        """The candidate went on past its line and is no prediction after all: show it up
+        to the line now growing (which `piece` starts or goes on), and read that line
+        afresh, since it may open the prediction itself."""
+        held = "".join(self._held)
+        if self._line_done:
+            prefix, line = held, piece
+        else:
+            cut = max(held.rfind("\n"), held.rfind("\r")) + 1
+            prefix, line = held[:cut], held[cut:] + piece
+        self._held = [prefix]
+        return self._release("") + self._add(line)
 
     def _hold_space(self, space: str) -> None:
         if space:

@@ -83,7 +83,10 @@ SINGLE_WORDS_ALLOWED = frozenset(
     {"yes", "yeah", "yep", "yup", "sure", "ok", "okay"}
     | {"push", "commit", "deploy", "stop", "continue", "check", "no"}
 )
-NEVER_OFFERED = frozenset({"/exit", "/quit", "exit", "quit"})  # one keystroke from quitting
+NEVER_OFFERED = frozenset({"/exit", "/quit", "/q", "exit", "quit"})  # one keystroke from quitting
+# slash commands that throw the session, or the last turn's changes, away (with or without
+# arguments): plain mode's `.` would run them at once
+DISCARDING = frozenset({"/clear", "/undo"})
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _META_SILENCE = re.compile(r"\bsilence is\b|\bstay(?:s|ing)? silent\b|^\W*silence\W*$")
@@ -98,7 +101,15 @@ _ERROR_PREFIXES = (
 )
 _LABEL = re.compile(r"^\w+:\s")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
+_SPACE = re.compile(r"\s*")
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
+# JSON that did not parse (cut off, or broken): never words to offer
+_JSON_FRAGMENT = re.compile(r"^[\[{]\s*(?:[\"\[{]|$)")
 _FORMATTING = re.compile(r"[\n\r*]")
+# what must never reach a terminal or the input line: C0 and C1 controls (ESC, BEL, CSI…),
+# DEL, the Unicode line breaks, and the invisible marks that reorder or hide text (bidi
+# overrides, zero widths)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 _EVALUATIVE = re.compile(
     r"\b(?:thanks|thank you|looks good|sounds good|that works|that worked|that's all|nice"
     r"|great|perfect|makes sense|awesome|excellent)\b"
@@ -157,6 +168,7 @@ def _too_many(t: _Text) -> bool:
 # The filter, in evaluation order: the first rule that matches names the rejection.
 FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
     ("empty", lambda t: not t.raw),
+    ("json_fragment", lambda t: bool(_JSON_FRAGMENT.match(t.raw))),
     ("done", lambda t: t.lower.rstrip(".!") == "done"),
     ("meta_text", _meta_text),
     ("meta_wrapped", lambda t: bool(_WRAPPED.match(t.raw))),
@@ -167,6 +179,7 @@ FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
     ("too_long", lambda t: len(t.raw) >= MAX_CHARS),
     ("multiple_sentences", lambda t: bool(_SENTENCE_BREAK.search(t.raw))),
     ("has_formatting", lambda t: bool(_FORMATTING.search(t.raw))),
+    ("control_chars", lambda t: bool(_CONTROL.search(t.raw))),
     ("evaluative", lambda t: bool(_EVALUATIVE.search(t.lower))),
     ("ai_voice", lambda t: bool(_AI_VOICE.match(t.raw))),
 )
@@ -230,10 +243,7 @@ def read_candidates(reply_text: str, confidence: float | None = None) -> list[Ca
     if fenced:
         text = fenced.group(1).strip()
     if text.startswith(("[", "{")):
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            value = None
+        value = _json(text)
         if isinstance(value, dict) and isinstance(value.get("suggestions"), list):
             value = value["suggestions"]
         if isinstance(value, list):
@@ -241,6 +251,33 @@ def read_candidates(reply_text: str, confidence: float | None = None) -> list[Ca
         if isinstance(value, dict):
             return [_guess(value) or Candidate("")]
     return [Candidate(_unquote(text), confidence)]
+
+
+def _json(text: str) -> object:
+    """The JSON value `text` holds; of a list cut off (or broken) before its end, the
+    entries it completed; else None (plain words, or a fragment the filter rejects)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return (_complete_entries(text) or None) if text.startswith("[") else None
+
+
+def _complete_entries(text: str) -> list[object]:
+    """The entries of the JSON list `text` opens, up to the first one that is not whole."""
+    decoder = json.JSONDecoder()
+    entries: list[object] = []
+    at = 1
+    while True:
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]  # \s* always matches
+        try:
+            entry, at = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return entries
+        entries.append(entry)
+        at = _SPACE.match(text, at).end()  # type: ignore[union-attr]
+        if not text.startswith(",", at):
+            return entries
+        at += 1
 
 
 def _guess(item: object) -> Candidate | None:
@@ -257,7 +294,10 @@ def _guess(item: object) -> Candidate | None:
 
 
 def _unit(value: object) -> float | None:
-    """A number from 0 to 1 as a float, else None (booleans are not numbers here)."""
+    """A number from 0 to 1 as a float, else None (booleans are not numbers here); a
+    number written as a string (`"0.7"`, as the tag's attribute is) counts too."""
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if 0.0 <= value <= 1.0 else None
@@ -357,7 +397,8 @@ def generate_suggestion(
     `model` (the fast model) replaces the request's model when set. Reasons: `aborted`
     (cancelled, before or during the request), `pending_tool_calls` (the captured reply
     still waits for tool results, so no valid fork exists), `error` (the provider failed),
-    `too_long` (the reply ran on and was cut), `empty`, `exit_word`, any `filter_reason`,
+    `too_long` (the reply ran on and was cut), `empty`, `exit_word`, `discards_work` (/clear,
+    /undo), any `filter_reason`,
     `same_as_previous` (equal to the user's previous prompt, ignoring case and spacing).
     """
     if cancel.cancelled:
@@ -418,8 +459,12 @@ def screened(
 def _reason(text: str, previous_prompt: str) -> str | None:
     if not text:
         return "empty"
-    if _normalised(text).rstrip(".!") in NEVER_OFFERED:
+    words = _normalised(text).rstrip(".!")
+    command = words.split()[0] if words.startswith("/") else ""
+    if words in NEVER_OFFERED or command in NEVER_OFFERED:
         return "exit_word"
+    if command in DISCARDING:
+        return "discards_work"
     reason = filter_reason(text)
     if reason is not None:
         return reason

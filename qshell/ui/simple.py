@@ -5,7 +5,8 @@ prompt_toolkit session and never writes an escape sequence. Turns run through th
 driver as the REPL (a worker thread, Ctrl-C cancels), permission questions are plain
 questions answered with a line, and the slash commands are the shared ones. A next-prompt
 suggestion is printed as one plain hint line; a line of just `.` uses it, and when it has
-alternatives they are listed as `.1 .2 .3`, each line its own key. Main thread, except
+alternatives they are listed as `.1 .2 .3`, each line its own key; a key naming no
+suggestion is answered with a note, never sent to the model. Main thread, except
 the suggestion hint, which a background thread prints while the prompt waits.
 """
 
@@ -49,6 +50,7 @@ KEYS_HELP = (
     "permission questions take a line: y, a, or n followed by an optional reason"
 )
 USE_SUGGESTION = "."
+NO_SUGGESTION = "(no suggestion {key} to use: type a prompt)"
 _NUMBERED = re.compile(r"^\.([1-9])$")  # `.2`: the second candidate listed
 
 
@@ -107,20 +109,24 @@ class SimpleFrontEnd(FollowupHooks):
         return line.rstrip("\n")
 
     def read_line(self) -> str:
-        try:
-            line = self._read(PROMPT)
-        except (EOFError, KeyboardInterrupt):
-            self.say("")  # end the prompt's line before whatever is printed next
-            raise
-        numbered = _NUMBERED.match(line.strip())
-        chosen = line.strip() == USE_SUGGESTION or line == "\t" or numbered is not None
-        if chosen and self.followup is not None:
+        """The next line to run; a suggestion key (`.`, `.2`) gives that suggestion, and
+        one naming none is answered with a note and read again, never sent as a prompt."""
+        while True:
+            try:
+                line = self._read(PROMPT)
+            except (EOFError, KeyboardInterrupt):
+                self.say("")  # end the prompt's line before whatever is printed next
+                raise
+            numbered = _NUMBERED.match(line.strip())
+            chosen = line.strip() == USE_SUGGESTION or line == "\t" or numbered is not None
+            if not chosen or self.followup is None:
+                return line
             index = int(numbered.group(1)) - 1 if numbered else None
             text = self.followup.fill("dot", index)
             if text:
                 self.say(f"{PROMPT}{text}")
                 return text
-        return line
+            self.say(NO_SUGGESTION.format(key=numbered.group(0) if numbered else USE_SUGGESTION))
 
     def drive(self, events: Iterator[Event]) -> Event | None:
         cancel = self.conversation.cancel_token

@@ -182,3 +182,71 @@ def test_a_tag_not_yet_whole_or_text_after_the_line_is_not_predicting():
     assert screen.predicting
     assert screen.feed("</next-prompt>\nMore words follow.") != ""
     assert not screen.predicting  # not the last line after all: shown as written
+
+
+SPREAD = '{OPEN}\n[\n  {{"text": "run the tests", "confidence": 0.9}},\n  "commit this"\n]\n{CLOSE}'
+
+
+@pytest.mark.parametrize("size", [1, 2, 5, 1000])
+def test_a_json_list_spread_over_lines_is_the_prediction_and_never_reaches_the_screen(size):
+    text = "It works.\n\n" + SPREAD.format(OPEN=OPEN, CLOSE=CLOSE) + "\n"
+    visible, words, _ = read_prediction(text)
+    assert visible == "It works."
+    assert words is not None and words.startswith("[") and words.endswith("]")
+    screen = PredictionFilter()
+    seen = ""
+    for at in range(0, len(text), size):
+        seen += screen.feed(text[at : at + size])
+        assert "<next" not in seen and "run the tests" not in seen
+    assert seen + screen.finish() == "It works."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Use it so:\n{OPEN}\nthen write prose here\n",  # no JSON after the tag
+        f"Start:\n{OPEN}[1, 2]{CLOSE}\nand text after it",  # the tag is not at the end
+        f"Long:\n{OPEN}[\n" + "  1,\n" * 200 + f"]{CLOSE}",  # longer than MAX_CHARS
+    ],
+)
+def test_a_tag_line_that_does_not_open_a_json_list_ending_the_text_is_shown(text):
+    assert split_prediction(text) == (text, None)
+    assert shown([text[i : i + 3] for i in range(0, len(text), 3)]) == text
+
+
+SPREAD_PIECES = [
+    *PIECES,
+    "[",
+    "]",
+    "{",
+    "}",
+    ", ",
+    '"text": "a b"',
+    "\n  ",
+    f"{OPEN}[",
+    f"{OPEN}\n[",
+]
+spread_prose = st.lists(st.sampled_from(SPREAD_PIECES), max_size=24).map("".join)
+
+
+@given(spread_prose, st.lists(st.integers(min_value=0, max_value=300), max_size=8))
+def test_a_list_spread_over_lines_is_shown_as_split_keeps_however_the_stream_is_cut(text, points):
+    visible, prediction = split_prediction(text)
+    assert shown(cuts(text, points)) == visible
+    if prediction is None:
+        assert visible == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{OPEN}\n  {OPEN}\n[",  # a tag line, then the tag again opening the list
+        f"<NEXT_PROMPT>\n{OPEN}[1]{CLOSE}\n",
+        f"ok\n{OPEN}\n\n[\n 1,\n]\nnot the end",
+        f"ok\n{OPEN}[\n{OPEN}[2]{CLOSE}",
+    ],
+)
+def test_a_list_that_turns_out_not_to_be_the_prediction_is_shown_however_it_is_cut(text):
+    visible, _ = split_prediction(text)
+    for at in range(len(text) + 1):
+        assert shown([text[:at], text[at:]]) == visible

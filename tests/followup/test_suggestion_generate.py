@@ -76,6 +76,9 @@ def test_surrounding_quotes_and_whitespace_are_stripped():
         ('```json\n{"suggestion": "run the tests"}\n```', "run the tests"),
         ("<think>they asked for tests</think>run the tests", "run the tests"),
         ("{not json", "{not json"),
+        ('[{"text": "run the tests", "confidence": 0.9}, {"text": "comm', "run the tests"),
+        ('["run the tests", "commit this",]', "run the tests"),
+        ("[WIP] commit this", "[WIP] commit this"),
         ('{"other": 1}', ""),
     ],
 )
@@ -114,10 +117,24 @@ def test_a_different_previous_prompt_does_not_suppress():
     assert result.text == "run the tests"
 
 
-@pytest.mark.parametrize("word", ["exit", "quit", "/exit", "/quit", "Quit.", "/EXIT"])
+@pytest.mark.parametrize(
+    "word", ["exit", "quit", "/exit", "/quit", "Quit.", "/EXIT", "/q", "/exit now", "/quit!"]
+)
 def test_exit_words_are_never_offered(word):
     result, _ = run(Message.assistant(word))
     assert (result.text, result.reason) == (None, "exit_word")
+
+
+@pytest.mark.parametrize("command", ["/clear", "/undo", "/CLEAR", "/clear and start over"])
+def test_commands_that_throw_work_away_are_never_offered(command):
+    result, _ = run(Message.assistant(command))
+    assert (result.text, result.reason) == (None, "discards_work")
+
+
+@pytest.mark.parametrize("text", ["exit the loop early", "clear the cache", "/compact", "/stats"])
+def test_the_same_words_outside_those_commands_are_offered(text):
+    result, _ = run(Message.assistant(text))
+    assert result.text == text
 
 
 @pytest.mark.parametrize("error", [ProviderUnavailable("down"), RateLimited("slow down")])
@@ -298,3 +315,32 @@ def test_a_folded_prediction_keeps_its_confidence_and_a_rejected_one_drops_it():
     assert folded_suggestion("run the tests", confidence=0.6).confidence == 0.6
     rejected = folded_suggestion("", confidence=0.9)
     assert (rejected.text, rejected.reason, rejected.confidence) == (None, "empty", None)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ['{"suggestion": "run the te', '[{"text": "run the', '["run the', "[" * 5000],
+)
+def test_json_cut_off_before_any_whole_guess_is_never_offered_as_words(reply):
+    assert folded_suggestion(reply).text is None
+    assert folded_suggestion(reply).reason == "json_fragment"
+
+
+def test_a_cut_off_list_keeps_the_confidence_of_each_guess_it_completed():
+    cut = '[{"text": "run the tests", "confidence": 0.9}, {"text": "commit this", "confid'
+    assert [(c.text, c.confidence) for c in folded_suggestion(cut).candidates] == [
+        ("run the tests", 0.9)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("confidence", "expected"),
+    [
+        *[('"0.7"', 0.7), ('" 0.25 "', 0.25), ('"1"', 1.0), ('"nan"', None), ('"1.5"', None)],
+        *[('"high"', None), ("NaN", None), ("Infinity", None), ("-0.2", None), ("[0.5]", None)],
+    ],
+)
+def test_a_guess_confidence_is_a_number_from_0_to_1_or_a_string_holding_one(confidence, expected):
+    guesses = f'[{{"text": "run the tests", "confidence": {confidence}}}]'
+    result = folded_suggestion(guesses)
+    assert (result.text, result.confidence) == ("run the tests", expected)
