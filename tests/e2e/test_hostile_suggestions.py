@@ -27,14 +27,6 @@ READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs tw
 PLAIN = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
-
-
 def answered(server: ScriptedLLMServer, answer: str, **replies: str) -> None:
     """The first prompt reads a file, then `answer`; each prompt in `replies` gets its reply."""
     for prompt, reply in replies.items():
