@@ -249,7 +249,12 @@ class Repl(FollowupHooks):
         if not self.ghost_visible():
             return ""
         texts, index = self.followup.choices if self.followup else ((), 0)
-        more = f" · Alt-] {index + 1}/{len(texts)}" if len(texts) > 1 else ""
+        typed = self.session.default_buffer.text
+        fitting = [
+            i for i, text in enumerate(texts) if text.startswith(typed)
+        ]  # Alt-] cycles these
+        at = fitting.index(index) + 1 if index in fitting else 1
+        more = f" · Alt-] {at}/{len(fitting)}" if len(fitting) > 1 else ""
         return f"⇥ Tab fills{more} · Esc dismisses"
 
     def _toolbar(self) -> HTML:

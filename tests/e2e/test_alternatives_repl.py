@@ -204,3 +204,20 @@ def test_help_names_the_keys_that_cycle(llm_server, project):
     child.expect(r"Alt-\] / Alt-\[ show its alternatives")
     child.send("\x04")
     assert child.finish() == 0
+
+
+def test_with_a_prefix_typed_the_hint_counts_and_alt_cycles_only_the_guesses_that_fit(
+    llm_server, project
+):
+    guesses = [(FIRST, 0.9), (SECOND, 0.5), ("run the linter", 0.3)]
+    script(llm_server, f"it says hello\n\n{OPEN}{guesses_json(guesses)}{CLOSE}")
+    child = started(llm_server, project)
+    shows(child, FIRST, "1/3")
+    child.send("run")
+    shows(child, "> run the tests", "1/2")
+    child.send("\x1b]")
+    shows(child, "> run the linter", "2/2")
+    child.send("\x1b]")
+    shows(child, "> run the tests", "1/2")  # "commit this" does not fit what is typed
+    child.send("\x15\x04")  # clear the line, then leave
+    assert child.finish() == 0
