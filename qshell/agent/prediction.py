@@ -55,6 +55,9 @@ _CONFIDENCE = re.compile(r"""\bconfidence\s*=\s*["']?([0-9]*\.?[0-9]+)["']?""", 
 # a growing opening tag with attributes: `<next-prompt` then anything but the tag's end
 _OPENING_SO_FAR = re.compile(rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt\s[^<>]*$", re.IGNORECASE)
 _CLOSING = re.compile(r"</next[-_ ]?prompt\s*>?", re.IGNORECASE)
+# the pieces `feed` reads: lines end at "\n" only, as for `read_prediction` (a lone "\r" or
+# another separator is part of its line, so the screen and the history always agree)
+_LINES = re.compile(r"[^\n]*\n|[^\n]+")
 _SPELLINGS = ("<next-prompt>", "<next_prompt>", "<next prompt>", "<nextprompt>")
 
 
@@ -162,7 +165,7 @@ class PredictionFilter:
 
     def feed(self, text: str) -> str:
         """The part of the text so far that can be shown now."""
-        return "".join(self._add(piece) for piece in text.splitlines(keepends=True))
+        return "".join(self._add(piece) for piece in _LINES.findall(text))
 
     def _add(self, piece: str) -> str:
         """One piece of text with at most one line break, at its end."""
@@ -173,7 +176,7 @@ class PredictionFilter:
             if could_open(grown) and ("\n" not in grown or _json_block(grown)):
                 self._line = grown
                 self._held.append(piece)
-                self._line_done = piece.endswith(("\n", "\r"))
+                self._line_done = piece.endswith("\n")
                 return ""
             if more or "\n" in self._line:
                 return self._restart(piece)
@@ -187,7 +190,7 @@ class PredictionFilter:
         rest = piece[lead:]
         if self._newline and could_open(rest.rstrip("\r\n")):
             self._line = rest.rstrip("\r\n")
-            self._line_done = rest.endswith(("\n", "\r"))
+            self._line_done = rest.endswith("\n")
             self._held.append(rest)
             return shown
         return shown + self._release(rest)
@@ -200,7 +203,7 @@ class PredictionFilter:
         if self._line_done:
             prefix, line = held, piece
         else:
-            cut = max(held.rfind("\n"), held.rfind("\r")) + 1
+            cut = held.rfind("\n") + 1
             prefix, line = held[:cut], held[cut:] + piece
         self._held = [prefix]
         return self._release("") + self._add(line)

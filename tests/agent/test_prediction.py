@@ -99,6 +99,7 @@ def test_the_prediction_never_reaches_the_screen_while_it_streams():
 
 # pieces that spell the tags, parts of them and text around them, in any order
 PIECES = ["a", "b", " ", "\n", "\r\n", OPEN, CLOSE, "<next", "-prompt>", "</", "x y", "<", ">"]
+PIECES += ["\r", "\x85", "\u2028", "\x0b"]  # line breaks to Python, not to a prediction line
 PIECES += ["**", "`", "<NEXT_PROMPT>", "</next_prompt>"]
 PIECES += [OPEN_72, "<next-prompt ", 'confidence="', '0.4"', "1.5"]  # the confidence attribute
 prose = st.lists(st.sampled_from(PIECES), max_size=20).map("".join)
@@ -250,3 +251,11 @@ def test_a_list_that_turns_out_not_to_be_the_prediction_is_shown_however_it_is_c
     visible, _ = split_prediction(text)
     for at in range(len(text) + 1):
         assert shown([text[:at], text[at:]]) == visible
+
+
+@pytest.mark.parametrize("brk", ["\r", "\x85", "\u2028", "\x0c"])
+def test_a_lone_carriage_return_or_other_separator_in_the_line_is_hidden_while_it_streams(brk):
+    text = f"Done.\n\n<NEXT_PROMPT>{brk}run the tests{CLOSE}"
+    assert split_prediction(text)[0] == "Done."
+    for size in (1, 2, 3, 7):
+        assert shown([text[i : i + size] for i in range(0, len(text), size)]) == "Done."
