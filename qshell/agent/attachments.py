@@ -6,7 +6,9 @@ as typed, and appends each named file's content (or a directory's listing) as a
 cannot attach becomes a problem for the front-end to show. `complete_mention()` offers
 Tab completions one directory level at a time. Paths resolve through the PathResolver:
 relative to the project root, `~` allowed, and outside the root too, since the user typed
-them. It must not attach secret-looking files (the model may still read those through a
+them. Each attached file's fingerprint comes back too (`Expanded.seen`): the
+Conversation notes it as read, so the model may edit it without a read of its own. It must
+not attach secret-looking files (the model may still read those through a
 tool, with approval), binary files, or more than the size caps; it never writes. Pure
 functions over the filesystem: safe from any thread.
 """
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qshell.tools import files, walk
+from qshell.tools.ledger import Seen
 from qshell.tools.paths import PathResolver
 
 MAX_FILE_BYTES = 256 * 1024  # largest single file attached, in bytes
@@ -37,6 +40,9 @@ class Expanded:
     text: str
     attached: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # what each attached file held, so the model may edit it without reading it again
+    # (tools/ledger.py: the model has seen it whole)
+    seen: dict[Path, Seen] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -52,6 +58,7 @@ def expand_mentions(text: str, resolver: PathResolver) -> Expanded:
     attached: list[str] = []
     problems: list[str] = []
     seen: set[Path] = set()
+    held: dict[Path, Seen] = {}
     budget = _Budget()
     for match in _MENTION_RE.finditer(text):
         quoted, bare = match.group(1), match.group(2)
@@ -70,14 +77,14 @@ def expand_mentions(text: str, resolver: PathResolver) -> Expanded:
                 "instead, which asks for your approval first"
             )
             continue
-        block, problem = _block(path, name, resolver, budget)
+        block, problem = _block(path, name, resolver, budget, held)
         if problem:
             problems.append(problem)
         elif block:
             blocks.append(block)
             attached.append(name + "/" if path.is_dir() and name != "." else name)
     full = text if not blocks else text + "\n\n" + "\n\n".join(blocks)
-    return Expanded(full, attached, problems)
+    return Expanded(full, attached, problems, held)
 
 
 def complete_mention(prefix: str, resolver: PathResolver) -> list[str]:
@@ -132,9 +139,10 @@ def _too_large(name: str, size: int, *, in_all: bool) -> str:
 
 
 def _block(
-    path: Path, name: str, resolver: PathResolver, budget: _Budget
+    path: Path, name: str, resolver: PathResolver, budget: _Budget, held: dict[Path, Seen]
 ) -> tuple[str, str | None]:
-    """The block to append for `path`, or a problem saying why there is none."""
+    """The block to append for `path`, or a problem saying why there is none; an attached
+    file's fingerprint goes into `held`."""
     try:
         info = path.stat()
         if stat.S_ISDIR(info.st_mode):
@@ -157,6 +165,7 @@ def _block(
     if decoded is None:
         return "", f"{name} is a binary file (or not UTF-8 text); it was not attached"
     budget.left -= len(data)
+    held[path] = Seen.of(data)
     body = decoded.text.removesuffix("\n")
     return f'<file path="{html.escape(name)}">\n{body}\n</file>', None
 

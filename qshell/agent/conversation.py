@@ -122,8 +122,11 @@ class Conversation:
         """
         cancel = self._cancel = CancelToken()
         self._started_turn()
-        expanded = expand_mentions(text, self.session.tool_context.paths)
+        tools = self.session.tool_context
+        expanded = expand_mentions(text, tools.paths)
         self.last_expansion = expanded
+        for path, seen in expanded.seen.items():  # the model sees them whole in the prompt
+            tools.reads.note(tools.view, path, seen)
         prompt = f"{expanded.text}\n{context}" if context else expanded.text
         on_screen = on_screen_line(text, shown_suggestion)
         if on_screen is not None:

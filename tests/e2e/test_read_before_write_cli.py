@@ -1,5 +1,6 @@
-"""Read before overwrite through `qshell -p` and the scripted server: an existing file is
-overwritten only after the model read it in this session and while it is unchanged since."""
+"""Read before overwrite through `qshell -p` (and plain line mode for @mentions) and the
+scripted server: an existing file is overwritten only after the model read it in this
+session, or saw it attached with `@path`, and while it is unchanged since."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, Rule, ToolCallSpec, always, has_tool_result
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
@@ -107,3 +109,23 @@ def test_a_resumed_session_reads_the_file_again_before_overwriting_it(llm_server
     assert again.code == 0, again.stderr
     assert "has not been read in this session" in write_result(llm_server)
     assert (project / "hello.txt").read_text() == ORIGINAL
+
+
+def test_a_file_attached_with_an_at_mention_counts_as_read(llm_server, project):
+    """The model saw `@hello.txt` whole in the prompt: it may overwrite it without a read
+    (plain line mode, where @mentions are attached); a file it was not shown still needs
+    one."""
+    (project / "other.txt").write_text("other\n")
+    other = ToolCallSpec("write_file", {"path": "other.txt", "content": "x\n"}, id="w2")
+    llm_server.add_rule(has_tool_result(), Reply.text("done"))
+    llm_server.add_rule(always(), Reply.tool_calls([WRITE, other]))
+    child = spawn_qshell(llm_server, project, "--approval-mode", "auto-edit", term="dumb")
+    child.expect(r"\n> ")
+    child.send("rewrite @hello.txt\r")
+    child.expect("done")
+    child.expect(r"\n> ")
+    child.send("\x04")
+    assert child.finish() == 0
+    assert not write_result(llm_server).startswith("Error")
+    assert (project / "hello.txt").read_text() == "the model's\n"
+    assert (project / "other.txt").read_text() == "other\n"  # never shown: still refused
