@@ -3,7 +3,8 @@
 The command runs as `bash -c` in its own process group with stdin closed; stdout and
 stderr are merged in order by one reader thread into a head-and-tail buffer, so memory is
 bounded and a full pipe can never deadlock. On timeout or cancellation the whole group is
-terminated (SIGTERM, then SIGKILL). Background processes that outlive a normal exit are
+terminated (SIGTERM, then SIGKILL), and with it every group its processes made (the
+sandbox's own session: tools/procgroup.py `Group`). Background processes that outlive a normal exit are
 left running, but the tool stops reading their output shortly after the command exits.
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
 it starts the command: `bash -c` runs inside it.
@@ -15,6 +16,7 @@ owns its process and reader thread, so concurrent calls are independent. A plain
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import shlex
 import signal
@@ -35,7 +37,7 @@ from qshell.tools.base import (
     ToolError,
     ToolResult,
 )
-from qshell.tools.procgroup import end_group, signal_group
+from qshell.tools.procgroup import COMMAND_ID_VARIABLE, Group, end_group
 from qshell.tools.truncate import HeadTailBuffer
 
 TERMINAL_UNSAFE = frozenset("|;&<>`$(){}*?[]\n")
@@ -112,7 +114,8 @@ class ShellTool:
         if ctx.cancel.cancelled:
             return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
         timeout_s = min(args.timeout or ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
-        argv, environ = ["bash", "-c", args.command], dict(ctx.environ)
+        marker = secrets.token_hex(8)  # finds its processes wherever they went (procgroup.py)
+        argv, environ = ["bash", "-c", args.command], {**ctx.environ, COMMAND_ID_VARIABLE: marker}
         try:
             if ctx.launcher is not None:
                 argv, environ = ctx.launcher.wrap(argv, environ)
@@ -131,21 +134,24 @@ class ShellTool:
         output = HeadTailBuffer(half, half)
         assert proc.stdout is not None
         reader = _Reader(proc.stdout, output)
-        stop = _wait(proc, ctx, timeout_s)
+        group = Group(proc.pid, marker)
+        stop = _wait(proc, ctx, timeout_s, group)
         if stop is not None:
-            end_group(proc)
+            end_group(proc, group=group)
         reader.finish(POST_EXIT_DRAIN_S)
         result = _result(output.text(), proc.returncode, stop, timeout_s)
         return replace(result, result_is_terminal=is_terminal_command(args.command))
 
 
-def _wait(proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float) -> ErrorType | None:
+def _wait(
+    proc: subprocess.Popen[bytes], ctx: ToolContext, timeout_s: float, group: Group
+) -> ErrorType | None:
     """Wait for the command; TIMEOUT or CANCELLED when it has to be stopped, else None."""
     cancelled = threading.Event()
 
     def on_cancel() -> None:
         cancelled.set()
-        signal_group(proc.pid, signal.SIGTERM)
+        group.signal(signal.SIGTERM)
 
     unregister = ctx.cancel.on_cancel(on_cancel)
     try:

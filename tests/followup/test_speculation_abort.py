@@ -124,6 +124,24 @@ def test_a_slow_shell_command_is_killed_by_the_abort(setup, pool, tmp_path):
     assert spec.done.wait(WAIT_S)
     assert spec.status is Status.ABORTED
     assert not spec.overlay.directory.exists()
+    # nothing of it runs on, not even a sandbox that lost its outer process while starting
+    assert _wait_for(lambda: not _running_in(setup.root))
+
+
+def _running_in(root) -> bool:
+    """Whether a live process names `root` on its command line (a sandbox binds it)."""
+    needle = str(root).encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in cmdline and state != "Z":
+            return True
+    return False
 
 
 def _wait_for(condition) -> bool:

@@ -125,6 +125,44 @@ def test_shell_timeout_kills_the_whole_process_group(
     assert wait_until(lambda: not alive(pid))
 
 
+def test_a_timeout_ends_a_child_that_left_for_a_session_of_its_own(
+    root: Path, ctx: ToolContext, stray_pids: list[int]
+) -> None:
+    """A process that moved to a new session (as the sandbox's init does: bubblewrap's
+    --new-session) is out of the command's group; the timeout still ends it, found as a
+    descendant before its parent dies."""
+    command = "setsid sleep 60 & echo $! > child.pid; wait"
+    result = sh(ctx, command, timeout=0.5)
+    pid = read_pid(root / "child.pid")
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
+    root: Path, ctx: ToolContext, stray_pids: list[int]
+) -> None:
+    """A process that left the group and was orphaned before any signal (a sandbox whose
+    outer process died while setting up) is found by the marker in its environment."""
+    command = "(setsid sleep 60 & echo $! > child.pid) ; sleep 60"
+    pid_file = root / "child.pid"
+
+    def cancel_once_orphaned() -> None:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        ctx.cancel.cancel()
+
+    canceller = threading.Thread(target=cancel_once_orphaned)
+    canceller.start()
+    result = sh(ctx, command, timeout=30)
+    canceller.join()
+    pid = read_pid(pid_file)
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is ErrorType.CANCELLED
+    assert wait_until(lambda: not alive(pid))
+    environ = Path(f"/proc/{os.getpid()}/environ").read_bytes()
+    assert procgroup.COMMAND_ID_VARIABLE.encode() not in environ  # only the command's
+
+
 def test_shell_timeout_escalates_to_sigkill(
     root: Path, ctx: ToolContext, stray_pids: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
