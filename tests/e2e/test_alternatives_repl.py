@@ -47,14 +47,20 @@ def wait_for(check, timeout_s: float = 10.0) -> bool:
     return True
 
 
+def prompt_line(child: Term) -> str:
+    """The prompt's line as the emulated screen shows it now ("" before there is one)."""
+    child.settle(0.05)
+    lines = [line for line in child.screen() if line.startswith(">")]
+    return lines[-1] if lines else ""
+
+
 def shows(child: Term, *parts: str, timeout_s: float = 10.0) -> None:
     """Wait until the prompt's line on the emulated screen shows every one of `parts` (the
     ghost text and the key hint are redrawn in place, so the raw output will not do)."""
 
     def drawn() -> bool:
-        child.settle(0.05)
-        lines = [line for line in child.screen() if line.startswith(">")]
-        return bool(lines) and all(part in lines[-1] for part in parts)
+        line = prompt_line(child)
+        return bool(line) and all(part in line for part in parts)
 
     assert wait_for(drawn, timeout_s), "\n".join(child.screen())
 
