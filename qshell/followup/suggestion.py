@@ -51,7 +51,6 @@ __all__ = [
     "generate_suggestion",
     "guard_reason",
     "read_candidates",
-    "read_suggestion",
     "screened",
 ]
 
@@ -211,13 +210,8 @@ def extract_suggestion(reply_text: str) -> str:
     reply that is (or ends with) a prediction line, as the system prompt asks of answers
     (agent/prediction.py), gives what that line holds; a JSON list of guesses gives its
     first."""
-    return read_suggestion(reply_text)[0]
-
-
-def read_suggestion(reply_text: str) -> tuple[str, float | None]:
-    """`extract_suggestion`, and the confidence the reply gave for it (None: none given)."""
     found = read_candidates(reply_text)
-    return (found[0].text, found[0].confidence) if found else ("", None)
+    return found[0].text if found else ""
 
 
 @dataclass(frozen=True, slots=True)
