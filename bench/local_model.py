@@ -25,12 +25,12 @@ from pathlib import Path
 from bench.stats import report
 from qshell.agent.events import TurnFailed
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import SessionRequest
 from qshell.cancel import CancelToken
 from qshell.compose import open_session
 from qshell.config import ApprovalMode, ProviderName, Settings
 from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
+from qshell.permissions.runner import MainToolRunner
 
 
 def time_build() -> float:

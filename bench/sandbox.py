@@ -3,7 +3,7 @@ shell tool, jailed and not, interleaved in one run.
 
 Run: `python -m bench.sandbox [--reps 40]`. On a throwaway copy-sized project (200 files,
 a `.env` to mask) it runs each command of COMMANDS `--reps` times through `ShellTool` with
-`proven_context` — once with the session's sandbox (agent/confine.py: bubblewrap, masks,
+`proven_context` — once with the session's sandbox (permissions/confine.py: bubblewrap, masks,
 limits) and once with none, alternating so machine noise hits both alike — and prints the
 median and p99 of each, the per-command overhead (median jailed − median plain) and the
 ratio, plus the cost of finding the secrets to mask on a cold and a warm `SecretIndex`.
@@ -22,9 +22,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.stats import report
-from qshell.agent.confine import confinement
-from qshell.agent.policy import proven_context
 from qshell.config import SandboxMode
+from qshell.permissions.confine import confinement
+from qshell.permissions.policy import proven_context
 from qshell.sandbox import SecretIndex, probe
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

@@ -2,7 +2,7 @@
 
 Run: `python -m bench.sandbox_overhead [--runs 30] [--files 200]`. In a throwaway project of
 `--files` small files it runs `bash -c true` three ways, interleaved so that machine noise
-hits all alike: as is, in the bubblewrap jail of proven commands (agent/confine.py), and in
+hits all alike: as is, in the bubblewrap jail of proven commands (permissions/confine.py), and in
 the jail on a kernel overlay as a speculated command runs (sandbox/mount.py: `unshare -rm`,
 overlayfs, the jail inside; the whole-project read fingerprint a speculated command takes
 first is included). Prints median and p99 of each and the overheads against the plain run.
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.stats import report
-from qshell.agent.confine import JailLauncher, confinement
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.followup.commands import SCRATCH_DIR
 from qshell.overlay import Overlay
+from qshell.permissions.confine import JailLauncher, confinement
 from qshell.sandbox import probe
 from qshell.tools.paths import PathResolver
 

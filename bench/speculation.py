@@ -42,12 +42,12 @@ from qshell.agent.events import (
     SpeculationAccepted,
     TurnFinished,
 )
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import load_settings
 from qshell.followup.speculation import Speculation, Status, accept
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 from qshell.ui.driver import drive
 from qshell.ui.render_rich import RichRenderer
 from tests.fakes.llm_server import (

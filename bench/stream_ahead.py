@@ -32,12 +32,12 @@ from typing import Any
 from bench.stats import report
 from qshell.agent.events import TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.openai import OpenAIProvider
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import Tool, ToolContext, ToolResult
 from qshell.tools.grep import GrepTool

@@ -31,7 +31,6 @@ import qshell
 from bench.stats import report
 from qshell.agent.events import TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
@@ -42,6 +41,7 @@ from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Message
 from qshell.llm.openai import OpenAIProvider, build_body
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

@@ -28,14 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from qshell import __version__
 from qshell.agent import transcript as transcripts
-from qshell.agent.confine import confinement
 from qshell.agent.conversation import Conversation
-from qshell.agent.decisions import DecisionLog
-from qshell.agent.directives import Directives
 from qshell.agent.events import Event
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import build_system_prompt
-from qshell.agent.routing import Routing
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
 from qshell.config import (
@@ -46,8 +41,13 @@ from qshell.config import (
     small_local_model,
 )
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
+from qshell.latency.decisions import DecisionLog
+from qshell.latency.directives import Directives
+from qshell.latency.routing import Routing
 from qshell.llm.base import Provider
 from qshell.llm.messages import Message
+from qshell.permissions.confine import confinement
+from qshell.permissions.runner import MainToolRunner
 from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
 from qshell.providers import Notify, build_provider, provider_config
 from qshell.telemetry import Telemetry
@@ -164,7 +164,7 @@ def tool_context(
 ) -> ToolContext:
     """What the tools of a session in `root` may use: the path resolver with the secret and
     protected patterns from settings, the environment, the shell timeout, the sandbox the
-    commands qshell runs on its own start in (agent/confine.py), and the gate plugins."""
+    commands qshell runs on its own start in (permissions/confine.py), and the gate plugins."""
     paths = PathResolver(
         root,
         home=Path(environ.get("HOME") or Path.home()),

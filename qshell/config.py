@@ -79,7 +79,7 @@ DEFAULT_PROTECTED_PATHS = (
 
 class SummaryTier(enum.StrEnum):
     ALWAYS_PRIMARY = "always_primary"
-    AUTO = "auto"  # the fast model unless a veto of agent/routing.py says otherwise
+    AUTO = "auto"  # the fast model unless a veto of latency/routing.py says otherwise
     ALWAYS_FAST = "always_fast"  # still falls back when the fast stream starts a tool call
 
 
@@ -205,7 +205,7 @@ class Settings(_Section):
     show_reasoning: bool = True  # the model's reasoning, folded to a line /expand unfolds
     secret_patterns: list[str] = Field(default_factory=list)
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
-    # post-execution directives (agent/directives.py): plugin tools whose skip_llm_round is
+    # post-execution directives (latency/directives.py): plugin tools whose skip_llm_round is
     # honoured, and the switch that always sends tool results back to the model
     tool_post_exec_allowlist: list[str] = Field(default_factory=list)
     always_summarize: bool = False

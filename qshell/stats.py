@@ -4,7 +4,7 @@ It reads three append-only files and changes none: the project's session transcr
 (rounds, tokens, and the cache hit rate — cached / prompt tokens — overall and by round
 position: first, middle, summary), the telemetry events of every project (suggestion
 outcomes; speculation outcomes and the seconds accepted ones saved) and the decision log
-(agent/decisions.py), of this project's sessions only (skip, fast and fallback rates,
+(latency/decisions.py), of this project's sessions only (skip, fast and fallback rates,
 the vetoes, the median times to first token and to a free prompt). `render` prints a
 table, `as_json` a dict whose older keys keep their meaning. Main thread.
 """
@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qshell.agent.decisions import DECISION_EVENT, DECISIONS_FILENAME
 from qshell.agent.events import RoundPosition
 from qshell.agent.transcript import records
 from qshell.errors import QshellError
+from qshell.latency.decisions import DECISION_EVENT, DECISIONS_FILENAME
 from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, read_events
 
 POSITIONS = tuple(str(p) for p in RoundPosition)

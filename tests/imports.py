@@ -2,7 +2,7 @@
 
 Every import counts — at the top, inside functions and under `TYPE_CHECKING` — and relative
 imports are resolved against the module's package. `from qshell.agent import policy` counts
-as importing `qshell.agent` and `qshell.agent.policy`; a name imported from a module counts
+as importing `qshell.agent` and `qshell.permissions.policy`; a name imported from a module counts
 as `module.name` too, so a prefix rule on a module also catches a name taken from it.
 """
 

@@ -49,6 +49,21 @@ FORBIDDEN = {
         *ABOVE_AGENT,
     ),
     "qshell.agent": (*ABOVE_AGENT, "qshell.overlay"),
+    # what may run and where: asked by the loop and the speculative gate, it asks neither
+    "qshell.permissions": (
+        *ABOVE_AGENT,
+        "qshell.agent",
+        "qshell.latency",
+        "qshell.overlay",
+        "qshell.llm",
+    ),
+    # the latency plan: used by the loop and its session, it never drives a turn itself
+    "qshell.latency": (
+        *ABOVE_AGENT,
+        "qshell.overlay",
+        "qshell.agent.loop",
+        "qshell.agent.conversation",
+    ),
     "qshell.followup": (
         "qshell.ui",
         "qshell.acp",
@@ -73,7 +88,8 @@ UI_FORBIDDEN = (
     "qshell.providers",
     "qshell.telemetry",
     "qshell.agent.loop",
-    "qshell.agent.policy",
+    "qshell.permissions",
+    "qshell.latency",
     "qshell.agent.session",
 )
 

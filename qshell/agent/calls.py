@@ -7,7 +7,7 @@
 through; `preview` and `unready` are what a tool offers before a permission question (its
 diff; the failure it meets whatever the answer). Shared by the loop's batches
 (agent/loop.py) and the calls started while a response still streams
-(agent/stream_ahead.py). It must not decide permissions or emit
+(latency/stream_ahead.py). It must not decide permissions or emit
 events. Pure apart from the tool run itself; `execute` may run in any thread, as the
 tool's own thread rule allows.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from qshell.agent.policy import ToolRunner
 from qshell.agent.session import Session
 from qshell.errors import ControlSignal
 from qshell.llm.messages import ToolCall
+from qshell.permissions.runner import ToolRunner
 from qshell.tools.base import ErrorType, Tool, ToolResult
 
 log = logging.getLogger(__name__)

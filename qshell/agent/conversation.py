@@ -31,11 +31,11 @@ from qshell.agent.compaction import compact
 from qshell.agent.events import Event, FailureKind, TurnFailed
 from qshell.agent.loop import run_turn
 from qshell.agent.plugin_events import observed
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, QshellError
+from qshell.permissions.runner import MainToolRunner
 
 MANUAL_COMPACT_REASON = "requested with /compact"
 # a reply this short (both limits) to a suggestion on screen is ambiguous without it: "no"

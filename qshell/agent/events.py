@@ -240,7 +240,7 @@ class TurnFinished:
     prediction: str | None = None
     # how sure the answer's prediction line says it is (0–1); None: it did not say
     prediction_confidence: float | None = None
-    # the answer is the last tool batch's output, no model round read it (agent/directives.py)
+    # the answer is the last tool batch's output, no model round read it (latency/directives.py)
     skipped_round: bool = False
 
     @property

@@ -7,7 +7,7 @@ back in the next round. It ends when the model answers without tools, or stops w
 finishing its answer — cut off at the output limit, refused, filtered — in which case no
 call of that round runs and each is answered "not run" (`TurnFinished`, with the stop
 reason and a one-line note), when every result of a batch says its output is the answer
-(`skip_llm_round`, agent/directives.py: the outputs are the turn's text, no model round
+(`skip_llm_round`, latency/directives.py: the outputs are the turn's text, no model round
 reads them back), when `maxTurns` rounds have run, on a provider error, or on
 cancel (`TurnFailed`). When every result of a batch is terminal and the session
 summarizes in background (D3), `SummaryStarted` comes before the round that reads them
@@ -19,7 +19,7 @@ consumer of the events. Invariant: whenever the generator returns, every tool ca
 the history has exactly one result and no partial assistant message was kept. It runs
 in the caller's thread (tool batches use a small pool) and never touches the terminal.
 With `streamAheadTools`, a read call may start while its response still streams
-(agent/stream_ahead.py); its events and its result still come in call order.
+(latency/stream_ahead.py); its events and its result still come in call order.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from qshell.agent import compaction, routing
+from qshell.agent import compaction
 from qshell.agent.calls import Prepared, execute, prepare, preview, unready
-from qshell.agent.decisions import TurnLog, Watch
 from qshell.agent.events import (
     Event,
     FailureKind,
@@ -48,12 +47,13 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
-from qshell.agent.policy import ToolRunner, Verdict
 from qshell.agent.prediction import PredictionFilter, read_prediction, split_prediction
 from qshell.agent.session import Session
-from qshell.agent.stream_ahead import EarlyCalls
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, QshellError
+from qshell.latency import routing
+from qshell.latency.decisions import TurnLog, Watch
+from qshell.latency.stream_ahead import EarlyCalls
 from qshell.llm.base import StreamDone, StreamReasoning, StreamText, StreamToolCall
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import (
@@ -64,6 +64,8 @@ from qshell.llm.messages import (
     ToolResultBlock,
     Usage,
 )
+from qshell.permissions.policy import Verdict
+from qshell.permissions.runner import ToolRunner
 from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, ToolResult
 
 MAX_PARALLEL_TOOLS = 8
@@ -96,7 +98,7 @@ def run_turn(
     """Run one user turn; `prompt=None` continues from the current history, and `pending`
     first answers the calls of a turn that stopped mid-batch."""
     turn = _Turn(session, runner, cancel, may_retry=prompt is not None)
-    try:  # every event passes the turn's decision log (agent/decisions.py)
+    try:  # every event passes the turn's decision log (latency/decisions.py)
         for event in turn.events(prompt, pending):
             yield turn.log.saw(event)
     finally:
@@ -148,7 +150,7 @@ class _Turn:
 
     def round(self) -> Generator[Event, None, TurnEnd | None]:
         """One model round and the tool batch it asks for; the calls started while its
-        response streamed (agent/stream_ahead.py) never outlive it."""
+        response streamed (latency/stream_ahead.py) never outlive it."""
         with EarlyCalls.of(self.session, self.runner, self.cancel) as early:
             return (yield from self._round(early))
 
@@ -283,7 +285,7 @@ def _stream(
     watch: Watch | None = None,
 ) -> Generator[Event, None, StreamDone | None]:
     """Stream one model response as TextDelta events; returns its end (None if cut, or
-    when `watch` cuts it: agent/decisions.py times it and stops a fast round's tool call).
+    when `watch` cuts it: latency/decisions.py times it and stops a fast round's tool call).
     A call complete before the end is offered to `early`, which may start it at once.
     `PredictionStarted` comes once, when what still streams is the hidden prediction line
     and no call came before it."""

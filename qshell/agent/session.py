@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from qshell.agent.directives import HONOURED, Directives
-from qshell.agent.tool_offer import offered_specs
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode, BackgroundReasoning
+from qshell.latency.directives import HONOURED, Directives
+from qshell.latency.tool_offer import offered_specs
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
@@ -29,8 +29,8 @@ from qshell.tools import tools_by_name
 from qshell.tools.base import Tool, ToolContext, tool_spec
 
 if TYPE_CHECKING:
-    from qshell.agent.decisions import DecisionLog
-    from qshell.agent.routing import Routing
+    from qshell.latency.decisions import DecisionLog
+    from qshell.latency.routing import Routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +120,7 @@ class Session:
         self.tools = list(tools)
         self.tools_by_name = tools_by_name(self.tools)
         # A small model gets compact tool descriptions, only the tools its turn's prompt
-        # could need (agent/tool_offer.py), and its last round of a turn is sent without
+        # could need (latency/tool_offer.py), and its last round of a turn is sent without
         # tools so the turn ends in an answer rather than more calls.
         self.compact_tools = compact_tools
         self.final_round_without_tools = final_round_without_tools

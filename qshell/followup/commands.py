@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from qshell import shellproof
-from qshell.agent.confine import JailLauncher
-from qshell.agent.git_scope import GIT_TIMEOUT_S
-from qshell.agent.policy import PROTECTED_REASON
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.permissions.confine import JailLauncher
+from qshell.permissions.git_scope import GIT_TIMEOUT_S
+from qshell.permissions.policy import PROTECTED_REASON
 from qshell.sandbox import SandboxUnavailable
 from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
 

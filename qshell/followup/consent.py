@@ -29,11 +29,11 @@ from qshell.agent.events import (
     TurnFailed,
 )
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.followup.speculation import Outcome, Speculation
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 
 RERUN_NOTICE = "the prepared answer was dropped; running the prompt for real (commands ask first)"
 UNSETTLED_NOTICE = "the prepared answer was still running a command; running the prompt now"

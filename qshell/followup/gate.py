@@ -25,7 +25,7 @@ directories. A command reading too many files to record is a `bash` boundary. A 
 raised as `Boundary`, a control signal that ends the speculative turn; it is never a
 QshellError. A plugin's tool is a `denied_tool` boundary unless it reads or searches and
 declares the paths it reads (tools/registered.py). The gate plugins then have their say
-through the consultation the main runner uses too (agent/plugin_gate.py, with its fixed
+through the consultation the main runner uses too (permissions/plugin_gate.py, with its fixed
 limits): what they refuse is a `plugin` boundary. Unlike the main runner it never asks.
 Thread-safe: decisions are pure, the overlay locks.
 """
@@ -40,10 +40,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from qshell.agent.confine import JailLauncher
-from qshell.agent.git_scope import git_output
-from qshell.agent.plugin_gate import QSHELL, Builtin, consult, prove
-from qshell.agent.policy import (
+from qshell.config import ApprovalMode
+from qshell.errors import ControlSignal
+from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
+from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.permissions.confine import JailLauncher
+from qshell.permissions.git_scope import git_output
+from qshell.permissions.plugin_gate import QSHELL, Builtin, consult, prove
+from qshell.permissions.policy import (
     ALLOW,
     FREE_KINDS,
     PROTECTED_REASON,
@@ -51,11 +55,7 @@ from qshell.agent.policy import (
     judged_shell,
     proven_context,
 )
-from qshell.agent.shell_scope import command_reads
-from qshell.config import ApprovalMode
-from qshell.errors import ControlSignal
-from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
-from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.permissions.shell_scope import command_reads
 from qshell.plugins import GateDecision, Verdict
 from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.registered import speculation_concern

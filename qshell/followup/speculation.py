@@ -45,7 +45,6 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.agent.loop import PendingCalls, run_turn
-from qshell.agent.policy import ToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, SpeculationSettings
@@ -53,6 +52,7 @@ from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict, Overlay
+from qshell.permissions.runner import ToolRunner
 from qshell.tools.base import ErrorType
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import ApplyChoice, Event, ToolFinished, TurnFinished
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
@@ -35,6 +34,7 @@ from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Limits, Outcome, Speculation, Status
 from qshell.overlay import Overlay, OverlayUnavailable
+from qshell.permissions.runner import MainToolRunner
 from qshell.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

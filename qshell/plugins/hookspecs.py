@@ -4,7 +4,7 @@ A plugin is a module (or any object) with functions marked `@hookimpl` and named
 these specs; it implements any subset, and a hook implementation may take any subset of
 a spec's arguments. Each hook is called from one place in qshell: `qshell_configure` and
 `qshell_register_tools` by the loader (plugins/loader.py), `qshell_tool_gate` by the one
-gate consultation (agent/plugin_gate.py), `qshell_shell_readonly` by the shell proof's
+gate consultation (permissions/plugin_gate.py), `qshell_shell_readonly` by the shell proof's
 per-command rule (through `plugin_gate.prove`), `qshell_event` by agent/plugin_events.py and
 the telemetry observer, `qshell_filter_suggestion` by the suggestion screen
 (followup/suggestion.py) and `qshell_consequential_words` by followup/followup.py. Specs

@@ -2,7 +2,7 @@
 
 `Verdict` is the one decision vocabulary of qshell's gates — `allow`, `ask`, `deny`, and
 `boundary` (a speculation stops there until the user confirms) — shared by the main
-policy (agent/policy.py) and what a `qshell_tool_gate` plugin answers as a
+policy (permissions/policy.py) and what a `qshell_tool_gate` plugin answers as a
 `GateDecision`. `GateCall` and `GateContext` describe a tool call and where it is being
 decided, `TelemetryEvent` is what `qshell_event` receives for a telemetry record,
 `PluginConfig` what `qshell_configure` receives, and `SuggestionCheck` the context of

@@ -97,7 +97,7 @@ class ToolResult:
 
     Two post-execution directives (seed 004, D1) say what the output is worth on its own:
     `skip_llm_round` — the output is the answer, so when every result of a batch says so
-    the turn ends without another model round (agent/directives.py decides, and honours
+    the turn ends without another model round (latency/directives.py decides, and honours
     it for plugin tools only when allowlisted); `result_is_terminal` — the output is
     already in the form the user wants to see, so when every result of a batch says so
     the round that sums them up may stream while the REPL's prompt is back (D3,

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from qshell import compose
-from qshell.agent.directives import Directives
 from qshell.agent.events import (
     RoundFinished,
     SummaryStarted,
@@ -20,6 +19,7 @@ from qshell.agent.events import (
 )
 from qshell.agent.session import SessionRequest
 from qshell.config import load_settings
+from qshell.latency.directives import Directives
 from qshell.llm.messages import Message
 from qshell.tools.base import Kind, ToolContext, ToolResult
 from qshell.tools.registered import adapt

@@ -10,12 +10,12 @@ import pytest
 
 from qshell.agent.events import FailureKind, TextDelta, ToolStarted, TurnFailed
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.openai import OpenAIProvider
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

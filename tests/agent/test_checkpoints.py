@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 from qshell.agent.checkpoints import Checkpoints, UndoReport
-from qshell.agent.policy import MainToolRunner
 from qshell.config import ApprovalMode
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import ToolContext
 from qshell.tools.edit import EditArgs, EditTool
 from qshell.tools.paths import PathResolver

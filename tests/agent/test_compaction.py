@@ -17,7 +17,6 @@ from qshell.agent.compaction import (
 )
 from qshell.agent.events import FailureKind, HistoryCompacted, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -25,6 +24,7 @@ from qshell.errors import Cancelled, ContextTooLong, ProviderUnavailable
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, ToolResultBlock
 from qshell.llm.messages import Usage as LlmUsage
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import Kind, ToolContext
 from qshell.tools.paths import PathResolver
 from tests.agent.scripted import RecordingTool, ScriptedProvider, call

@@ -20,13 +20,13 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import AuthError, ProviderUnavailable, StreamBroken
 from qshell.llm.base import StreamText
 from qshell.llm.messages import Message
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import ErrorType, Kind, ToolContext
 from qshell.tools.paths import PathResolver
 from tests.agent.scripted import BlockingTool, RecordingTool, ScriptedProvider, call

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.policy import MainToolRunner, Verdict, decide
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
 from qshell.followup.gate import BoundaryType
 from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
+from qshell.permissions.policy import Verdict, decide
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import Access, Kind, ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.write_file import WriteFileTool

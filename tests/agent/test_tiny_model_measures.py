@@ -13,13 +13,13 @@ from pydantic import BaseModel, Field
 from qshell import compose
 from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.prompt import BASE_PROMPT, COMPACT_PROMPT, CONCISE_PROMPT, build_system_prompt
 from qshell.agent.session import Session, SessionRequest, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, LocalSettings, Settings, load_settings
 from qshell.llm.messages import Usage
 from qshell.llm.openai import OpenAIProvider
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import Kind, ToolContext, tool_spec
 from qshell.tools.paths import PathResolver

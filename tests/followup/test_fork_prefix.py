@@ -13,7 +13,6 @@ import pytest
 
 from qshell.agent.events import TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, BackgroundReasoning
@@ -23,6 +22,7 @@ from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.messages import Message
 from qshell.llm.openai import OpenAIProvider
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, Usage
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
 

@@ -20,14 +20,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qshell.agent.confine import JailLauncher
 from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished
-from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.speculation import Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
+from qshell.permissions.confine import JailLauncher
+from qshell.permissions.runner import MainToolRunner
 from qshell.sandbox import probe
 from tests.agent.scripted import call
 from tests.agent.test_conversation import Setup, make_conversation

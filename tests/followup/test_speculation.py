@@ -18,7 +18,6 @@ from qshell.agent.events import (
     ToolFinished,
     TurnFinished,
 )
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -26,6 +25,7 @@ from qshell.followup.gate import BoundaryType
 from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.read_file import ReadFileTool
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation

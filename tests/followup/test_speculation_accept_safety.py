@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from qshell.agent.events import Notice, ToolFinished, TurnFinished
-from qshell.agent.policy import MainToolRunner
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.gate import BoundaryType
@@ -23,6 +22,7 @@ from qshell.followup.speculation import Outcome, Speculation, Status, accept
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import ErrorType
 from tests.agent.scripted import call
 from tests.followup.helpers import answered_conversation

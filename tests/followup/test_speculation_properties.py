@@ -24,9 +24,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from qshell import shellproof
-from qshell.agent.confine import JailLauncher
 from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -35,6 +33,8 @@ from qshell.followup.speculation import Speculation, Status, accept
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay
+from qshell.permissions.confine import JailLauncher
+from qshell.permissions.runner import MainToolRunner
 from tests.agent.scripted import call
 from tests.agent.test_conversation import make_conversation
 

@@ -20,7 +20,6 @@ import httpx
 
 from qshell.agent.events import ToolFinished, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import MainToolRunner
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
@@ -30,6 +29,7 @@ from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.local import LocalProvider, LocalServer
 from qshell.llm.messages import ChatRequest, Message, ToolSpec
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

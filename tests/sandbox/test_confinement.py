@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.confine import confinement
-from qshell.agent.policy import shell_concern
 from qshell.config import SandboxMode
+from qshell.permissions.confine import confinement
+from qshell.permissions.policy import shell_concern
 from qshell.sandbox import probe
 from qshell.sandbox.probe import CACHE_NAME
 from qshell.tools.base import ToolContext

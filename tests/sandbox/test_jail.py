@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.confine import confinement
-from qshell.agent.policy import proven_context
 from qshell.config import SandboxMode
+from qshell.permissions.confine import confinement
+from qshell.permissions.policy import proven_context
 from qshell.sandbox import private_dirs, probe
 from qshell.sandbox.jail import system_secrets, top_level_files
 from qshell.tools.base import ToolContext

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.policy import Verdict, decide, shell_concern
 from qshell.config import ApprovalMode
+from qshell.permissions.policy import Verdict, decide, shell_concern
 from qshell.tools.base import Access, Kind, ToolContext
 from qshell.tools.paths import PathResolver
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from qshell import shellproof
-from qshell.agent.policy import MainToolRunner, Verdict, shell_concern
-from qshell.agent.shell_scope import MAX_WALK_ENTRIES, walk_concern
 from qshell.config import ApprovalMode
+from qshell.permissions.policy import Verdict, shell_concern
+from qshell.permissions.runner import MainToolRunner
+from qshell.permissions.shell_scope import MAX_WALK_ENTRIES, walk_concern
 from qshell.tools.base import Kind, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
@@ -94,7 +95,7 @@ def test_a_recursive_read_must_not_reach_a_secret_or_an_outward_symlink(project,
 
 
 def test_a_tree_too_large_to_walk_asks(project, monkeypatch):
-    monkeypatch.setattr("qshell.agent.shell_scope.MAX_WALK_ENTRIES", 3)
+    monkeypatch.setattr("qshell.permissions.shell_scope.MAX_WALK_ENTRIES", 3)
     for i in range(5):
         (project / f"f{i}.txt").write_text("x")
     paths = PathResolver(project, home=project.parent / "home")

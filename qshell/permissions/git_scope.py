@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from qshell.agent.shell_scope import run_quietly
+from qshell.permissions.shell_scope import run_quietly
 from qshell.tools.paths import GIT_CREDENTIALS, PathResolver
 
 GIT_TIMEOUT_S = 2.0

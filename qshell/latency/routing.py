@@ -10,7 +10,7 @@ compaction, a prompt in another language. `Routing.plan` turns that and the
 `summaryTierStrategy` into the round's tier (`fastModel`, if one is set) and, under
 `leanSummaryRounds`, the request knobs of a predicted pure summary. Under the defaults it
 returns the request unchanged. It decides; it never streams, writes or changes the
-history (the loop falls back, agent/decisions.py records). Pure functions over the
+history (the loop falls back, latency/decisions.py records). Pure functions over the
 session's state, in the thread running the turn.
 """
 

@@ -30,12 +30,13 @@ from types import TracebackType
 from typing import Any
 
 from qshell.agent import calls
-from qshell.agent.policy import Decision, ToolRunner, Verdict
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import ControlSignal
 from qshell.llm.base import StreamToolCall
 from qshell.llm.messages import ToolCall
+from qshell.permissions.policy import Decision, Verdict
+from qshell.permissions.runner import ToolRunner
 from qshell.tools.base import Kind, ToolResult
 from qshell.tools.registered import RegisteredTool, speculation_concern
 

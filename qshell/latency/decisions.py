@@ -1,7 +1,7 @@
 """The decision log (seed 004 §5.4/§5.5): one record per round decision of a turn.
 
 A `TurnLog` follows one run of `run_turn`: it routes each round (the first always on the
-primary model; after a tool batch `Routing.plan` of agent/routing.py picks the tier and
+primary model; after a tool batch `Routing.plan` of latency/routing.py picks the tier and
 the lean knobs), streams it through the loop's `_stream` with a `Watch` that times the
 first token and — on the fast tier — cuts the stream when it starts a tool call, then
 retries the round on the primary model (nothing of the cut round reaches the history;
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qshell.agent import compaction, routing
+from qshell.agent import compaction
 from qshell.agent.events import (
     Event,
     PredictionStarted,
@@ -37,9 +37,10 @@ from qshell.agent.events import (
     ToolStarted,
 )
 from qshell.agent.events import RoundPosition as Position
-from qshell.agent.routing import PRIMARY_ONLY, Plan, Tier
 from qshell.agent.session import Session
 from qshell.errors import QshellError
+from qshell.latency import routing
+from qshell.latency.routing import PRIMARY_ONLY, Plan, Tier
 from qshell.llm.base import StreamDone, StreamEvent, StreamReasoning, StreamText
 from qshell.llm.messages import ChatRequest, Usage
 from qshell.telemetry import TELEMETRY_DIRNAME, Telemetry

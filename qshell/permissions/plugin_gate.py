@@ -32,8 +32,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from qshell import shellproof
-from qshell.agent.confine import JailLauncher
-from qshell.agent.shell_scope import command_reads
+from qshell.permissions.confine import JailLauncher
+from qshell.permissions.shell_scope import command_reads
 from qshell.plugins import GateCall, GateContext, GateDecision, PluginAnswer, Verdict
 from qshell.plugins.host import GATE_HOOK
 from qshell.telemetry import command_shape

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from qshell.agent.git_scope import git_output
+from qshell.permissions.git_scope import git_output
 from qshell.sandbox import SANDBOX_TMP, private_dirs
 from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
 

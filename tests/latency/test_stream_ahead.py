@@ -31,7 +31,6 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.agent.loop import run_turn
-from qshell.agent.policy import Decision, MainToolRunner
 from qshell.agent.session import Session, SessionRequest, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
@@ -40,6 +39,8 @@ from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
 from qshell.llm.openai import OpenAIProvider
+from qshell.permissions.policy import Decision
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver

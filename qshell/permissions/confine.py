@@ -6,7 +6,7 @@ the proven commands of the main loop and of speculation get (policy.proven_conte
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
 (`PathResolver.is_secret`, kept current by a `SecretIndex`), what of the emptied
-directories it gives back is agent/binds.py's (the programs on `PATH`, qshell's own
+directories it gives back is permissions/binds.py's (the programs on `PATH`, qshell's own
 interpreter, a worktree's repository; never a secret), and
 `with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from qshell.agent.binds import binds_for
 from qshell.config import SandboxMode, SandboxSettings
+from qshell.permissions.binds import binds_for
 from qshell.sandbox import (
     Jail,
     Limits,

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.policy import MainToolRunner, Verdict, decide
 from qshell.config import ApprovalMode
+from qshell.permissions.policy import Verdict, decide
+from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import Access, Kind, ToolContext
 from qshell.tools.paths import PathResolver
 

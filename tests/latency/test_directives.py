@@ -8,11 +8,11 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from qshell.agent import compaction
-from qshell.agent.directives import Directives
 from qshell.agent.events import RoundFinished, TextDelta, ToolFinished, ToolStarted, TurnFinished
 from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
+from qshell.latency.directives import Directives
 from qshell.llm import anthropic, openai
 from qshell.llm.messages import Message
 from qshell.tools.base import Kind, ToolContext, ToolResult

@@ -1,4 +1,4 @@
-"""The one gate consultation (agent/plugin_gate.py), through both runners that ask it: a
+"""The one gate consultation (permissions/plugin_gate.py), through both runners that ask it: a
 plugin tightens anything; each fixed limit on loosening holds whatever it says."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from qshell.agent.confine import confinement
-from qshell.agent.plugin_gate import QSHELL
-from qshell.agent.policy import MainToolRunner, Verdict, shell_concern
 from qshell.config import ApprovalMode, SandboxMode
 from qshell.followup.gate import Boundary, BoundaryType, SpeculativeRunner
 from qshell.overlay import Overlay
+from qshell.permissions.confine import confinement
+from qshell.permissions.plugin_gate import QSHELL
+from qshell.permissions.policy import Verdict, shell_concern
+from qshell.permissions.runner import MainToolRunner
 from qshell.plugins import GateDecision, hookimpl
 from qshell.sandbox import probe
 from qshell.telemetry import Telemetry, read_events

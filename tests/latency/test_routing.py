@@ -11,9 +11,12 @@ from typing import Any
 
 import pytest
 
-from qshell.agent.decisions import FALLBACK_NOTICE, DecisionLog
 from qshell.agent.events import TextDelta, TextWithdrawn, TurnFinished
-from qshell.agent.routing import (
+from qshell.agent.session import check_history
+from qshell.cancel import CancelToken
+from qshell.config import SummaryTier
+from qshell.latency.decisions import FALLBACK_NOTICE, DecisionLog
+from qshell.latency.routing import (
     PromptClass,
     Routing,
     Veto,
@@ -23,9 +26,6 @@ from qshell.agent.routing import (
     supported_language,
     vetoes,
 )
-from qshell.agent.session import check_history
-from qshell.cancel import CancelToken
-from qshell.config import SummaryTier
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, Usage
 from qshell.telemetry import Telemetry

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from qshell.agent.session import Session
-from qshell.agent.tool_offer import (
+from qshell.latency.tool_offer import (
     named_paths,
     offered_kinds,
     offered_specs,

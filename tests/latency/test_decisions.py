@@ -8,7 +8,6 @@ import threading
 from collections.abc import Generator
 from pathlib import Path
 
-from qshell.agent.decisions import DecisionLog, TurnLog, Watch
 from qshell.agent.events import (
     Event,
     RoundPosition,
@@ -17,6 +16,7 @@ from qshell.agent.events import (
     ToolStarted,
     TurnFinished,
 )
+from qshell.latency.decisions import DecisionLog, TurnLog, Watch
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.telemetry import Telemetry
