@@ -4,5 +4,6 @@
 (`SuggestionController`) is the ghost-text state machine; `guards.py` and `suggestion.py`
 decide whether and what to suggest; `speculator.py` and `speculation.py` run a suggestion
 ahead on a fork of the session, behind `gate.py`'s speculative ToolRunner, on an overlay
-from `qshell.overlay`. Nothing here imports a front-end.
+from `qshell.overlay`, and `acceptance.py` makes an accepted one the real turn. Nothing here
+imports a front-end.
 """

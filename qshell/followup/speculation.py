@@ -4,56 +4,44 @@ A `Speculation` runs the one agent loop on `session.fork()` (same provider, syst
 tools and history, its requests built from the last main request so they share the prompt
 cache; `fastModel` when set) with the gate's SpeculativeRunner and a private copy-on-write
 overlay, buffering the events for replay. It stops at the first boundary, at the limits
-(rounds, messages, wall clock, output tokens), or when aborted. `accept()` turns it into
-the real turn and says how that went (`Acceptance`: accepted, conflict or failed): the
-overlay is applied all-or-nothing (a conflict means nothing is applied and the prompt runs
-normally), the session adopts the speculated messages and their usage (and the files they
-read count as read: tools/ledger.py `adopt`; until then no read of a speculation counts
-outside its overlay), the buffered events
-are replayed, and a speculation that stopped early continues as a live turn from its last
-complete round — nothing already executed runs twice. Fail open: errors are logged and the
-prompt runs as a normal turn. One background thread runs it; `abort()` and `accept()` come
-from the front-end's thread. `abort()` never waits: it cancels the run (the loop's token
-closes the HTTP call and stops the tools) and returns at once; the overlay is discarded
-when the run has actually ended, on whichever thread sees that last (`release`), and the
-callback given to `abort` runs then too. Accepted while a model round still streams,
-`take_over` shows what the run did so far and then that round as it arrives, and the run
-stops before it starts anything new — the round is not cut and asked for again; while it
-runs tools, `accept()` stops it at once. `accept()` waits for the run to stop (it needs its
-history) and synchronises through the done-event.
+(rounds, messages, wall clock, output tokens), or when aborted. It owns the run and its
+overlay's life; turning a run into the real turn is acceptance.py's (`accept`, `take_over`),
+which reads the fork, the buffered events and the status this leaves, and uses the verbs
+here to stop the run (`stop_for_accept`, `finish_round`, `cut`, `follow`). Until then no
+read of a speculation counts outside its overlay. Fail open: errors are logged and the
+run ends FAILED, never half-done. One background thread runs it; `abort()`, `release()`
+and acceptance come from the front-end's thread. `abort()` never waits: it cancels the run
+(the loop's token closes the HTTP call and stops the tools) and returns at once; the
+overlay is discarded when the run has actually ended, on whichever thread sees that last
+(`release`), and the callback given to `abort` runs then too. Accepted while a model round
+still streams, the run stops once that round ends, before it starts anything new; while
+it runs tools, `stop_for_accept()` stops it at once and waits for it (the done-event).
 """
 
 from __future__ import annotations
 
 import enum
-import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from qshell.agent.events import (
     Event,
-    Notice,
     PredictionStarted,
     RoundFinished,
-    SpeculationAccepted,
     ToolFinished,
-    ToolStarted,
     TurnFailed,
     TurnFinished,
 )
-from qshell.agent.loop import PendingCalls, run_turn
-from qshell.agent.session import Session, check_history
+from qshell.agent.loop import run_turn
+from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, SpeculationSettings
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
-from qshell.llm.messages import Message
-from qshell.overlay import ApplyConflict, Overlay
-from qshell.permissions.runner import ToolRunner
-from qshell.tools.base import ErrorType
+from qshell.overlay import Overlay
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +86,6 @@ class Limits:
             wall_clock_s=settings.wall_clock_s,
             output_tokens=settings.output_tokens,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Acceptance:
-    """What `accept` came to, and the events of the real turn for the prompt (to render as
-    a live turn's). `saved_s` is the time saved when accepted; `detail` says why not;
-    `commands` lists the commands the speculation ran on a kernel overlay (gate.py)."""
-
-    outcome: Outcome
-    events: Iterator[Event]
-    saved_s: float = 0.0
-    detail: str = ""
-    commands: tuple[str, ...] = ()
 
 
 class Speculation:
@@ -321,162 +296,3 @@ def _run_all(callbacks: Sequence[Callable[[], None]]) -> None:
             callback()
         except Exception:
             log.exception("speculation callback failed")
-
-
-@dataclass(frozen=True, slots=True)
-class _Injection:
-    messages: list[Message]
-    pending: PendingCalls | None
-    replay: Sequence[Event]
-
-
-def take_over(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, int]:
-    """Accepted while a model round is in flight: yield the run's events so far and that
-    round's as they arrive, then let the run stop before it starts anything new (the round
-    is not cut and asked for again). Returns how many events it showed, which `accept`
-    does not replay; the turn's end is left to it. Shows nothing when the run is over or
-    in a tool batch. The user's cancel cuts the round."""
-    if not spec.finish_round():
-        return 0
-    shown = 0
-    unregister = cancel.on_cancel(spec.cut)
-    try:
-        for event in spec.follow():
-            if isinstance(event, TurnFinished | TurnFailed):
-                break  # the end, and nothing after it, is accept's to tell
-            shown += 1
-            yield event
-    finally:
-        unregister()
-    return shown
-
-
-def _plan(spec: Speculation, shown: int) -> _Injection:
-    """Which speculated messages to keep, which calls to resume, which events to replay
-    (those after the first `shown`, which `take_over` showed)."""
-    new = list(spec.fork.history[spec.base_length :])
-    if spec.status is Status.COMPLETED:
-        return _Injection(new, None, spec.events[shown:])
-    known = {
-        e.call_id: e.result
-        for e in spec.events
-        if isinstance(e, ToolFinished)
-        and not (e.result.error is not None and e.result.error.type is ErrorType.CANCELLED)
-    }
-    # the last assistant message with calls decides where the real turn takes over
-    while new and new[-1].role == "user" and new[-1].tool_results:
-        results = new[-1].tool_results
-        if all(r.tool_call_id in known for r in results):
-            break
-        new.pop()  # results include cancelled ones: re-answer that batch
-    pending = None
-    if new and new[-1].role == "assistant" and new[-1].tool_calls:
-        # the whole batch goes on live: the calls that ran are not run again, the others
-        # (the boundary call first among them) are decided and asked about as usual
-        calls = new[-1].tool_calls
-        pending = PendingCalls(calls, {c.id: known[c.id] for c in calls if c.id in known})
-    kept_ids = {c.id for m in new for c in m.tool_calls}
-    replay = [
-        e
-        for e in spec.events[shown:]
-        if not isinstance(e, TurnFailed | TurnFinished)
-        and not (isinstance(e, ToolStarted | ToolFinished) and e.call_id not in kept_ids)
-    ]
-    if new and new[-1].role == "user" and new[-1].text == spec.prompt:
-        new, replay = [], []  # nothing beyond the prompt survived: just run the turn
-    return _Injection(new, pending, replay)
-
-
-def accept(
-    spec: Speculation,
-    session: Session,
-    runner: ToolRunner,
-    cancel: CancelToken,
-    *,
-    on_apply: Callable[[list[str]], None] | None = None,
-    shown: int = 0,
-) -> Acceptance:
-    """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
-    its messages, and return the events to render (replay of all but the `shown` ones that
-    `take_over` showed, then a live continuation when it stopped early). Fails open: when
-    the speculation is unusable, conflicts with the tree or anything breaks before its
-    messages joined the history, the events are a normal turn (after a notice, when some
-    of the speculation was shown). `on_apply` gets the files about to be written (for /undo
-    checkpoints)."""
-    spec.stop_for_accept()
-    accepted_at = spec.accepted_at or spec.clock()
-    injection = _plan(spec, shown) if spec.usable else None
-    if injection is None or not injection.messages:
-        spec.release()  # a run that did not stop in time drops its overlay when it does
-        why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
-        return Acceptance(Outcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why)
-    try:
-        candidate = [*session.history, *injection.messages]
-        problems = check_history(candidate if injection.pending is None else candidate[:-1])
-        if problems:
-            raise ValueError(f"speculated history does not pair up: {problems}")
-        written = list(spec.overlay.written)
-        protected = [
-            rel for rel in written if spec.overlay.resolver.is_protected(session.project_root / rel)
-        ]
-        if protected:  # the gate never lets one in; an accept never writes one either
-            raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
-        if on_apply is not None:
-            on_apply(written)
-        spec.overlay.apply()
-    except ApplyConflict as conflict:
-        spec.overlay.discard()
-        notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
-        turn = run_turn(session, spec.prompt, runner, cancel)
-        return Acceptance(Outcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict))
-    except Exception as exc:
-        log.exception("applying the speculation failed; running the prompt normally")
-        spec.overlay.discard()
-        turn = _afresh(spec, session, runner, cancel, shown)
-        return Acceptance(Outcome.FAILED, turn, detail=str(exc))
-    session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
-    spec.overlay.discard()
-    saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
-    session.adopt(spec.fork, injection.messages, saved_s=saved)
-    accepted = SpeculationAccepted(
-        saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
-    )
-    events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
-    commands = tuple(spec.runner.overlay_commands)
-    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
-
-
-def _afresh(
-    spec: Speculation, session: Session, runner: ToolRunner, cancel: CancelToken, shown: int
-) -> Iterator[Event]:
-    """The prompt as a normal turn; first a notice if part of the speculation was shown."""
-    turn = run_turn(session, spec.prompt, runner, cancel)
-    if not shown:
-        return turn
-    return itertools.chain([Notice("the prepared answer broke off; running it now")], turn)
-
-
-def _accepted_turn(
-    injection: _Injection,
-    accepted: SpeculationAccepted,
-    session: Session,
-    runner: ToolRunner,
-    cancel: CancelToken,
-    fork: Session,
-) -> Iterator[Event]:
-    """The replayed events, the accept notice, then the end of the turn: the speculation's
-    own when it completed, else the live continuation from its last complete round, whose
-    usage and rounds then include the speculated ones (the turn is both)."""
-    finished = [e for e in injection.replay if isinstance(e, TurnFinished)]
-    yield from (e for e in injection.replay if not isinstance(e, TurnFinished))
-    yield accepted
-    if accepted.completed:
-        yield from finished
-        return
-    speculated, speculated_rounds = fork.usage, fork.rounds
-    for event in run_turn(session, None, runner, cancel, pending=injection.pending):
-        if isinstance(event, TurnFinished | TurnFailed):
-            event = replace(
-                event, usage=speculated + event.usage, rounds=speculated_rounds + event.rounds
-            )
-        yield event

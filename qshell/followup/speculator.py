@@ -29,7 +29,7 @@ from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import consent
-from qshell.followup import speculation as spec_module
+from qshell.followup.acceptance import accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Limits, Outcome, Speculation, Status
@@ -165,11 +165,11 @@ class Speculator:
         ) -> Iterator[Event]:
             session = self.conversation.session
             if consent.wanted(spec, runner):  # the question comes before anything is shown
-                for _ in spec_module.take_over(spec, cancel):
+                for _ in take_over(spec, cancel):
                     pass
                 shown = 0
             else:
-                shown = yield from spec_module.take_over(spec, cancel)
+                shown = yield from take_over(spec, cancel)
             spec.stop_for_accept()
             if consent.wanted(spec, runner):
                 if not consent.settled(spec):  # it did not stop in time: run it for real
@@ -185,9 +185,7 @@ class Speculator:
                     self._record(spec, consent.declined_outcome(choice), None)
                     yield from consent.declined(spec, choice, session, runner, cancel)
                     return
-            acceptance = spec_module.accept(
-                spec, session, runner, cancel, on_apply=checkpoint, shown=shown
-            )
+            acceptance = accept(spec, session, runner, cancel, on_apply=checkpoint, shown=shown)
             if acceptance.outcome is not Outcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes
             self._record(spec, acceptance.outcome, acceptance.saved_s)

@@ -10,8 +10,9 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
+from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status, accept
+from qshell.followup.speculation import Outcome, Speculation, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.policy import Verdict, decide

@@ -12,7 +12,8 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Outcome, Speculation, Status, accept
+from qshell.followup.acceptance import accept
+from qshell.followup.speculation import Outcome, Speculation, Status
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, Usage
 from qshell.overlay import Overlay

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Speculation, Status, accept
+from qshell.followup.acceptance import accept
+from qshell.followup.speculation import Speculation, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.confine import JailLauncher

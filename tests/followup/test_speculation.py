@@ -21,8 +21,9 @@ from qshell.agent.events import (
 from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
+from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status, accept
+from qshell.followup.speculation import Outcome, Speculation, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner

@@ -17,8 +17,9 @@ import pytest
 from qshell.agent.events import Notice, ToolFinished, TurnFinished
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
+from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status, accept
+from qshell.followup.speculation import Outcome, Speculation, Status
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale

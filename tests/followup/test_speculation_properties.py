@@ -28,8 +28,9 @@ from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
+from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Speculation, Status, accept
+from qshell.followup.speculation import Speculation, Status
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay

@@ -1,0 +1,212 @@
+"""Accepting a speculation: its run becomes the real turn for the prompt it predicted.
+
+`accept` stops the run, plans what to keep (the speculated messages up to the last complete
+round, the calls of a batch it stopped in, the events to replay), applies the overlay
+all-or-nothing, lets the session adopt the messages, their usage and the files they read,
+and returns an `Acceptance`: accepted, conflict or failed, with the events of the real turn
+— the replay, then a live continuation when the run stopped early, so nothing already
+executed runs twice. `take_over` shows a run accepted mid-round as it arrives instead of
+cutting that round. It must not run a speculation or decide what one may do (speculation.py
+and the gate do), and it fails open: whatever breaks before the messages joined the history
+leaves the prompt to run as a normal turn. Called on the front-end's thread (the turn's
+driver), once the run has stopped or been told to.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from qshell.agent.events import (
+    Event,
+    Notice,
+    SpeculationAccepted,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+)
+from qshell.agent.loop import PendingCalls, run_turn
+from qshell.agent.session import Session, check_history
+from qshell.cancel import CancelToken
+from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.llm.messages import Message
+from qshell.overlay import ApplyConflict
+from qshell.permissions.runner import ToolRunner
+from qshell.tools.base import ErrorType
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """What `accept` came to, and the events of the real turn for the prompt (to render as
+    a live turn's). `saved_s` is the time saved when accepted; `detail` says why not;
+    `commands` lists the commands the speculation ran on a kernel overlay (gate.py)."""
+
+    outcome: Outcome
+    events: Iterator[Event]
+    saved_s: float = 0.0
+    detail: str = ""
+    commands: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Injection:
+    messages: list[Message]
+    pending: PendingCalls | None
+    replay: Sequence[Event]
+
+
+def take_over(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, int]:
+    """Accepted while a model round is in flight: yield the run's events so far and that
+    round's as they arrive, then let the run stop before it starts anything new (the round
+    is not cut and asked for again). Returns how many events it showed, which `accept`
+    does not replay; the turn's end is left to it. Shows nothing when the run is over or
+    in a tool batch. The user's cancel cuts the round."""
+    if not spec.finish_round():
+        return 0
+    shown = 0
+    unregister = cancel.on_cancel(spec.cut)
+    try:
+        for event in spec.follow():
+            if isinstance(event, TurnFinished | TurnFailed):
+                break  # the end, and nothing after it, is accept's to tell
+            shown += 1
+            yield event
+    finally:
+        unregister()
+    return shown
+
+
+def _plan(spec: Speculation, shown: int) -> _Injection:
+    """Which speculated messages to keep, which calls to resume, which events to replay
+    (those after the first `shown`, which `take_over` showed)."""
+    new = list(spec.fork.history[spec.base_length :])
+    if spec.status is Status.COMPLETED:
+        return _Injection(new, None, spec.events[shown:])
+    known = {
+        e.call_id: e.result
+        for e in spec.events
+        if isinstance(e, ToolFinished)
+        and not (e.result.error is not None and e.result.error.type is ErrorType.CANCELLED)
+    }
+    # the last assistant message with calls decides where the real turn takes over
+    while new and new[-1].role == "user" and new[-1].tool_results:
+        results = new[-1].tool_results
+        if all(r.tool_call_id in known for r in results):
+            break
+        new.pop()  # results include cancelled ones: re-answer that batch
+    pending = None
+    if new and new[-1].role == "assistant" and new[-1].tool_calls:
+        # the whole batch goes on live: the calls that ran are not run again, the others
+        # (the boundary call first among them) are decided and asked about as usual
+        calls = new[-1].tool_calls
+        pending = PendingCalls(calls, {c.id: known[c.id] for c in calls if c.id in known})
+    kept_ids = {c.id for m in new for c in m.tool_calls}
+    replay = [
+        e
+        for e in spec.events[shown:]
+        if not isinstance(e, TurnFailed | TurnFinished)
+        and not (isinstance(e, ToolStarted | ToolFinished) and e.call_id not in kept_ids)
+    ]
+    if new and new[-1].role == "user" and new[-1].text == spec.prompt:
+        new, replay = [], []  # nothing beyond the prompt survived: just run the turn
+    return _Injection(new, pending, replay)
+
+
+def accept(
+    spec: Speculation,
+    session: Session,
+    runner: ToolRunner,
+    cancel: CancelToken,
+    *,
+    on_apply: Callable[[list[str]], None] | None = None,
+    shown: int = 0,
+) -> Acceptance:
+    """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
+    its messages, and return the events to render (replay of all but the `shown` ones that
+    `take_over` showed, then a live continuation when it stopped early). Fails open: when
+    the speculation is unusable, conflicts with the tree or anything breaks before its
+    messages joined the history, the events are a normal turn (after a notice, when some
+    of the speculation was shown). `on_apply` gets the files about to be written (for /undo
+    checkpoints)."""
+    spec.stop_for_accept()
+    accepted_at = spec.accepted_at or spec.clock()
+    injection = _plan(spec, shown) if spec.usable else None
+    if injection is None or not injection.messages:
+        spec.release()  # a run that did not stop in time drops its overlay when it does
+        why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
+        return Acceptance(Outcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why)
+    try:
+        candidate = [*session.history, *injection.messages]
+        problems = check_history(candidate if injection.pending is None else candidate[:-1])
+        if problems:
+            raise ValueError(f"speculated history does not pair up: {problems}")
+        written = list(spec.overlay.written)
+        protected = [
+            rel for rel in written if spec.overlay.resolver.is_protected(session.project_root / rel)
+        ]
+        if protected:  # the gate never lets one in; an accept never writes one either
+            raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
+        if on_apply is not None:
+            on_apply(written)
+        spec.overlay.apply()
+    except ApplyConflict as conflict:
+        spec.overlay.discard()
+        notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
+        turn = run_turn(session, spec.prompt, runner, cancel)
+        return Acceptance(Outcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict))
+    except Exception as exc:
+        log.exception("applying the speculation failed; running the prompt normally")
+        spec.overlay.discard()
+        turn = _afresh(spec, session, runner, cancel, shown)
+        return Acceptance(Outcome.FAILED, turn, detail=str(exc))
+    session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
+    spec.overlay.discard()
+    saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
+    session.adopt(spec.fork, injection.messages, saved_s=saved)
+    accepted = SpeculationAccepted(
+        saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
+    )
+    events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
+    commands = tuple(spec.runner.overlay_commands)
+    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
+
+
+def _afresh(
+    spec: Speculation, session: Session, runner: ToolRunner, cancel: CancelToken, shown: int
+) -> Iterator[Event]:
+    """The prompt as a normal turn; first a notice if part of the speculation was shown."""
+    turn = run_turn(session, spec.prompt, runner, cancel)
+    if not shown:
+        return turn
+    return itertools.chain([Notice("the prepared answer broke off; running it now")], turn)
+
+
+def _accepted_turn(
+    injection: _Injection,
+    accepted: SpeculationAccepted,
+    session: Session,
+    runner: ToolRunner,
+    cancel: CancelToken,
+    fork: Session,
+) -> Iterator[Event]:
+    """The replayed events, the accept notice, then the end of the turn: the speculation's
+    own when it completed, else the live continuation from its last complete round, whose
+    usage and rounds then include the speculated ones (the turn is both)."""
+    finished = [e for e in injection.replay if isinstance(e, TurnFinished)]
+    yield from (e for e in injection.replay if not isinstance(e, TurnFinished))
+    yield accepted
+    if accepted.completed:
+        yield from finished
+        return
+    speculated, speculated_rounds = fork.usage, fork.rounds
+    for event in run_turn(session, None, runner, cancel, pending=injection.pending):
+        if isinstance(event, TurnFinished | TurnFailed):
+            event = replace(
+                event, usage=speculated + event.usage, rounds=speculated_rounds + event.rounds
+            )
+        yield event
