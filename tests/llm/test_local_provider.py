@@ -23,13 +23,12 @@ from qshell.errors import ConfigError, ProviderUnavailable
 from qshell.llm import local
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.local import (
-    BUNDLED_SEED,
     FUNCTION_CALLING_FORMAT,
     LocalModel,
-    LocalProvider,
     LocalServer,
     _child_environ,
 )
+from qshell.llm.local_provider import BUNDLED_SEED, LocalProvider
 from qshell.llm.messages import (
     ChatRequest,
     Message,

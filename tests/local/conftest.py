@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
+from qshell.llm.local import LocalModel, LocalServer, local_available
+from qshell.llm.local_provider import LocalProvider
 
 REQUIRE_ENV = "QSHELL_REQUIRE_LOCAL_MODEL"
 

@@ -27,7 +27,8 @@ from qshell.errors import Cancelled, ContextTooLong
 from qshell.followup.suggestion import generate_suggestion
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
-from qshell.llm.local import LocalProvider, LocalServer
+from qshell.llm.local import LocalServer
+from qshell.llm.local_provider import LocalProvider
 from qshell.llm.messages import ChatRequest, Message, ToolSpec
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
