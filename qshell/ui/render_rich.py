@@ -3,7 +3,8 @@
 Model text is printed one finished Markdown block at a time (a block is done once the
 next one has begun, so a fenced code block or a list is never split); on a terminal the
 block still arriving is shown as it grows (live.py) and settled in place when it is
-done, when a tool starts or when the turn ends; elsewhere it waits until then. On a
+done, when a tool starts or when the turn ends; elsewhere it waits until then (the
+Markdown itself, its parser and where a block ends, is model_markdown.py's). On a
 terminal, text that comes within a frame (live.py's FRAME_S) is held and taken in whole
 at the next frame, before anything else is drawn, and at the turn's end or cancel: a
 frame's parsing and drawing cost the same however many chunks it carries, and it is one
@@ -24,11 +25,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from markdown_it import MarkdownIt
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.console import Console, RenderableType
 from rich.control import Control
-from rich.markdown import Markdown
-from rich.segment import ControlType, Segment
+from rich.segment import ControlType
 from rich.text import Text
 
 from qshell.agent.events import (
@@ -52,6 +51,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.ui.live import FRAME_S, LiveBlock
+from qshell.ui.model_markdown import finished_blocks, model_markdown
 from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
@@ -70,10 +70,7 @@ from qshell.ui.render import (
 
 SPINNER_FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 SPINNER_FRAMES_PER_S = 10
-CODE_THEME = "ansi_dark"
 INDENT = "    "
-# rich's own Markdown parser, but with raw HTML off: HTML blocks would otherwise vanish
-_PARSER = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 # events that end a run of model text: pending text is printed before them
 _TEXT_ENDS = (
     ToolStarted,
@@ -86,39 +83,6 @@ _TEXT_ENDS = (
 )
 SUMMARY_DROPPED = "answer dropped (cancelled); the tool results above stay"
 _CLEAR_LINE = Control((ControlType.CARRIAGE_RETURN,), (ControlType.ERASE_IN_LINE, 2))
-
-
-class _ModelMarkdown(Markdown):
-    """Markdown from the model: raw HTML shown as text, links shown with their URL."""
-
-    def __init__(self, markup: str) -> None:
-        # rich parses what it is given with its own parser: given nothing, the markup is
-        # parsed once (a live block is rendered again on every frame)
-        super().__init__("", code_theme=CODE_THEME, hyperlinks=False)
-        self.markup, self.parsed = markup, _PARSER.parse(markup)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        """The rendering without leading blank lines (a list starts with one of its own)."""
-        started = False
-        for segment in super().__rich_console__(console, options):
-            started = started or not (isinstance(segment, Segment) and segment.text == "\n")
-            if started:
-                yield segment
-
-
-def _model_markdown(markup: str) -> _ModelMarkdown:
-    return _ModelMarkdown(markup.strip("\n"))
-
-
-def finished_blocks(text: str) -> int:
-    """Length of the start of `text` made of finished top-level Markdown blocks."""
-    end = text.rfind("\n") + 1
-    tokens = _PARSER.parse(text[:end]) if end else []
-    starts = [t.map[0] for t in tokens if t.level == 0 and t.nesting >= 0 and t.map]
-    if len(starts) < 2:
-        return 0
-    lines = text[:end].split("\n")
-    return sum(len(line) + 1 for line in lines[: starts[-1]])
 
 
 class RichRenderer:
@@ -153,7 +117,7 @@ class RichRenderer:
         self._started = False  # anything printed this turn
         self._spinning = False
         live = console.is_terminal and not console.is_dumb_terminal
-        self._live = LiveBlock(console, _model_markdown, clock=clock) if live else None
+        self._live = LiveBlock(console, model_markdown, clock=clock) if live else None
         self._clock = clock
         self._spun_at: tuple[float, float] | None = None  # (clock, elapsed) of the last spin
         self._live_open = False  # the live block's lines (or their gap) are on screen
@@ -404,7 +368,7 @@ class RichRenderer:
         else:
             if self._started:
                 self.console.line()
-            self.console.print(_model_markdown(markup))
+            self.console.print(model_markdown(markup))
         self._in_text = self._started = True
         self._tools.header_shown = None
 

@@ -14,8 +14,9 @@ from rich.markdown import Markdown
 from qshell.agent.events import Event, RoundFinished, TextDelta, ToolFinished, ToolStarted
 from qshell.llm.messages import Usage
 from qshell.tools.base import ToolResult
+from qshell.ui.model_markdown import finished_blocks
 from qshell.ui.render import Renderer
-from qshell.ui.render_rich import RichRenderer, finished_blocks
+from qshell.ui.render_rich import RichRenderer
 from tests.ui.turns import FAILURES, TURN, ask, hostile_events
 
 COLOUR = {"TERM": "xterm-256color", "FORCE_COLOR": "1"}
