@@ -1,9 +1,9 @@
 """The full-screen-free prompt_toolkit REPL for real terminals.
 
 The main thread runs the prompt (persistent history, Alt-Enter for a newline, Ctrl-X
-Ctrl-E for $EDITOR, Tab completion of slash commands and @paths, a bottom toolbar with
-model, approval mode and token use); each turn runs in a worker through the shared
-driver while the rich renderer prints above. While a turn runs the terminal is quiet
+Ctrl-E for $EDITOR, Tab completion of slash commands and @paths (completer.py), a bottom
+toolbar with model, approval mode and token use); each turn runs in a worker through
+the shared driver while the rich renderer prints above. While a turn runs the terminal is quiet
 (terminal.py): keys typed then are kept and appear in the next input line, and they are
 set aside while a permission question is open so they can never answer it. Ctrl-C cancels
 a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. When a turn reaches a summary
@@ -24,16 +24,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import in_terminal
 from prompt_toolkit.auto_suggest import Suggestion
 from prompt_toolkit.buffer import Buffer
-from prompt_toolkit.completion import Completer, Completion
-from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.patch_stdout import patch_stdout
@@ -41,7 +39,6 @@ from prompt_toolkit.styles import Style
 from rich.console import Console
 
 from qshell import __version__
-from qshell.agent.attachments import complete_mention
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     ApplyChoice,
@@ -55,6 +52,7 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
+from qshell.ui.completer import QshellCompleter
 from qshell.ui.driver import RunningTurn, follow, start
 from qshell.ui.keys import key_bindings, recognise_alt_keys
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
@@ -69,7 +67,7 @@ from qshell.ui.questions import (
     question_text,
 )
 from qshell.ui.render_rich import RichRenderer
-from qshell.ui.slash import ALIASES, COMMANDS, is_slash
+from qshell.ui.slash import ALIASES, is_slash
 from qshell.ui.terminal import quiet_input, take_typeahead, typeahead_text
 
 if TYPE_CHECKING:
@@ -82,34 +80,6 @@ KEYS_HELP = (
     "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits · "
     "a suggestion: Tab fills it, Alt-] / Alt-[ show its alternatives, Esc dismisses it"
 )
-
-
-class QshellCompleter(Completer):
-    """Slash commands and their first argument; `@path` mentions (gitignore-aware)."""
-
-    def __init__(self, conversation: Conversation) -> None:
-        self.conversation = conversation
-
-    def get_completions(self, document: Document, complete_event: Any) -> Iterable[Completion]:
-        before = document.text_before_cursor
-        if before.startswith("/") and "\n" not in before:
-            name, space, arg = before.partition(" ")
-            if not space:
-                for command in COMMANDS.values():
-                    if command.name.startswith(name):
-                        yield Completion(command.name, -len(name), display_meta=command.help)
-                return
-            chosen = COMMANDS.get(name)
-            if chosen is not None and " " not in arg:
-                for choice in chosen.arguments:
-                    if choice.startswith(arg):
-                        yield Completion(choice, -len(arg))
-                return
-        word = before.split()[-1] if before.split() and not before[-1].isspace() else ""
-        if word.startswith("@"):
-            paths = self.conversation.session.tool_context.paths
-            for candidate in complete_mention(word[1:], paths):
-                yield Completion(candidate, -(len(word) - 1))
 
 
 ESCAPE_TIMEOUT_S = 0.05  # a lone Esc is a key of its own after this long, not a prefix
