@@ -8,8 +8,9 @@ and returns an `Acceptance`: accepted, conflict or failed, with the events of th
 executed runs twice. `take_over` shows a run accepted mid-round as it arrives instead of
 cutting that round. It must not run a speculation or decide what one may do (speculation.py
 and the gate do), and it fails open: whatever breaks before the messages joined the history
-leaves the prompt to run as a normal turn. Called on the front-end's thread (the turn's
-driver), once the run has stopped or been told to.
+leaves the prompt to run as a normal turn. Called from the front-end's side (the thread
+that runs the real turn), never the speculation's own thread; `accept` waits for the run
+to stop before it reads the run's history.
 """
 
 from __future__ import annotations
