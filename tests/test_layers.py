@@ -22,6 +22,7 @@ LEAVES = {
     "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
     "qshell.plugins": ("qshell.dirs", "qshell.errors", "qshell.telemetry"),
     "qshell.sandbox": (),
+    "qshell.prompts": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = (

@@ -9,7 +9,8 @@ rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered.
 not change the fork in any other way (no tool removal, no history cut, no other
 max_tokens), must not raise for provider failures (a suggestion fails open, reason
 `error`), and must not touch the session or the terminal. The prompt asks for the words as
-a prediction line with a confidence (0–1); the result carries it (`confidence`, None when
+a prediction line with a confidence (0–1; its text is qshell/prompts/suggestion.md); the
+result carries it (`confidence`, None when
 the reply gave none: a plain reply is still a suggestion), and followup/gating.py decides
 from it whether to speculate. The guards live in `qshell.followup.guards` and are
 re-exported here. Thread rule: stateless; call it from a background thread; the
@@ -36,6 +37,7 @@ from qshell.llm.base import Provider, StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Usage
 from qshell.plugins import PluginHost, SuggestionCheck
+from qshell.prompts import fill
 
 __all__ = [
     "CJK",
@@ -60,15 +62,14 @@ SUGGESTION_MARKER = "[qshell: predict the user's next message]"
 
 # Kept short on purpose: these characters are the only part of a suggestion request that
 # the provider's prompt cache cannot serve (bench/suggestion_prefix.py measures the share).
-SUGGESTION_PROMPT = f"""{SUGGESTION_MARKER}
-Do not answer as the assistant now. Guess the exact words the user will most likely type
-next: what they would send, not what you would advise ("that is just what I was about to
-type"). If your last reply told them what to send, that is the first guess. Prefer concrete
-steps: "run the tests", "try it out", "commit this", "yes", or the option they would pick.
-Never praise, thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the
-next step is unclear or something failed, reply with nothing; else only {OPEN}{GUESSES}{CLOSE},
-C (0 to 1) being how likely they are to type just that: one guess when you are fairly sure,
-else up to {MAX_GUESSES} different ones, likeliest first; 2 to 12 words each, in their style."""
+SUGGESTION_PROMPT = fill(
+    "suggestion",
+    SUGGESTION_MARKER=SUGGESTION_MARKER,
+    OPEN=OPEN,
+    GUESSES=GUESSES,
+    CLOSE=CLOSE,
+    MAX_GUESSES=MAX_GUESSES,
+)
 
 
 MIN_WORDS = 2

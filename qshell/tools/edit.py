@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from qshell.prompts import load
 from qshell.tools import files, planned
 from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import unified_diff
@@ -46,15 +47,7 @@ class EditArgs(BaseModel):
 class EditTool:
     name: ClassVar[str] = "edit"
     kind: ClassVar[Kind] = Kind.EDIT
-    description: ClassVar[str] = (
-        "Replace exact text in a file. `old_string` must match the file exactly (whitespace and "
-        "indentation included, without read_file's line-number prefixes) and occur exactly "
-        "once; include enough surrounding lines to make it unique, or set replace_all to "
-        "change every occurrence. An empty old_string creates a new file containing "
-        "new_string. Only files inside the project root can be edited, and an existing file "
-        "only after read_file has read it in this session (again if it changed). Returns a "
-        "unified diff."
-    )
+    description: ClassVar[str] = load("tool_edit")
     Args: ClassVar[type[BaseModel]] = EditArgs
 
     def accesses(self, args: EditArgs, ctx: ToolContext) -> list[Access]:
