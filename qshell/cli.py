@@ -1,8 +1,9 @@
 """Command line: parse arguments, assemble settings, and pick a front-end.
 
 `main(argv) -> int` is the composition root and is callable in-process by tests; `entry()`
-is the console script. Start-up stays fast: only argparse is imported before the
-arguments are known, so `qshell --version` loads nothing heavy. User errors become one
+is the console script. The parser and what its flags mean live in arguments.py. Start-up
+stays fast: only argparse is imported before the arguments are known, so `qshell --version`
+loads nothing heavy. User errors become one
 line on stderr and their documented exit code, never a traceback. Runs in the main thread.
 """
 
@@ -13,110 +14,20 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
-from qshell import __version__
+from qshell.arguments import (
+    CHECK_SHELL,
+    SUBCOMMANDS,
+    UsageError,
+    build_parser,
+    plugin_request,
+    settings_flags,
+)
 
-SUBCOMMANDS = ("stats", "plugins", "doctor")
-CHECK_SHELL = "check-shell"  # has options of its own (check_shell.py)
-APPROVAL_MODES = ("default", "auto-edit", "plan", "yolo")
-OUTPUT_FORMATS = ("text", "json", "stream-json")
 STDIN_CAP_BYTES = 8 * 1024 * 1024
 STDIN_FIRST_BYTE_WAIT_S = 0.5
 EXIT_INPUT = 42
-DESCRIPTION = "A fast terminal coding agent that predicts and pre-runs your next prompt."
-
-
-class UsageError(Exception):
-    """A bad command line; becomes exit code 42."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="qshell",
-        description=DESCRIPTION,
-        epilog="Subcommands: `qshell stats`, `qshell plugins`, `qshell doctor`, `qshell check-shell`. "
-        "Exit codes: 0 ok, 1 error, "
-        "41 auth, 42 bad input, 52 configuration, 53 maxTurns reached, 54 answer incomplete, "
-        "130 interrupted.",
-    )
-    parser.add_argument("prompt", nargs="*", help="the prompt (print mode), or a subcommand")
-    return add_options(parser)
-
-
-def add_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of `qshell` (the subcommands read theirs from the same parser); the
-    completion scripts are generated from them too (completions.py)."""
-    parser.add_argument("-p", "--print", action="store_true", help="answer once and exit")
-    parser.add_argument(
-        "-o", "--output-format", choices=OUTPUT_FORMATS, default="text", help="print-mode output"
-    )
-    parser.add_argument("-m", "--model", help="the model to use")
-    parser.add_argument("--fast-model", help="the model for background tasks")
-    parser.add_argument(
-        "--provider", choices=("auto", "openai", "anthropic", "local"), help="the model's API"
-    )
-    parser.add_argument("--approval-mode", choices=APPROVAL_MODES, help="what runs without asking")
-    parser.add_argument(
-        "-y", "--yolo", action="store_true", help="approve every tool call (--approval-mode yolo)"
-    )
-    parser.add_argument("--max-turns", type=int, metavar="N", help="model rounds per turn")
-    session = parser.add_mutually_exclusive_group()
-    session.add_argument(
-        "-c",
-        "--continue",
-        dest="continue_latest",
-        action="store_true",
-        help="resume the latest session here",
-    )
-    session.add_argument("-r", "--resume", metavar="ID", help="resume the session with this id")
-    parser.add_argument(
-        "--append-system-prompt", default="", metavar="TEXT", help="added to the system prompt"
-    )
-    parser.add_argument(
-        "--simple-prompt", action="store_true", help="plain line mode (no escape codes)"
-    )
-    parser.add_argument(
-        "--plugin",
-        action="append",
-        default=[],
-        metavar="FILE",
-        type=Path,
-        help="load this gate plugin file (repeatable; consulted first, in order)",
-    )
-    parser.add_argument(
-        "--no-plugins",
-        action="store_true",
-        help="load no plugin from the user folder or installed packages",
-    )
-    parser.add_argument(
-        "--acp", action="store_true", help="serve the Agent Client Protocol on stdio (editors)"
-    )
-    parser.add_argument("--json", action="store_true", help="JSON output for subcommands")
-    parser.add_argument(
-        "--print-completion",
-        choices=("bash", "zsh", "fish"),
-        metavar="SHELL",
-        help="print the completion script for bash, zsh or fish",
-    )
-    parser.add_argument("--version", action="version", version=f"qshell {__version__}")
-    return parser
-
-
-def _flags(args: argparse.Namespace) -> dict[str, Any]:
-    mode = "yolo" if args.yolo else args.approval_mode
-    return {
-        "model": args.model,
-        "fast_model": args.fast_model,
-        "provider": args.provider,
-        "approval_mode": mode,
-        "max_turns": args.max_turns,
-    }
 
 
 def _read_stdin(stdin: TextIO, *, wait_for_first: bool) -> str:
@@ -200,7 +111,7 @@ def _dispatch(
         from qshell.acp.streams import claim
 
         claim()
-    loaded = assemble_settings(project_root=root, environ=environ, flags=_flags(args))
+    loaded = assemble_settings(project_root=root, environ=environ, flags=settings_flags(args))
     settings = loaded.settings
     plugins = plugin_host(args, settings, root, environ, notes=loaded.notes)
     opener = _opener(settings, root, environ, stderr, plugins)
@@ -217,13 +128,11 @@ def plugin_host(
     environ: Mapping[str, str],
     notes: Sequence[str] = (),
 ) -> Any:
-    """The run's gate plugins: `--plugin` files, then (unless `--no-plugins`) the user
-    folder's and the installed ones that QSHELL_PLUGINS selects; its startup notes start
-    with `notes` (the project settings not applied)."""
+    """The run's gate plugins (`plugin_request`); its startup notes start with `notes`
+    (the project settings not applied)."""
     from qshell.compose import open_plugins
-    from qshell.plugins import PluginRequest
 
-    request = PluginRequest(files=tuple(args.plugin), discover=not args.no_plugins)
+    request = plugin_request(args)
     return open_plugins(settings, request, root=root, environ=environ, notes=notes)
 
 
@@ -249,7 +158,9 @@ def _run_front_end(
     if args.acp:
         from qshell.acp import run_acp
 
-        conversations = compose.open_acp(settings, request, opener=opener, flags=_flags(args))
+        conversations = compose.open_acp(
+            settings, request, opener=opener, flags=settings_flags(args)
+        )
         return run_acp(conversations, notes=opener.plugins.startup_notes)
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:

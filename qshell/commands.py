@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
+from qshell.arguments import plugin_request
 from qshell.dirs import Dirs
 from qshell.errors import InputError
 
@@ -50,11 +51,11 @@ def list_plugins(
 ) -> int:
     """`qshell plugins`: the plugins a run here loads, in the order they are consulted,
     with their source and hooks, and those that failed to load with why."""
-    from qshell.cli import plugin_host
+    from qshell.compose import open_plugins
     from qshell.config import load_settings
 
     settings = load_settings(project_root=root, environ=environ)
-    infos = plugin_host(args, settings, root, environ).infos
+    infos = open_plugins(settings, plugin_request(args), root=root, environ=environ).infos
     if args.json:
         stdout.write(json.dumps([asdict(i) for i in infos]) + "\n")
         return 0

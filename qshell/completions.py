@@ -1,8 +1,9 @@
 """Shell completion scripts for bash, zsh and fish, generated from qshell's real parsers.
 
 The scripts describe the command line as `cli.main` reads it: the options of
-`cli.add_options`, and the subcommands (`stats`, `plugins`, `doctor`, and `check-shell` with
-the options of its own parser) as the first word. shtab writes all three scripts from that
+`arguments.add_options`, and the subcommands (`stats`, `plugins`, `doctor`, and
+`check-shell` with the options of its own parser) as the first word. shtab writes all three
+scripts from that
 argparse view; the ones checked into the top-level `completions/` folder are this module's
 output (`python -m qshell.completions` rewrites them, `--check` says whether they drifted),
 and `qshell --print-completion SHELL` prints the same text. `/` commands are not on the
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from qshell import check_shell, cli
+from qshell import arguments, check_shell
 from qshell.errors import ConfigError
 
 FILES = {"bash": "qshell.bash", "zsh": "_qshell", "fish": "qshell.fish"}
@@ -50,17 +51,21 @@ def completion_view() -> argparse.ArgumentParser:
     """`qshell`'s parser with its subcommands as argparse subcommands."""
     import shtab
 
-    top = cli.add_options(argparse.ArgumentParser(prog="qshell", description=cli.DESCRIPTION))
+    top = arguments.add_options(
+        argparse.ArgumentParser(prog="qshell", description=arguments.DESCRIPTION)
+    )
     completes(top, {"--plugin": shtab.FILE})
     commands = top.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name, (help_text, keep) in SUBCOMMANDS.items():
-        sub = cli.add_options(commands.add_parser(name, help=help_text, description=help_text))
+        sub = arguments.add_options(
+            commands.add_parser(name, help=help_text, description=help_text)
+        )
         for action in actions(sub):
             if action.option_strings and not {"-h", *keep} & set(action.option_strings):
                 action.help = argparse.SUPPRESS
         completes(sub, {"--plugin": shtab.FILE})
     shell = commands.add_parser(
-        cli.CHECK_SHELL,
+        arguments.CHECK_SHELL,
         parents=[check_shell.build_parser()],
         add_help=False,
         help=CHECK_SHELL_HELP,

@@ -34,7 +34,6 @@ from qshell.agent.prompt import build_system_prompt
 from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
 from qshell.cancel import CancelToken
 from qshell.config import (
-    ProviderConfig,
     ProviderName,
     Settings,
     assemble_settings,
@@ -49,7 +48,7 @@ from qshell.llm.messages import Message
 from qshell.permissions.confine import confinement
 from qshell.permissions.runner import MainToolRunner
 from qshell.plugins import NO_PLUGINS, PluginHost, PluginRequest, open_host
-from qshell.providers import Notify, build_provider, provider_config
+from qshell.providers import Notify, ProviderConfig, build_provider, provider_config
 from qshell.telemetry import Telemetry
 from qshell.tools import default_tools
 from qshell.tools.base import Tool, ToolContext

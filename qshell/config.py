@@ -8,8 +8,8 @@ snake_case; environment names are `QSHELL_` + upper snake case with nested keys 
 `QSHELL_SPECULATION` (1/0, true/false, yes/no, on/off) set `suggestions.enabled` and
 `speculation.enabled` and win over the long names. Every layer is validated on its own first
 so an error names the file, variable or flag and the field; nothing invalid is ever ignored.
-This module also resolves which provider to talk to. It performs no network I/O and holds
-no global state.
+Which provider a run talks to is resolved from these settings in providers.py. This module
+performs no network I/O and holds no global state.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +36,6 @@ ENV_PREFIX = "QSHELL_"
 ENV_SWITCHES = {"QSHELL_SUGGESTIONS": "suggestions", "QSHELL_SPECULATION": "speculation"}
 ENV_ON = frozenset({"1", "true", "yes", "on"})
 ENV_OFF = frozenset({"0", "false", "no", "off"})
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_ANTHROPIC_BASE_URL = "https://api.anthropic.com"
-DEFAULT_OPENAI_MODEL = "gpt-4.1"
-DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
@@ -406,91 +402,11 @@ def _confined(user: Mapping[str, Any], project: Mapping[str, Any]) -> Confined:
     return confine(_merge({}, project), proposed, mine)
 
 
-@dataclass(frozen=True, slots=True)
-class ProviderConfig:
-    """Which backend to call, where, and with which key. `repr` never shows the key."""
-
-    name: ProviderName
-    base_url: str
-    model: str
-    api_key: str | None
-    key_env: str
-    chosen_by_default: bool = False  # the embedded model, because nothing was configured
-
-    def __repr__(self) -> str:
-        key = "set" if self.api_key else "none"
-        return f"ProviderConfig(name={self.name}, base_url={self.base_url!r}, model={self.model!r}, key={key})"
-
-
-def resolve_provider(
-    settings: Settings,
-    environ: Mapping[str, str],
-    *,
-    local_available: Callable[[], bool] = lambda: False,
-) -> ProviderConfig:
-    """Pick the provider: explicit setting, else OpenAI variables, else Anthropic's, else
-    the embedded model when `local_available()` says the `local` extra is installed."""
-    openai_base = environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_BASE")
-    name = settings.provider
-    chosen_by_default = False
-    if name is ProviderName.AUTO:
-        if environ.get("OPENAI_API_KEY") or openai_base:
-            name = ProviderName.OPENAI
-        elif environ.get("ANTHROPIC_API_KEY"):
-            name = ProviderName.ANTHROPIC
-        else:
-            if not local_available():
-                raise ConfigError(
-                    "no model provider is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL "
-                    "for an OpenAI-compatible server such as vLLM, Ollama or llama.cpp) or "
-                    "ANTHROPIC_API_KEY, or install the offline model with "
-                    "pip install 'qshell[local]'"
-                )
-            name = ProviderName.LOCAL
-            chosen_by_default = True
-    if name is ProviderName.LOCAL:
-        return ProviderConfig(
-            name=name,
-            base_url="",
-            model=settings.model or local_model_name(settings),
-            api_key=None,
-            key_env="",
-            chosen_by_default=chosen_by_default,
-        )
-    if name is ProviderName.OPENAI:
-        return ProviderConfig(
-            name=name,
-            base_url=(settings.base_url or openai_base or DEFAULT_OPENAI_BASE_URL).rstrip("/"),
-            model=settings.model or environ.get("OPENAI_MODEL") or DEFAULT_OPENAI_MODEL,
-            api_key=environ.get("OPENAI_API_KEY") or None,
-            key_env="OPENAI_API_KEY",
-        )
-    api_key = environ.get("ANTHROPIC_API_KEY") or None
-    if api_key is None:
-        raise ConfigError("provider 'anthropic' needs ANTHROPIC_API_KEY to be set")
-    return ProviderConfig(
-        name=name,
-        base_url=(
-            settings.base_url or environ.get("ANTHROPIC_BASE_URL") or DEFAULT_ANTHROPIC_BASE_URL
-        ).rstrip("/"),
-        model=settings.model or environ.get("ANTHROPIC_MODEL") or DEFAULT_ANTHROPIC_MODEL,
-        api_key=api_key,
-        key_env="ANTHROPIC_API_KEY",
-    )
-
-
 def small_local_model(settings: Settings) -> bool:
     """Whether the embedded model gets the small-model measures (`local.smallModel`)."""
     if settings.local.small_model is not None:
         return settings.local.small_model
     return not settings.local.model_path
-
-
-def local_model_name(settings: Settings) -> str:
-    """The name the embedded model goes by: the GGUF's file name, or the bundled model's."""
-    if settings.local.model_path:
-        return Path(settings.local.model_path).stem
-    return BUNDLED_MODEL_NAME
 
 
 def project_root_for(cwd: Path | None = None) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell import cli, completions
+from qshell import arguments, completions
 from tests.e2e.helpers import run_qshell
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "completions"
@@ -107,7 +107,10 @@ def test_print_completion_without_shtab_is_one_line_and_exit_52(tmp_path):
 
 
 def test_every_subcommand_the_cli_dispatches_is_completed():
-    assert {*completions.SUBCOMMANDS, cli.CHECK_SHELL} == {*cli.SUBCOMMANDS, cli.CHECK_SHELL}
+    assert {*completions.SUBCOMMANDS, arguments.CHECK_SHELL} == {
+        *arguments.SUBCOMMANDS,
+        arguments.CHECK_SHELL,
+    }
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ from qshell.config import (
     ApprovalMode,
     ProviderName,
     load_settings,
-    resolve_provider,
 )
 from qshell.dirs import Dirs
 from qshell.errors import ConfigError, ExitCode
+from qshell.providers import resolve_provider
 
 
 def write(path: Path, data: object) -> Path:

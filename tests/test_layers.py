@@ -22,6 +22,7 @@ LEAVES = {
     "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
     "qshell.plugins": ("qshell.dirs", "qshell.errors", "qshell.telemetry"),
     "qshell.sandbox": (),
+    "qshell.prompts": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = (
@@ -76,6 +77,8 @@ FORBIDDEN = {
 }
 # what a banned prefix above still allows: the value types of llm/messages.py
 EXCEPTIONS = {"qshell.tools": ("qshell.llm.messages",), "qshell.ui": ("qshell.llm.messages",)}
+# the command line's modules: each may use the argument definitions, none its caller
+COMMAND_LINE = ("qshell.cli", "qshell.commands", "qshell.completions", "qshell.arguments")
 FRONT_ENDS = ("qshell.ui", "qshell.acp")  # the terminal front-ends and the ACP agent
 # front-ends render events and drive controllers: they never reach a provider, a tool, the
 # proof, the overlay, or build what composition builds
@@ -143,6 +146,22 @@ def test_front_ends_import_no_provider_tool_or_wiring():
                 if breaks(t, UI_FORBIDDEN, EXCEPTIONS["qshell.ui"])
             ]
     assert problems == []
+
+
+def test_the_command_line_modules_import_no_circle():
+    graph = all_modules()
+    uses = {
+        m: {o for o in COMMAND_LINE if o != m and any(under(t, o) for t in graph[m])}
+        for m in COMMAND_LINE
+    }
+
+    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(
+            n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in uses[start]
+        )
+
+    assert [m for m in COMMAND_LINE if reaches(m, m)] == []
+    assert uses["qshell.arguments"] == set()
 
 
 def test_version_needs_no_heavy_imports():

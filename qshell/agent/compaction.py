@@ -21,6 +21,7 @@ from qshell.cancel import CancelToken
 from qshell.errors import QshellError, StreamBroken
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import FINISHED_STOPS, Message, TextBlock
+from qshell.prompts import load
 
 CHARS_PER_TOKEN = 4  # rough size estimate: characters per token, for text not yet sent
 MIN_MESSAGES_TO_COMPACT = 4  # messages the history needs before automatic compaction
@@ -29,19 +30,7 @@ SUMMARY_HEADER = "<summary of the earlier conversation>"
 ACKNOWLEDGEMENT = "Understood. I have the summary of our earlier work and will continue from it."
 NEAR_LIMIT_REASON = "the conversation was close to the model's context window"
 EXCEEDED_REASON = "the model's context window was exceeded"
-SUMMARY_REQUEST = (
-    "Stop here for a moment. This conversation is about to be replaced by a summary that you "
-    "write now, and the work will carry on from that summary alone, so leave nothing out "
-    "that is needed to continue. Do not call any tools; answer with the summary only, in "
-    "plain prose and lists, under these headings:\n"
-    "1. Goals: what the user asked for, with every constraint and preference they stated.\n"
-    "2. Decisions: what was decided or agreed and why, and approaches tried and dropped.\n"
-    "3. Files: each file read, created, changed or deleted, its current state, and the "
-    "changes made to it.\n"
-    "4. Problems: errors met and how they were fixed, and anything still unresolved.\n"
-    "5. Next steps: what was in progress just now and what remains to be done, in order.\n"
-    "Use exact names (files, functions, commands, error messages) wherever they matter."
-)
+SUMMARY_REQUEST = load("compaction")  # the summary round's request
 
 
 class CompactionError(QshellError):

@@ -22,12 +22,15 @@ fairly sure, so a sure prediction costs no more tokens than a single one); this 
 hands the tag's content on as written, and followup/suggestion.py reads the candidates out
 of it (plain words are one candidate). Whether a session asks for the line is its own flag
 (`Session.predicts_next`, kept in the transcript), never guessed from the prompt's text.
+The instruction's text is qshell/prompts/prediction.md, completed with this module's tags.
 Pure.
 """
 
 from __future__ import annotations
 
 import re
+
+from qshell.prompts import fill
 
 OPEN = "<next-prompt>"
 OPEN_WITH = '<next-prompt confidence="C">'
@@ -37,16 +40,9 @@ MAX_GUESSES = 3  # the candidates a prediction (or a suggestion request) may giv
 # (pairs, not objects: each guess is then about ten tokens)
 GUESSES = '[["WORDS", C], ...]'
 MAX_CHARS = 600  # a last line longer than this is prose, not a prediction
-PREDICTION_PROMPT = f"""Next-prompt prediction: end every reply that finishes your turn
-(never one that calls tools) with one last line {OPEN}{GUESSES}{CLOSE}: the exact words the
-user will most likely type next (what they would send, not what you would advise), where C,
-from 0 to 1, is how likely they are to type just that. When you are fairly sure, give that
-one guess alone; when they might go several ways, up to {MAX_GUESSES} different guesses,
-likeliest first. If your reply told them what to send, that is the first. Prefer concrete
-steps ("run the tests", "try it out", "commit this", "yes"); never praise, thank, ask,
-speak as yourself or raise new ideas; 2 to 12 words each, in their style. When the next
-step is unclear or something failed, leave it empty: {OPEN}[]{CLOSE}. The user never sees
-this line."""
+PREDICTION_PROMPT = fill(
+    "prediction", OPEN=OPEN, GUESSES=GUESSES, CLOSE=CLOSE, MAX_GUESSES=MAX_GUESSES
+)
 _LEAD = " \t*_`>~"  # what may come before the tag on its line (emphasis, code, quote)
 _OPENING = re.compile(
     rf"[{re.escape(_LEAD)}]*<next[-_ ]?prompt(?P<attrs>\s[^<>]*)?>", re.IGNORECASE

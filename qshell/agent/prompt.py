@@ -3,7 +3,8 @@
 Prompt-cache stability matters more than freshness here: the prompt holds no timestamps,
 no directory listings and nothing else that changes during a session. It is the base
 instructions (with `conciseReplies`, one asking for short final answers), a few stable
-facts (platform, project root), and the project instructions file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. Pure.
+facts (platform, project root), and the project instructions file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. The instructions' text is in
+qshell/prompts/ (`system*.md`); this module only assembles it. Pure.
 """
 
 from __future__ import annotations
@@ -13,36 +14,18 @@ from pathlib import Path
 
 from qshell.agent.prediction import PREDICTION_PROMPT
 from qshell.config import DEFAULTS
+from qshell.prompts import load
 
 INSTRUCTION_FILES = ("AGENTS.md", "QSHELL.md")
 MAX_INSTRUCTIONS_CHARS = 40_000
 
-BASE_PROMPT = """\
-You are qshell, a coding agent working in the user's terminal, inside one project.
-Work like a careful senior engineer: read before you change, make the smallest change that
-does the job well, and check your work (run the tests or the program when you can).
+BASE_PROMPT = load("system")
 
-Tools: read files with read_file, find them with glob, grep and ls, change them with edit
-(exact string replacement; prefer it) or write_file (whole files), run commands with shell,
-and read web pages with web_fetch. Paths are relative to the project root. Call several
-read-only tools in one response when they are independent; they run in parallel.
-Some tools need the user's approval; when a call is denied, do not retry it unchanged:
-adapt, or explain what you need.
-
-Answer in concise Markdown. When you are done, say briefly what you changed and how you
-checked it."""
-
-
-CONCISE_PROMPT = """\
-Keep final answers short and to the point: lead with the result, skip preambles and
-recaps, and do not repeat at length what a tool already showed the user."""
+CONCISE_PROMPT = load("system_concise")
 """`conciseReplies` (seed 004 §7.3): a summary round's output tokens are most of its time."""
 
 
-COMPACT_PROMPT = """\
-You are qshell, a coding assistant in the user's terminal, inside one project.
-Answer the user's question directly and briefly. Call a tool only to read or change a file
-or run a command the question needs; paths are relative to the project root."""
+COMPACT_PROMPT = load("system_compact")
 COMPACT_INSTRUCTIONS_CHARS = 2_000
 
 

@@ -1,19 +1,20 @@
-"""Next-prompt suggestions: the prediction prompt, the quality filter and one generation.
+"""Next-prompt suggestions: the suggestion prompt, the reading of a reply and one generation.
 
 After a completed main turn, `generate_suggestion` sends one cache-safe fork of the last
 main request (`CacheSafeParams.fork`: the same model unless a fast model is given, system
 prompt, tools, sampling parameters and every message, then the reply and the prediction
 prompt as a new user message), reads only the reply's text and keeps it only if
-`filter_reason` and the never-offer rules accept it; `screened` adds the gate plugins'
-rejection rules (`qshell_filter_suggestion`) to whatever is about to be offered. It must
-not change the fork in any other way (no tool removal, no history cut, no other
-max_tokens), must not raise for provider failures (a suggestion fails open, reason
-`error`), and must not touch the session or the terminal. The prompt asks for the words as
-a prediction line with a confidence (0–1); the result carries it (`confidence`, None when
-the reply gave none: a plain reply is still a suggestion), and followup/gating.py decides
-from it whether to speculate. The guards live in `qshell.followup.guards` and are
-re-exported here. Thread rule: stateless; call it from a background thread; the
-CancelToken reaches the HTTP request.
+`filter_reason` (the quality filter, followup/suggestion_filter.py) and the never-offer
+rules accept it; `screened` adds the gate plugins' rejection rules
+(`qshell_filter_suggestion`) to whatever is about to be offered. It must not change the
+fork in any other way (no tool removal, no history cut, no other max_tokens), must not
+raise for provider failures (a suggestion fails open, reason `error`), and must not touch
+the session or the terminal. The prompt (qshell/prompts/suggestion.md) asks for the words
+as a prediction line with a confidence (0–1); the result carries it (`confidence`, None
+when the reply gave none: a plain reply is still a suggestion), and followup/gating.py
+decides from it whether to speculate. The guards live in `qshell.followup.guards` and the
+filter in `qshell.followup.suggestion_filter`; both are re-exported here. Thread rule:
+stateless; call it from a background thread; the CancelToken reaches the HTTP request.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from qshell.followup.guards import (
     count_assistant_turns,
     guard_reason,
 )
+from qshell.followup.suggestion_filter import CJK, filter_reason
 from qshell.llm.base import Provider, StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Usage
 from qshell.plugins import PluginHost, SuggestionCheck
+from qshell.prompts import fill
 
 __all__ = [
     "CJK",
@@ -60,137 +63,28 @@ SUGGESTION_MARKER = "[qshell: predict the user's next message]"
 
 # Kept short on purpose: these characters are the only part of a suggestion request that
 # the provider's prompt cache cannot serve (bench/suggestion_prefix.py measures the share).
-SUGGESTION_PROMPT = f"""{SUGGESTION_MARKER}
-Do not answer as the assistant now. Guess the exact words the user will most likely type
-next: what they would send, not what you would advise ("that is just what I was about to
-type"). If your last reply told them what to send, that is the first guess. Prefer concrete
-steps: "run the tests", "try it out", "commit this", "yes", or the option they would pick.
-Never praise, thank, ask, speak as yourself ("I'll", "Let me") or raise new ideas. If the
-next step is unclear or something failed, reply with nothing; else only {OPEN}{GUESSES}{CLOSE},
-C (0 to 1) being how likely they are to type just that: one guess when you are fairly sure,
-else up to {MAX_GUESSES} different ones, likeliest first; 2 to 12 words each, in their style."""
+SUGGESTION_PROMPT = fill(
+    "suggestion",
+    SUGGESTION_MARKER=SUGGESTION_MARKER,
+    OPEN=OPEN,
+    GUESSES=GUESSES,
+    CLOSE=CLOSE,
+    MAX_GUESSES=MAX_GUESSES,
+)
 
 
-MIN_WORDS = 2
-MAX_WORDS = 12
-MIN_CJK_CHARS = 2
-MAX_CJK_CHARS = 30
-MAX_CHARS = 100  # a suggestion of this many characters or more is rejected
 MAX_REPLY_CHARS = 1_000  # visible reply characters after which reading stops (too_long)
 
-SINGLE_WORDS_ALLOWED = frozenset(
-    {"yes", "yeah", "yep", "yup", "sure", "ok", "okay"}
-    | {"push", "commit", "deploy", "stop", "continue", "check", "no"}
-)
 NEVER_OFFERED = frozenset({"/exit", "/quit", "/q", "exit", "quit"})  # one keystroke from quitting
 # slash commands that throw the session, or the last turn's changes, away (with or without
 # arguments): plain mode's `.` would run them at once
 DISCARDING = frozenset({"/clear", "/undo"})
 
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_META_SILENCE = re.compile(r"\bsilence is\b|\bstay(?:s|ing)? silent\b|^\W*silence\W*$")
-_META_PREFIXES = ("nothing to suggest", "no suggestion", "nothing to predict", "no prediction")
-_WRAPPED = re.compile(r"^\(.*\)$|^\[.*\]$", re.DOTALL)
-_ERROR_PREFIXES = (
-    "api error:",
-    "prompt is too long",
-    "request timed out",
-    "invalid api key",
-    "image was too large",
-)
-_LABEL = re.compile(r"^\w+:\s")
-_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 _SPACE = re.compile(r"\s*")
 _DECIMAL = re.compile(r"[0-9]*\.?[0-9]+")
-# JSON that did not parse (cut off, or broken): never words to offer
-_JSON_FRAGMENT = re.compile(r"^[\[{]\s*(?:[\"\[{]|$)")
-_FORMATTING = re.compile(r"[\n\r*]")
-# what must never reach a terminal or the input line: C0 and C1 controls (ESC, BEL, CSI…),
-# DEL, the Unicode line breaks, and the invisible marks that reorder or hide text (bidi
-# overrides, zero widths)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_EVALUATIVE = re.compile(
-    r"\b(?:thanks|thank you|looks good|sounds good|that works|that worked|that's all|nice"
-    r"|great|perfect|makes sense|awesome|excellent)\b"
-)
-_AI_VOICE = re.compile(
-    r"^(?:let me|i'll|i will|i've|i'm|i can|i would|i think|i notice|here's|here is|here are"
-    r"|that's|this is|this will|you can|you should|you could|sure,|of course|certainly)(?!\w)",
-    re.IGNORECASE,
-)
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```[\w-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 _QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "“": "”", "‘": "’", "«": "»", "「": "」"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Text:
-    """One candidate seen the ways the rules need it."""
-
-    raw: str
-    lower: str
-    words: int
-    cjk: bool
-
-    @classmethod
-    def of(cls, text: str) -> _Text:
-        raw = text.strip()
-        return cls(raw, raw.lower(), len(raw.split()), bool(CJK.search(raw)))
-
-    @property
-    def visible_chars(self) -> int:
-        return len("".join(self.raw.split()))
-
-
-def _meta_text(t: _Text) -> bool:
-    return (
-        t.lower in ("nothing found", "nothing found.")
-        or t.lower.startswith(_META_PREFIXES)
-        or bool(_META_SILENCE.search(t.lower))
-    )
-
-
-def _too_few(t: _Text) -> bool:
-    if t.cjk:
-        return t.visible_chars < MIN_CJK_CHARS
-    if t.words >= MIN_WORDS or t.raw.startswith("/"):  # a slash command alone is fine
-        return False
-    return t.lower.rstrip(".!") not in SINGLE_WORDS_ALLOWED
-
-
-def _too_many(t: _Text) -> bool:
-    if t.cjk:
-        return t.visible_chars > MAX_CJK_CHARS
-    return t.words > MAX_WORDS
-
-
-# The filter, in evaluation order: the first rule that matches names the rejection.
-FILTER_RULES: tuple[tuple[str, Callable[[_Text], bool]], ...] = (
-    ("empty", lambda t: not t.raw),
-    ("json_fragment", lambda t: bool(_JSON_FRAGMENT.match(t.raw))),
-    ("done", lambda t: t.lower.rstrip(".!") == "done"),
-    ("meta_text", _meta_text),
-    ("meta_wrapped", lambda t: bool(_WRAPPED.match(t.raw))),
-    ("error_message", lambda t: t.lower.startswith(_ERROR_PREFIXES)),
-    ("prefixed_label", lambda t: bool(_LABEL.match(t.raw))),
-    ("too_few_words", _too_few),
-    ("too_many_words", _too_many),
-    ("too_long", lambda t: len(t.raw) >= MAX_CHARS),
-    ("multiple_sentences", lambda t: bool(_SENTENCE_BREAK.search(t.raw))),
-    ("has_formatting", lambda t: bool(_FORMATTING.search(t.raw))),
-    ("control_chars", lambda t: bool(_CONTROL.search(t.raw))),
-    ("evaluative", lambda t: bool(_EVALUATIVE.search(t.lower))),
-    ("ai_voice", lambda t: bool(_AI_VOICE.match(t.raw))),
-)
-
-
-def filter_reason(text: str) -> str | None:
-    """None when `text` is worth offering, else the name of the first rule it breaks."""
-    candidate = _Text.of(text)
-    for reason, rejects in FILTER_RULES:
-        if rejects(candidate):
-            return reason
-    return None
 
 
 def _normalised(text: str) -> str:

@@ -7,7 +7,8 @@ refuses paths that resolve outside the root and never writes there; a failed mat
 writes at all. Like write_file it changes an existing file only when the model has read it
 in this session and it has not changed since (`files.overwrite_refusal`), and notes what
 it wrote (`ctx.reads`). `preview` works the change out the same way and returns the diff without
-writing. Every read, existence check and write goes through `ctx.view`. Stateless: one
+writing; both carry out the plan through tools/planned.py, as write_file does. Every read,
+existence check and write goes through `ctx.view`. Stateless: one
 instance serves concurrent calls from any thread.
 """
 
@@ -20,7 +21,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from qshell.tools import files
+from qshell.prompts import load
+from qshell.tools import files, planned
 from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import unified_diff
 
@@ -45,32 +47,14 @@ class EditArgs(BaseModel):
 class EditTool:
     name: ClassVar[str] = "edit"
     kind: ClassVar[Kind] = Kind.EDIT
-    description: ClassVar[str] = (
-        "Replace exact text in a file. `old_string` must match the file exactly (whitespace and "
-        "indentation included, without read_file's line-number prefixes) and occur exactly "
-        "once; include enough surrounding lines to make it unique, or set replace_all to "
-        "change every occurrence. An empty old_string creates a new file containing "
-        "new_string. Only files inside the project root can be edited, and an existing file "
-        "only after read_file has read it in this session (again if it changed). Returns a "
-        "unified diff."
-    )
+    description: ClassVar[str] = load("tool_edit")
     Args: ClassVar[type[BaseModel]] = EditArgs
 
     def accesses(self, args: EditArgs, ctx: ToolContext) -> list[Access]:
         return [Access(ctx.paths.resolve(args.path), write=True)]
 
     def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
-        plan = self._plan(args, ctx)
-        if isinstance(plan, ToolResult):
-            return plan
-        encoder = plan.encoder
-        data = encoder.encode(plan.new) if encoder is not None else plan.new.encode("utf-8")
-        try:
-            ctx.view.write_bytes(plan.path, data)
-        except OSError as exc:
-            return files.os_error(exc, plan.shown)
-        files.note_written(plan.path, data, ctx)
-        return plan.result()
+        return planned.write(self._plan(args, ctx), ctx)
 
     def unready(self, args: EditArgs, ctx: ToolContext) -> ToolResult | None:
         """The failure this call meets whatever the user would answer, because the model
@@ -79,10 +63,7 @@ class EditTool:
 
     def preview(self, args: EditArgs, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
-        plan = self._plan(args, ctx)
-        if isinstance(plan, ToolResult):
-            return " ".join(plan.display.split())
-        return plan.result().display
+        return planned.preview(self._plan(args, ctx))
 
     def _plan(self, args: EditArgs, ctx: ToolContext) -> _Plan | ToolResult:
         """What the edit would write, or the failure `run` reports; reads but never writes."""
@@ -148,6 +129,11 @@ class _Plan:
     new: str
     encoder: files.TextFile | None  # None: a new file, written as plain UTF-8
     count: int
+
+    def data(self) -> bytes:
+        """The new text in the file's own encoding (plain UTF-8 for a new file)."""
+        encoder = self.encoder
+        return encoder.encode(self.new) if encoder is not None else self.new.encode("utf-8")
 
     def result(self) -> ToolResult:
         """What `run` reports once the new text is written (and `preview` shows before)."""

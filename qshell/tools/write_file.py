@@ -6,7 +6,8 @@ existence check and write goes through `ctx.view`. It refuses
 any path that resolves outside the project root (symlinks and `..` included) and never
 writes there; it overwrites an existing file only when the model has read it in this
 session and it has not changed since (`files.overwrite_refusal`), and notes what it wrote
-(`ctx.reads`). `preview` works out the same diff without writing. Approval is the policy
+(`ctx.reads`). `preview` works out the same diff without writing; both carry out the plan
+through tools/planned.py, as edit does. Approval is the policy
 layer's job via `accesses()`. Stateless: one instance serves concurrent calls from any
 thread.
 """
@@ -19,7 +20,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from qshell.tools import files
+from qshell.tools import files, planned
 from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import count_lines, unified_diff
 
@@ -46,16 +47,7 @@ class WriteFileTool:
         return [Access(ctx.paths.resolve(args.path), write=True)]
 
     def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
-        plan = self._plan(args, ctx)
-        if isinstance(plan, ToolResult):
-            return plan
-        data = plan.new.encode("utf-8")
-        try:
-            ctx.view.write_bytes(plan.path, data)
-        except OSError as exc:
-            return files.os_error(exc, plan.shown)
-        files.note_written(plan.path, data, ctx)
-        return plan.result()
+        return planned.write(self._plan(args, ctx), ctx)
 
     def unready(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult | None:
         """The failure this call meets whatever the user would answer, because the model
@@ -64,10 +56,7 @@ class WriteFileTool:
 
     def preview(self, args: WriteFileArgs, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
-        plan = self._plan(args, ctx)
-        if isinstance(plan, ToolResult):
-            return " ".join(plan.display.split())
-        return plan.result().display
+        return planned.preview(self._plan(args, ctx))
 
     def _plan(self, args: WriteFileArgs, ctx: ToolContext) -> _Plan | ToolResult:
         """What the write would change, or the failure `run` reports; reads but never writes."""
@@ -99,6 +88,10 @@ class _Plan:
     existed: bool
     old: str
     new: str
+
+    def data(self) -> bytes:
+        """The content as given, in UTF-8."""
+        return self.new.encode("utf-8")
 
     def result(self) -> ToolResult:
         """What `run` reports once the content is written (and `preview` shows before)."""

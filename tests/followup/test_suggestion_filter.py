@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, filter_reason
+from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT
+from qshell.followup.suggestion_filter import filter_reason
 
 GOOD = [
     "commit this",
