@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from qshell import __version__
+from qshell.errors import InputError
 
 SUBCOMMANDS = ("stats", "plugins", "doctor")
 CHECK_SHELL = "check-shell"  # has options of its own (check_shell.py)
@@ -27,7 +28,7 @@ EXIT_INPUT = 42
 DESCRIPTION = "A fast terminal coding agent that predicts and pre-runs your next prompt."
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """A bad command line; becomes exit code 42."""
 
 

@@ -9,7 +9,7 @@ against the overlay view; `edit`/`write_file` run redirected into the overlay, b
 writes, with a sanitised environment and a short timeout; a command proven read-only that
 reads out of scope (a secret, outside the root) is a `read_scope` boundary; any other
 command, in every mode but `plan` and where the session's sandbox can speculate commands
-(followup/commands.py), runs in the jail on a kernel overlay whose writes land in the
+(followup/overlay_run.py), runs in the jail on a kernel overlay whose writes land in the
 speculation's overlay — unless it plainly needs the network or a person — and
 `overlay_commands` lists those whose results stand (in `default` mode the accept asks
 about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
@@ -42,7 +42,7 @@ from typing import Any
 
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
-from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
+from qshell.followup.overlay_run import RunRefused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
 from qshell.permissions.git_scope import git_output
@@ -226,7 +226,7 @@ class SpeculativeRunner:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
 
     def _on_kernel_overlay(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
-        """Run a command that may write on a kernel overlay (followup/commands.py)."""
+        """Run a command that may write on a kernel overlay (followup/overlay_run.py)."""
         command = str(getattr(args, "command", ""))
         launcher = overlay_launcher(ctx)
         if launcher is None:
@@ -235,7 +235,7 @@ class SpeculativeRunner:
             self.overlay_started += 1
         try:
             result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
-        except Refused as exc:
+        except RunRefused as exc:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
         if result.error is None or result.error.type is not ErrorType.CANCELLED:
             with self._lock:  # a cancelled one left nothing: its call is answered live

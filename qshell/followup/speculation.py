@@ -69,7 +69,7 @@ class Status(enum.StrEnum):
     ABORTED = "aborted"
 
 
-class Outcome(enum.StrEnum):
+class SpeculationOutcome(enum.StrEnum):
     """How a speculation ended for the user: what `accept` returns, or that it was aborted.
     The value is the `outcome` of its telemetry event."""
 
@@ -82,7 +82,7 @@ class Outcome(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class SpeculationLimits:
     """How far a speculation may run: model rounds, new messages, seconds, output tokens."""
 
     max_rounds: int
@@ -91,7 +91,7 @@ class Limits:
     output_tokens: int
 
     @classmethod
-    def of(cls, settings: SpeculationSettings) -> Limits:
+    def of(cls, settings: SpeculationSettings) -> SpeculationLimits:
         return cls(
             max_rounds=settings.max_rounds,
             max_messages=settings.max_messages,
@@ -106,7 +106,7 @@ class Acceptance:
     a live turn's). `saved_s` is the time saved when accepted; `detail` says why not;
     `commands` lists the commands the speculation ran on a kernel overlay (gate.py)."""
 
-    outcome: Outcome
+    outcome: SpeculationOutcome
     events: Iterator[Event]
     saved_s: float = 0.0
     detail: str = ""
@@ -123,13 +123,13 @@ class Speculation:
         overlay: Overlay,
         *,
         model: str | None = None,
-        limits: Limits | None = None,
+        limits: SpeculationLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         reads_only: bool = False,
     ) -> None:
         self.prompt = prompt
         self.overlay = overlay
-        self.limits = limits = limits or Limits.of(DEFAULTS.speculation)
+        self.limits = limits = limits or SpeculationLimits.of(DEFAULTS.speculation)
         self.clock = clock
         self.base_length = len(session.history)
         self.fork = session.fork(model=model, max_turns=limits.max_rounds)
@@ -409,7 +409,9 @@ def accept(
     if injection is None or not injection.messages:
         spec.release()  # a run that did not stop in time drops its overlay when it does
         why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
-        return Acceptance(Outcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why)
+        return Acceptance(
+            SpeculationOutcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why
+        )
     try:
         candidate = [*session.history, *injection.messages]
         problems = check_history(candidate if injection.pending is None else candidate[:-1])
@@ -428,12 +430,14 @@ def accept(
         spec.overlay.discard()
         notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
         turn = run_turn(session, spec.prompt, runner, cancel)
-        return Acceptance(Outcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict))
+        return Acceptance(
+            SpeculationOutcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict)
+        )
     except Exception as exc:
         log.exception("applying the speculation failed; running the prompt normally")
         spec.overlay.discard()
         turn = _afresh(spec, session, runner, cancel, shown)
-        return Acceptance(Outcome.FAILED, turn, detail=str(exc))
+        return Acceptance(SpeculationOutcome.FAILED, turn, detail=str(exc))
     session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
     spec.overlay.discard()
     saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
@@ -443,7 +447,7 @@ def accept(
     )
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
     commands = tuple(spec.runner.overlay_commands)
-    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
+    return Acceptance(SpeculationOutcome.ACCEPTED, events, saved_s=saved, commands=commands)
 
 
 def _afresh(

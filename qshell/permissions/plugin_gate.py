@@ -201,7 +201,7 @@ def _record(ctx: ToolContext, call: GateCall, context: GateContext, ruling: Ruli
     )
 
 
-def prove(command: str, ctx: ToolContext) -> shellproof.Verdict:
+def prove(command: str, ctx: ToolContext) -> shellproof.Proof:
     """The shell proof of `command`, with the forms the gate plugins declare read-only —
     only where the sandbox runs proven commands: a plugin's declaration is not qshell's
     proof, and the jail (the project read-only, no network) is what makes a wrong one

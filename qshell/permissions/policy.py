@@ -85,7 +85,7 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     return judged_shell(command, ctx)[1]
 
 
-def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Verdict | None, str | None]:
+def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | None, str | None]:
     """The proof of `command` (None when the required sandbox is missing, so nothing is
     proven) and `shell_concern`'s answer, from one proof."""
     if ctx.sandbox_missing:

@@ -180,7 +180,7 @@ _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
 
 def command_reads(
-    command: str, paths: PathResolver, *, verdict: shellproof.Verdict | None = None
+    command: str, paths: PathResolver, *, verdict: shellproof.Proof | None = None
 ) -> list[Path]:
     """Each path the proof (`verdict`, when given) says `command` reads: a literal one as
     named, one known only at run time as its literal leading directories (whose every file
