@@ -43,7 +43,7 @@ from qshell.sandbox import probe
 from qshell.telemetry import Telemetry
 from qshell.tools.shell import ShellTool
 from tests.agent.scripted import call
-from tests.followup.test_speculated_commands import Run, project, speculate
+from tests.followup.test_overlay_run import Run, project, speculate
 from tests.followup.test_speculation_properties import tree
 
 FOUND = probe()
