@@ -156,7 +156,7 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
-        verdict, concern = judged_shell(command, ctx)
+        proof, concern = judged_shell(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
         if self.reads_only:
@@ -165,7 +165,7 @@ class SpeculativeRunner:
         if overlay_launcher(ctx) is None:
             why = concern or "the shell would not see pending edits"
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")
-        if concern is not None and verdict is not None and verdict.read_only:
+        if concern is not None and proof is not None and proof.read_only:
             # it reads what the main loop would ask about (a secret, a file outside the
             # project): that is the user's to give, and a masked run would answer otherwise
             raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
@@ -207,16 +207,16 @@ class SpeculativeRunner:
             return self._on_kernel_overlay(tool, args, ctx)
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
-            verdict = prove(command, ctx)
+            proof = prove(command, ctx)
             try:
-                for path in command_reads(command, ctx.paths, verdict=verdict):
+                for path in command_reads(command, ctx.paths, proof=proof):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
-            if _runs_git(verdict.commands):
+            if _runs_git(proof.commands):
                 ctx = self._private_index(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)

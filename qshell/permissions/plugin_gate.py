@@ -109,9 +109,9 @@ def gate_call(
     reads = [a.path for a in accesses if not a.write]
     asked = ctx is not None and ctx.plugins.implements(GATE_HOOK)  # else nobody looks
     if isinstance(command, str) and ctx is not None and asked:
-        verdict = prove(command, ctx)
-        if verdict.read_only:
-            reads += command_reads(command, ctx.paths, verdict=verdict)
+        proof = prove(command, ctx)
+        if proof.read_only:
+            reads += command_reads(command, ctx.paths, proof=proof)
     return GateCall(
         tool=tool.name,
         kind=str(tool.kind),
