@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.stats import report
 from qshell.config import SandboxMode, SandboxSettings
-from qshell.followup.commands import SCRATCH_DIR
+from qshell.followup.overlay_run import SCRATCH_DIR
 from qshell.overlay import Overlay
 from qshell.permissions.confine import JailLauncher, confinement
 from qshell.sandbox import probe

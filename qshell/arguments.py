@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from qshell import __version__
+from qshell.errors import InputError
 
 if TYPE_CHECKING:
     from qshell.plugins import PluginRequest
@@ -26,7 +27,7 @@ OUTPUT_FORMATS = ("text", "json", "stream-json")
 DESCRIPTION = "A fast terminal coding agent that predicts and pre-runs your next prompt."
 
 
-class UsageError(Exception):
+class UsageError(InputError):
     """A bad command line; becomes exit code 42."""
 
 

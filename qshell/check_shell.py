@@ -25,13 +25,13 @@ from qshell.errors import InputError
 PROG = "qshell check-shell"
 
 
-class _Parser(argparse.ArgumentParser):
+class _CheckShellParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise InputError(f"{message} (see {PROG} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = _CheckShellParser(
         prog=PROG,
         description="Say whether qshell would run shell commands without asking, and why not.",
         epilog="With no COMMAND, commands are read from standard input, one per line.",

@@ -18,7 +18,14 @@ imports nothing heavy so that any layer may raise from it.
 
     ControlSignal               outside the tree, so `except QshellError` never swallows them
     ├── Cancelled               the user cancelled the running turn                (exit 130)
-    └── (followup.gate.Boundary) a speculation reached a call it may not make
+    ├── (followup.gate.Boundary) a speculation reached a call it may not make
+    └── (ui.repl.Foreground)    a background summary's turn takes the screen
+
+Errors of other modules join this tree (cli.UsageError is an InputError, followup.overlay_run's
+RunRefused and agent.compaction's CompactionError are QshellErrors). The leaf packages, which
+import nothing of qshell, each have a root of their own instead: `overlay.OverlayError`,
+`sandbox.SandboxError` (its SandboxUnavailable is an OSError too) and
+`shellproof.ShellproofError`; tests/test_names.py keeps every exception class in one of these.
 """
 
 from __future__ import annotations

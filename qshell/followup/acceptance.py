@@ -32,7 +32,7 @@ from qshell.agent.events import (
 from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
-from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict
 from qshell.permissions.runner import ToolRunner
@@ -47,7 +47,7 @@ class Acceptance:
     a live turn's). `saved_s` is the time saved when accepted; `detail` says why not;
     `commands` lists the commands the speculation ran on a kernel overlay (gate.py)."""
 
-    outcome: Outcome
+    outcome: SpeculationOutcome
     events: Iterator[Event]
     saved_s: float = 0.0
     detail: str = ""
@@ -140,7 +140,9 @@ def accept(
     if injection is None or not injection.messages:
         spec.release()  # a run that did not stop in time drops its overlay when it does
         why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
-        return Acceptance(Outcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why)
+        return Acceptance(
+            SpeculationOutcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why
+        )
     try:
         candidate = [*session.history, *injection.messages]
         problems = check_history(candidate if injection.pending is None else candidate[:-1])
@@ -159,12 +161,14 @@ def accept(
         spec.overlay.discard()
         notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
         turn = run_turn(session, spec.prompt, runner, cancel)
-        return Acceptance(Outcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict))
+        return Acceptance(
+            SpeculationOutcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict)
+        )
     except Exception as exc:
         log.exception("applying the speculation failed; running the prompt normally")
         spec.overlay.discard()
         turn = _afresh(spec, session, runner, cancel, shown)
-        return Acceptance(Outcome.FAILED, turn, detail=str(exc))
+        return Acceptance(SpeculationOutcome.FAILED, turn, detail=str(exc))
     session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
     spec.overlay.discard()
     saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
@@ -174,7 +178,7 @@ def accept(
     )
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
     commands = tuple(spec.runner.overlay_commands)
-    return Acceptance(Outcome.ACCEPTED, events, saved_s=saved, commands=commands)
+    return Acceptance(SpeculationOutcome.ACCEPTED, events, saved_s=saved, commands=commands)
 
 
 def _afresh(

@@ -1,7 +1,7 @@
 """What accepting a speculation asks first when its commands were never agreed to.
 
 In `default` mode the user who presses Enter on a suggestion accepts a prompt, not the
-commands its speculation ran on a kernel overlay (gate.py, commands.py). When the main
+commands its speculation ran on a kernel overlay (gate.py, overlay_run.py). When the main
 runner would have asked about such commands (`MainToolRunner.asks_about_commands`) and
 some of their results stand (`SpeculativeRunner.overlay_commands`), the accepted turn
 first yields one `ApplyRequested` listing those commands and the files applying would
@@ -31,7 +31,7 @@ from qshell.agent.events import (
 from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
-from qshell.followup.speculation import Outcome, Speculation
+from qshell.followup.speculation import Speculation, SpeculationOutcome
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 
@@ -96,9 +96,9 @@ def ask(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, ApplyC
         unregister()
 
 
-def declined_outcome(choice: ApplyChoice | None) -> Outcome:
+def declined_outcome(choice: ApplyChoice | None) -> SpeculationOutcome:
     """The telemetry outcome of an accept whose question was not answered `apply`."""
-    return Outcome.RERUN if choice is ApplyChoice.RERUN else Outcome.DISCARDED
+    return SpeculationOutcome.RERUN if choice is ApplyChoice.RERUN else SpeculationOutcome.DISCARDED
 
 
 def declined(

@@ -35,7 +35,13 @@ from typing import Any
 
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS
-from qshell.followup.outcomes import Outcome, candidates_of, ms, outcome_fields, similarity
+from qshell.followup.outcomes import (
+    SuggestionOutcome,
+    candidates_of,
+    ms,
+    outcome_fields,
+    similarity,
+)
 from qshell.followup.ports import Cancellable, GeneratedSuggestion, Scheduler, ThreadingScheduler
 from qshell.telemetry import Telemetry
 
@@ -44,9 +50,9 @@ __all__ = [
     "SUGGESTION_DELAY_MS",
     "Cancellable",
     "GeneratedSuggestion",
-    "Outcome",
     "Scheduler",
     "SuggestionController",
+    "SuggestionOutcome",
     "SuggestionState",
     "ThreadingScheduler",
     "similarity",
@@ -263,7 +269,9 @@ class SuggestionController:
             self._fill_blocked_until = now + self._debounce_s
             self._set_visible(fx, None)
             fx.records.append(
-                self._event(Outcome.FILLED, method=method, time_ms=time_ms, suggestion=text)
+                self._event(
+                    SuggestionOutcome.FILLED, method=method, time_ms=time_ms, suggestion=text
+                )
             )
         self._apply(fx)
         return text
@@ -284,7 +292,7 @@ class SuggestionController:
                 accepted = bool(picked)
                 fx.records.append(
                     self._event(
-                        Outcome.ACCEPTED if accepted else Outcome.IGNORED,
+                        SuggestionOutcome.ACCEPTED if accepted else SuggestionOutcome.IGNORED,
                         reason=None if accepted else "different_text",
                         method=self._fill_method or "typed",
                         time_ms=ms(self._clock() - self._shown_at),
@@ -375,7 +383,7 @@ class SuggestionController:
             self._seen, self._shown_at = True, self._clock()
             fx.records.append(
                 self._event(
-                    Outcome.SHOWN,
+                    SuggestionOutcome.SHOWN,
                     time_ms=ms(self._shown_at - self._turn_end),
                     suggestion=self._text,
                 )
@@ -392,7 +400,7 @@ class SuggestionController:
             return
         self._index, self._text = index, self._texts[index]
         self._set_visible(fx, self._text)
-        fx.records.append(self._event(Outcome.CYCLED, suggestion=self._text))
+        fx.records.append(self._event(SuggestionOutcome.CYCLED, suggestion=self._text))
         if self._follow is not None:
             fx.cancels.append(self._follow)
         epoch = self._epoch
@@ -423,7 +431,7 @@ class SuggestionController:
         if ignored_reason is not None and self._text is not None and self._seen:
             fx.records.append(
                 self._event(
-                    Outcome.IGNORED,
+                    SuggestionOutcome.IGNORED,
                     reason=ignored_reason,
                     method=self._fill_method,
                     time_ms=ms(self._clock() - self._shown_at),
@@ -441,9 +449,9 @@ class SuggestionController:
     def _suppressed(self, reason: str, *, timed: bool = True) -> dict[str, Any]:
         """A `suppressed` event; `timed` adds the time since the turn ended."""
         time_ms = ms(self._clock() - self._turn_end) if timed else None
-        return self._event(Outcome.SUPPRESSED, reason=reason, time_ms=time_ms)
+        return self._event(SuggestionOutcome.SUPPRESSED, reason=reason, time_ms=time_ms)
 
-    def _event(self, outcome: Outcome, **details: Any) -> dict[str, Any]:
+    def _event(self, outcome: SuggestionOutcome, **details: Any) -> dict[str, Any]:
         """An outcome's telemetry fields, with the live candidate's index and count."""
         live = self._text is not None
         return outcome_fields(

@@ -40,7 +40,7 @@ from qshell.config import Settings
 from qshell.followup.consequence import ConsequenceRules
 from qshell.followup.controller import Scheduler, SuggestionController, ThreadingScheduler
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
-from qshell.followup.gating import ConfidenceGate, GateDecision
+from qshell.followup.gating import ConfidenceGate, GatingResult
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
@@ -94,7 +94,7 @@ class Followup:
             enabled=settings.speculation.gating,
         )
         self._confidence: dict[str, float | None] = {}  # generated text → its confidence
-        self._decided: dict[tuple[int, str], GateDecision] = {}  # one decision a suggestion
+        self._decided: dict[tuple[int, str], GatingResult] = {}  # one decision a suggestion
         plugins = conversation.session.tool_context.plugins
         self.consequences = ConsequenceRules(
             (*settings.suggestions.consequential, *plugins.consequential_words())
@@ -132,7 +132,7 @@ class Followup:
             reads_only=bool(self.consequences.kinds(text)),
         )
 
-    def _gate(self, text: str, cycle: int) -> GateDecision:
+    def _gate(self, text: str, cycle: int) -> GatingResult:
         """The gate's decision on a shown suggestion, made and recorded once."""
         key = (cycle, text)
         decision = self._decided.get(key)

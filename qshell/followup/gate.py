@@ -9,7 +9,7 @@ against the overlay view; `edit`/`write_file` run redirected into the overlay, b
 writes, with a sanitised environment and a short timeout; a command proven read-only that
 reads out of scope (a secret, outside the root) is a `read_scope` boundary; any other
 command, in every mode but `plan` and where the session's sandbox can speculate commands
-(followup/commands.py), runs in the jail on a kernel overlay whose writes land in the
+(followup/overlay_run.py), runs in the jail on a kernel overlay whose writes land in the
 speculation's overlay — unless it plainly needs the network or a person — and
 `overlay_commands` lists those whose results stand (in `default` mode the accept asks
 about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
@@ -42,7 +42,7 @@ from typing import Any
 
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
-from qshell.followup.commands import Refused, outside_world, overlay_launcher, run_on_overlay
+from qshell.followup.overlay_run import RunRefused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
 from qshell.permissions.git_scope import git_output
@@ -156,7 +156,7 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
-        verdict, concern = judged_shell(command, ctx)
+        proof, concern = judged_shell(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
         if self.reads_only:
@@ -165,7 +165,7 @@ class SpeculativeRunner:
         if overlay_launcher(ctx) is None:
             why = concern or "the shell would not see pending edits"
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({why})")
-        if concern is not None and verdict is not None and verdict.read_only:
+        if concern is not None and proof is not None and proof.read_only:
             # it reads what the main loop would ask about (a secret, a file outside the
             # project): that is the user's to give, and a masked run would answer otherwise
             raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
@@ -207,16 +207,16 @@ class SpeculativeRunner:
             return self._on_kernel_overlay(tool, args, ctx)
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
-            verdict = prove(command, ctx)
+            proof = prove(command, ctx)
             try:
-                for path in command_reads(command, ctx.paths, verdict=verdict):
+                for path in command_reads(command, ctx.paths, proof=proof):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
             ctx = proven_context(ctx)
-            if _runs_git(verdict.commands):
+            if _runs_git(proof.commands):
                 ctx = self._private_index(ctx)
         else:
             ctx = replace(ctx, view=self.overlay.view)
@@ -226,7 +226,7 @@ class SpeculativeRunner:
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
 
     def _on_kernel_overlay(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
-        """Run a command that may write on a kernel overlay (followup/commands.py)."""
+        """Run a command that may write on a kernel overlay (followup/overlay_run.py)."""
         command = str(getattr(args, "command", ""))
         launcher = overlay_launcher(ctx)
         if launcher is None:
@@ -235,7 +235,7 @@ class SpeculativeRunner:
             self.overlay_started += 1
         try:
             result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
-        except Refused as exc:
+        except RunRefused as exc:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
         if result.error is None or result.error.type is not ErrorType.CANCELLED:
             with self._lock:  # a cancelled one left nothing: its call is answered live

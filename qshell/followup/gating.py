@@ -44,7 +44,7 @@ def estimate(confidence: float, history: Iterable[Outcome]) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class GateDecision:
+class GatingResult:
     """Whether to speculate, and what the decision was measured against."""
 
     speculate: bool
@@ -89,12 +89,12 @@ class ConfidenceGate:
         seen = self._seen()
         return sum(t for _, t in seen) / len(seen) if len(seen) >= RATE_MIN_SAMPLES else None
 
-    def decide(self, confidence: float | None) -> GateDecision:
+    def decide(self, confidence: float | None) -> GatingResult:
         """Whether a suggestion of this `confidence` is speculated."""
         if not self.enabled or confidence is None:
-            return GateDecision(True, False, None, None)
+            return GatingResult(True, False, None, None)
         chance = round(estimate(confidence, self._seen()), 3)
-        return GateDecision(chance >= self.base, True, self.base, self.rate, chance)
+        return GatingResult(chance >= self.base, True, self.base, self.rate, chance)
 
 
 def _outcome(fields: Mapping[str, Any]) -> Outcome | None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 
-class Outcome(enum.StrEnum):
+class SuggestionOutcome(enum.StrEnum):
     SHOWN = "shown"
     CYCLED = "cycled"  # another candidate is shown instead (Alt-] / Alt-[, or typing)
     FILLED = "filled"  # Tab / Right / Enter-on-empty put it in the input buffer
@@ -26,7 +26,7 @@ class Outcome(enum.StrEnum):
 
 
 def outcome_fields(
-    outcome: Outcome,
+    outcome: SuggestionOutcome,
     *,
     index: int | None,
     candidates: int | None,

@@ -57,7 +57,7 @@ class Status(enum.StrEnum):
     ABORTED = "aborted"
 
 
-class Outcome(enum.StrEnum):
+class SpeculationOutcome(enum.StrEnum):
     """How a speculation ended for the user: what `accept` returns, or that it was aborted.
     The value is the `outcome` of its telemetry event."""
 
@@ -70,7 +70,7 @@ class Outcome(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class SpeculationLimits:
     """How far a speculation may run: model rounds, new messages, seconds, output tokens."""
 
     max_rounds: int
@@ -79,7 +79,7 @@ class Limits:
     output_tokens: int
 
     @classmethod
-    def of(cls, settings: SpeculationSettings) -> Limits:
+    def of(cls, settings: SpeculationSettings) -> SpeculationLimits:
         return cls(
             max_rounds=settings.max_rounds,
             max_messages=settings.max_messages,
@@ -98,13 +98,13 @@ class Speculation:
         overlay: Overlay,
         *,
         model: str | None = None,
-        limits: Limits | None = None,
+        limits: SpeculationLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         reads_only: bool = False,
     ) -> None:
         self.prompt = prompt
         self.overlay = overlay
-        self.limits = limits = limits or Limits.of(DEFAULTS.speculation)
+        self.limits = limits = limits or SpeculationLimits.of(DEFAULTS.speculation)
         self.clock = clock
         self.base_length = len(session.history)
         self.fork = session.fork(model=model, max_turns=limits.max_rounds)

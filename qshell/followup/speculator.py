@@ -32,7 +32,7 @@ from qshell.followup import consent
 from qshell.followup.acceptance import accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
-from qshell.followup.speculation import Limits, Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationLimits, SpeculationOutcome, Status
 from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.permissions.runner import MainToolRunner
 from qshell.telemetry import Telemetry
@@ -69,7 +69,7 @@ class Speculator:
         self.enabled = background_enabled(
             settings.speculation.enabled, conversation.session.provider.name
         )
-        self.limits = Limits.of(settings.speculation)
+        self.limits = SpeculationLimits.of(settings.speculation)
         self._submit = submit_task
         self._telemetry = telemetry
         self._lock = threading.Lock()
@@ -186,7 +186,7 @@ class Speculator:
                     yield from consent.declined(spec, choice, session, runner, cancel)
                     return
             acceptance = accept(spec, session, runner, cancel, on_apply=checkpoint, shown=shown)
-            if acceptance.outcome is not Outcome.ACCEPTED:
+            if acceptance.outcome is not SpeculationOutcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes
             self._record(spec, acceptance.outcome, acceptance.saved_s)
             yield from acceptance.events
@@ -228,7 +228,7 @@ class Speculator:
 
     def _abort(self, spec: Speculation, why: AbortReason) -> None:
         """Cancel `spec` without waiting; its outcome is recorded once its run has ended."""
-        spec.abort(then=lambda: self._record(spec, Outcome.ABORTED, None, reason=why))
+        spec.abort(then=lambda: self._record(spec, SpeculationOutcome.ABORTED, None, reason=why))
         self._drop_pipelined(spec)
 
     def _drop_pipelined(self, spec: Speculation) -> None:
@@ -243,14 +243,14 @@ class Speculator:
     def _record(
         self,
         spec: Speculation,
-        outcome: Outcome,
+        outcome: SpeculationOutcome,
         saved_s: float | None,
         reason: AbortReason | None = None,
     ) -> None:
         boundary = spec.boundary
         self._telemetry.record(
             "speculation",
-            outcome=str(outcome if spec.status is not Status.FAILED else Outcome.FAILED),
+            outcome=str(outcome if spec.status is not Status.FAILED else SpeculationOutcome.FAILED),
             reason=str(reason) if reason else None,
             status=str(spec.status),
             boundary_type=str(boundary.type) if boundary else None,
@@ -259,7 +259,7 @@ class Speculator:
             tools_executed=sum(isinstance(e, ToolFinished) for e in spec.events),
             duration_ms=int(1000 * ((spec.completed_at or spec.clock()) - spec.started_at)),
             saved_ms=int(1000 * saved_s)
-            if outcome is Outcome.ACCEPTED and saved_s is not None
+            if outcome is SpeculationOutcome.ACCEPTED and saved_s is not None
             else None,
             pipelined=spec is self._pipelined_by,
         )

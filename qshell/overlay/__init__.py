@@ -17,10 +17,11 @@ and recovery), `unlinks.py` (its deletions), `trust.py` and `seal.py` (which jou
 recovery follows: this user's qshell's own, sealed, for this project, never from a base
 inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.py`
 (descriptor operations that never follow a symlink), `lease.py` (flock liveness),
-`base_dir.py` (where overlays live) and `sweep.py` (stale overlays).
+`base_dir.py` (where overlays live) and `sweep.py` (stale overlays). Every exception it
+raises is an `OverlayError` (errors.py), so a caller may catch the one type.
 """
 
-from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded
+from qshell.overlay.errors import OverlayError, OverlayEscape, OverlayUnavailable, ReadsUnrecorded
 from qshell.overlay.overlay import Overlay
 from qshell.overlay.records import ApplyConflict, ApplyFailed, Conflict
 from qshell.overlay.sweep import recover, sweep_stale
@@ -30,6 +31,7 @@ __all__ = [
     "ApplyFailed",
     "Conflict",
     "Overlay",
+    "OverlayError",
     "OverlayEscape",
     "OverlayUnavailable",
     "ReadsUnrecorded",

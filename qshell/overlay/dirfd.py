@@ -15,6 +15,8 @@ import stat as stat_module
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from qshell.overlay.errors import OverlayError
+
 READ_CHUNK_BYTES = 1 << 20
 ESCAPED = "is now a symlink or outside the root"
 BLOCKED = "a parent is no longer a directory"
@@ -22,7 +24,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class PathRefused(Exception):
+class PathRefused(OverlayError):
     """A path goes through a symlink or a non-directory, or is not a plain relative path."""
 
     def __init__(self, reason: str) -> None:

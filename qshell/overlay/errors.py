@@ -12,7 +12,11 @@ from __future__ import annotations
 import os
 
 
-class OverlayEscape(Exception):
+class OverlayError(Exception):
+    """Root of every exception the overlay package raises, so a caller can catch one type."""
+
+
+class OverlayEscape(OverlayError):
     """A path resolves outside the project root, or through a symlink inside the overlay."""
 
     def __init__(self, path: os.PathLike[str] | str, reason: str) -> None:
@@ -20,11 +24,11 @@ class OverlayEscape(Exception):
         self.path, self.reason = str(path), reason
 
 
-class ReadsUnrecorded(Exception):
+class ReadsUnrecorded(OverlayError):
     """A speculative command reads more files than the overlay can record for accept."""
 
 
-class OverlayUnavailable(Exception):
+class OverlayUnavailable(OverlayError):
     """No safe private directory for an overlay (speculation is off), or it was discarded."""
 
 

@@ -59,7 +59,7 @@ from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
 from qshell.overlay.upper import (
     OPAQUE_XATTR,
-    Refused,
+    UpperRefused,
     changed_paths,
     covered,
     drop,
@@ -221,7 +221,7 @@ class Overlay:
         file there."""
         try:
             return changed_paths(scan(layer))
-        except Refused as exc:
+        except UpperRefused as exc:
             raise OverlayEscape(layer, str(exc)) from None
 
     def absorb(self, layer: Path, unwanted: Collection[str] = ()) -> None:
@@ -235,14 +235,14 @@ class Overlay:
             self._check_open()
             try:
                 entries = drop(layer, scan(layer), unwanted)
-            except Refused as exc:
+            except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None
             try:
                 merge(layer, self.upper, entries)
                 found = reconcile(self.root, scan(self.upper), self._originals, self._removed)
             except BaseException as exc:
                 self._spoiled = Conflict("a speculated command", f"could not be taken in: {exc}")
-                if isinstance(exc, Refused):
+                if isinstance(exc, UpperRefused):
                     raise OverlayEscape(self.upper, str(exc)) from None
                 if isinstance(exc, TreeTooLarge):
                     raise ReadsUnrecorded(str(exc)) from None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.overlay.dirfd import READ_FLAGS, PathRefused, open_chain, split_rel
+from qshell.overlay.errors import OverlayError
 
 HASH_LIMIT_BYTES = 8 << 20  # content hashed per read file; the stat signature covers the rest
 MAX_TREE_FILES = 50_000  # files one recursive read may record; more is a boundary
@@ -34,7 +35,7 @@ SKIPPED_DIRS = frozenset({".git"})  # git rewrites its own files; no speculation
 Signature = tuple[int, int, int, int]
 
 
-class TooManyReads(Exception):
+class TooManyReads(OverlayError):
     """A recursive read covers more files than a speculation can record."""
 
 

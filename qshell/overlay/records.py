@@ -16,6 +16,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from qshell.overlay.errors import OverlayError
+
 JOURNAL_NAME = "journal.json"
 JOURNAL_VERSION = 4  # 3: sealed (seal.py); 4: removals
 STAGE_PREFIX = ".qshell-stage-"
@@ -50,7 +52,7 @@ class Conflict:
         return f"{self.path} {self.reason}"
 
 
-class ApplyConflict(Exception):
+class ApplyConflict(OverlayError):
     """The overlay was not applied because of these conflicts; the real tree is untouched."""
 
     def __init__(self, conflicts: Sequence[Conflict]) -> None:
@@ -61,7 +63,7 @@ class ApplyConflict(Exception):
         return "; ".join(str(c) for c in self.conflicts)
 
 
-class ApplyFailed(Exception):
+class ApplyFailed(OverlayError):
     """Applying failed and was rolled back (or, if rolling back failed too, will be at start)."""
 
 

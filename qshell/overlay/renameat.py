@@ -18,13 +18,15 @@ import os
 from collections.abc import Callable
 from typing import cast
 
+from qshell.overlay.errors import OverlayError
+
 RENAME_NOREPLACE = 1 << 0
 RENAME_EXCHANGE = 1 << 1
 # errnos that mean "this kernel, libc or filesystem cannot do that flag", not "it failed"
 _REFUSED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 
-class Unsupported(Exception):
+class Unsupported(OverlayError):
     """renameat2 with this flag is not available here: use the fallback."""
 
 

@@ -15,11 +15,12 @@ import os
 import stat as stat_module
 
 from qshell.overlay.dirfd import hash_at, lstat_at, open_chain
+from qshell.overlay.errors import OverlayError
 
 MAX_TREE_ENTRIES = 50_000  # entries one deleted directory may hold
 
 
-class TreeTooLarge(Exception):
+class TreeTooLarge(OverlayError):
     """A deleted directory holds more entries than a digest covers."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from qshell.dirs import PRIVATE_DIR_MODE, PRIVATE_FILE_MODE
 from qshell.overlay.dirfd import READ_FLAGS, PathRefused, split_rel
+from qshell.overlay.errors import OverlayError
 from qshell.overlay.records import (
     BACKUP_PREFIX,
     JOURNAL_VERSION,
@@ -35,7 +36,7 @@ MAX_JOURNAL_BYTES = 64 << 20
 TRUSTED_DIR_LEVELS = 3  # the overlay directory, its pid directory, the base
 
 
-class ForeignJournal(Exception):
+class ForeignJournal(OverlayError):
     """The journal is for another project: not this recovery's to roll."""
 
 

@@ -4,7 +4,7 @@ A command run on the kernel overlay (sandbox/) writes its own upper layer (a fre
 above the overlay's `upper/` and the project) as overlayfs does: a written or new file at
 its path, a deletion as a whiteout (a character device 0:0), and a directory that replaces
 the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
-those entries through no-follow descriptors and refuses (`Refused`) a symlink or any other
+those entries through no-follow descriptors and refuses (`UpperRefused`) a symlink or any other
 special file there; `changed_paths` names what they change, `drop` removes those a caller
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
 the rest into `upper/` as if the command had written it directly; `reconcile` makes the
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
-from qshell.overlay.errors import OverlayEscape, os_error
+from qshell.overlay.errors import OverlayError, OverlayEscape, os_error
 from qshell.overlay.plan import may_write
 from qshell.overlay.records import Original, Removal
 from qshell.overlay.trees import digest_at
@@ -36,45 +36,47 @@ MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
 
 
-class Refused(Exception):
+class UpperRefused(OverlayError):
     """The upper layer holds something an apply may not bring in (`str()` says what)."""
 
 
 @dataclass(frozen=True, slots=True)
-class Entry:
+class UpperEntry:
     rel: str
     kind: str  # FILE | WHITEOUT | DIR
     mode: int = 0  # permission bits of a file
     opaque: bool = False  # a directory that replaces the real one
 
 
-def scan(upper: Path) -> list[Entry]:
+def scan(upper: Path) -> list[UpperEntry]:
     """Every entry of `upper/`, parents before children."""
-    found: list[Entry] = []
+    found: list[UpperEntry] = []
     with open_dir(upper) as top:
         for entry in _walk(top, ""):
             found.append(entry)
             if len(found) > MAX_UPPER_ENTRIES:
-                raise Refused(f"the command left more than {MAX_UPPER_ENTRIES} changed entries")
+                raise UpperRefused(
+                    f"the command left more than {MAX_UPPER_ENTRIES} changed entries"
+                )
     return found
 
 
-def _walk(fd: int, prefix: str) -> Iterator[Entry]:
+def _walk(fd: int, prefix: str) -> Iterator[UpperEntry]:
     for name in sorted(os.listdir(fd)):
         rel = f"{prefix}/{name}" if prefix else name
         info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         mode = info.st_mode
         if stat_module.S_ISREG(mode):
-            yield Entry(rel, FILE, stat_module.S_IMODE(mode))
+            yield UpperEntry(rel, FILE, stat_module.S_IMODE(mode))
         elif stat_module.S_ISCHR(mode) and info.st_rdev == 0:
-            yield Entry(rel, WHITEOUT)
+            yield UpperEntry(rel, WHITEOUT)
         elif stat_module.S_ISDIR(mode):
             with open_chain(fd, [name]) as child:
-                yield Entry(rel, DIR, opaque=_opaque(child))
+                yield UpperEntry(rel, DIR, opaque=_opaque(child))
                 yield from _walk(child, rel)
         else:
             what = "a symlink" if stat_module.S_ISLNK(mode) else "a special file"
-            raise Refused(f"the command made {rel} {what}, which qshell never applies")
+            raise UpperRefused(f"the command made {rel} {what}, which qshell never applies")
 
 
 def _opaque(fd: int) -> bool:
@@ -84,13 +86,13 @@ def _opaque(fd: int) -> bool:
         return False
 
 
-def changed_paths(entries: list[Entry]) -> list[str]:
+def changed_paths(entries: list[UpperEntry]) -> list[str]:
     """What a layer's entries change: each file and whiteout, and each replaced (opaque)
     directory with a trailing slash, as git names directories."""
     return [f"{e.rel}/" if e.kind == DIR else e.rel for e in entries if e.kind != DIR or e.opaque]
 
 
-def drop(layer: Path, entries: list[Entry], unwanted: Collection[str]) -> list[Entry]:
+def drop(layer: Path, entries: list[UpperEntry], unwanted: Collection[str]) -> list[UpperEntry]:
     """Remove from `layer` what `unwanted` names among its `changed_paths` — a replaced
     directory whole — and the plain directories that leaves empty; the entries that remain."""
     whole = {e.rel for e in entries if e.kind == DIR and e.opaque and f"{e.rel}/" in unwanted}
@@ -118,7 +120,7 @@ def drop(layer: Path, entries: list[Entry], unwanted: Collection[str]) -> list[E
     return [e for e in entries if e.rel not in gone]
 
 
-def merge(layer: Path, upper: Path, entries: list[Entry]) -> None:
+def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:
     """Move a command's layer into `upper/`, parents first: a file or whiteout replaces what
     `upper/` had at its path, an opaque directory replaces it whole (moved as it is), and a
     plain directory is made where missing."""
@@ -162,7 +164,7 @@ def covered(rel: str, removed: Collection[str]) -> bool:
 
 def reconcile(
     root: Path,
-    entries: list[Entry],
+    entries: list[UpperEntry],
     originals: Mapping[str, Original],
     removed: Mapping[str, Removal],
 ) -> tuple[dict[str, Original], dict[str, Removal], dict[str, set[str]]]:
@@ -190,7 +192,7 @@ def reconcile(
 
 
 def _removal(
-    root_fd: int, entry: Entry, original: Original | None, known: Removal | None
+    root_fd: int, entry: UpperEntry, original: Original | None, known: Removal | None
 ) -> Removal | None:
     """The deletion `entry` makes of the real entry at its path (None: nothing deleted)."""
     if known is not None:
@@ -209,12 +211,12 @@ def _removal(
     except (FileNotFoundError, NotADirectoryError):
         return None
     except PathRefused:
-        raise Refused(f"{entry.rel} goes through a symlink in the project") from None
+        raise UpperRefused(f"{entry.rel} goes through a symlink in the project") from None
     return None if digest is None else Removal(entry.rel, digest)
 
 
 def _original(
-    root: Path, entry: Entry, originals: Mapping[str, Original], removed: Mapping[str, Removal]
+    root: Path, entry: UpperEntry, originals: Mapping[str, Original], removed: Mapping[str, Removal]
 ) -> Original:
     known = originals.get(entry.rel)
     if known is not None:
@@ -224,7 +226,7 @@ def _original(
     try:
         return snapshot(entry.rel, root / entry.rel, entry.mode)
     except OverlayEscape as exc:
-        raise Refused(str(exc)) from None
+        raise UpperRefused(str(exc)) from None
     except OSError as exc:
         if exc.errno == errno.ENOTDIR:
             return Original(entry.rel, False, None, entry.mode)

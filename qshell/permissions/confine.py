@@ -27,9 +27,9 @@ from qshell.config import SandboxMode, SandboxSettings
 from qshell.permissions.binds import binds_for
 from qshell.sandbox import (
     Jail,
-    Limits,
     OverlayMount,
     Probe,
+    ResourceLimits,
     SandboxUnavailable,
     SecretIndex,
     filter_file,
@@ -52,7 +52,7 @@ class JailLauncher:
     alias_binds: tuple[tuple[Path, Path], ...] = ()  # (resolved, the path PATH names)
     writable: tuple[Path, ...] = ()
     seccomp: Path | None = None
-    limits: Limits = field(default_factory=Limits)
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
     commands: SandboxSettings | None = None  # set when any command may be speculated
     mount: OverlayMount | None = None  # the project is this kernel overlay's merged view
 

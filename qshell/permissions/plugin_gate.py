@@ -109,9 +109,9 @@ def gate_call(
     reads = [a.path for a in accesses if not a.write]
     asked = ctx is not None and ctx.plugins.implements(GATE_HOOK)  # else nobody looks
     if isinstance(command, str) and ctx is not None and asked:
-        verdict = prove(command, ctx)
-        if verdict.read_only:
-            reads += command_reads(command, ctx.paths, verdict=verdict)
+        proof = prove(command, ctx)
+        if proof.read_only:
+            reads += command_reads(command, ctx.paths, proof=proof)
     return GateCall(
         tool=tool.name,
         kind=str(tool.kind),
@@ -201,7 +201,7 @@ def _record(ctx: ToolContext, call: GateCall, context: GateContext, ruling: Ruli
     )
 
 
-def prove(command: str, ctx: ToolContext) -> shellproof.Verdict:
+def prove(command: str, ctx: ToolContext) -> shellproof.Proof:
     """The shell proof of `command`, with the forms the gate plugins declare read-only —
     only where the sandbox runs proven commands: a plugin's declaration is not qshell's
     proof, and the jail (the project read-only, no network) is what makes a wrong one

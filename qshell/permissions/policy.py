@@ -85,23 +85,23 @@ def shell_concern(command: str, ctx: ToolContext) -> str | None:
     return judged_shell(command, ctx)[1]
 
 
-def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Verdict | None, str | None]:
+def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | None, str | None]:
     """The proof of `command` (None when the required sandbox is missing, so nothing is
     proven) and `shell_concern`'s answer, from one proof."""
     if ctx.sandbox_missing:
         return None, ctx.sandbox_missing
-    verdict = prove(command, ctx)
-    if not verdict.read_only:
-        return verdict, verdict.reason
+    proof = prove(command, ctx)
+    if not proof.read_only:
+        return proof, proof.reason
     environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
-    for read in verdict.reads:
+    for read in proof.reads:
         concern = read_concern(read, ctx.paths, environ)
         if concern:
-            return verdict, concern
-    git = [c.partition(" ")[2] for c in verdict.commands if c == "git" or c.startswith("git ")]
+            return proof, concern
+    git = [c.partition(" ")[2] for c in proof.commands if c == "git" or c.startswith("git ")]
     if git:
-        return verdict, git_concern(ctx.root, ctx.paths, environ, git)
-    return verdict, None
+        return proof, git_concern(ctx.root, ctx.paths, environ, git)
+    return proof, None
 
 
 def proven_context(ctx: ToolContext) -> ToolContext:

@@ -180,17 +180,17 @@ _EXPANDED = re.compile(r"[*?\[\]{}$`~\\'\"]")
 
 
 def command_reads(
-    command: str, paths: PathResolver, *, verdict: shellproof.Verdict | None = None
+    command: str, paths: PathResolver, *, proof: shellproof.Proof | None = None
 ) -> list[Path]:
-    """Each path the proof (`verdict`, when given) says `command` reads: a literal one as
+    """Each path the proof (`proof`, else one made here) says `command` reads: a literal one as
     named, one known only at run time as its literal leading directories (whose every file
     it may read), and the whole project for git, which reads the work tree without naming
     it (`git diff`)."""
-    verdict = verdict or shellproof.check(command)
+    proof = proof or shellproof.check(command)
     found: list[Path] = []
-    if any(c == "git" or c.startswith("git ") for c in verdict.commands):
+    if any(c == "git" or c.startswith("git ") for c in proof.commands):
         found.append(paths.root)
-    for read in verdict.reads:
+    for read in proof.reads:
         text = read.text if read.literal else _literal_prefix(read.text)
         if read.cwd and not text.startswith(("/", "~")):
             text = f"{read.cwd}/{text}" if text else read.cwd

@@ -7,10 +7,18 @@ fresh `/dev` and `/proc`, private `/tmp` and `$HOME`, no network, a new pid name
 no capabilities, resource limits — with the project bound read-only and its secrets
 masked and Unix sockets refused (seccomp.py); `OverlayMount` runs a command on a kernel
 overlay of the project in new user and mount namespaces (a speculation's writes land in its
-upper layer); `secret_paths` finds what to mask. See ARCHITECTURE.md.
+upper layer); `secret_paths` finds what to mask. Its exceptions are `SandboxError`s
+(`SandboxUnavailable` is an OSError as well). See ARCHITECTURE.md.
 """
 
-from qshell.sandbox.jail import SANDBOX_TMP, Jail, Limits, SandboxUnavailable, private_dirs
+from qshell.sandbox.jail import (
+    SANDBOX_TMP,
+    Jail,
+    ResourceLimits,
+    SandboxError,
+    SandboxUnavailable,
+    private_dirs,
+)
 from qshell.sandbox.masks import SecretIndex, secret_paths
 from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.probe import Probe, probe
@@ -19,9 +27,10 @@ from qshell.sandbox.seccomp import filter_file
 __all__ = [
     "SANDBOX_TMP",
     "Jail",
-    "Limits",
     "OverlayMount",
     "Probe",
+    "ResourceLimits",
+    "SandboxError",
     "SandboxUnavailable",
     "SecretIndex",
     "filter_file",

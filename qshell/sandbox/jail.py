@@ -59,12 +59,17 @@ SYSTEM_SECRETS = (
 )
 
 
-class SandboxUnavailable(OSError):
-    """The sandbox cannot run here (`str()` says why, for the user)."""
+class SandboxError(Exception):
+    """Root of every exception the sandbox package raises, so a caller can catch one type."""
+
+
+class SandboxUnavailable(SandboxError, OSError):
+    """The sandbox cannot run here (`str()` says why, for the user). Still an OSError, which
+    callers that run a command catch it as."""
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class ResourceLimits:
     """Resource limits of one sandboxed command (and everything it starts)."""
 
     cpu_s: int = 600
@@ -93,7 +98,7 @@ class Jail:
     masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
     home_binds: tuple[Path, ...] = ()  # read-only inside the empty home or /tmp
     alias_binds: tuple[tuple[Path, Path], ...] = ()  # (source, where) read-only, likewise
-    limits: Limits = field(default_factory=Limits)
+    limits: ResourceLimits = field(default_factory=ResourceLimits)
     prlimit: str | None = None
     writable: Path | None = None  # bound read-write at `root` instead of the project
     writable_files: tuple[Path, ...] = ()  # existing files outside it the command may write

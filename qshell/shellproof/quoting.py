@@ -92,7 +92,7 @@ def decode_unquoted(text: str, out: list[tuple[int, str]]) -> None:
 
 def _tilde(text: str, out: list[tuple[int, str]]) -> str:
     """The tilde-prefix at the start of a word (up to the first `/`): a plain `~` is HOME (kept
-    as `~` when the word is otherwise literal, as `Verdict.paths` promises); `~+`, `~-`,
+    as `~` when the word is otherwise literal, as `Proof.paths` promises); `~+`, `~-`,
     `~user`, `~N` are known only at run time. A quoted character in it stops the expansion."""
     end = text.find("/")
     prefix = text if end < 0 else text[:end]

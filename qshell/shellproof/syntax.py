@@ -1,7 +1,7 @@
-"""The vocabulary of the shell read-only proof: node kinds, verdicts and where bash splits text.
+"""The vocabulary of the shell read-only proof: node kinds, proofs and where bash splits text.
 
 It holds what the tree walkers (`walker.py`, `words.py`) build on: the tables of tree-sitter-bash
-node and operator kinds, the `Verdict` and `Scope` values, and the checks that the parser split
+node and operator kinds, the `Proof` and `Scope` values, and the checks that the parser split
 the source where bash does — no text silently skipped, no two words the parser keeps apart that
 bash reads as one (`''\\a`, `[ab]\\a`, a word glued to a redirection's target), no newline
 inside one command, no substitution hidden in text the parser left unparsed. Quote removal
@@ -107,7 +107,7 @@ _RUNS_AFTER_DOLLAR_TEXT = re.compile(r"\$[({\[]")
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Proof:
     """Whether a command line is proven read-only, and what it reads if so."""
 
     read_only: bool

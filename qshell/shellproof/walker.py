@@ -12,7 +12,7 @@ an unquoted body joined), and a word glued to a redirection (`{NAME}>…` assign
 refused. Parse errors, unknown node types, text the parser skipped or split differently from
 bash (line continuations, carriage returns, blanks inside a word, two words bash reads as
 one) and anything computed at run time where it could change the command are refused;
-`Verdict.reason` names the first. `paths` and
+`Proof.reason` names the first. `paths` and
 `dynamic_paths` tell the gate what the command reads so it can apply the read-scope rules. It
 never runs the command: the caller runs a proven one with `sanitized_env` (no pager, git hardened
 through `GIT_CONFIG_*`), stdin closed, no TTY and at most `SHELL_TIMEOUT_S` (env.py). Left to that
@@ -45,8 +45,8 @@ from qshell.shellproof.syntax import (
     STATEMENT_SEPARATORS,
     WORD_NODES,
     WRITE_OPS,
+    Proof,
     Scope,
-    Verdict,
     check_gaps,
     check_heredoc_body,
     check_plain_pattern,
@@ -243,7 +243,7 @@ class Walker:
         self.commands.append("cd")
 
     def read(self, read: Read, scope: Scope) -> None:
-        """Record what a command reads: as a Read, and in the text lists of the verdict."""
+        """Record what a command reads: as a Read, and in the text lists of the proof."""
         self.reads.append(dataclasses.replace(read, cwd=scope.cwd) if scope.cwd else read)
         out = self.paths if read.literal else self.dynamic
         out.append(read.text)
@@ -423,27 +423,27 @@ class Walker:
             fail(f"unsupported '{kind}' in [[ … ]]")
 
 
-def _proof(command: str, extra: ReadOnlyRule | None) -> Verdict:
+def _proof(command: str, extra: ReadOnlyRule | None) -> Proof:
     if not command.strip():
-        return Verdict(False, "empty command")
+        return Proof(False, "empty command")
     source = command.encode("utf-8", "surrogatepass")
     if len(source) > MAX_COMMAND_BYTES:
-        return Verdict(False, "command too long")
+        return Proof(False, "command too long")
     bad = BAD_CHARS.search(command)
     if bad:
-        return Verdict(False, f"control or unusual whitespace character {bad.group()!r}")
+        return Proof(False, f"control or unusual whitespace character {bad.group()!r}")
     tree = parser().parse(source)
     root = tree.root_node
     if root.has_error:
-        return Verdict(False, "parse error")
+        return Proof(False, "parse error")
     walker = Walker(source, extra)
     try:
         check_gaps(source, root)
         walker.statement(root, Scope())
         check_separated(root)
     except Unproven as exc:
-        return Verdict(False, exc.reason, tuple(walker.commands))
-    return Verdict(
+        return Proof(False, exc.reason, tuple(walker.commands))
+    return Proof(
         True,
         "read-only",
         tuple(walker.commands),
@@ -453,12 +453,12 @@ def _proof(command: str, extra: ReadOnlyRule | None) -> Verdict:
     )
 
 
-def check(command: str, *, extra: ReadOnlyRule | None = None) -> Verdict:
+def check(command: str, *, extra: ReadOnlyRule | None = None) -> Proof:
     """Prove `command` read-only or say why not; `extra` may declare simple commands the
     rules do not know read-only (extra.py). Never raises."""
     try:
         return _proof(command, extra)
     except RecursionError:
-        return Verdict(False, "too deeply nested")
+        return Proof(False, "too deeply nested")
     except Exception:
-        return Verdict(False, "internal error")
+        return Proof(False, "internal error")

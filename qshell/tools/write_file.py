@@ -58,7 +58,7 @@ class WriteFileTool:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
         return planned.preview(self._plan(args, ctx))
 
-    def _plan(self, args: WriteFileArgs, ctx: ToolContext) -> _Plan | ToolResult:
+    def _plan(self, args: WriteFileArgs, ctx: ToolContext) -> _WritePlan | ToolResult:
         """What the write would change, or the failure `run` reports; reads but never writes."""
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
@@ -76,11 +76,11 @@ class WriteFileTool:
         if refusal is not None:
             return refusal
         old = _old_text(current) if existed else ""
-        return _Plan(path, shown, existed=existed, old=old, new=args.content)
+        return _WritePlan(path, shown, existed=existed, old=old, new=args.content)
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class _WritePlan:
     """A write worked out but not done: the file's text before and after."""
 
     path: Path

@@ -139,7 +139,7 @@ def excerpt(text: str, max_lines: int) -> tuple[list[str], int]:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class ToolOutcome:
     """What to show under a finished tool call: a status, a few lines, maybe a diff."""
 
     ok: bool
@@ -155,7 +155,7 @@ class Outcome:
 
 def outcome(
     event: ToolFinished, *, diff_seen: bool = False, screen_lines: int = 0, whole: bool = False
-) -> Outcome:
+) -> ToolOutcome:
     """The status of a finished call; an edit's unified diff is kept, capped at DIFF_LINES,
     unless the user saw it already in the permission question (`diff_seen`). The output
     of a tool the user reads (WHOLE_OUTPUT_TOOLS) is kept up to a screenful
@@ -169,18 +169,18 @@ def outcome(
     if event.name in WHOLE_OUTPUT_TOOLS or (whole and result.error is not None):
         text = result.display or result.llm_content
         if result.error is None:
-            return Outcome(True, *cut(text, screenful(screen_lines)))
+            return ToolOutcome(True, *cut(text, screenful(screen_lines)))
         message = one_line(result.error.message)
         lines, more = cut("" if text.strip() == message else text, screenful(screen_lines))
-        return Outcome(False, [message, *lines], more)
+        return ToolOutcome(False, [message, *lines], more)
     if result.error is not None:
-        return Outcome(False, *cut(result.error.message, EXCERPT_LINES))
+        return ToolOutcome(False, *cut(result.error.message, EXCERPT_LINES))
     if is_diff(result.display):
         head = [] if is_diff(result.llm_content) else excerpt(result.llm_content, 1)[0]
         if diff_seen:
-            return Outcome(True, head or ["applied the change shown above"], 0)
-        return Outcome(True, head, 0, *cut(result.display, DIFF_LINES))
-    return Outcome(True, *cut(result.display or result.llm_content, EXCERPT_LINES))
+            return ToolOutcome(True, head or ["applied the change shown above"], 0)
+        return ToolOutcome(True, head, 0, *cut(result.display, DIFF_LINES))
+    return ToolOutcome(True, *cut(result.display or result.llm_content, EXCERPT_LINES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,13 +331,13 @@ class ToolCalls:
         if view.preview_is_diff and not view.more:
             self._diff_asked.add(request.call_id)
 
-    def finished(self, event: ToolFinished, *, screen_lines: int) -> tuple[str | None, Outcome]:
+    def finished(self, event: ToolFinished, *, screen_lines: int) -> tuple[str | None, ToolOutcome]:
         """The header to print again (None when it is the last line printed) and what to
         show under a finished call; forgets the call."""
         needs_header, label = self.finish(event)
         return (label if needs_header else None), self.outcome(event, label, screen_lines)
 
-    def outcome(self, event: ToolFinished, label: str, screen_lines: int) -> Outcome:
+    def outcome(self, event: ToolFinished, label: str, screen_lines: int) -> ToolOutcome:
         """What to show under the finished call `label` (without a diff the question
         showed); remembers its whole output for `/expand` when part of it is left out."""
         seen = event.call_id in self._diff_asked
@@ -356,13 +356,13 @@ class ToolCalls:
     def turn_ended(self) -> None:
         self._turn += 1
 
-    def expanded(self) -> list[tuple[str, Outcome] | Folded]:
+    def expanded(self) -> list[tuple[str, ToolOutcome] | Folded]:
         """What `/expand` shows, in the order it came: the label and whole outcome of the
         last call whose output was cut, unless reasoning folded in a later turn came after
         it, and the last reasoning folded, unless a call was cut after it (a reasoning
         model reasons in every round, so the round after a cut call always folds some).
         Empty when nothing was cut."""
-        shown: list[tuple[str, Outcome] | Folded] = []
+        shown: list[tuple[str, ToolOutcome] | Folded] = []
         cut, folded = self._cut, self._folded
         if cut is not None and not (self._folded_last and folded and folded[1] > cut[2]):
             shown.append((cut[0], outcome(cut[1], whole=True)))

@@ -33,9 +33,9 @@ from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
     Folded,
-    Outcome,
     Reasoning,
     ToolCalls,
+    ToolOutcome,
     apply_view,
     clean,
     compaction_line,
@@ -180,7 +180,7 @@ class PlainRenderer:
             else:
                 self._show(*shown, cut=False)
 
-    def _show(self, header: str | None, shown: Outcome, *, cut: bool = True) -> None:
+    def _show(self, header: str | None, shown: ToolOutcome, *, cut: bool = True) -> None:
         """A call's outcome, under its header unless that is the last line printed; lines
         are cut at the width if `cut`."""
         if header is not None:

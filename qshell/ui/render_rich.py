@@ -56,9 +56,9 @@ from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
     Folded,
-    Outcome,
     Reasoning,
     ToolCalls,
+    ToolOutcome,
     apply_view,
     clean,
     compaction_line,
@@ -318,7 +318,7 @@ class RichRenderer:
             else:
                 self._show(*shown, wrap=True)
 
-    def _show(self, header: str | None, shown: Outcome, *, wrap: bool = False) -> None:
+    def _show(self, header: str | None, shown: ToolOutcome, *, wrap: bool = False) -> None:
         """A call's outcome, under its header unless that is the last line printed."""
         if header is not None:
             self._print(self._header(header))

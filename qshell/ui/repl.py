@@ -52,6 +52,7 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
+from qshell.errors import ControlSignal
 from qshell.ui.completer import QshellCompleter
 from qshell.ui.driver import RunningTurn, follow, start
 from qshell.ui.keys import key_bindings, recognise_alt_keys
@@ -100,7 +101,7 @@ class AfterSummary(enum.Enum):
     EXIT = "exit"  # Ctrl-D: leave
 
 
-class Foreground(Exception):
+class Foreground(ControlSignal):
     """The summary's turn asks a question: the prompt closes, the turn takes the screen."""
 
 

@@ -12,7 +12,7 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.policy import Verdict, decide
@@ -112,7 +112,7 @@ def test_an_accept_never_applies_a_protected_file_that_reached_the_overlay(setup
     setup.script(Message.assistant("ran normally"))
     runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
     acceptance = accept(spec, session, runner, CancelToken())
-    assert acceptance.outcome is Outcome.FAILED and "protected" in acceptance.detail
+    assert acceptance.outcome is SpeculationOutcome.FAILED and "protected" in acceptance.detail
     list(acceptance.events)
     assert not (session.project_root / ".git" / "config").exists()
 

@@ -33,7 +33,7 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.config import ApprovalMode, Settings
-from qshell.followup import commands as commands_module
+from qshell.followup import overlay_run
 from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE, UNSETTLED_NOTICE
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.speculator import Speculator
@@ -43,7 +43,7 @@ from qshell.sandbox import probe
 from qshell.telemetry import Telemetry
 from qshell.tools.shell import ShellTool
 from tests.agent.scripted import call
-from tests.followup.test_speculated_commands import Run, project, speculate
+from tests.followup.test_overlay_run import Run, project, speculate
 from tests.followup.test_speculation_properties import tree
 
 FOUND = probe()
@@ -219,14 +219,14 @@ def test_enter_while_a_command_is_still_taken_in_never_applies_it_unasked(tmp_pa
     or applied; the prompt runs for real and its command is asked about."""
     monkeypatch.setattr("qshell.followup.speculation.ACCEPT_WAIT_S", 0.2)
     taking_in = threading.Event()
-    real = commands_module.ignored
+    real = overlay_run.ignored
 
     def slow_ignored(root, environ, rels):
         taking_in.set()
         time.sleep(2.0)
         return real(root, environ, rels)
 
-    monkeypatch.setattr(commands_module, "ignored", slow_ignored)
+    monkeypatch.setattr(overlay_run, "ignored", slow_ignored)
     setup = project(tmp_path, FILES)
     setup.conversation.set_approval_mode(ApprovalMode.DEFAULT)
     session = setup.conversation.session

@@ -13,7 +13,7 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
-from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, Usage
 from qshell.overlay import Overlay
@@ -79,7 +79,7 @@ def test_a_user_edit_after_a_speculative_git_diff_makes_accept_a_conflict(setup)
     runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
     acceptance = accept(spec, session, runner, CancelToken())
     consume(acceptance.events)
-    assert acceptance.outcome is Outcome.CONFLICT
+    assert acceptance.outcome is SpeculationOutcome.CONFLICT
     assert (setup.root / "a.txt").read_text() == "one\ntwo\nthe user's line\n"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from qshell.agent.events import ToolFinished
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Outcome, Status
+from qshell.followup.speculation import SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.tools.base import ErrorType
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool
@@ -97,7 +97,7 @@ def test_an_accepted_speculation_makes_its_reads_the_sessions(setup):
         setup, read_call("a.txt"), write_call("a.txt", "two\n"), Message.assistant("done")
     )
     assert spec.status is Status.COMPLETED
-    run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     assert (setup.root / "a.txt").read_text() == "two\n"
     assert real_write(setup, "three\n").error is None  # it knows what the file holds
     assert (setup.root / "a.txt").read_text() == "three\n"

@@ -23,7 +23,7 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
@@ -61,7 +61,7 @@ def speculate(setup, prompt: str, *steps: Message) -> Speculation:
     return spec
 
 
-def run_accept(setup, spec, mode=ApprovalMode.YOLO, *, outcome: Outcome):
+def run_accept(setup, spec, mode=ApprovalMode.YOLO, *, outcome: SpeculationOutcome):
     """Accept `spec`; its typed outcome must be `outcome`; returns the turn's events."""
     runner = MainToolRunner(mode, interactive=False)
     acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
@@ -75,7 +75,7 @@ def test_a_completed_speculation_in_auto_edit_is_accepted_without_a_new_request(
     assert spec.status is Status.COMPLETED
     assert (setup.root / "a.txt").read_text() == "one\n"  # untouched until accept
     requests = len(setup.provider.requests)
-    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     assert len(setup.provider.requests) == requests
     assert (setup.root / "a.txt").read_text() == "two\n"
     accepted = next(e for e in events if isinstance(e, SpeculationAccepted))
@@ -91,7 +91,7 @@ def test_an_edit_in_default_mode_is_a_boundary_and_accept_continues_live(setup):
     spec = speculate(setup, "change it", read_call("r1"), edit_call())
     assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
     setup.script(Message.assistant("done live"))
-    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     runs = [e for e in events if isinstance(e, ToolFinished)]
     assert [e.call_id for e in runs] == ["r1", "e1"]  # r1 replayed, e1 run once, live
     assert (setup.root / "a.txt").read_text() == "two\n"
@@ -106,7 +106,7 @@ def test_a_continued_turn_counts_the_speculated_rounds_as_the_toolbar_does(setup
     spec = speculate(setup, "change it", read_call("r1"), edit_call())
     setup.script(Message.assistant("done live"))
     before = session.usage
-    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     finished = events[-1]
     assert isinstance(finished, TurnFinished)
     assert finished.rounds == spec.fork.rounds + 1 == 3
@@ -121,7 +121,7 @@ def test_a_file_changed_since_it_was_copied_is_a_conflict_and_the_prompt_runs_no
     spec = speculate(setup, "change it", edit_call(), Message.assistant("changed"))
     (setup.root / "a.txt").write_text("the user's own edit\n")
     setup.script(Message.assistant("ran normally"))
-    events = run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.CONFLICT)
     assert any(isinstance(e, Notice) and "not used" in e.text for e in events)
     assert (setup.root / "a.txt").read_text() == "the user's own edit\n"
     assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran normally"
@@ -138,7 +138,7 @@ def test_abort_discards_the_overlay_and_leaves_the_tree(setup):
 
 def test_a_shell_command_that_writes_is_a_bash_boundary_in_plan_mode(setup):
     # in the other modes it runs on a kernel overlay where the machine allows one
-    # (tests/followup/test_speculated_commands.py, test_consent.py)
+    # (tests/followup/test_overlay_run.py, test_consent.py)
     setup.conversation.set_approval_mode(ApprovalMode.PLAN)
     shell = Message.assistant("", [call("shell", json.dumps({"command": "rm a.txt"}), "s1")])
     spec = speculate(setup, "clean up", shell)
@@ -177,7 +177,7 @@ def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boun
     setup.script(Message.assistant("left it"))
     runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=True)
     acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
-    assert acceptance.outcome is Outcome.ACCEPTED
+    assert acceptance.outcome is SpeculationOutcome.ACCEPTED
     events = consume(acceptance.events, PermissionReply(PermissionAnswer.DENY, "no"))
     asked = [e.name for e in events if isinstance(e, PermissionRequested)]
     assert asked == ["shell"]
@@ -199,7 +199,7 @@ def test_a_speculation_whose_batch_skips_the_round_replays_the_tool_answer(setup
     spec = speculate(setup, "show a.txt", read_call("r1"))
     assert spec.status is Status.COMPLETED
     requests = len(setup.provider.requests)
-    events = run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     assert len(setup.provider.requests) == requests  # nothing asked again on accept
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     end = events[-1]

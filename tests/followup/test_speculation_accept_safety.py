@@ -19,7 +19,7 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Outcome, Speculation, Status
+from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale
@@ -70,7 +70,7 @@ def speculate(setup, *steps) -> Speculation:
     return spec
 
 
-def run_accept(setup, spec, *, outcome: Outcome) -> list:
+def run_accept(setup, spec, *, outcome: SpeculationOutcome) -> list:
     runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
     acceptance = accept(spec, setup.conversation.session, runner, CancelToken())
     assert acceptance.outcome is outcome, acceptance.detail
@@ -90,7 +90,7 @@ def test_a_user_edit_between_a_speculative_read_and_write_makes_accept_a_conflic
     )
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
-    events = run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.CONFLICT)
     assert any(isinstance(e, Notice) and "speculation read it" in e.text for e in events)
     assert (setup.root / "a.txt").read_text() == "the user's edit\n"
     assert isinstance(events[-1], TurnFinished) and events[-1].text == "ran normally"
@@ -105,7 +105,7 @@ def test_a_user_edit_after_a_speculative_shell_read_makes_accept_a_conflict(setu
     )
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
-    run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    run_accept(setup, spec, outcome=SpeculationOutcome.CONFLICT)
     assert (setup.root / "a.txt").read_text() == "the user's edit\n"
     assert not (setup.root / "b.txt").exists()
 
@@ -124,7 +124,7 @@ def test_a_user_edit_to_a_file_a_recursive_grep_read_makes_accept_a_conflict(set
     )
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
-    run_accept(setup, spec, outcome=Outcome.CONFLICT)
+    run_accept(setup, spec, outcome=SpeculationOutcome.CONFLICT)
     assert not (setup.root / "notes.md").exists()
 
 
@@ -139,7 +139,7 @@ def test_a_file_made_read_only_meanwhile_is_not_overwritten_by_accept(setup):
     assert spec.status is Status.COMPLETED
     setup.script(Message.assistant("ran normally"))
     try:
-        run_accept(setup, spec, outcome=Outcome.CONFLICT)
+        run_accept(setup, spec, outcome=SpeculationOutcome.CONFLICT)
         assert a.read_text() == "one\n"
         assert stat.S_IMODE(a.stat().st_mode) == 0o444
     finally:
@@ -157,7 +157,7 @@ def test_a_read_only_file_is_never_written_by_the_speculation(setup):
         assert read.result.error is None
         assert written.result.error.type is ErrorType.PERMISSION_DENIED
         assert not spec.overlay.has_writes
-        run_accept(setup, spec, outcome=Outcome.ACCEPTED)
+        run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
         assert a.read_text() == "one\n"
     finally:
         os.chmod(a, 0o644)

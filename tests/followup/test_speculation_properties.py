@@ -7,7 +7,7 @@ the outcome (completed, or a boundary), the real tree — every file's bytes and
 — is byte-identical to the snapshot taken before, at every round and at the end. A
 completed speculation is then accepted, a stopped one's overlay applied, and the tree
 equals what the overlay's view showed. Commands are not speculated on a kernel overlay
-here (`sandbox.speculateCommands` off): test_speculated_commands.py covers that.
+here (`sandbox.speculateCommands` off): test_overlay_run.py covers that.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ continuations, carriage returns and `#`, with a separator word between them. The
 `echo WORDS` (its rule takes any operand), recording the decoded `Word`s; bash prints the same
 words with `printf '%s\\0' WORDS` in a scratch directory with a few files (one named like an
 option), HOME inside it and no command on PATH. For every line the proof accepts: a literal
-word is exactly what bash prints (a leading `~` kept, as `Verdict.paths` documents), and a
+word is exactly what bash prints (a leading `~` kept, as `Proof.paths` documents), and a
 run-time word prints as its flags admit: several words only if it `splits`, one starting with
 `-` only if it is `flaggable`, each beginning with its literal `prefix`. Bash only ever runs
 `printf` here: no `$` but the one opening `$'…'`, no backquote, `(` or `)` is generated.

@@ -18,7 +18,7 @@ from qshell.shellproof import (
     DEFAULT_PATH,
     GIT_HARDENING,
     SHELL_TIMEOUT_S,
-    Verdict,
+    Proof,
     check,
     sanitized_env,
     walker,
@@ -401,7 +401,7 @@ def test_run_time_path_arguments_are_reported_by_their_source_text():
 
 def test_rejections_carry_no_paths():
     verdict = check("cat secret && rm x")
-    assert verdict == Verdict(False, "unknown command 'rm'", ("cat",))
+    assert verdict == Proof(False, "unknown command 'rm'", ("cat",))
 
 
 def test_an_internal_failure_is_reported_as_not_read_only(monkeypatch: pytest.MonkeyPatch):
@@ -409,7 +409,7 @@ def test_an_internal_failure_is_reported_as_not_read_only(monkeypatch: pytest.Mo
         raise KeyError(name)
 
     monkeypatch.setattr(walker, "judge", broken)
-    assert check("ls") == Verdict(False, "internal error")
+    assert check("ls") == Proof(False, "internal error")
 
 
 def test_deep_nesting_fails_closed():
@@ -426,7 +426,7 @@ def test_over_long_input_is_rejected_before_parsing():
 def test_checks_from_many_threads_agree():
     commands = [c for c, _ in BYPASSES[:40]] + READ_ONLY[:40]
     expected = [check(c) for c in commands]
-    results: list[list[Verdict]] = []
+    results: list[list[Proof]] = []
 
     def work() -> None:
         results.append([check(c) for c in commands])
@@ -533,7 +533,7 @@ SHELL_TOKENS = [
 @given(st.text(max_size=200))
 def test_check_never_raises_on_arbitrary_text(text: str):
     verdict = check(text)
-    assert isinstance(verdict, Verdict)
+    assert isinstance(verdict, Proof)
     assert verdict.reason
     assert verdict.read_only == (verdict.reason == "read-only")
 
@@ -541,7 +541,7 @@ def test_check_never_raises_on_arbitrary_text(text: str):
 @given(st.lists(st.sampled_from(SHELL_TOKENS), max_size=30).map(" ".join))
 def test_check_never_raises_on_shell_like_token_soup(text: str):
     verdict = check(text)
-    assert isinstance(verdict, Verdict)
+    assert isinstance(verdict, Proof)
     assert verdict.reason
     if not verdict.read_only:
         assert verdict.paths == () and verdict.dynamic_paths == ()

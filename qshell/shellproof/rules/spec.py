@@ -19,7 +19,11 @@ NONE = "none"  # operands are names, text or numbers
 PATTERN = "pattern"  # the first operand is a pattern unless a pattern flag gave one
 
 
-class Unproven(Exception):
+class ShellproofError(Exception):
+    """Root of every exception the shellproof package raises, so a caller can catch one type."""
+
+
+class Unproven(ShellproofError):
     """Something is not proven read-only; `reason` says what (first one found)."""
 
     def __init__(self, reason: str) -> None:
@@ -107,7 +111,7 @@ def runtime_read(text: str) -> Read:
 
 @dataclass(frozen=True, slots=True)
 class Judged:
-    """A command proven read-only: its label for the verdict and what it may read."""
+    """A command proven read-only: its label for the proof and what it may read."""
 
     label: str
     reads: tuple[Read, ...] = ()

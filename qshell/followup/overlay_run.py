@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from qshell import shellproof
+from qshell.errors import QshellError
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
 from qshell.permissions.git_scope import GIT_TIMEOUT_S
@@ -52,7 +53,7 @@ NETWORK_FAILURE = re.compile(
 )
 
 
-class Refused(Exception):
+class RunRefused(QshellError):
     """The command's run cannot stand as a speculated result (`str()` says why)."""
 
 
@@ -74,18 +75,18 @@ def run_on_overlay(
     tool: Tool, args: Any, ctx: ToolContext, overlay: Overlay, launcher: JailLauncher
 ) -> ToolResult:
     """Run the shell call on a kernel overlay of the project and the speculation's changes,
-    then take what it changed into `overlay`; Refused when its result cannot stand (the
+    then take what it changed into `overlay`; RunRefused when its result cannot stand (the
     caller makes that a boundary; nothing of it is then taken in)."""
     try:
         overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
     except ReadsUnrecorded as exc:
-        raise Refused(str(exc)) from None
+        raise RunRefused(str(exc)) from None
     limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
     scratch = overlay.directory / SCRATCH_DIR
     try:
         jailed = launcher.timed(limit).on_overlay((overlay.upper,), scratch)
     except SandboxUnavailable as exc:
-        raise Refused(str(exc)) from None
+        raise RunRefused(str(exc)) from None
     mount = jailed.mount
     assert mount is not None
     shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
@@ -115,17 +116,17 @@ def _take_in(
         return
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:
-        raise Refused(f"its output shows a network failure ({failure.group()})")
+        raise RunRefused(f"its output shows a network failure ({failure.group()})")
     try:
         changed = overlay.changes_in(layer)
         protected = [r for r in changed if ctx.paths.is_protected(ctx.root / r)]
         if protected:
-            raise Refused(f"{', '.join(protected)} {PROTECTED_REASON}")
+            raise RunRefused(f"{', '.join(protected)} {PROTECTED_REASON}")
         environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
         unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
-        raise Refused(str(exc)) from None
+        raise RunRefused(str(exc)) from None
 
 
 def command_environ(environ: Mapping[str, str]) -> dict[str, str]:
