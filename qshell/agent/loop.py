@@ -207,7 +207,8 @@ class _Turn:
         )
         self.session.answer_all(blocks)
         self.batches += 1
-        self.log.batch_done(skipped=answer is not None)
+        skipped = routing.facts(self.session) if answer is not None else None
+        self.log.batch_done(skipped=skipped)
         if self.cancel.cancelled:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         if answer is None:

@@ -109,7 +109,7 @@ class SessionOptions:
     )  # reads start while their response streams (D4)
 
 
-@dataclass
+@dataclass(slots=True)
 class SessionStats:
     """What a session counts: usage totals (all rounds, the last one, by position in their
     turn for /stats), rounds, the size of the next request, and accepted speculations."""

@@ -193,12 +193,12 @@ class TurnLog:
             self.records[-1].update(fields, position=str(position))
         return position
 
-    def batch_done(self, *, skipped: bool) -> None:
-        """A tool batch ended; when D1 skipped the next round, that is a decision too."""
+    def batch_done(self, *, skipped: routing.TurnFacts | None) -> None:
+        """A tool batch ended; when D1 skipped the next round (`skipped` holds the turn's
+        facts then), that is a decision too."""
         self.batch.ended()
-        if skipped:
-            facts = routing.facts(self.session)
-            record = self._base(facts, RoundChoice.SKIP)
+        if skipped is not None:
+            record = self._base(skipped, RoundChoice.SKIP)
             record.update(tier_requested=None, tier_actual=None, veto_reason=None)
             self.records.append(record)
 
