@@ -129,8 +129,8 @@ class _Turn:
             end = yield from self.round()
         yield end or self.failed(
             FailureKind.MAX_TURNS,
-            f"stopped after {self.session.options.max_turns} model rounds (maxTurns); raise it with "
-            "--max-turns or the maxTurns setting, or continue with --continue",
+            f"stopped after {self.session.options.max_turns} model rounds (maxTurns); raise it "
+            "with --max-turns or the maxTurns setting, or continue with --continue",
         )
 
     def begin(

@@ -5,11 +5,12 @@ a turn), the system prompt built once and kept byte-identical, the provider and 
 the approval mode, its settings (`SessionOptions`, one frozen value), what it counts
 (`SessionStats`: usage totals, rounds, the next request's size) and the transcript; no
 routing or decision log (latency/router.py: composition hands the loop those). It builds
-each round's `ChatRequest`. `fork()` gives the session a speculation runs on: same prefix, its requests
-built by `CacheSafeParams` (llm/fork.py) so they share the prompt cache, no transcript and
-no compaction; `adopt()` makes an accepted fork's messages, rounds and usage this
-session's own, in history and transcript. Not thread-safe: one turn at a time mutates a
-session, from the thread running the loop (a fork belongs to its speculation's thread).
+each round's `ChatRequest`. `fork()` gives the session a speculation runs on: same
+prefix, its requests built by `CacheSafeParams` (llm/fork.py) so they share the prompt
+cache, no transcript and no compaction; `adopt()` makes an accepted fork's messages,
+rounds and usage this session's own, in history and transcript. Not thread-safe: one
+turn at a time mutates a session, from the thread running the loop (a fork belongs to
+its speculation's thread).
 """
 
 from __future__ import annotations
@@ -104,9 +105,8 @@ class SessionOptions:
     # D3: a round after an all-terminal batch is announced as a summary (SummaryStarted);
     # never on a fork (a speculation's turn has no prompt to give back)
     summarizes_in_background: bool = False
-    stream_ahead: bool = (
-        DEFAULTS.stream_ahead_tools
-    )  # reads start while their response streams (D4)
+    # D4: a read call starts while its response still streams (latency/stream_ahead.py)
+    stream_ahead: bool = DEFAULTS.stream_ahead_tools
 
 
 @dataclass(slots=True)
