@@ -32,7 +32,7 @@ from typing import Any
 from bench.stats import report
 from qshell.agent.events import TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.session import Session
+from qshell.agent.session import Session, SessionOptions
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.llm.anthropic import AnthropicProvider
@@ -150,7 +150,7 @@ def session(server: ScriptedLLMServer, trace: Trace, root: Path, on: bool, start
         system_prompt="You are a coding agent.",
         tools=tools(starts),
         tool_context=ToolContext(paths=PathResolver(root, home=root)),
-        stream_ahead=on,
+        options=SessionOptions(stream_ahead=on),
     )
 
 

@@ -194,7 +194,7 @@ def _run_front_end(
 
     for note in opener.plugins.startup_notes:  # the REPL shows them under its banner
         stderr.write(f"qshell: {note}\n")
-    run = compose.open_print(settings, request, open_session=opener)
+    run = compose.open_print(settings, request, open_session=opener, environ=environ)
     return run_print(run, prompt, output_format=args.output_format, stdout=stdout, stderr=stderr)
 
 

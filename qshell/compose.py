@@ -3,7 +3,9 @@
 This is where settings become objects: the provider for the resolved configuration
 (providers.py; starting the embedded model's server for `local`), the tool context with its path
 resolver and limits, the system prompt (built once), and a new or resumed session with
-its transcript. `SessionOpener` is the session factory of one run: it builds the provider
+its transcript (its settings one `SessionOptions`), and the Router that routes and logs
+the rounds of a conversation's or `--print` run's turns (`open_router`: D2's settings and
+the decision log). `SessionOpener` is the session factory of one run: it builds the provider
 once and shares it between the sessions of that run (`/clear` must not start a second
 model server), and `close()` releases it. `open_interactive` builds what an interactive
 front-end drives — the Conversation, the factory of its next-prompt suggestions (with
@@ -31,7 +33,14 @@ from qshell.agent import transcript as transcripts
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event
 from qshell.agent.prompt import build_system_prompt
-from qshell.agent.session import Session, SessionFactory, SessionRequest, new_session_id
+from qshell.agent.session import (
+    Session,
+    SessionFactory,
+    SessionOptions,
+    SessionRequest,
+    SessionStats,
+    new_session_id,
+)
 from qshell.cancel import CancelToken
 from qshell.config import (
     ProviderName,
@@ -42,6 +51,7 @@ from qshell.config import (
 from qshell.dirs import PRIVATE_FILE_MODE, Dirs, ensure_private_dir
 from qshell.latency.decisions import DecisionLog
 from qshell.latency.directives import Directives
+from qshell.latency.router import Router
 from qshell.latency.routing import Routing
 from qshell.llm.base import Provider
 from qshell.llm.messages import Message
@@ -213,53 +223,70 @@ def open_session(
     directory = transcripts.transcripts_dir(dirs.state, root)
     context = tool_context(settings, root=root, environ=environ, plugins=plugins)
     opened = _open_transcript(settings, request, root, directory, tiny=tiny, provider=config.name)
-    session_id, system_prompt, history = opened.session_id, opened.system_prompt, opened.history
-    last_prompt_tokens, predict, transcript = (
-        opened.last_prompt_tokens,
-        opened.predict,
-        opened.transcript,
-    )
-    session = Session(
+    return Session(
         provider=provider or build_provider(config, settings, environ=environ),
         model=config.model,
-        system_prompt=system_prompt
+        system_prompt=opened.system_prompt
         or build_system_prompt(root, compact=tiny, concise=settings.concise_replies),
         tools=session_tools(plugins),
         tool_context=context,
+        options=session_options(settings, request, config, predict=opened.predict, tiny=tiny),
         approval_mode=settings.approval_mode,
+        session_id=opened.session_id,
+        transcript=opened.transcript,
+        history=opened.history,
+        stats=SessionStats(last_prompt_tokens=opened.last_prompt_tokens),
+    )
+
+
+def session_options(
+    settings: Settings,
+    request: SessionRequest,
+    config: ProviderConfig,
+    *,
+    predict: bool,
+    tiny: bool,
+) -> SessionOptions:
+    """A session's options from the settings: a small local model (`tiny`) gets its own
+    round and token limits, compact tools offered by prompt and a toolless last round;
+    `predict` is whether its system prompt asks for the next-prompt line."""
+    return SessionOptions(
         max_turns=min(settings.max_turns, settings.local.max_rounds)
         if tiny
         else settings.max_turns,
         max_tokens=min(settings.max_tokens, settings.local.max_tokens)
         if tiny
         else settings.max_tokens,
-        session_id=session_id,
-        transcript=transcript,
-        history=history,
-        compact_threshold=settings.compact_threshold,
-        last_prompt_tokens=last_prompt_tokens,
-        compact_tools=tiny,
-        final_round_without_tools=tiny,
-        tools_by_prompt=tiny,
-        predicts_next=predict,
-        background_reasoning=settings.background_reasoning,
-        directives=Directives.of(
-            always_summarize=settings.always_summarize,
-            allowlist=settings.tool_post_exec_allowlist,
-        ),
-        summarizes_in_background=request.background_summary and settings.summarize_in_background,
-        stream_ahead=settings.stream_ahead_tools,
         context_window=(
             settings.local.context_size
             if config.name is ProviderName.LOCAL
             else settings.context_window
         ),
+        compact_threshold=settings.compact_threshold,
+        compact_tools=tiny,
+        final_round_without_tools=tiny,
+        tools_by_prompt=tiny,
+        predicts_next=predict,
+        directives=Directives.of(
+            always_summarize=settings.always_summarize,
+            allowlist=settings.tool_post_exec_allowlist,
+        ),
+        background_reasoning=settings.background_reasoning,
+        summarizes_in_background=request.background_summary and settings.summarize_in_background,
+        stream_ahead=settings.stream_ahead_tools,
     )
-    session.decisions = DecisionLog.for_state_dir(dirs.state, log_text=settings.telemetry.log_text)
-    session.routing = Routing(
-        settings.summary_tier_strategy, settings.fast_model, settings.lean_summary_rounds
+
+
+def open_router(settings: Settings, environ: Mapping[str, str]) -> Router:
+    """How the rounds of a conversation's (or a `--print` run's) turns are routed (D2:
+    `summaryTierStrategy`, `fastModel`, `leanSummaryRounds`) and where their decisions
+    are logged (the state directory's `decisions.jsonl`; prompts only with
+    `telemetry.logText`)."""
+    state = Dirs.from_environ(environ).state
+    return Router(
+        Routing(settings.summary_tier_strategy, settings.fast_model, settings.lean_summary_rounds),
+        DecisionLog.for_state_dir(state, log_text=settings.telemetry.log_text),
     )
-    return session
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +367,7 @@ def open_interactive(
         replace(request, predict_next=True, background_summary=True),
         fast_model=settings.fast_model,
         show_reasoning=settings.show_reasoning,
+        router=open_router(settings, environ),
     )
     _sweep_stale_overlays(conversation.session.project_root)
     state = Dirs.from_environ(environ).state
@@ -383,6 +411,7 @@ def open_acp(
             replace(request, resume_id=resume_id, continue_latest=False, predict_next=False),
             fast_model=here.fast_model,
             show_reasoning=here.show_reasoning,
+            router=open_router(here, opener.environ),
         )
 
     return open_conversation
@@ -424,11 +453,12 @@ def _prompt_history(state: Path) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class PrintRun:
-    """The one session of `qshell -p` and its non-interactive ToolRunner (tools that need
-    approval are denied unless the approval mode allows them)."""
+    """The one session of `qshell -p`, its non-interactive ToolRunner (tools that need
+    approval are denied unless the approval mode allows them) and the Router of its turn."""
 
     session: Session
     runner: MainToolRunner
+    router: Router
 
     @property
     def session_id(self) -> str:
@@ -442,7 +472,7 @@ class PrintRun:
         from qshell.agent.loop import run_turn
         from qshell.agent.plugin_events import observed
 
-        turn = run_turn(self.session, prompt, self.runner, cancel)
+        turn = run_turn(self.session, prompt, self.runner, cancel, router=self.router)
         return observed(turn, self.session.tool_context.plugins)
 
     def close(self) -> None:
@@ -450,11 +480,16 @@ class PrintRun:
 
 
 def open_print(
-    settings: Settings, request: SessionRequest, *, open_session: SessionFactory
+    settings: Settings,
+    request: SessionRequest,
+    *,
+    open_session: SessionFactory,
+    environ: Mapping[str, str],
 ) -> PrintRun:
     """The session for `request` and the runner of a `--print` turn; like an interactive
     start, it finishes or rolls back the applies into this project that qshell processes
     which died left half done, before the turn runs."""
     session = open_session(request)
     _sweep_stale_overlays(session.project_root)
-    return PrintRun(session, MainToolRunner(settings.approval_mode, interactive=False))
+    runner = MainToolRunner(settings.approval_mode, interactive=False)
+    return PrintRun(session, runner, open_router(settings, environ))

@@ -1,8 +1,9 @@
 """The import arrows point one way: ui → followup → agent → llm, tools; leaves import nothing above.
 
 Walks every module's imports with ast (lazy imports inside functions and TYPE_CHECKING
-blocks count too), like httpx's export test keeps `__all__` honest. ARCHITECTURE.md draws
-the same rules.
+blocks count too), like httpx's export test keeps `__all__` honest; the modules of agent,
+latency and permissions import each other without a circle. ARCHITECTURE.md draws the
+same rules.
 """
 
 from __future__ import annotations
@@ -171,3 +172,32 @@ def test_version_needs_no_heavy_imports():
     code = "import sys, qshell.cli; print(sorted(m for m in ('httpx', 'pydantic', 'rich', 'prompt_toolkit') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# packages whose modules must import each other without a circle
+ACYCLIC = ("qshell.agent", "qshell.latency", "qshell.permissions")
+
+
+def test_the_agent_latency_and_permissions_modules_import_no_circle():
+    inside = {n for n in modules() if any(under(n, p) for p in ACYCLIC)}
+    graph = {
+        name: {t for t in imported if t in inside and t != name}
+        for name, imported in all_modules().items()
+        if name in inside
+    }
+    circles = []
+    state: dict[str, str] = {}  # "open" while on the walk's path, then "done"
+
+    def walk(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph[name]):
+            if state.get(target) == "open":
+                circles.append(" → ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                walk(target, [*path, target])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            walk(name, [name])
+    assert circles == []

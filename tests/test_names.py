@@ -30,8 +30,6 @@ LEAF_ROOTS: dict[str, type[BaseException]] = {
 }
 # file names each package may have of its own, qualified by the package they are in
 SHARED_FILE_NAMES = {"__init__.py", "base.py", "errors.py"}
-# renamed on the session branch of Roadmap 14 (latency/decisions.py's StrEnum): drop on merge
-PENDING_DUPLICATES = {"Decision": {"qshell.latency.decisions", "qshell.permissions.policy"}}
 
 
 def class_names(tree: ast.AST) -> Iterator[str]:
@@ -48,7 +46,7 @@ def test_no_class_name_is_defined_twice():
             counts[found] += 1
             where[found].add(name)
     twice = {n: where[n] for n, c in counts.items() if c > 1}
-    assert {n: ms for n, ms in twice.items() if PENDING_DUPLICATES.get(n) != ms} == {}
+    assert twice == {}
 
 
 def test_no_two_modules_share_a_file_name():

@@ -6,7 +6,7 @@
 `ToolResult` for the model, while control signals (a cancel, a speculation boundary) pass
 through; `preview` and `unready` are what a tool offers before a permission question (its
 diff; the failure it meets whatever the answer). Shared by the loop's batches
-(agent/loop.py) and the calls started while a response still streams
+(agent/batch.py) and the calls started while a response still streams
 (latency/stream_ahead.py). It must not decide permissions or emit
 events. Pure apart from the tool run itself; `execute` may run in any thread, as the
 tool's own thread rule allows.

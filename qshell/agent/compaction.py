@@ -40,7 +40,7 @@ class CompactionError(QshellError):
 def threshold_tokens(session: Session) -> float:
     """The history size past which the next request compacts first (`compactThreshold`
     of `contextWindow`); D2's context veto asks the same of the fast round."""
-    return session.context_window * session.compact_threshold
+    return session.options.context_window * session.options.compact_threshold
 
 
 def needs_compaction(session: Session, incoming_text: str) -> bool:
@@ -52,7 +52,7 @@ def needs_compaction(session: Session, incoming_text: str) -> bool:
     """
     if not session.can_compact or len(session.history) < MIN_MESSAGES_TO_COMPACT:
         return False
-    estimate = session.last_prompt_tokens + len(incoming_text) / CHARS_PER_TOKEN
+    estimate = session.stats.last_prompt_tokens + len(incoming_text) / CHARS_PER_TOKEN
     return estimate > threshold_tokens(session)
 
 
@@ -127,7 +127,7 @@ def _compact(
     session.restart_history(
         messages, reason=reason, messages_before=before, estimated_tokens=estimate
     )
-    session.last_prompt_tokens = estimate
+    session.stats.last_prompt_tokens = estimate
     return HistoryCompacted(reason=reason, messages_before=before, messages_after=len(messages))
 
 

@@ -1,7 +1,8 @@
 """Conversation: the controller an interactive front-end drives.
 
 It owns the current session, the main ToolRunner (interactive, with checkpoints for
-`/undo`), the per-turn CancelToken and the notes to pass to the model with the next prompt.
+`/undo`), the Router its turns run with (built by composition: latency/router.py), the
+per-turn CancelToken and the notes to pass to the model with the next prompt.
 Front-ends call its verbs — `turn(text)`, `cancel()`, `compact()`, `undo()`,
 `set_model()`, `set_approval_mode()`, `clear()`, `resume()`, `close()` — and render the
 events the generators yield (shown to the gate plugins' observers first, with their
@@ -35,6 +36,7 @@ from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, QshellError
+from qshell.latency.router import Router
 from qshell.permissions.runner import MainToolRunner
 
 MANUAL_COMPACT_REASON = "requested with /compact"
@@ -84,8 +86,12 @@ class Conversation:
         *,
         fast_model: str = "",
         show_reasoning: bool = True,
+        router: Router | None = None,
     ) -> None:
         self._open = open_session
+        # how its turns' rounds are routed and logged (latency/router.py), for every
+        # session it opens; a prepared turn that runs live gets it too (`router`)
+        self.router = router or Router()
         # what every later session of this conversation keeps (a new one for /clear)
         self._fresh = replace(request, continue_latest=False, resume_id=None)
         self.show_reasoning = show_reasoning  # a front-end setting the renderers read
@@ -151,7 +157,7 @@ class Conversation:
     def _turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
         self.checkpoints.begin_turn()
         try:
-            yield from run_turn(self.session, prompt, self.runner, cancel)
+            yield from run_turn(self.session, prompt, self.runner, cancel, router=self.router)
         finally:
             self.checkpoints.end_turn()
 

@@ -1,7 +1,9 @@
 """THE agent loop: one turn is model rounds and tool batches until the model stops.
 
-`run_turn(session, prompt, runner, cancel)` yields typed events. Each round streams one
-model response; its tool calls run as a batch (consecutive calls of concurrency-safe
+`run_turn(session, prompt, runner, cancel, router=)` yields typed events. Each round
+streams one model response through the router (latency/router.py: after a tool batch it
+may send the round to the fast model, and it tells the turn's decision log what it did);
+its tool calls run as a batch (agent/batch.py: consecutive calls of concurrency-safe
 kinds in parallel, the rest in order, results always in call order) and the results go
 back in the next round. It ends when the model answers without tools, or stops without
 finishing its answer — cut off at the output limit, refused, filtered — in which case no
@@ -25,25 +27,18 @@ With `streamAheadTools`, a read call may start while its response still streams
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 from qshell.agent import compaction
-from qshell.agent.calls import Prepared, execute, prepare, preview, unready
+from qshell.agent.batch import run_batch
 from qshell.agent.events import (
     Event,
     FailureKind,
-    PermissionAnswer,
-    PermissionReply,
-    PermissionRequested,
     PredictionStarted,
     ReasoningDelta,
     RoundFinished,
     SummaryStarted,
     TextDelta,
-    ToolFinished,
-    ToolStarted,
     TurnFailed,
     TurnFinished,
 )
@@ -52,7 +47,7 @@ from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled, ContextTooLong, QshellError
 from qshell.latency import routing
-from qshell.latency.decisions import TurnLog, Watch
+from qshell.latency.router import Router, Watch
 from qshell.latency.stream_ahead import EarlyCalls
 from qshell.llm.base import StreamDone, StreamReasoning, StreamText, StreamToolCall
 from qshell.llm.fork import CacheSafeParams
@@ -64,12 +59,8 @@ from qshell.llm.messages import (
     ToolResultBlock,
     Usage,
 )
-from qshell.permissions.policy import Verdict
 from qshell.permissions.runner import ToolRunner
-from qshell.tools.base import CONCURRENCY_SAFE_KINDS, ErrorType, ToolResult
-
-MAX_PARALLEL_TOOLS = 8
-CANCELLED_RESULT = ToolResult.fail(ErrorType.CANCELLED, "the user cancelled this tool call")
+from qshell.tools.base import ToolResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +85,13 @@ def run_turn(
     cancel: CancelToken,
     *,
     pending: PendingCalls | None = None,
+    router: Router | None = None,
 ) -> Iterator[Event]:
     """Run one user turn; `prompt=None` continues from the current history, and `pending`
-    first answers the calls of a turn that stopped mid-batch."""
-    turn = _Turn(session, runner, cancel, may_retry=prompt is not None)
+    first answers the calls of a turn that stopped mid-batch. `router` picks each round's
+    model and logs its decisions (latency/router.py); without one every round runs on
+    the session's model and nothing is logged, as for a speculation's fork."""
+    turn = _Turn(session, runner, cancel, router or Router(), may_retry=prompt is not None)
     try:  # every event passes the turn's decision log (latency/decisions.py)
         for event in turn.events(prompt, pending):
             yield turn.log.saw(event)
@@ -110,25 +104,33 @@ class _Turn:
     of events that returns the turn's last event, or None to go on."""
 
     def __init__(
-        self, session: Session, runner: ToolRunner, cancel: CancelToken, *, may_retry: bool
+        self,
+        session: Session,
+        runner: ToolRunner,
+        cancel: CancelToken,
+        router: Router,
+        *,
+        may_retry: bool,
     ) -> None:
         self.session = session
         self.runner = runner
         self.cancel = cancel
-        self.start_usage = session.usage
+        self.router = router
+        self.start_usage = session.stats.usage
         self.rounds = 0
+        self.batches = 0  # tool batches run: the first round is never routed
         # a first round too long for the context may compact and run again, once
         self.may_retry = may_retry
-        self.log = TurnLog(session)
+        self.log = router.open_turn(session)
 
     def events(self, prompt: str | None, pending: PendingCalls | None) -> Iterator[Event]:
         end: TurnEnd | None = yield from self.begin(prompt, pending)
-        while end is None and self.rounds < self.session.max_turns:
+        while end is None and self.rounds < self.session.options.max_turns:
             end = yield from self.round()
         yield end or self.failed(
             FailureKind.MAX_TURNS,
-            f"stopped after {self.session.max_turns} model rounds (maxTurns); raise it with "
-            "--max-turns or the maxTurns setting, or continue with --continue",
+            f"stopped after {self.session.options.max_turns} model rounds (maxTurns); raise it "
+            "with --max-turns or the maxTurns setting, or continue with --continue",
         )
 
     def begin(
@@ -160,8 +162,12 @@ class _Turn:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         request = session.request(round_index=self.rounds)
         try:
-            done = yield from self.log.stream(
-                request, lambda r, w: _stream(session, r, cancel, early, w)
+            done = yield from self.router.stream(
+                session,
+                request,
+                lambda r, w: _stream(session, r, cancel, early, w),
+                self.log,
+                after_batch=self.batches > 0,
             )
         except ContextTooLong as exc:
             return (yield from self._compact_and_retry(exc))
@@ -174,10 +180,10 @@ class _Turn:
         if done.message.content:
             session.append(done.message)
             session.cache_safe = CacheSafeParams.capture(
-                request, done.message, background_reasoning=session.background_reasoning
+                request, done.message, background_reasoning=session.options.background_reasoning
             )
         if not done.usage.known:  # size the history ourselves, for compaction
-            session.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
+            session.stats.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
         yield RoundFinished(round=self.rounds, usage=done.usage)
         calls = done.message.tool_calls
         if done.stop_reason not in FINISHED_STOPS:
@@ -196,16 +202,19 @@ class _Turn:
         turn ends here with the outputs as its answer (shown as the model's would be).
         When every result is terminal and the session summarizes in background (D3), the
         round that follows is announced as the summary (`SummaryStarted`)."""
-        blocks, answer, terminal = yield from _run_batch(
+        blocks, answer, terminal = yield from run_batch(
             self.session, calls, self.runner, self.cancel, known=known, early=early
         )
         self.session.answer_all(blocks)
-        self.log.batch_done(skipped=answer is not None)
+        self.batches += 1
+        skipped = routing.facts(self.session) if answer is not None else None
+        self.log.batch_done(skipped=skipped)
         if self.cancel.cancelled:
             return self.failed(FailureKind.CANCELLED, "cancelled")
         if answer is None:
-            follows = self.rounds < self.session.max_turns  # a round does follow
-            background = terminal and follows and self.session.summarizes_in_background
+            options = self.session.options
+            follows = self.rounds < options.max_turns  # a round does follow
+            background = terminal and follows and options.summarizes_in_background
             if background and routing.predicts_summary(self.session):  # no veto applies
                 yield SummaryStarted(round=self.rounds + 1)
             return None
@@ -228,7 +237,7 @@ class _Turn:
     def unfinished(self, done: StreamDone) -> TurnFinished:
         """The round stopped before its answer was complete: none of its calls runs (each
         is answered "not run", so the history stays valid), and the turn ends saying why."""
-        note = unfinished_note(done, self.session.max_tokens)
+        note = unfinished_note(done, self.session.options.max_tokens)
         calls = done.message.tool_calls
         if calls:
             why = f"not run: {note}"
@@ -239,7 +248,7 @@ class _Turn:
             note += f" ({names} did not run)"
         self.session.note("turn_unfinished", stop_reason=done.stop_reason, message=note)
         text = done.message.text
-        if self.session.predicts_next:  # cut off inside its prediction line, maybe
+        if self.session.options.predicts_next:  # cut off inside its prediction line, maybe
             text = split_prediction(text)[0]
         return TurnFinished(
             text=text,
@@ -252,7 +261,7 @@ class _Turn:
     def finished(self, text: str) -> TurnFinished:
         """The answer is complete: its text as shown, and the next prompt it predicts."""
         prediction, confidence = None, None
-        if self.session.predicts_next:
+        if self.session.options.predicts_next:
             text, prediction, confidence = read_prediction(text)
         return TurnFinished(
             text=text,
@@ -264,7 +273,7 @@ class _Turn:
 
     def usage(self) -> Usage:
         """This turn's share of the session's usage totals."""
-        return _since(self.session.usage, self.start_usage)
+        return _since(self.session.stats.usage, self.start_usage)
 
     def failed(self, kind: FailureKind, message: str) -> TurnFailed:
         self.session.note("turn_failed", kind=str(kind), message=message)
@@ -285,12 +294,12 @@ def _stream(
     watch: Watch | None = None,
 ) -> Generator[Event, None, StreamDone | None]:
     """Stream one model response as TextDelta events; returns its end (None if cut, or
-    when `watch` cuts it: latency/decisions.py times it and stops a fast round's tool call).
+    when `watch` cuts it: latency/router.py times it and stops a fast round's tool call).
     A call complete before the end is offered to `early`, which may start it at once.
     `PredictionStarted` comes once, when what still streams is the hidden prediction line
     and no call came before it."""
     done: StreamDone | None = None
-    shown = PredictionFilter() if session.predicts_next else None  # prediction.py
+    shown = PredictionFilter() if session.options.predicts_next else None  # prediction.py
     announced = False
     chunks = session.provider.stream(request, cancel)
     for chunk in chunks:
@@ -354,144 +363,3 @@ def _since(now: Usage, start: Usage) -> Usage:
         reasoning_tokens=sub(now.reasoning_tokens, start.reasoning_tokens),
         known=now.known,
     )
-
-
-def _display_args(call: ToolCall) -> dict[str, object]:
-    try:
-        return call.parsed_arguments()
-    except ValueError:
-        return {"raw": call.arguments}
-
-
-def _run_batch(
-    session: Session,
-    calls: Sequence[ToolCall],
-    runner: ToolRunner,
-    cancel: CancelToken,
-    *,
-    known: Mapping[str, ToolResult] | None = None,
-    early: EarlyCalls | None = None,
-) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None, bool]]:
-    """Run one round's calls; returns their results in call order, the turn's answer
-    when the batch skips the next round, and whether every result is terminal (generator
-    return). Calls with a `known` result are not run again; those `early` started are not
-    run again either, nor decided twice."""
-    ctx = replace(session.tool_context, cancel=cancel)
-    early = early or EarlyCalls(session, runner, cancel, enabled=False)
-    results: dict[str, ToolResult] = dict(known or {})
-    parallel: list[Prepared] = []
-
-    def flush() -> Iterator[Event]:
-        if parallel:
-            yield from _run_parallel(parallel, runner, ctx, results, early)
-            parallel.clear()
-
-    for call in calls:
-        if cancel.cancelled:
-            break
-        if call.id in results:
-            continue
-        prepared = prepare(session, call)
-        if prepared.result is None and prepared.tool is not None:
-            prepared.result = yield from _permission(prepared, runner, ctx, cancel, early)
-        if prepared.result is not None:
-            yield ToolStarted(call.id, call.name, _display_args(call))
-            results[call.id] = prepared.result
-            yield ToolFinished(call.id, call.name, prepared.result)
-            continue
-        assert prepared.tool is not None
-        if prepared.tool.kind in CONCURRENCY_SAFE_KINDS:
-            parallel.append(prepared)
-            continue
-        yield from flush()
-        if cancel.cancelled:
-            break
-        yield ToolStarted(call.id, call.name, _display_args(call))
-        result = execute(runner, prepared, ctx)
-        results[call.id] = result
-        yield ToolFinished(call.id, call.name, result)
-    if not cancel.cancelled:
-        yield from flush()
-    ordered = [results.get(call.id, CANCELLED_RESULT) for call in calls]
-    blocks = [
-        ToolResultBlock(tool_call_id=c.id, content=r.llm_content, is_error=r.error is not None)
-        for c, r in zip(calls, ordered, strict=True)
-    ]
-    tools = [session.tools_by_name.get(call.name) for call in calls]
-    pairs = list(zip(tools, ordered, strict=True))
-    answer = session.directives.skipped_answer(pairs)
-    return blocks, answer, all(session.directives.terminal(t, r) for t, r in pairs)
-
-
-def _permission(
-    prepared: Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken, early: EarlyCalls
-) -> Generator[Event, None, ToolResult | None]:
-    """Ask the runner (or take its decision made while the stream ran), and the user when
-    needed; returns a denial result or None to run. No question is asked about a call
-    the tool says fails whatever the answer (`unready`: a write over a file the model
-    has not read): that failure is the result."""
-    tool = prepared.tool
-    assert tool is not None
-    decision = early.decision(prepared.call, lambda: runner.decide(tool, prepared.args, ctx))
-    if decision.verdict is Verdict.ALLOW:
-        return None
-    if decision.verdict is Verdict.DENY:
-        return ToolResult.fail(ErrorType.DENIED, f"not allowed: {decision.reason}")
-    refused = unready(prepared, ctx)
-    if refused is not None:
-        return refused
-    future: Future[PermissionReply] = Future()
-
-    def cancel_question() -> None:
-        future.cancel()
-
-    unregister = cancel.on_cancel(cancel_question)
-    try:
-        yield PermissionRequested(
-            prepared.call.id,
-            prepared.call.name,
-            _display_args(prepared.call),
-            decision.reason,
-            future,
-            preview=preview(prepared, ctx),
-        )
-        reply = future.result()
-    except CancelledError:
-        return CANCELLED_RESULT
-    finally:
-        unregister()
-    if reply.answer is PermissionAnswer.DENY:
-        why = f": {reply.reason}" if reply.reason else ""
-        return ToolResult.fail(ErrorType.DENIED, f"the user denied this tool call{why}")
-    if reply.answer is PermissionAnswer.ALLOW_ALWAYS:
-        runner.allow_always(tool)
-        early.reconsider_questions()
-    return None
-
-
-def _run_parallel(
-    batch: Sequence[Prepared],
-    runner: ToolRunner,
-    ctx: Any,
-    results: dict[str, ToolResult],
-    early: EarlyCalls,
-) -> Iterator[Event]:
-    """Run safe calls side by side (a call `early` started is waited for, not run again);
-    their events and results come in call order whichever finishes first."""
-    for prepared in batch:
-        yield ToolStarted(prepared.call.id, prepared.call.name, _display_args(prepared.call))
-    futures = {p.call.id: early.take(p.call) for p in batch}
-    rest = [p for p in batch if futures[p.call.id] is None]
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, max(1, len(rest)))) as pool:
-        for prepared in rest:
-            if len(rest) == 1:  # one call runs in the loop's own thread
-                ran: Future[ToolResult] = Future()
-                ran.set_result(execute(runner, prepared, ctx))
-                futures[prepared.call.id] = ran
-            else:
-                futures[prepared.call.id] = pool.submit(execute, runner, prepared, ctx)
-        for prepared in batch:
-            future = futures[prepared.call.id]
-            assert future is not None
-            results[prepared.call.id] = future.result()
-            yield ToolFinished(prepared.call.id, prepared.call.name, results[prepared.call.id])

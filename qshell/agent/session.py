@@ -2,21 +2,23 @@
 
 It owns the history (a list of messages that always satisfies the pairing invariant after
 a turn), the system prompt built once and kept byte-identical, the provider and model,
-the approval mode, running usage totals and the transcript. It builds each round's
-`ChatRequest`. `fork()` gives the session a speculation runs on: same prefix, its requests
-built by `CacheSafeParams` (llm/fork.py) so they share the prompt cache, no transcript and
-no compaction; `adopt()` makes an accepted fork's messages, rounds and usage this
-session's own, in history and transcript. Not thread-safe: one turn at a time mutates a
-session, from the thread running the loop (a fork belongs to its speculation's thread).
+the approval mode, its settings (`SessionOptions`, one frozen value), what it counts
+(`SessionStats`: usage totals, rounds, the next request's size) and the transcript; no
+routing or decision log (latency/router.py: composition hands the loop those). It builds
+each round's `ChatRequest`. `fork()` gives the session a speculation runs on: same
+prefix, its requests built by `CacheSafeParams` (llm/fork.py) so they share the prompt
+cache, no transcript and no compaction; `adopt()` makes an accepted fork's messages,
+rounds and usage this session's own, in history and transcript. Not thread-safe: one
+turn at a time mutates a session, from the thread running the loop (a fork belongs to
+its speculation's thread).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode, BackgroundReasoning
@@ -27,10 +29,6 @@ from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
 from qshell.tools import tools_by_name
 from qshell.tools.base import Tool, ToolContext, tool_spec
-
-if TYPE_CHECKING:
-    from qshell.latency.decisions import DecisionLog
-    from qshell.latency.routing import Routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +82,70 @@ def _prompt_index(messages: Sequence[Message]) -> int | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """How a session runs its turns, fixed when it opens (composition reads them from the
+    settings; a fork keeps its parent's, with its own round limit and no D3)."""
+
+    max_turns: int = DEFAULTS.max_turns
+    max_tokens: int = DEFAULTS.max_tokens
+    context_window: int = DEFAULTS.context_window
+    compact_threshold: float = DEFAULTS.compact_threshold
+    # A small model gets compact tool descriptions, only the tools its turn's prompt
+    # could need (latency/tool_offer.py), and its last round of a turn is sent without
+    # tools so the turn ends in an answer rather than more calls.
+    compact_tools: bool = False
+    final_round_without_tools: bool = False
+    tools_by_prompt: bool = False
+    # its answers end with the next prompt they predict (agent/prediction.py)
+    predicts_next: bool = False
+    directives: Directives = HONOURED  # which post-execution directives it honours
+    # what its forks do with reasoning (llm/fork.py; `backgroundReasoning`)
+    background_reasoning: BackgroundReasoning = DEFAULTS.background_reasoning
+    # D3: a round after an all-terminal batch is announced as a summary (SummaryStarted);
+    # never on a fork (a speculation's turn has no prompt to give back)
+    summarizes_in_background: bool = False
+    # D4: a read call starts while its response still streams (latency/stream_ahead.py)
+    stream_ahead: bool = DEFAULTS.stream_ahead_tools
+
+
+@dataclass(slots=True)
+class SessionStats:
+    """What a session counts: usage totals (all rounds, the last one, by position in their
+    turn for /stats), rounds, the size of the next request, and accepted speculations."""
+
+    usage: Usage = field(default_factory=Usage)
+    last_usage: Usage | None = None  # the last round's usage
+    rounds: int = 0
+    # Tokens the last round used (prompt + completion): the next request's size, roughly.
+    last_prompt_tokens: int = 0
+    # the rounds' usage by position in their turn (first, middle, summary), for /stats
+    position_usage: dict[str, Usage] = field(default_factory=dict)
+    speculations_accepted: int = 0
+    time_saved_s: float = 0.0  # by accepted speculations (followup/speculation.py)
+
+    def count_round(self, usage: Usage, position: str | None) -> None:
+        self.usage = self.usage + usage
+        self.last_usage = usage
+        self.rounds += 1
+        self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
+        self.count_position(usage, position)
+
+    def count_position(self, usage: Usage, position: str | None) -> None:
+        if position is not None:
+            self.position_usage[position] = self.position_usage.get(position, Usage()) + usage
+
+
+DEFAULT_OPTIONS = SessionOptions()
+
+
 class Session:
-    """One conversation: history, prompt, provider and transcript."""
+    """One conversation: history, prompt, provider and transcript.
+
+    `options` are its settings; the rest is this session's own: `model` and
+    `approval_mode` (which /model and /mode change), the system prompt and history it
+    opened with, its tools and their context, its id and transcript, and what it counts
+    (`stats`; a resumed session starts from its transcript's `last_prompt_tokens`)."""
 
     def __init__(
         self,
@@ -95,75 +155,36 @@ class Session:
         system_prompt: str,
         tools: Sequence[Tool],
         tool_context: ToolContext,
+        options: SessionOptions = DEFAULT_OPTIONS,
         approval_mode: ApprovalMode = ApprovalMode.DEFAULT,
-        max_turns: int = DEFAULTS.max_turns,
-        max_tokens: int = DEFAULTS.max_tokens,
         session_id: str | None = None,
         transcript: Transcript | None = None,
         history: Sequence[Message] = (),
-        context_window: int = DEFAULTS.context_window,
-        compact_threshold: float = DEFAULTS.compact_threshold,
-        last_prompt_tokens: int = 0,
-        compact_tools: bool = False,
-        final_round_without_tools: bool = False,
-        tools_by_prompt: bool = False,
-        predicts_next: bool = False,
-        directives: Directives = HONOURED,
-        background_reasoning: BackgroundReasoning = DEFAULTS.background_reasoning,
-        summarizes_in_background: bool = False,
-        stream_ahead: bool = DEFAULTS.stream_ahead_tools,
+        stats: SessionStats | None = None,
     ) -> None:
         self.id = session_id or new_session_id()
         self.provider = provider
         self.model = model
         self.system_prompt = system_prompt
+        self.options = options
         self.tools = list(tools)
         self.tools_by_name = tools_by_name(self.tools)
-        # A small model gets compact tool descriptions, only the tools its turn's prompt
-        # could need (latency/tool_offer.py), and its last round of a turn is sent without
-        # tools so the turn ends in an answer rather than more calls.
-        self.compact_tools = compact_tools
-        self.final_round_without_tools = final_round_without_tools
-        self.tools_by_prompt = tools_by_prompt
         self._offer: tuple[int, str, list[ToolSpec]] | None = None  # prompt index, text, tools
-        self.tool_specs: list[ToolSpec] = [tool_spec(t, compact=compact_tools) for t in self.tools]
+        self.tool_specs: list[ToolSpec] = [
+            tool_spec(t, compact=options.compact_tools) for t in self.tools
+        ]
         self.tool_context = tool_context
-        # its answers end with the next prompt they predict (agent/prediction.py)
-        self.predicts_next = predicts_next
-        self.directives = directives  # which post-execution directives it honours
-        # what its forks do with reasoning (llm/fork.py; `backgroundReasoning`)
-        self.background_reasoning = background_reasoning
-        # D3: a round after an all-terminal batch is announced as a summary (SummaryStarted);
-        # never on a fork (a speculation's turn has no prompt to give back)
-        self.summarizes_in_background = summarizes_in_background
-        self.stream_ahead = stream_ahead  # reads start while their response streams (D4)
         self.approval_mode = approval_mode
-        self.max_turns = max_turns
-        self.max_tokens = max_tokens
         self.transcript = transcript
         self.history: list[Message] = list(history)
-        self.usage = Usage()
+        self.stats = stats or SessionStats()
         # the last successful round's request and reply, for cache-safe forks (llm/fork.py)
         self.cache_safe: CacheSafeParams | None = None
-        self.last_usage: Usage | None = None  # the last round's usage
-        self.speculations_accepted = 0
-        self.time_saved_s = 0.0  # by accepted speculations (followup/speculation.py)
-        self.rounds = 0
-        self.context_window = context_window
-        self.compact_threshold = compact_threshold
-        # Tokens the last round used (prompt + completion): the next request's size, roughly.
-        self.last_prompt_tokens = last_prompt_tokens
         # A fork's (see `fork`): the main request its requests extend, and the usage of its
         # rounds, kept for `adopt` because a fork writes no transcript.
         self.is_fork = False
         self.forked_from: CacheSafeParams | None = None
         self._fork_rounds: list[tuple[Usage, str | None]] = []
-        # the rounds' usage by position in their turn (first, middle, summary), for /stats
-        self.position_usage: dict[str, Usage] = {}
-        # set by composition for a main session (a fork has neither): where its round
-        # decisions are logged, and how a round after a tool batch is routed (D2)
-        self.decisions: DecisionLog | None = None
-        self.routing: Routing | None = None
 
     @property
     def can_compact(self) -> bool:
@@ -181,18 +202,10 @@ class Session:
             self.transcript.write_message(message)
 
     def record_round(self, usage: Usage, *, position: str | None = None) -> None:
-        self.usage = self.usage + usage
-        self.last_usage = usage
-        self.rounds += 1
-        self.last_prompt_tokens = usage.prompt_tokens + usage.completion_tokens
+        self.stats.count_round(usage, position)
         if self.is_fork:
             self._fork_rounds.append((usage, position))
-        self._count_position(usage, position)
         self.note("usage", usage=usage.model_dump(), position=position)
-
-    def _count_position(self, usage: Usage, position: str | None) -> None:
-        if position is not None:
-            self.position_usage[position] = self.position_usage.get(position, Usage()) + usage
 
     def note(self, record_type: str, **fields: object) -> None:
         """A non-message transcript record, e.g. a failed turn."""
@@ -210,7 +223,8 @@ class Session:
 
     def request(self, *, round_index: int = 0) -> ChatRequest:
         """The request for round `round_index` (0-based) of the current turn."""
-        toolless = self.final_round_without_tools and round_index >= self.max_turns - 1
+        options = self.options
+        toolless = options.final_round_without_tools and round_index >= options.max_turns - 1
         tools = [] if toolless else self.offered_specs()
         if self.forked_from is not None:  # the session's own tools: its parent's last
             # request may have been a toolless last round
@@ -220,14 +234,14 @@ class Session:
             system=self.system_prompt,
             messages=list(self.history),
             tools=tools,
-            max_tokens=self.max_tokens,
+            max_tokens=self.options.max_tokens,
         )
 
     def offered_specs(self) -> list[ToolSpec]:
         """The tools this turn's rounds offer: all of them, or with `tools_by_prompt` those
         its prompt could need, decided once per turn (a file the turn creates does not
         change the offer between its rounds)."""
-        if not self.tools_by_prompt:
+        if not self.options.tools_by_prompt:
             return self.tool_specs
         index = _prompt_index(self.history)
         if index is None:
@@ -241,8 +255,9 @@ class Session:
     def fork(self, *, model: str | None = None, max_turns: int | None = None) -> Session:
         """A session for a speculative run that extends this one's last request.
 
-        It shares the provider, system prompt, tools, tool context and history (copied),
-        uses `model` and `max_turns` when given, has no transcript and never compacts.
+        It shares the provider, system prompt, tools, tool context, options and history
+        (copied), uses `model` and `max_turns` when given, never summarizes in background
+        (D3), has no transcript and never compacts.
         After a successful round its requests are built from this session's
         CacheSafeParams, so their prefix is the one the provider has just cached.
         """
@@ -252,21 +267,15 @@ class Session:
             system_prompt=self.system_prompt,
             tools=self.tools,
             tool_context=self.tool_context,
+            options=replace(
+                self.options,
+                max_turns=max_turns or self.options.max_turns,
+                summarizes_in_background=False,
+            ),
             approval_mode=self.approval_mode,
-            max_turns=max_turns or self.max_turns,
-            max_tokens=self.max_tokens,
             session_id=self.id,
             history=self.history,
-            context_window=self.context_window,
-            compact_threshold=self.compact_threshold,
-            last_prompt_tokens=self.last_prompt_tokens,
-            compact_tools=self.compact_tools,
-            final_round_without_tools=self.final_round_without_tools,
-            tools_by_prompt=self.tools_by_prompt,
-            predicts_next=self.predicts_next,
-            directives=self.directives,
-            background_reasoning=self.background_reasoning,
-            stream_ahead=self.stream_ahead,
+            stats=SessionStats(last_prompt_tokens=self.stats.last_prompt_tokens),
         )
         fork.is_fork = True
         fork.forked_from = self.cache_safe
@@ -279,18 +288,19 @@ class Session:
         the next fork. `saved_s` is the time the user did not have to wait."""
         for message in messages:
             self.append(message)
+        stats, done = self.stats, fork.stats
         for usage, position in fork._fork_rounds:
-            self._count_position(usage, position)
+            stats.count_position(usage, position)
             self.note("usage", usage=usage.model_dump(), position=position)
-        self.usage = self.usage + fork.usage
-        self.rounds += fork.rounds
-        if fork.rounds:
-            self.last_usage = fork.last_usage
-            self.last_prompt_tokens = fork.last_prompt_tokens
+        stats.usage = stats.usage + done.usage
+        stats.rounds += done.rounds
+        if done.rounds:
+            stats.last_usage = done.last_usage
+            stats.last_prompt_tokens = done.last_prompt_tokens
         if fork.cache_safe is not None:
             self.cache_safe = fork.cache_safe
-        self.speculations_accepted += 1
-        self.time_saved_s += saved_s
+        stats.speculations_accepted += 1
+        stats.time_saved_s += saved_s
 
     def answer_all(self, results: Sequence[ToolResultBlock]) -> None:
         """Append the tool results of the last round as one user message."""

@@ -33,6 +33,7 @@ from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
+from qshell.latency.router import Router
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict
 from qshell.permissions.runner import ToolRunner
@@ -126,6 +127,7 @@ def accept(
     *,
     on_apply: Callable[[list[str]], None] | None = None,
     shown: int = 0,
+    router: Router | None = None,
 ) -> Acceptance:
     """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
     its messages, and return the events to render (replay of all but the `shown` ones that
@@ -133,7 +135,7 @@ def accept(
     the speculation is unusable, conflicts with the tree or anything breaks before its
     messages joined the history, the events are a normal turn (after a notice, when some
     of the speculation was shown). `on_apply` gets the files about to be written (for /undo
-    checkpoints)."""
+    checkpoints). A turn run live runs with `router` (the conversation's)."""
     spec.stop_for_accept()
     accepted_at = spec.accepted_at or spec.clock()
     injection = _plan(spec, shown) if spec.usable else None
@@ -141,7 +143,9 @@ def accept(
         spec.release()  # a run that did not stop in time drops its overlay when it does
         why = f"the speculation ended {spec.status}" if injection is None else "nothing to keep"
         return Acceptance(
-            SpeculationOutcome.FAILED, _afresh(spec, session, runner, cancel, shown), detail=why
+            SpeculationOutcome.FAILED,
+            _afresh(spec, session, runner, cancel, shown, router),
+            detail=why,
         )
     try:
         candidate = [*session.history, *injection.messages]
@@ -160,14 +164,14 @@ def accept(
     except ApplyConflict as conflict:
         spec.overlay.discard()
         notice = Notice(f"the prepared answer was not used: {conflict}; running it now")
-        turn = run_turn(session, spec.prompt, runner, cancel)
+        turn = run_turn(session, spec.prompt, runner, cancel, router=router)
         return Acceptance(
             SpeculationOutcome.CONFLICT, itertools.chain([notice], turn), detail=str(conflict)
         )
     except Exception as exc:
         log.exception("applying the speculation failed; running the prompt normally")
         spec.overlay.discard()
-        turn = _afresh(spec, session, runner, cancel, shown)
+        turn = _afresh(spec, session, runner, cancel, shown, router)
         return Acceptance(SpeculationOutcome.FAILED, turn, detail=str(exc))
     session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
     spec.overlay.discard()
@@ -176,16 +180,21 @@ def accept(
     accepted = SpeculationAccepted(
         saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
     )
-    events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork)
+    events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork, router)
     commands = tuple(spec.runner.overlay_commands)
     return Acceptance(SpeculationOutcome.ACCEPTED, events, saved_s=saved, commands=commands)
 
 
 def _afresh(
-    spec: Speculation, session: Session, runner: ToolRunner, cancel: CancelToken, shown: int
+    spec: Speculation,
+    session: Session,
+    runner: ToolRunner,
+    cancel: CancelToken,
+    shown: int,
+    router: Router | None,
 ) -> Iterator[Event]:
     """The prompt as a normal turn; first a notice if part of the speculation was shown."""
-    turn = run_turn(session, spec.prompt, runner, cancel)
+    turn = run_turn(session, spec.prompt, runner, cancel, router=router)
     if not shown:
         return turn
     return itertools.chain([Notice("the prepared answer broke off; running it now")], turn)
@@ -198,6 +207,7 @@ def _accepted_turn(
     runner: ToolRunner,
     cancel: CancelToken,
     fork: Session,
+    router: Router | None,
 ) -> Iterator[Event]:
     """The replayed events, the accept notice, then the end of the turn: the speculation's
     own when it completed, else the live continuation from its last complete round, whose
@@ -208,8 +218,9 @@ def _accepted_turn(
     if accepted.completed:
         yield from finished
         return
-    speculated, speculated_rounds = fork.usage, fork.rounds
-    for event in run_turn(session, None, runner, cancel, pending=injection.pending):
+    speculated, speculated_rounds = fork.stats.usage, fork.stats.rounds
+    turn = run_turn(session, None, runner, cancel, pending=injection.pending, router=router)
+    for event in turn:
         if isinstance(event, TurnFinished | TurnFailed):
             event = replace(
                 event, usage=speculated + event.usage, rounds=speculated_rounds + event.rounds

@@ -32,6 +32,7 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.followup.speculation import Speculation, SpeculationOutcome
+from qshell.latency.router import Router
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 
@@ -107,13 +108,15 @@ def declined(
     session: Session,
     runner: MainToolRunner,
     cancel: CancelToken,
+    router: Router | None = None,
 ) -> Iterator[Event]:
     """The turn after anything but `apply`: the speculation's overlay is dropped unapplied;
-    `rerun` then runs the prompt live, `discard` (or a cancel) runs nothing."""
+    `rerun` then runs the prompt live (with the conversation's `router`), `discard` (or a
+    cancel) runs nothing."""
     spec.release()
     if choice is ApplyChoice.RERUN:
         yield Notice(RERUN_NOTICE if settled(spec) else UNSETTLED_NOTICE)
-        yield from run_turn(session, spec.prompt, runner, cancel)
+        yield from run_turn(session, spec.prompt, runner, cancel, router=router)
     elif choice is None:
         yield TurnFailed(FailureKind.CANCELLED, "cancelled")
     else:

@@ -228,7 +228,7 @@ class Followup:
                 last_turn_failed=failed,
                 approval_mode=self.conversation.approval_mode,
                 permission_pending=permission_pending,
-                last_usage=session.last_usage,
+                last_usage=session.stats.last_usage,
                 cache_cold_tokens=self.cache_cold_tokens,
                 aborted=aborted,
             )

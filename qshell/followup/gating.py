@@ -34,10 +34,10 @@ PRIOR = 3.0  # how many outcomes the model's own confidence weighs as
 RATE_MIN_SAMPLES = 5  # fewer outcomes than this: no overall acceptance rate reported
 SUGGESTION_EVENT = "suggestion"  # followup/controller.py's telemetry event
 COUNTED = {"accepted": True, "ignored": False}  # outcome → accepted?
-Outcome = tuple[float | None, bool]  # the confidence a suggestion had, and whether taken
+PastGuess = tuple[float | None, bool]  # the confidence a suggestion had, and whether taken
 
 
-def estimate(confidence: float, history: Iterable[Outcome]) -> float:
+def estimate(confidence: float, history: Iterable[PastGuess]) -> float:
     """The chance this user accepts a suggestion of `confidence`, given their outcomes."""
     near = [taken for seen, taken in history if seen is not None and abs(seen - confidence) <= NEAR]
     return (sum(near) + PRIOR * confidence) / (len(near) + PRIOR)
@@ -57,11 +57,11 @@ class GatingResult:
 class ConfidenceGate:
     """The acceptance estimate for one session, fed by its telemetry."""
 
-    def __init__(self, *, base: float, enabled: bool, history: Iterable[Outcome] = ()) -> None:
+    def __init__(self, *, base: float, enabled: bool, history: Iterable[PastGuess] = ()) -> None:
         self.base = base
         self.enabled = enabled
         self._lock = threading.Lock()
-        self._outcomes: deque[Outcome] = deque(history, maxlen=WINDOW)
+        self._outcomes: deque[PastGuess] = deque(history, maxlen=WINDOW)
 
     @classmethod
     def watching(cls, telemetry: Telemetry, *, base: float, enabled: bool) -> ConfidenceGate:
@@ -79,7 +79,7 @@ class ConfidenceGate:
             with self._lock:
                 self._outcomes.append(found)
 
-    def _seen(self) -> list[Outcome]:
+    def _seen(self) -> list[PastGuess]:
         with self._lock:
             return list(self._outcomes)
 
@@ -97,7 +97,7 @@ class ConfidenceGate:
         return GatingResult(chance >= self.base, True, self.base, self.rate, chance)
 
 
-def _outcome(fields: Mapping[str, Any]) -> Outcome | None:
+def _outcome(fields: Mapping[str, Any]) -> PastGuess | None:
     """An accepted/ignored suggestion event's (confidence, accepted), else None."""
     taken = COUNTED.get(str(fields.get("outcome")))
     if taken is None:
@@ -108,7 +108,7 @@ def _outcome(fields: Mapping[str, Any]) -> Outcome | None:
     return (float(seen), taken)
 
 
-def outcomes(events: Iterable[Mapping[str, Any]]) -> list[Outcome]:
+def outcomes(events: Iterable[Mapping[str, Any]]) -> list[PastGuess]:
     """The last WINDOW accepted/ignored suggestion outcomes, oldest first."""
     found = [o for e in events if e.get("event") == SUGGESTION_EVENT and (o := _outcome(e))]
     return found[-WINDOW:]

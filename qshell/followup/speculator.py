@@ -183,9 +183,18 @@ class Speculator:
                 if choice is not ApplyChoice.APPLY:
                     self._drop_pipelined(spec)
                     self._record(spec, consent.declined_outcome(choice), None)
-                    yield from consent.declined(spec, choice, session, runner, cancel)
+                    router = self.conversation.router
+                    yield from consent.declined(spec, choice, session, runner, cancel, router)
                     return
-            acceptance = accept(spec, session, runner, cancel, on_apply=checkpoint, shown=shown)
+            acceptance = accept(
+                spec,
+                session,
+                runner,
+                cancel,
+                on_apply=checkpoint,
+                shown=shown,
+                router=self.conversation.router,
+            )
             if acceptance.outcome is not SpeculationOutcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes
             self._record(spec, acceptance.outcome, acceptance.saved_s)
@@ -255,7 +264,7 @@ class Speculator:
             status=str(spec.status),
             boundary_type=str(boundary.type) if boundary else None,
             boundary_tool=boundary.tool if boundary else None,
-            rounds=spec.fork.rounds,
+            rounds=spec.fork.stats.rounds,
             tools_executed=sum(isinstance(e, ToolFinished) for e in spec.events),
             duration_ms=int(1000 * ((spec.completed_at or spec.clock()) - spec.started_at)),
             saved_ms=int(1000 * saved_s)

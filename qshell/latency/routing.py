@@ -10,8 +10,9 @@ compaction, a prompt in another language. `Routing.plan` turns that and the
 `summaryTierStrategy` into the round's tier (`fastModel`, if one is set) and, under
 `leanSummaryRounds`, the request knobs of a predicted pure summary. Under the defaults it
 returns the request unchanged. It decides; it never streams, writes or changes the
-history (the loop falls back, latency/decisions.py records). Pure functions over the
-session's state, in the thread running the turn.
+history (latency/router.py streams and falls back, latency/decisions.py records). Pure
+functions over the session's state, in the thread running the turn; the session imports
+nothing of it.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def facts(session: Session) -> TurnFacts:
         unresolved_error=_unresolved(turn),
         output_tokens_est=sum(len(r.content) for r in results) // compaction.CHARS_PER_TOKEN,
         # as compaction sizes the next request: the last round's tokens plus what is new
-        history_tokens_est=session.last_prompt_tokens
+        history_tokens_est=session.stats.last_prompt_tokens
         + sum(len(r.content) for r in batch) // compaction.CHARS_PER_TOKEN,
     )
 

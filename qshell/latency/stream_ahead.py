@@ -77,7 +77,7 @@ class EarlyCalls:
     @classmethod
     def of(cls, session: Session, runner: ToolRunner, cancel: CancelToken) -> EarlyCalls:
         """The early calls of one round, on when the session's `streamAheadTools` is."""
-        return cls(session, runner, cancel, enabled=session.stream_ahead)
+        return cls(session, runner, cancel, enabled=session.options.stream_ahead)
 
     def offer(self, chunk: StreamToolCall) -> None:
         """A call of the streaming response is complete: start it if it is safe to."""

@@ -230,7 +230,7 @@ class Repl(FollowupHooks):
 
     def _toolbar(self) -> HTML:
         c = self.conversation
-        usage = c.session.usage
+        usage = c.session.stats.usage
         cached = "?" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
         return HTML(
             f" <b>{_xml(c.model)}</b> · {c.approval_mode} · tokens {usage.prompt_tokens:,} in "

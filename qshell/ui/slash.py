@@ -121,7 +121,8 @@ def _hit_rates(by_position: Mapping[str, Usage]) -> str:
 
 def _stats(conversation: Conversation, rest: str) -> SlashResult:
     session = conversation.session
-    usage = session.usage
+    stats = session.stats
+    usage = stats.usage
     cached = "unknown" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
     share = ""
     if usage.cached_tokens is not None and usage.prompt_tokens:
@@ -135,13 +136,13 @@ def _stats(conversation: Conversation, rest: str) -> SlashResult:
     return SlashResult(
         lines=[
             f"session {session.id}",
-            f"model rounds: {session.rounds}",
+            f"model rounds: {stats.rounds}",
             f"prompt tokens: {usage.prompt_tokens:,} · cached: {cached}{share}{written}",
             f"completion tokens: {usage.completion_tokens:,}{reasoning}",
-            _hit_rates(session.position_usage),
+            _hit_rates(stats.position_usage),
             f"messages in history: {len(session.history)}",
-            f"speculations accepted: {session.speculations_accepted} · "
-            f"time saved: {session.time_saved_s:.1f} s",
+            f"speculations accepted: {stats.speculations_accepted} · "
+            f"time saved: {stats.time_saved_s:.1f} s",
             f"sandbox: {session.tool_context.sandbox_mode}",
         ]
     )

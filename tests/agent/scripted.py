@@ -1,21 +1,58 @@
-"""In-process scripted provider and tiny tools for agent-loop unit tests."""
+"""In-process scripted provider, tiny tools and a session builder for agent-loop unit tests."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from qshell.agent.session import Session, SessionOptions, SessionStats
+from qshell.agent.transcript import Transcript
 from qshell.cancel import CancelToken
 from qshell.errors import ProviderError
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
-from qshell.tools.base import Access, ErrorType, Kind, ToolContext, ToolResult
+from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
 Step = Message | ProviderError | Callable[[ChatRequest, CancelToken], Iterator[StreamEvent]]
+
+
+def session_for(
+    provider: Any,
+    root: Path,
+    tools: Sequence[Tool] = (),
+    *,
+    home: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    model: str = "m",
+    system_prompt: str = "sys",
+    history: Sequence[Message] = (),
+    transcript: Transcript | None = None,
+    last_prompt_tokens: int = 0,
+    **options: Any,
+) -> Session:
+    """A session over `provider` whose tools work in `root` (home: `home`, else `root`;
+    the process environment unless `environ`); `options` are SessionOptions fields."""
+    paths = PathResolver(root, home=home or root)
+    context = ToolContext(paths=paths)
+    if environ is not None:
+        context = replace(context, environ=environ)
+    return Session(
+        provider=provider,
+        model=model,
+        system_prompt=system_prompt,
+        tools=tools,
+        tool_context=context,
+        options=SessionOptions(**options),
+        history=history,
+        transcript=transcript,
+        stats=SessionStats(last_prompt_tokens=last_prompt_tokens),
+    )
 
 
 class ScriptedProvider:

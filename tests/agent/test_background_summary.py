@@ -101,8 +101,8 @@ def test_no_summary_started_when_max_turns_leaves_no_round(tmp_path):
 
 def test_a_fork_never_summarizes_in_background(tmp_path):
     session, _ = _session(tmp_path, [], [TerminalTool("cat")])
-    assert session.summarizes_in_background
-    assert not session.fork().summarizes_in_background
+    assert session.options.summarizes_in_background
+    assert not session.fork().options.summarizes_in_background
 
 
 def _settings(tmp_path, value: str):
@@ -125,17 +125,17 @@ def test_only_interactive_sessions_with_the_setting_summarize_in_background(tmp_
     interactive = compose.open_interactive(
         settings, SessionRequest(), open_session=opener, environ=environ
     )
-    assert interactive.conversation.session.summarizes_in_background
+    assert interactive.conversation.session.options.summarizes_in_background
     interactive.conversation.clear()  # a new session of the same conversation keeps it
-    assert interactive.conversation.session.summarizes_in_background
-    printed = compose.open_print(settings, SessionRequest(), open_session=opener)
-    assert not printed.session.summarizes_in_background
+    assert interactive.conversation.session.options.summarizes_in_background
+    printed = compose.open_print(settings, SessionRequest(), open_session=opener, environ=environ)
+    assert not printed.session.options.summarizes_in_background
     settings, root, environ = _settings(tmp_path, "false")
     opener = compose.SessionOpener(settings, root=root, environ=environ)
     interactive = compose.open_interactive(
         settings, SessionRequest(), open_session=opener, environ=environ
     )
-    assert not interactive.conversation.session.summarizes_in_background
+    assert not interactive.conversation.session.options.summarizes_in_background
 
 
 def test_a_prompt_asking_for_more_work_means_no_summary_started(tmp_path):

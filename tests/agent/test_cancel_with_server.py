@@ -17,8 +17,7 @@ from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
-from qshell.tools.base import ToolContext
-from qshell.tools.paths import PathResolver
+from tests.agent.scripted import session_for
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 
 
@@ -27,13 +26,7 @@ def make_session(server, protocol: str, root: Path) -> Session:
         provider = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
         provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
-    return Session(
-        provider=provider,
-        model="m1",
-        system_prompt="sys",
-        tools=default_tools(),
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
-    )
+    return session_for(provider, root, default_tools(), model="m1")
 
 
 def run_in_worker(

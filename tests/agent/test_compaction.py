@@ -17,7 +17,7 @@ from qshell.agent.compaction import (
 )
 from qshell.agent.events import FailureKind, HistoryCompacted, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
-from qshell.agent.session import Session, check_history
+from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, ContextTooLong, ProviderUnavailable
@@ -25,9 +25,8 @@ from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, ToolResultBlock
 from qshell.llm.messages import Usage as LlmUsage
 from qshell.permissions.runner import MainToolRunner
-from qshell.tools.base import Kind, ToolContext
-from qshell.tools.paths import PathResolver
-from tests.agent.scripted import RecordingTool, ScriptedProvider, call
+from qshell.tools.base import Kind
+from tests.agent.scripted import RecordingTool, ScriptedProvider, call, session_for
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -48,12 +47,12 @@ EARLIER = [
 
 def make_session(tmp_path: Path, steps, *, history=EARLIER, transcript=None, **kw):
     provider = ScriptedProvider(steps)
-    session = Session(
-        provider=provider,
-        model="m",
-        system_prompt="sys",
-        tools=[RecordingTool("note", Kind.READ)],
-        tool_context=ToolContext(paths=PathResolver(tmp_path, home=tmp_path / "home")),
+    tools = [RecordingTool("note", Kind.READ)]
+    session = session_for(
+        provider,
+        tmp_path,
+        tools,
+        home=tmp_path / "home",
         history=history,
         transcript=transcript,
         **kw,
@@ -83,14 +82,14 @@ def test_compact_replaces_the_history_with_the_summary_and_an_acknowledgement(tm
     assert [t.name for t in request.tools] == ["note"]
     assert request.messages[:4] == EARLIER
     assert "summary" in request.messages[4].text and "focus on cli.py" in request.messages[4].text
-    assert session.usage.prompt_tokens == 10 and session.rounds == 1
+    assert session.stats.usage.prompt_tokens == 10 and session.stats.rounds == 1
     transcript.close()
     records = [json.loads(line) for line in transcript.path.read_text().splitlines()]
     assert [r["type"] for r in records[-4:]] == ["usage", "compacted", "message", "message"]
     assert records[-3]["reason"] == "by hand" and records[-3]["messages_before"] == 4
     loaded = transcripts.load(transcript.path)
     assert loaded.messages == session.history
-    assert loaded.last_prompt_tokens == session.last_prompt_tokens > 0
+    assert loaded.last_prompt_tokens == session.stats.last_prompt_tokens > 0
 
 
 def test_a_trailing_user_message_is_joined_with_the_summary_request(tmp_path):
@@ -137,18 +136,18 @@ def test_a_cancelled_compaction_raises_cancelled_and_keeps_the_history(tmp_path)
 
 def test_needs_compaction_counts_the_last_round_and_the_incoming_text(tmp_path):
     session, _ = make_session(tmp_path, [], context_window=1000, compact_threshold=0.5)
-    session.last_prompt_tokens = 480
+    session.stats.last_prompt_tokens = 480
     assert not needs_compaction(session, "x" * 80)  # 480 + 20 = 500, not above 500
     assert needs_compaction(session, "x" * 84)
     short, _ = make_session(tmp_path, [], history=EARLIER[:3], context_window=1000)
-    short.last_prompt_tokens = 10_000
+    short.stats.last_prompt_tokens = 10_000
     assert not needs_compaction(short, "hi")
 
 
 def test_record_round_tracks_the_size_of_the_last_round(tmp_path):
     session, _ = make_session(tmp_path, [Message.assistant("ok")])
     drive(session, "hi")
-    assert session.last_prompt_tokens == 12
+    assert session.stats.last_prompt_tokens == 12
 
 
 def test_a_turn_near_the_context_window_compacts_before_the_prompt(tmp_path):

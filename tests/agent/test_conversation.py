@@ -242,7 +242,7 @@ def test_clear_keeps_what_the_session_request_asked_of_the_system_prompt(tmp_pat
     setup.conversation.clear()
     for session in (first, setup.conversation.session):
         assert "Answer in French." in session.system_prompt
-        assert PREDICTION_PROMPT in session.system_prompt and session.predicts_next
+        assert PREDICTION_PROMPT in session.system_prompt and session.options.predicts_next
 
 
 def test_clear_keeps_the_model_and_approval_mode_and_drops_pending_notes(tmp_path):

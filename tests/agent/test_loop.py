@@ -27,27 +27,24 @@ from qshell.errors import AuthError, ProviderUnavailable, StreamBroken
 from qshell.llm.base import StreamText
 from qshell.llm.messages import Message
 from qshell.permissions.runner import MainToolRunner
-from qshell.tools.base import ErrorType, Kind, ToolContext
-from qshell.tools.paths import PathResolver
-from tests.agent.scripted import BlockingTool, RecordingTool, ScriptedProvider, call
+from qshell.tools.base import ErrorType, Kind
+from tests.agent.scripted import (
+    BlockingTool,
+    RecordingTool,
+    ScriptedProvider,
+    call,
+    session_for,
+)
 
 
 def make_session(tmp_path: Path, steps, tools, **kw) -> tuple[Session, ScriptedProvider]:
     provider = ScriptedProvider(steps)
-    session = Session(
-        provider=provider,
-        model="m",
-        system_prompt="sys",
-        tools=tools,
-        tool_context=ToolContext(paths=PathResolver(tmp_path, home=tmp_path / "home")),
-        **kw,
-    )
-    return session, provider
+    return session_for(provider, tmp_path, tools, home=tmp_path / "home", **kw), provider
 
 
-def drive(session, prompt, runner, cancel=None, answer=None):
+def drive(session, prompt, runner, cancel=None, answer=None, router=None):
     events = []
-    for event in run_turn(session, prompt, runner, cancel or CancelToken()):
+    for event in run_turn(session, prompt, runner, cancel or CancelToken(), router=router):
         events.append(event)
         if isinstance(event, PermissionRequested):
             event.future.set_result(answer or PermissionReply(PermissionAnswer.ALLOW_ONCE))

@@ -21,10 +21,9 @@ from qshell.llm.messages import Usage
 from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
-from qshell.tools.base import Kind, ToolContext, tool_spec
-from qshell.tools.paths import PathResolver
+from qshell.tools.base import Kind, tool_spec
 from qshell.ui.render import usage_line
-from tests.agent.scripted import ScriptedProvider
+from tests.agent.scripted import ScriptedProvider, session_for
 from tests.e2e.helpers import provider_env
 from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec, always
 
@@ -34,12 +33,11 @@ from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec
 def session_over(
     provider: object, root: Path, *, max_turns: int, final_round_without_tools: bool
 ) -> Session:
-    return Session(
-        provider=provider,  # type: ignore[arg-type]
+    return session_for(
+        provider,
+        root,
+        default_tools(),
         model="m1",
-        system_prompt="sys",
-        tools=default_tools(),
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
         max_turns=max_turns,
         final_round_without_tools=final_round_without_tools,
     )
@@ -278,15 +276,15 @@ def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
         provider=ScriptedProvider([]),
     )
     try:
-        assert session.max_turns == settings.local.max_rounds
-        assert session.max_tokens == settings.local.max_tokens < settings.max_tokens
-        assert session.compact_tools and session.final_round_without_tools
-        assert session.tools_by_prompt
+        assert session.options.max_turns == settings.local.max_rounds
+        assert session.options.max_tokens == settings.local.max_tokens < settings.max_tokens
+        assert session.options.compact_tools and session.options.final_round_without_tools
+        assert session.options.tools_by_prompt
         assert session.system_prompt.startswith(COMPACT_PROMPT)
-        assert session.context_window == 4096
+        assert session.options.context_window == 4096
         read_file = next(s for s in session.tool_specs if s.name == "read_file")
         assert read_file.description == "Read a text file."
-        assert session.request(round_index=session.max_turns - 1).tools == []
+        assert session.request(round_index=session.options.max_turns - 1).tools == []
     finally:
         session.close()
 
@@ -311,12 +309,12 @@ def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_r
     )
     try:
         assert session.model == "big"
-        assert session.max_turns == 20
-        assert session.max_tokens == settings.max_tokens
-        assert not session.compact_tools and not session.final_round_without_tools
-        assert not session.tools_by_prompt
+        assert session.options.max_turns == 20
+        assert session.options.max_tokens == settings.max_tokens
+        assert not session.options.compact_tools and not session.options.final_round_without_tools
+        assert not session.options.tools_by_prompt
         assert session.system_prompt.startswith(BASE_PROMPT)
-        assert session.context_window == 16384
+        assert session.options.context_window == 16384
         assert session.request(round_index=19).tools
     finally:
         session.close()
@@ -330,11 +328,11 @@ def test_a_session_on_a_remote_provider_gets_no_tiny_model_measure(tmp_path: Pat
         settings, SessionRequest(), root=root, environ=environ, provider=ScriptedProvider([])
     )
     try:
-        assert session.max_turns == settings.max_turns
-        assert session.max_tokens == settings.max_tokens
-        assert not session.compact_tools and not session.final_round_without_tools
-        assert not session.tools_by_prompt
-        assert session.context_window == settings.context_window
+        assert session.options.max_turns == settings.max_turns
+        assert session.options.max_tokens == settings.max_tokens
+        assert not session.options.compact_tools and not session.options.final_round_without_tools
+        assert not session.options.tools_by_prompt
+        assert session.options.context_window == settings.context_window
         assert session.request().tools == session.tool_specs
     finally:
         session.close()
@@ -354,9 +352,9 @@ def test_a_configured_model_set_as_small_gets_the_tiny_model_measures(tmp_path: 
     )
     try:
         assert session.model == "other-small"
-        assert session.max_turns == local.max_rounds
-        assert session.compact_tools and session.final_round_without_tools
-        assert session.tools_by_prompt
+        assert session.options.max_turns == local.max_rounds
+        assert session.options.compact_tools and session.options.final_round_without_tools
+        assert session.options.tools_by_prompt
         assert session.system_prompt.startswith(COMPACT_PROMPT)
     finally:
         session.close()

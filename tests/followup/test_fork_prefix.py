@@ -24,8 +24,7 @@ from qshell.llm.openai import OpenAIProvider
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
-from qshell.tools.base import ToolContext
-from qshell.tools.paths import PathResolver
+from tests.agent.scripted import session_for
 from tests.fakes.llm_server import (
     Reply,
     ScriptedLLMServer,
@@ -48,12 +47,12 @@ def make_session(
         provider = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
         provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
-    return Session(
-        provider=provider,
+    return session_for(
+        provider,
+        root,
+        default_tools(),
         model="m1",
         system_prompt="You are a careful coding agent.",
-        tools=default_tools(),
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
         max_tokens=4096,
         background_reasoning=reasoning,
     )

@@ -105,12 +105,12 @@ def test_a_continued_turn_counts_the_speculated_rounds_as_the_toolbar_does(setup
     session = setup.conversation.session
     spec = speculate(setup, "change it", read_call("r1"), edit_call())
     setup.script(Message.assistant("done live"))
-    before = session.usage
+    before = session.stats.usage
     events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     finished = events[-1]
     assert isinstance(finished, TurnFinished)
-    assert finished.rounds == spec.fork.rounds + 1 == 3
-    gained = session.usage
+    assert finished.rounds == spec.fork.stats.rounds + 1 == 3
+    gained = session.stats.usage
     assert finished.usage.prompt_tokens == gained.prompt_tokens - before.prompt_tokens == 30
     assert finished.usage.completion_tokens == gained.completion_tokens - before.completion_tokens
     assert finished.usage.cached_tokens == (gained.cached_tokens or 0) - (before.cached_tokens or 0)

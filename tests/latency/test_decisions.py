@@ -16,7 +16,8 @@ from qshell.agent.events import (
     ToolStarted,
     TurnFinished,
 )
-from qshell.latency.decisions import DecisionLog, TurnLog, Watch
+from qshell.latency.decisions import DecisionLog, TurnLog
+from qshell.latency.router import Router, Watch
 from qshell.llm.base import StreamDone, StreamText
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.telemetry import Telemetry
@@ -33,9 +34,9 @@ class Clock:
 
 def _log(tmp_path: Path):
     session, _ = make_session(tmp_path, [], [])
-    session.decisions = DecisionLog(Telemetry(tmp_path / "d.jsonl"))
     clock = Clock()
-    return session, clock, TurnLog(session, clock=clock)
+    router = Router(decisions=DecisionLog(Telemetry(tmp_path / "d.jsonl")), clock=clock)
+    return session, clock, router, router.open_turn(session)
 
 
 def _streamer(clock: Clock, text: str, *, wait_s: float):
@@ -55,9 +56,10 @@ def _records(tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in (tmp_path / "d.jsonl").read_text().splitlines()]
 
 
-def _run(log: TurnLog, clock: Clock, session) -> None:
+def _run(router: Router, log: TurnLog, clock: Clock, session) -> None:
     request = session.request()
-    done = yield_all(log.stream(request, _streamer(clock, "hi", wait_s=0.25)))
+    streamer = _streamer(clock, "hi", wait_s=0.25)
+    done = yield_all(router.stream(session, request, streamer, log, after_batch=False))
     assert log.round_done(done) is RoundPosition.FIRST
 
 
@@ -70,8 +72,8 @@ def yield_all(gen):
 
 
 def test_user_idle_is_the_time_of_the_turns_last_event(tmp_path):
-    session, clock, log = _log(tmp_path)
-    _run(log, clock, session)
+    session, clock, router, log = _log(tmp_path)
+    _run(router, log, clock, session)
     clock.now += 1.0
     log.saw(TurnFinished(text="hi", usage=Usage(), rounds=1))
     log.close()
@@ -82,10 +84,10 @@ def test_user_idle_is_the_time_of_the_turns_last_event(tmp_path):
 
 
 def test_user_idle_is_the_summary_start_when_the_prompt_came_back_early(tmp_path):
-    session, clock, log = _log(tmp_path)
+    session, clock, router, log = _log(tmp_path)
     clock.now += 0.1
     log.saw(SummaryStarted(round=2))
-    _run(log, clock, session)
+    _run(router, log, clock, session)
     log.saw(TurnFinished(text="hi", usage=Usage(), rounds=1))
     log.close()
     (record,) = _records(tmp_path)
@@ -95,14 +97,14 @@ def test_user_idle_is_the_summary_start_when_the_prompt_came_back_early(tmp_path
 def test_a_tool_call_after_the_summary_start_takes_the_idle_time_back(tmp_path):
     # the predicted summary called a tool: the REPL took the prompt away again, so the
     # user could type for good only at the next SummaryStarted
-    session, clock, log = _log(tmp_path)
+    session, clock, router, log = _log(tmp_path)
     clock.now += 0.1
     log.saw(SummaryStarted(round=2))
     clock.now += 0.2
     log.saw(ToolStarted("c1", "read_file", {}))
     clock.now += 0.3
     log.saw(SummaryStarted(round=3))
-    _run(log, clock, session)
+    _run(router, log, clock, session)
     log.saw(TurnFinished(text="hi", usage=Usage(), rounds=3))
     log.close()
     (record,) = _records(tmp_path)
@@ -111,9 +113,9 @@ def test_a_tool_call_after_the_summary_start_takes_the_idle_time_back(tmp_path):
 
 def test_turns_logged_from_several_threads_leave_whole_lines(tmp_path):
     def turn() -> None:
-        session, clock, log = _log(tmp_path)
+        session, clock, router, log = _log(tmp_path)
         for _ in range(20):
-            _run(log, clock, session)
+            _run(router, log, clock, session)
         log.close()
 
     threads = [threading.Thread(target=turn) for _ in range(4)]

@@ -15,7 +15,8 @@ from qshell.agent.events import TextDelta, TextWithdrawn, TurnFinished
 from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.config import SummaryTier
-from qshell.latency.decisions import FALLBACK_NOTICE, DecisionLog
+from qshell.latency.decisions import DecisionLog
+from qshell.latency.router import FALLBACK_NOTICE, Router
 from qshell.latency.routing import (
     PromptClass,
     Routing,
@@ -45,9 +46,8 @@ def _routed(tmp_path: Path, prompt: str, steps, tools=None, history=EARLIER, **r
     """Run a turn with routing settings; returns the session and the provider's requests."""
     tools = tools or [RecordingTool("note", Kind.READ), RecordingTool("edit", Kind.EDIT)]
     session, provider = make_session(tmp_path, steps, tools, history=list(history))
-    session.routing = Routing(**routing)
-    session.decisions = DecisionLog(Telemetry(tmp_path / "decisions.jsonl"))
-    events = drive(session, prompt, yolo())
+    router = Router(Routing(**routing), DecisionLog(Telemetry(tmp_path / "decisions.jsonl")))
+    events = drive(session, prompt, yolo(), router=router)
     return session, provider.requests, events
 
 
@@ -292,8 +292,7 @@ def test_a_fast_stream_is_cut_at_its_first_tool_call_event_and_estimated(tmp_pat
 def test_a_speculative_fork_writes_no_decisions(tmp_path):
     session, *_ = _routed(tmp_path, "what?", [Message.assistant("x")])
     before = len(_records(tmp_path))
-    fork = session.fork()
-    assert fork.decisions is None and fork.routing is None
+    fork = session.fork()  # a speculation runs it without a router: no log, primary only
     fork.provider.steps.append(Message.assistant("y"))  # type: ignore[attr-defined]
     drive(fork, "and?", yolo())
     assert len(_records(tmp_path)) == before

@@ -43,9 +43,8 @@ from qshell.permissions.policy import Decision
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
-from qshell.tools.paths import PathResolver
 from qshell.tools.registered import adapt
-from tests.agent.scripted import NoteArgs, RecordingTool, ScriptedProvider, call
+from tests.agent.scripted import NoteArgs, RecordingTool, ScriptedProvider, call, session_for
 from tests.fakes.llm_server import (
     Hold,
     Reply,
@@ -104,14 +103,7 @@ def http_session(
         provider: Any = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
         provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
-    return Session(
-        provider=provider,
-        model="m1",
-        system_prompt="sys",
-        tools=tools,
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
-        **options,
-    )
+    return session_for(provider, root, tools, model="m1", **options)
 
 
 def early_threads() -> list[threading.Thread]:
@@ -279,14 +271,7 @@ def announcing(phase: list[str], calls: list[ToolCall], *, wait_for: threading.E
 
 
 def scripted_session(steps: list[Any], tools: list[Tool], root: Path, **options: Any) -> Session:
-    return Session(
-        provider=ScriptedProvider(steps),
-        model="m",
-        system_prompt="sys",
-        tools=tools,
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
-        **options,
-    )
+    return session_for(ScriptedProvider(steps), root, tools, **options)
 
 
 def edit_then_read(log: list[str]) -> list[Tool]:
@@ -401,7 +386,10 @@ def test_the_setting_reaches_every_session_and_its_forks(tmp_path):
         session = compose.open_session(
             settings, SessionRequest(), root=tmp_path, environ=environ, provider=provider
         )
-        assert session.stream_ahead is expected and session.fork().stream_ahead is expected
+        assert (
+            session.options.stream_ahead is expected
+            and session.fork().options.stream_ahead is expected
+        )
         session.close()
 
 

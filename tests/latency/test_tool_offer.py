@@ -18,9 +18,8 @@ from qshell.latency.tool_offer import (
 )
 from qshell.llm.messages import Message, ToolResultBlock, ToolSpec
 from qshell.tools import default_tools
-from qshell.tools.base import Kind, ToolContext, tool_spec
-from qshell.tools.paths import PathResolver
-from tests.agent.scripted import ScriptedProvider
+from qshell.tools.base import Kind, tool_spec
+from tests.agent.scripted import ScriptedProvider, session_for
 
 TOOLS = default_tools()
 SPECS = [tool_spec(t, compact=True) for t in TOOLS]
@@ -151,12 +150,11 @@ def test_the_top_level_files_skip_hidden_entries_and_directories(root: Path) -> 
 
 
 def session(root: Path, *, tools_by_prompt: bool) -> Session:
-    return Session(
-        provider=ScriptedProvider([]),  # type: ignore[arg-type]
+    return session_for(
+        ScriptedProvider([]),
+        root,
+        TOOLS,
         model="m1",
-        system_prompt="sys",
-        tools=TOOLS,
-        tool_context=ToolContext(paths=PathResolver(root, home=root)),
         max_turns=3,
         compact_tools=True,
         final_round_without_tools=True,
@@ -188,7 +186,7 @@ def test_a_session_not_told_to_offers_every_tool_whatever_the_prompt(root: Path)
     every = session(root, tools_by_prompt=False)
     every.append(Message.user("say hello"))
     assert every.request().tools == every.tool_specs
-    assert every.fork().tools_by_prompt is False
+    assert every.fork().options.tools_by_prompt is False
 
 
 def test_a_fork_of_a_session_that_chooses_chooses_for_its_own_prompt(root: Path) -> None:

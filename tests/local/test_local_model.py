@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 
@@ -32,8 +33,7 @@ from qshell.llm.local_provider import LocalProvider
 from qshell.llm.messages import ChatRequest, Message, ToolSpec
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
-from qshell.tools.base import ToolContext
-from qshell.tools.paths import PathResolver
+from tests.agent.scripted import session_for
 from tests.e2e.helpers import run_qshell
 from tests.local.procs import alive, children_of
 
@@ -178,16 +178,17 @@ def test_a_second_request_sharing_a_long_prefix_is_much_faster(local_provider):
     assert warm < cold / 2
 
 
-def session_for(provider: LocalProvider, tmp_path, **fields: object) -> Session:
-    return Session(
-        provider=provider,
+def local_session(provider: LocalProvider, tmp_path, **options: Any) -> Session:
+    return session_for(
+        provider,
+        tmp_path,
+        default_tools(),
+        environ={},
         model=MODEL,
         system_prompt="You are a coding assistant. Use the tools.",
-        tools=default_tools(),
-        tool_context=ToolContext(paths=PathResolver(tmp_path, home=tmp_path), environ={}),
         compact_tools=True,
         final_round_without_tools=True,
-        **fields,  # type: ignore[arg-type]
+        **options,
     )
 
 
@@ -213,7 +214,7 @@ def test_the_tiny_models_nonsense_tool_arguments_become_tool_errors_it_sees(
 ):
     (tmp_path / "app.py").write_text("print('hello')\n")
     forced = ForcedFirstRound(local_provider, "edit")
-    session = session_for(forced, tmp_path, max_turns=2)  # type: ignore[arg-type]
+    session = local_session(forced, tmp_path, max_turns=2)  # type: ignore[arg-type]
     runner = MainToolRunner(ApprovalMode.AUTO_EDIT, interactive=False)
     events = list(run_turn(session, "Fix the bug in app.py", runner, CancelToken()))
     finished = [e for e in events if isinstance(e, ToolFinished)]
@@ -230,17 +231,17 @@ def test_the_tiny_models_nonsense_tool_arguments_become_tool_errors_it_sees(
 
 def test_a_turn_with_tools_always_ends_in_an_answer(local_provider, tmp_path):
     (tmp_path / "notes.txt").write_text("remember the milk\n")
-    session = session_for(local_provider, tmp_path, max_turns=3)
+    session = local_session(local_provider, tmp_path, max_turns=3)
     runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
     events = list(run_turn(session, "What is in notes.txt?", runner, CancelToken()))
     assert not any(isinstance(e, TurnFailed) for e in events), events[-1]
     assert isinstance(events[-1], TurnFinished)
-    assert session.rounds <= 3
+    assert session.stats.rounds <= 3
     assert check_history(session.history) == []
 
 
 def test_a_suggestion_request_is_served_by_the_local_model(local_provider, tmp_path):
-    session = session_for(local_provider, tmp_path, max_turns=1)
+    session = local_session(local_provider, tmp_path, max_turns=1)
     runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
     list(run_turn(session, "Say hello.", runner, CancelToken()))
     list(run_turn(session, "Now say goodbye.", runner, CancelToken()))
