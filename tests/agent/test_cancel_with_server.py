@@ -14,6 +14,7 @@ from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.llm.anthropic import AnthropicProvider
+from qshell.llm.base import Provider
 from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
@@ -24,7 +25,7 @@ from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 
 def make_session(server, protocol: str, root: Path) -> Session:
     if protocol == "openai":
-        provider = OpenAIProvider(server.openai_base_url, server.api_key)
+        provider: Provider = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
         provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return Session(

@@ -267,7 +267,7 @@ def test_cycling_again_and_again_leaves_no_overlay_behind(llm_server, project, t
         shown = guesses[step % 3]
         runs[shown] += 1
         shows(child, shown, f"{step % 3 + 1}/3")
-        assert wait_until(lambda g=shown: main_prompts(llm_server).count(g) == runs[g])
+        assert wait_until(lambda: main_prompts(llm_server).count(shown) == runs[shown])  # noqa: B023
         child.send("\x1b]" * 4)  # and quicker than the delay: only the last shown counts
     child.send("\x04")
     assert child.finish() == 0

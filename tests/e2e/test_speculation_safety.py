@@ -159,7 +159,7 @@ def test_with_the_temp_dir_inside_the_project_nothing_outside_is_ever_deleted(
 
     from qshell.overlay.journal import write_journal
     from qshell.overlay.records import JournalState, Phase, Step
-    from tests.overlay.test_apply import DEAD_PID
+    from tests.overlay.test_overlay import DEAD_PID
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -19,6 +19,7 @@ from qshell.config import ApprovalMode, BackgroundReasoning
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.anthropic import AnthropicProvider
+from qshell.llm.base import Provider
 from qshell.llm.messages import Message
 from qshell.llm.openai import OpenAIProvider
 from qshell.overlay import Overlay
@@ -45,7 +46,7 @@ def make_session(
     reasoning: BackgroundReasoning = BackgroundReasoning.INHERIT,
 ) -> Session:
     if protocol == "openai":
-        provider = OpenAIProvider(server.openai_base_url, server.api_key)
+        provider: Provider = OpenAIProvider(server.openai_base_url, server.api_key)
     else:
         provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return Session(
@@ -105,6 +106,7 @@ def run_session_and_suggest(
     session = make_session(server, protocol, root, reasoning)
     drive(session, "hello")
     drive(session, "fix the bug in a.py")
+    assert session.cache_safe is not None
     result = generate_suggestion(session.provider, session.cache_safe, CancelToken(), **kw)
     assert (result.text, result.reason) == ("run the tests", None)
     requests = server.requests

@@ -294,7 +294,7 @@ def test_a_speculative_fork_writes_no_decisions(tmp_path):
     before = len(_records(tmp_path))
     fork = session.fork()
     assert fork.decisions is None and fork.routing is None
-    fork.provider.steps.append(Message.assistant("y"))  # type: ignore[attr-defined]
+    fork.provider.steps.append(Message.assistant("y"))
     drive(fork, "and?", yolo())
     assert len(_records(tmp_path)) == before
 

@@ -316,7 +316,13 @@ def test_a_read_before_a_write_starts_early_and_the_write_waits_for_the_batch(tm
     ran: list[str] = []
     read_ran = threading.Event()
     tools = edit_then_read(ran)
-    tools[1] = ProbeTool("look", Kind.READ, lambda t, c: (ran.append(t), read_ran.set(), t)[2])
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(text)
+        read_ran.set()
+        return text
+
+    tools[1] = ProbeTool("look", Kind.READ, look)
     calls = [call("look", '{"text": "r"}', "c1"), call("write", '{"text": "w"}', "c2")]
     steps = [announcing(phase, calls, wait_for=read_ran), Message.assistant("done")]
     session = scripted_session(steps, tools, tmp_path)
@@ -353,7 +359,12 @@ def test_with_the_setting_off_nothing_is_decided_or_started_before_the_stream_en
     phase = ["-"]
     ran: list[str] = []
     calls = [call("look", '{"text": "a"}', "c1"), call("look", '{"text": "b"}', "c2")]
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: (ran.append(phase[0]), t)[1])]
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(phase[0])
+        return text
+
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, look)]
     steps = [announcing(phase, calls), Message.assistant("done")]
     session = scripted_session(steps, tools, tmp_path, stream_ahead=False)
     runner = LoggingRunner(ApprovalMode.YOLO, phase)
@@ -372,7 +383,7 @@ def test_a_control_signal_from_an_early_decision_is_raised_by_the_batch_and_deci
 ):
     phase = ["-"]
     calls = [call("look", '{"text": "a"}', "c1"), call("look", '{"text": "stop"}', "c2")]
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: t)]
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, lambda t, c: t)]
 
     class Stopping(LoggingRunner):
         def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
@@ -412,7 +423,12 @@ def test_a_call_the_final_message_changed_is_decided_and_run_again_with_its_fina
     is discarded and the batch runs the call the message holds."""
     phase = ["-"]
     ran: list[str] = []
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: (ran.append(t), f"saw {t}")[1])]
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(text)
+        return f"saw {text}"
+
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, look)]
     final = [call("look", '{"text": "new"}', "c1")]
     announced = announcing(phase, [call("look", '{"text": "old"}', "c1")])
 

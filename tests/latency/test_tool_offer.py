@@ -152,7 +152,7 @@ def test_the_top_level_files_skip_hidden_entries_and_directories(root: Path) -> 
 
 def session(root: Path, *, tools_by_prompt: bool) -> Session:
     return Session(
-        provider=ScriptedProvider([]),  # type: ignore[arg-type]
+        provider=ScriptedProvider([]),
         model="m1",
         system_prompt="sys",
         tools=TOOLS,

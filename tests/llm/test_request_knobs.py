@@ -130,11 +130,11 @@ def test_a_rejected_knob_is_retried_without_once_and_never_sent_again(
     llm_server.add_rule(always(), Reply.text("Done."))
     sleeps = Sleeps()
     provider = provider_for(llm_server, protocol, sleeps)
-    assert run(provider, request(**{knob: True})).message.text == "Done."
+    assert run(provider, request("m1", **{knob: True})).message.text == "Done."
     rejected, retried = llm_server.requests
     assert key in rejected.body and key not in retried.body
     assert sleeps.delays == []  # the retry goes at once: nothing to wait for
-    run(provider, request(**{knob: True}))
+    run(provider, request("m1", **{knob: True}))
     assert len(llm_server.requests) == 3
     assert key not in llm_server.requests[2].body  # remembered: no failed round trip
     run(provider, request("m2", **{knob: True}))

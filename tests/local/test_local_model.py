@@ -54,7 +54,7 @@ def ask(text: str, **fields: object) -> ChatRequest:
         model=MODEL,
         system="You are a helpful assistant.",
         messages=[Message.user(text)],
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 
@@ -66,7 +66,7 @@ def collect(events: Iterator[StreamEvent]) -> tuple[list[str], StreamDone]:
             texts.append(event.text)
         else:
             done = event
-    assert done is not None
+    assert isinstance(done, StreamDone)
     return texts, done
 
 
