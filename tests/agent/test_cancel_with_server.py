@@ -13,23 +13,17 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.base import Provider
-from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.fakes.providers import provider_for
 
 
 def make_session(server, protocol: str, root: Path) -> Session:
-    if protocol == "openai":
-        provider: Provider = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return Session(
-        provider=provider,
+        provider=provider_for(server, protocol),
         model="m1",
         system_prompt="sys",
         tools=default_tools(),

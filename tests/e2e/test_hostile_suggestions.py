@@ -16,7 +16,7 @@ import pytest
 
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
-from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.helpers import main_requests, provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.e2e.test_alternatives_repl import events, prompt_line, shows
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
@@ -49,7 +49,7 @@ def plain(server: ScriptedLLMServer, project: Path) -> Term:
 
 
 def main_prompts(server: ScriptedLLMServer) -> list[str]:
-    return [r.last_user_text for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    return [r.last_user_text for r in main_requests(server)]
 
 
 def test_a_guess_with_escape_or_control_characters_never_reaches_the_screen(llm_server, project):

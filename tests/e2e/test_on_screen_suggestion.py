@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import main_requests
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Fault,
@@ -43,10 +44,6 @@ def script(server) -> None:
         Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"})]),
     )
     server.add_rule(always(), Reply.text("understood"))
-
-
-def main_requests(server) -> list:
-    return [r for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
 
 
 def repl(server, project: Path, **env: str) -> Term:

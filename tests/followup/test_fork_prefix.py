@@ -18,10 +18,7 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, BackgroundReasoning
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
-from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.base import Provider
 from qshell.llm.messages import Message
-from qshell.llm.openai import OpenAIProvider
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
@@ -35,6 +32,7 @@ from tests.fakes.llm_server import (
     last_user_text_contains,
 )
 from tests.fakes.prefix import shared_share
+from tests.fakes.providers import provider_for
 
 FINAL_ANSWER = "The bug was an off-by-one in a.py; it is fixed. Shall I run the tests?"
 
@@ -45,12 +43,8 @@ def make_session(
     root: Path,
     reasoning: BackgroundReasoning = BackgroundReasoning.INHERIT,
 ) -> Session:
-    if protocol == "openai":
-        provider: Provider = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return Session(
-        provider=provider,
+        provider=provider_for(server, protocol),
         model="m1",
         system_prompt="You are a careful coding agent.",
         tools=default_tools(),

@@ -35,10 +35,8 @@ from qshell.agent.session import Session, SessionRequest, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
 from qshell.errors import ControlSignal
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
-from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.policy import Decision
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
@@ -54,6 +52,7 @@ from tests.fakes.llm_server import (
     always,
     has_tool_result,
 )
+from tests.fakes.providers import provider_for
 
 WATCHDOG_S = 20.0
 
@@ -100,12 +99,8 @@ class Watchdog:
 def http_session(
     server: ScriptedLLMServer, protocol: str, root: Path, tools: list[Tool], **options: Any
 ) -> Session:
-    if protocol == "openai":
-        provider: Any = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return Session(
-        provider=provider,
+        provider=provider_for(server, protocol),
         model="m1",
         system_prompt="sys",
         tools=tools,
@@ -404,7 +399,8 @@ def test_a_control_signal_from_an_early_decision_is_raised_by_the_batch_and_deci
 
 
 def test_the_setting_reaches_every_session_and_its_forks(tmp_path):
-    environ = {"HOME": str(tmp_path), "QSHELL_STREAM_AHEAD_TOOLS": "false"}
+    # a key names a provider on any install (without it only the `local` extra would)
+    environ = {"HOME": str(tmp_path), "QSHELL_STREAM_AHEAD_TOOLS": "false", "OPENAI_API_KEY": "k"}
     provider = ScriptedProvider([])
     for value, expected in (("false", False), ("true", True)):
         environ["QSHELL_STREAM_AHEAD_TOOLS"] = value
