@@ -156,6 +156,7 @@ def test_fish_completes_an_option_prefix_and_the_subcommands():
     assert fish_completes("qshell check-shell --r") == ["--root"]
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
 def test_zsh_completes_the_approval_mode_and_its_values_at_a_prompt(isolated_home):
     import pexpect

@@ -222,7 +222,7 @@ def test_openai_parallel_tool_calls(llm_server: ScriptedLLMServer, interleave: b
     assert json.loads(assembled[1]["arguments"]) == {"path": "README.md"}
     assert openai_text(events) == "Let me look."
     deltas = [d for e in events[:-1] for d in e["choices"][0]["delta"].get("tool_calls") or []]
-    firsts = {}
+    firsts: dict[int, dict] = {}
     for delta in deltas:
         firsts.setdefault(delta["index"], delta)
     assert all("id" in d and d["function"]["name"] for d in firsts.values())
@@ -627,6 +627,7 @@ def test_rules_match_content_under_concurrency(llm_server: ScriptedLLMServer) ->
     side_body["messages"][0]["content"] = "You suggest the next prompt."
     main_thread, main_out = in_thread(openai_events, llm_server, openai_body("main task"))
     side_thread, side_out = in_thread(openai_events, llm_server, side_body)
+    assert main_rule.hold_handle is not None and side_rule.hold_handle is not None
     main_rule.hold_handle.wait_arrived(5)
     side_rule.hold_handle.wait_arrived(5)
     llm_server.release_all()
@@ -723,14 +724,14 @@ def _violations_for(protocol: str, messages: list[dict]) -> list[str]:
 
 def test_invariant_unanswered_openai_tool_call() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
-    messages = [
+    messages: list[dict] = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "user", "content": "well?"},
     ]
     problems = _violations_for("openai", messages)
     assert len(problems) == 1 and "c1" in problems[0] and "no tool result" in problems[0]
-    good = [*messages[:2], {"role": "tool", "tool_call_id": "c1", "content": "x"}]
+    good: list[dict] = [*messages[:2], {"role": "tool", "tool_call_id": "c1", "content": "x"}]
     assert _violations_for("openai", good) == []
 
 

@@ -15,10 +15,11 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from acp import (
     PROTOCOL_VERSION,
+    Client,
     ReadTextFileResponse,
     RequestPermissionResponse,
     WriteTextFileResponse,
@@ -92,7 +93,7 @@ async def spawn(
     """`python -m qshell --acp` in `project`, connected to `editor` and initialized."""
     with stderr.open("ab") as log:
         async with spawn_agent_process(
-            editor,
+            cast(Client, editor),  # it answers only the calls these tests make
             sys.executable,
             "-m",
             "qshell",

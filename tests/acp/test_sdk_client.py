@@ -94,6 +94,7 @@ def test_an_editor_edits_through_its_buffers_cancels_and_reloads_the_session(
         "reject_always",
     ]
     assert call.locations is not None and call.locations[0].path == hello
+    assert call.content is not None
     assert "+edited words" in call.content[0].content.text
     # the call's life: announced, run, finished with a diff of whole texts
     starts = [u for u in editor.of("tool_call") if u.tool_call_id == "e1"]

@@ -15,7 +15,7 @@ from qshell.agent.transcript import Transcript
 from qshell.cancel import CancelToken
 from qshell.errors import ProviderError
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
-from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
+from qshell.llm.messages import ChatRequest, Message, StopReason, ToolCall, Usage
 from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
@@ -74,7 +74,7 @@ class ScriptedProvider:
             return
         if step.text:
             yield StreamText(step.text)
-        stop = "tool_use" if step.tool_calls else "end_turn"
+        stop: StopReason = "tool_use" if step.tool_calls else "end_turn"
         yield StreamDone(step, Usage(prompt_tokens=10, completion_tokens=2, cached_tokens=4), stop)
 
 
@@ -90,11 +90,13 @@ class NoteArgs(BaseModel):
 class RecordingTool:
     """A tool of any kind that records the threads and order it ran in."""
 
+    name: ClassVar[str] = "recording"
+    kind: ClassVar[Kind] = Kind.READ
     Args: ClassVar[type[BaseModel]] = NoteArgs
     description: ClassVar[str] = "test tool"
 
     def __init__(self, name: str, kind: Kind, *, barrier: threading.Barrier | None = None) -> None:
-        self.name = name  # type: ignore[misc]
+        self.name = name  # type: ignore[misc]  # each instance is a tool of its own
         self.kind = kind  # type: ignore[misc]
         self.barrier = barrier
         self.ran: list[str] = []

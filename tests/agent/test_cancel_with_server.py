@@ -13,20 +13,15 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
 from tests.agent.scripted import session_for
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.fakes.providers import provider_for
 
 
 def make_session(server, protocol: str, root: Path) -> Session:
-    if protocol == "openai":
-        provider = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
-    return session_for(provider, root, default_tools(), model="m1")
+    return session_for(provider_for(server, protocol), root, default_tools(), model="m1")
 
 
 def run_in_worker(

@@ -327,9 +327,12 @@ def test_close_first_ends_what_registered_with_on_close_and_only_once(tmp_path, 
     setup = make_conversation(tmp_path)
     seen: list[str] = []
     close_session = setup.conversation.session.close
-    monkeypatch.setattr(
-        setup.conversation.session, "close", lambda: (seen.append("session"), close_session())
-    )
+
+    def close() -> None:
+        seen.append("session")
+        close_session()
+
+    monkeypatch.setattr(setup.conversation.session, "close", close)
     setup.conversation.on_close(lambda: seen.append("followup"))
     setup.conversation.on_close(lambda: seen.append("unregistered"))()
     setup.conversation.close()

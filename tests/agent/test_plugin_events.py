@@ -3,7 +3,7 @@ front-end gets it; a plugin failure comes as one Notice, never after the turn's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 from qshell.agent.events import Event, Notice, TextDelta, TurnFinished
 from qshell.agent.plugin_events import observed
@@ -68,6 +68,7 @@ def test_closing_the_wrapper_closes_the_turn_at_once():
             closed.append(True)
 
     events = observed(turn(), host_of())
+    assert isinstance(events, Generator)
     assert next(events) == TextDelta("a")
     events.close()
     assert closed == [True]

@@ -248,7 +248,12 @@ def test_sessions_opened_by_one_opener_share_one_provider_that_close_releases(
         close_all([first, second])
     closes: list[str] = []
     original = opener.provider.close
-    monkeypatch.setattr(opener.provider, "close", lambda: (closes.append("x"), original()))
+
+    def close() -> None:
+        closes.append("x")
+        original()
+
+    monkeypatch.setattr(opener.provider, "close", close)
     opener.close()
     assert closes == ["x"]
 

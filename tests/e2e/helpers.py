@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec, always
+from tests.fakes.recording import RecordedRequest
 
 
 @dataclass
@@ -96,3 +98,8 @@ def read_first(server: ScriptedLLMServer, path: str, then: ToolCallSpec) -> None
     read = ToolCallSpec("read_file", {"path": path}, id="read-first")
     server.add_rule(result_of("read-first"), Reply.tool_calls([then]), first=True)
     server.add_rule(always(), Reply.tool_calls([read]))
+
+
+def main_requests(server: ScriptedLLMServer) -> list[RecordedRequest]:
+    """The requests of the turns themselves: every one but those asking for a suggestion."""
+    return [r for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 from qshell.agent.prediction import CLOSE, OPEN
@@ -22,6 +21,7 @@ from tests.e2e.helpers import run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.waiting import wait_until
 
 FIRST, SECOND, THIRD = "run the tests", "commit this", "show the diff"
 GUESSES = [(FIRST, 0.9), (SECOND, 0.8), (THIRD, 0.2)]  # the third is below the gate
@@ -36,15 +36,6 @@ def guesses_json(guesses: list[tuple[str, float]]) -> str:
 def events(home: Path, kind: str) -> list[dict]:
     path = home / "qshell" / "state" / TELEMETRY_DIRNAME / EVENTS_FILENAME
     return [e for e in read_events(path) if e.get("event") == kind]
-
-
-def wait_for(check, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def prompt_line(child: Term) -> str:
@@ -62,7 +53,7 @@ def shows(child: Term, *parts: str, timeout_s: float = 10.0) -> None:
         line = prompt_line(child)
         return bool(line) and all(part in line for part in parts)
 
-    assert wait_for(drawn, timeout_s), "\n".join(child.screen())
+    assert wait_until(drawn, timeout_s), "\n".join(child.screen())
 
 
 def prompts_sent(server: ScriptedLLMServer, text: str) -> int:
@@ -96,10 +87,10 @@ def test_alt_bracket_cycles_and_the_speculation_follows_the_candidate_shown(
     script(llm_server, folded())
     child = started(llm_server, project)
     shows(child, FIRST, "1/3")
-    assert wait_for(lambda: prompts_sent(llm_server, FIRST) == 1)
+    assert wait_until(lambda: prompts_sent(llm_server, FIRST) == 1)
     child.send("\x1b]")  # Alt-]
     shows(child, SECOND, "2/3")
-    assert wait_for(lambda: prompts_sent(llm_server, SECOND) == 1)  # after the delay
+    assert wait_until(lambda: prompts_sent(llm_server, SECOND) == 1)  # after the delay
     child.send("\t")
     child.submit("")
     child.expect(ANSWERS[SECOND])
@@ -126,7 +117,7 @@ def test_alt_open_bracket_goes_back_and_a_gated_candidate_is_not_speculated(
     shows(child, FIRST)
     child.send("\x1b[")  # Alt-[ from the first wraps to the third
     shows(child, THIRD, "3/3")
-    assert wait_for(lambda: len(events(isolated_home, "speculation_gate")) == 2)
+    assert wait_until(lambda: len(events(isolated_home, "speculation_gate")) == 2)
     child.settle(0.6)
     assert prompts_sent(llm_server, THIRD) == 0  # confidence 0.2: below the gate
     gates = events(isolated_home, "speculation_gate")

@@ -9,7 +9,6 @@ telemetry event."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from qshell.agent.prediction import CLOSE
@@ -18,6 +17,7 @@ from qshell.telemetry import EVENTS_FILENAME, TELEMETRY_DIRNAME, Telemetry, read
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.waiting import wait_until
 
 SUGGESTED = "run the tests"
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
@@ -31,23 +31,16 @@ def line(confidence: str | None) -> str:
 def gate_events(home: Path, timeout_s: float = 10.0) -> list[dict]:
     """The `speculation_gate` events, once there is one."""
     path = home / "qshell" / "state" / TELEMETRY_DIRNAME / EVENTS_FILENAME
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [e for e in read_events(path) if e.get("event") == "speculation_gate"]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+    return wait_until(
+        lambda: [e for e in read_events(path) if e.get("event") == "speculation_gate"], timeout_s
+    )
 
 
 def speculated(server: ScriptedLLMServer, timeout_s: float = 0.0) -> bool:
     """Whether a request sent the suggestion as its prompt (waiting up to `timeout_s`)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if any(r.last_user_text == SUGGESTED for r in server.requests):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+    return wait_until(
+        lambda: any(r.last_user_text == SUGGESTED for r in server.requests), timeout_s
+    )
 
 
 def shown_after_answer(server: ScriptedLLMServer, project: Path, answer: str, **env: str) -> Term:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import provider_env, read_first
+from tests.e2e.helpers import main_requests, provider_env, read_first
 from tests.fakes.llm_server import (
     Reply,
     ScriptedLLMServer,
@@ -152,5 +152,5 @@ def test_a_suggestion_in_m_x_shell_is_a_hint_line_and_a_dot_uses_it(llm_server, 
     session = in_emacs_shell(llm_server, project, steps, {"QSHELL_SUGGESTIONS": "1"})
     assert session.code == 0, session.failure()
     assert "\x1b" not in session.raw
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    mains = main_requests(llm_server)
     assert mains[-1].last_user_text == "run the tests"

@@ -16,12 +16,12 @@ import pytest
 
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
-from tests.acp.raw import RawAgent
-from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.helpers import main_requests, provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
-from tests.e2e.test_alternatives_repl import events, prompt_line, shows, wait_for
+from tests.e2e.test_alternatives_repl import events, prompt_line, shows
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.waiting import wait_until
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
 PLAIN = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
@@ -49,7 +49,7 @@ def plain(server: ScriptedLLMServer, project: Path) -> Term:
 
 
 def main_prompts(server: ScriptedLLMServer) -> list[str]:
-    return [r.last_user_text for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    return [r.last_user_text for r in main_requests(server)]
 
 
 def test_a_guess_with_escape_or_control_characters_never_reaches_the_screen(llm_server, project):
@@ -156,6 +156,9 @@ def test_an_acp_client_never_sees_a_guess_list_replayed_or_streamed(llm_server, 
     child.expect(r"resume it with: qshell --resume (\S+)")
     assert child.finish() == 0
     sid = re.findall(r"qshell --resume (\S+)", child.text)[-1]
+    pytest.importorskip("acp", reason="resuming over ACP needs the `acp` extra")
+    from tests.acp.raw import RawAgent
+
     agent = RawAgent(llm_server, project.resolve(), tmp_path / "agent.err")
     agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     agent.call("session/load", {"cwd": str(project.resolve()), "sessionId": sid, "mcpServers": []})
@@ -213,7 +216,7 @@ def test_a_consequential_guess_cycled_to_is_marked_and_speculated_reads_only(
     assert "⚠" not in prompt_line(child)
     child.send("\x1b]")  # Alt-]
     shows(child, "push the tag too  ⚠ push", "2/2")
-    assert wait_for(lambda: "push the tag too" in main_prompts(llm_server))
+    assert wait_until(lambda: "push the tag too" in main_prompts(llm_server))
     child.settle(1.0)  # it ran up to its first call that is not a read, and stopped there
     assert not touched.exists()
     child.send("\x1b[")  # Alt-[: back to the first, unmarked
@@ -234,7 +237,7 @@ def test_typing_a_longer_guess_by_hand_never_runs_the_shorter_guess_speculated(
     answered(llm_server, predicting(short, longer), **answers)
     child = repl(llm_server, project)
     shows(child, short, "1/2")
-    assert wait_for(lambda: short in main_prompts(llm_server))  # the first is speculated
+    assert wait_until(lambda: short in main_prompts(llm_server))  # the first is speculated
     child.send(longer)
     shows(child, f"> {longer}")
     child.send("\r")
@@ -264,7 +267,7 @@ def test_cycling_again_and_again_leaves_no_overlay_behind(llm_server, project, t
         shown = guesses[step % 3]
         runs[shown] += 1
         shows(child, shown, f"{step % 3 + 1}/3")
-        assert wait_for(lambda g=shown: main_prompts(llm_server).count(g) == runs[g])
+        assert wait_until(lambda: main_prompts(llm_server).count(shown) == runs[shown])  # noqa: B023
         child.send("\x1b]" * 4)  # and quicker than the delay: only the last shown counts
     child.send("\x04")
     assert child.finish() == 0
@@ -323,7 +326,7 @@ def test_alt_open_bracket_then_esc_then_typed_brackets(llm_server, project):
     child.send("\x1b[")  # Alt-[: the previous (wrapping to the last)
     shows(child, "commit this", "2/2")
     child.send("\x1b")  # a lone Esc dismisses (an Esc and a "[" within 50 ms are Alt-[)
-    assert wait_for(lambda: "commit this" not in prompt_line(child))
+    assert wait_until(lambda: "commit this" not in prompt_line(child))
     child.send("[")
     child.settle(0.2)
     child.send("y]")  # brackets typed one by one are text

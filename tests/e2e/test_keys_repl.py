@@ -6,19 +6,15 @@ from __future__ import annotations
 import re
 import time
 
-from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import main_requests
 from tests.e2e.pty import spawn_qshell
-from tests.e2e.test_suggestions_repl import SUGGESTION, script_two_turns, start
-
-
-def ghost_shown(server, project, **kw):
-    script_two_turns(server)
-    child = start(server, project, **kw)
-    child.submit("read hello.txt")
-    child.expect("it says hello")
-    child.wait_prompt()
-    child.expect(SUGGESTION)
-    return child
+from tests.e2e.test_suggestions_repl import (
+    SUGGESTION,
+    ghost_shown,
+    script_two_turns,
+    start,
+    tab_and_enter_run_the_suggestion,
+)
 
 
 def test_esc_dismisses_at_once_and_a_later_enter_is_an_enter(llm_server, project):
@@ -32,7 +28,7 @@ def test_esc_dismisses_at_once_and_a_later_enter_is_an_enter(llm_server, project
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    mains = main_requests(llm_server)
     assert mains[-1].last_user_text == "hello"
 
 
@@ -76,14 +72,7 @@ def test_typing_the_start_of_the_suggestion_shows_the_rest_and_tab_fills_it(llm_
     child = ghost_shown(llm_server, project)
     child.send("run")  # the rest of the ghost stays on screen after what was typed
     time.sleep(0.2)
-    child.send("\t")
-    child.submit("")
-    child.expect("all 12 tests pass")
-    child.wait_prompt()
-    child.send("\x04")
-    assert child.finish() == 0
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
-    assert mains[-1].last_user_text == SUGGESTION
+    tab_and_enter_run_the_suggestion(llm_server, child)
 
 
 HINT = "Tab fills"

@@ -14,12 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import main_requests
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Fault,
@@ -29,6 +29,7 @@ from tests.fakes.llm_server import (
     has_tool_result,
     last_user_text_contains,
 )
+from tests.waiting import wait_until
 
 SUGGESTION = "run the tests"
 NOTE = f'[qshell note, not the user\'s words: the suggestion on screen was "{SUGGESTION}"]'
@@ -43,10 +44,6 @@ def script(server) -> None:
         Reply.tool_calls([ToolCallSpec("read_file", {"path": "hello.txt"})]),
     )
     server.add_rule(always(), Reply.text("understood"))
-
-
-def main_requests(server) -> list:
-    return [r for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
 
 
 def repl(server, project: Path, **env: str) -> Term:
@@ -193,15 +190,6 @@ def suggestions_refused() -> list[dict]:
     ]
 
 
-def wait_for(predicate, bound_s: float = 20.0) -> bool:
-    deadline = time.monotonic() + bound_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.parametrize("status", [None, 403], ids=["429", "403"])
 def test_a_usage_limit_on_a_suggestion_stops_suggestions_while_the_turns_go_on(
     llm_server, project, status
@@ -211,12 +199,12 @@ def test_a_usage_limit_on_a_suggestion_stops_suggestions_while_the_turns_go_on(
     )
     script(llm_server)
     child = repl(llm_server, project, QSHELL_SPECULATION="1")
-    assert wait_for(lambda: len(suggestions_refused()) == 1)
+    assert wait_until(lambda: len(suggestions_refused()) == 1, 20.0)
     assert suggestion.hits == 1  # asked once, refused: out of quota
     child.submit("read hello.txt again")
     child.expect("it says hello")
     child.wait_prompt()
-    assert wait_for(lambda: len(suggestions_refused()) == 2)  # the next one was tried...
+    assert wait_until(lambda: len(suggestions_refused()) == 2, 20.0)  # the next one was tried...
     child.send("\x04")
     assert child.finish() == 0
     assert suggestion.hits == 1  # ...and refused without a request: background is paused

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import read_first
+from tests.e2e.helpers import main_requests, read_first
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 
@@ -79,5 +79,5 @@ def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project)
     child.send("\x04")
     assert child.finish() == 0
     assert "\x1b" not in child.raw
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    mains = main_requests(llm_server)
     assert mains[-1].last_user_text == "run the tests"

@@ -3,7 +3,6 @@ gate asks them as the main loop does, and a suggestion filter keeps text off the
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from tests.fakes.llm_server import (
     last_user_text_contains,
 )
 from tests.plugins.helpers import EXAMPLES, write_plugin
+from tests.waiting import wait_until
 
 SECRET = "vault-token-5d1c22aa"
 READ_HELLO = ToolCallSpec("read_file", {"path": "hello.txt"})
@@ -43,16 +43,14 @@ def first_turn(child: Term) -> None:
 def events(home: Path, name: str, timeout_s: float = 10.0, **fields: object) -> list[dict]:
     """The telemetry events called `name` (with these `fields`), once there is one."""
     path = home / "qshell" / "state" / TELEMETRY_DIRNAME / EVENTS_FILENAME
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [
+    return wait_until(
+        lambda: [
             e
             for e in read_events(path)
             if e.get("event") == name and all(e.get(k) == v for k, v in fields.items())
-        ]
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+        ],
+        timeout_s,
+    )
 
 
 def sent(server) -> str:

@@ -230,13 +230,12 @@ def test_print_mode_rolls_back_the_interrupted_apply_of_a_dead_process_first(
     import os
 
     from tests.overlay.test_apply import (
-        DEAD_PID,
         crash,
         crash_at_the_second_rename,
         fresh,
-        snapshot,
         speculate,
     )
+    from tests.overlay.test_overlay import DEAD_PID, snapshot
 
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -245,6 +244,7 @@ def test_print_mode_rolls_back_the_interrupted_apply_of_a_dead_process_first(
     overlay = type(overlay).create(root, overlay.resolver, base_dir=base)
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    assert overlay.lease is not None
     overlay.lease.release()  # the process died: its lock went with it
     overlay.directory.parent.rename(base / str(DEAD_PID))
     assert snapshot(root) != before  # half applied

@@ -18,6 +18,7 @@ from tests.e2e.pty import spawn_qshell
 from tests.e2e.test_speculation_repl import READ, first_turn, mains_for, start, suggests
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.waiting import wait_until
 
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
@@ -33,13 +34,6 @@ def project(tmp_path: Path) -> Path:
     (root / "app.py").write_text("def add(a, b):\n    return a + b\n")
     (root / "test_app.py").write_text(TESTS)
     return root
-
-
-def wait_for(rule, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while rule.hits == 0:
-        assert time.monotonic() < deadline, "the speculation never got the command's result"
-        time.sleep(0.05)
 
 
 def test_run_the_tests_is_speculated_for_real_and_shown_finished_at_once(llm_server, project):
@@ -85,7 +79,9 @@ def speculate_tests(llm_server, project: Path, command: str, *args: str, term: s
         child = start(llm_server, project, *args)
         first_turn(child)
     child.expect("run the tests")
-    wait_for(answer)
+    assert wait_until(lambda: answer.hits > 0, 60.0), (
+        "the speculation never got the command's result"
+    )
     time.sleep(0.5)  # the speculation's last round is answered; let it finish
     return child, answer
 

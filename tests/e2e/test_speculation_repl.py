@@ -6,7 +6,6 @@ import json
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
@@ -20,6 +19,7 @@ from tests.fakes.llm_server import (
     has_tool_result,
     last_user_text_contains,
 )
+from tests.waiting import wait_until
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})
 
@@ -58,13 +58,15 @@ def mains_for(server, prompt: str) -> list:
 
 def speculated(server, prompt: str, timeout_s: float = 20.0):
     """Wait until the server has fully answered the speculative request for `prompt`."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def answered():
         found = mains_for(server, prompt)
-        if found and found[0].completed.wait(0.1):
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no speculative request for {prompt!r}")
+        return found[0] if found and found[0].completed.is_set() else None
+
+    request = wait_until(answered, timeout_s)
+    if request is None:
+        raise AssertionError(f"no speculative request for {prompt!r}")
+    return request
 
 
 def test_accepting_a_completed_speculation_shows_the_answer_without_a_new_request(

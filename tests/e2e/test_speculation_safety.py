@@ -23,6 +23,7 @@ from tests.fakes.llm_server import (
     has_tool_result,
     last_user_text_contains,
 )
+from tests.waiting import wait_until
 
 SECRET = "sk-live-7f3a9c2e0b1d"
 SUGGESTED = "find where API_KEY is used"
@@ -78,14 +79,11 @@ def test_a_speculated_search_never_sends_a_byte_of_the_secret(llm_server, projec
 
 def speculated_until(server, rule_hits, hits: int, timeout_s: float = 20.0) -> None:
     """Wait until `rule_hits()` reaches `hits` and every request so far was answered."""
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if rule_hits() >= hits and all(r.completed.is_set() for r in server.requests):
-            return
-        time.sleep(0.05)
-    raise AssertionError("the speculation did not get that far")
+    answered = wait_until(
+        lambda: rule_hits() >= hits and all(r.completed.is_set() for r in server.requests),
+        timeout_s,
+    )
+    assert answered, "the speculation did not get that far"
 
 
 def test_a_user_edit_between_a_speculative_read_and_write_makes_accept_a_conflict(
@@ -161,7 +159,7 @@ def test_with_the_temp_dir_inside_the_project_nothing_outside_is_ever_deleted(
 
     from qshell.overlay.journal import write_journal
     from qshell.overlay.records import JournalState, Phase, Step
-    from tests.overlay.test_apply import DEAD_PID
+    from tests.overlay.test_overlay import DEAD_PID
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -223,11 +221,11 @@ def test_typing_during_a_slow_speculative_tool_returns_the_prompt(llm_server, pr
     child = start(llm_server, project)
     first_turn(llm_server, child)
     speculated_until(llm_server, lambda: slow.hits, 1)
-    assert _wait(lambda: _cat_running(project))  # the speculative `cat pipe` is running
+    assert wait_until(lambda: _cat_running(project), 20.0)  # the speculative `cat pipe` is running
     child.submit("something else")
     child.expect("done something else")
     child.wait_prompt()
-    assert _wait(lambda: not _cat_running(project))  # the abort killed it
+    assert wait_until(lambda: not _cat_running(project), 20.0)  # the abort killed it
     child.send("\x04")
     assert child.finish() == 0
     assert "never" not in child.text
@@ -244,15 +242,4 @@ def _cat_running(project: Path) -> bool:
             continue
         if argv[:2] == [b"cat", b"pipe"] and cwd == str(project):
             return True
-    return False
-
-
-def _wait(condition, timeout_s: float = 20.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
     return False

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.e2e.helpers import main_requests
 from tests.e2e.pty import Term, spawn_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -42,6 +43,28 @@ def script_two_turns(server) -> Rule:
     return suggestion
 
 
+def ghost_shown(server, project, **kw):
+    """A REPL after the two-turn script's file-reading turn, its suggestion on screen."""
+    script_two_turns(server)
+    child = start(server, project, **kw)
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    child.wait_prompt()
+    child.expect(SUGGESTION)
+    return child
+
+
+def tab_and_enter_run_the_suggestion(server, child: Term) -> None:
+    """Tab fills the shown suggestion, Enter submits it as the next turn's prompt; then exit."""
+    child.send("\t")
+    child.submit("")
+    child.expect("all 12 tests pass")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    assert main_requests(server)[-1].last_user_text == SUGGESTION
+
+
 @pytest.mark.parametrize("speculation", [False, True], ids=["plain", "speculating"])
 def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(
     llm_server, project, speculation
@@ -55,32 +78,20 @@ def test_after_two_turns_tab_fills_the_ghost_text_and_enter_submits_it(
     child.expect("it says hello")
     child.wait_prompt()
     child.expect(SUGGESTION)
-    child.send("\t")
-    child.submit("")
-    child.expect("all 12 tests pass")
-    child.wait_prompt()
-    child.send("\x04")
-    assert child.finish() == 0
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
-    assert mains[-1].last_user_text == SUGGESTION
+    tab_and_enter_run_the_suggestion(llm_server, child)
 
 
 @pytest.mark.parametrize("speculation", [False, True], ids=["plain", "speculating"])
 def test_enter_on_an_empty_line_fills_but_does_not_submit(llm_server, project, speculation):
     """If the first Enter submitted, the model would see two messages, not one."""
-    script_two_turns(llm_server)
-    child = start(llm_server, project, speculation=speculation)
-    child.submit("read hello.txt")
-    child.expect("it says hello")
-    child.wait_prompt()
-    child.expect(SUGGESTION)
+    child = ghost_shown(llm_server, project, speculation=speculation)
     child.send("\r")  # fills the line with the suggestion; must not submit it
     child.submit(" please")
     child.expect("all 12 tests pass")
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
-    mains = [r for r in llm_server.requests if SUGGESTION_MARKER not in r.last_user_text]
+    mains = main_requests(llm_server)
     if speculation:  # speculative requests for the suggestion come and go around the turn
         mains = [r for r in mains if r.last_user_text != SUGGESTION]
     assert mains[-1].last_user_text == SUGGESTION + " please"

@@ -59,7 +59,7 @@ def stream_chunks(
     reply: Reply, ctx: ReplyContext, ids: list[str], usage: ResolvedUsage
 ) -> list[Chunk]:
     """The full, successful stream of `reply`, ending with `message_stop`."""
-    message = {
+    message: dict[str, Any] = {
         "id": new_id("msg_"),
         "type": "message",
         "role": "assistant",
@@ -72,7 +72,7 @@ def stream_chunks(
     chunks = [Chunk(sse({"type": "message_start", "message": message})), PING]
     index = 0
     if reply.content or not reply.calls:
-        block = {"type": "text", "text": ""}
+        block: dict[str, Any] = {"type": "text", "text": ""}
         chunks.append(
             Chunk(sse({"type": "content_block_start", "index": index, "content_block": block}))
         )
@@ -100,13 +100,13 @@ def stream_chunks(
         stop = Chunk(sse({"type": "content_block_stop", "index": index}), completes=number)
         chunks.append(stop)
         index += 1
-    stop = {"stop_reason": reply.neutral_stop_reason, "stop_sequence": None}
+    ending = {"stop_reason": reply.neutral_stop_reason, "stop_sequence": None}
     chunks.append(
         Chunk(
             sse(
                 {
                     "type": "message_delta",
-                    "delta": stop,
+                    "delta": ending,
                     "usage": {"output_tokens": usage.completion_tokens},
                 }
             )

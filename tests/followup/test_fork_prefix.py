@@ -18,9 +18,7 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, BackgroundReasoning
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.messages import Message
-from qshell.llm.openai import OpenAIProvider
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
@@ -33,6 +31,7 @@ from tests.fakes.llm_server import (
     last_user_text_contains,
 )
 from tests.fakes.prefix import shared_share
+from tests.fakes.providers import provider_for
 
 FINAL_ANSWER = "The bug was an off-by-one in a.py; it is fixed. Shall I run the tests?"
 
@@ -43,12 +42,8 @@ def make_session(
     root: Path,
     reasoning: BackgroundReasoning = BackgroundReasoning.INHERIT,
 ) -> Session:
-    if protocol == "openai":
-        provider = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
     return session_for(
-        provider,
+        provider_for(server, protocol),
         root,
         default_tools(),
         model="m1",
@@ -104,6 +99,7 @@ def run_session_and_suggest(
     session = make_session(server, protocol, root, reasoning)
     drive(session, "hello")
     drive(session, "fix the bug in a.py")
+    assert session.cache_safe is not None
     result = generate_suggestion(session.provider, session.cache_safe, CancelToken(), **kw)
     assert (result.text, result.reason) == ("run the tests", None)
     requests = server.requests

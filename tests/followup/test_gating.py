@@ -78,7 +78,7 @@ def test_the_rate_needs_enough_outcomes_and_only_the_last_window_counts():
 
 
 def test_outcomes_come_from_accepted_and_ignored_suggestion_events_with_their_confidence():
-    events = [
+    events: list[dict] = [
         {"event": "suggestion", "outcome": "shown", "confidence": 0.9},
         {"event": "suggestion", "outcome": "accepted", "confidence": 0.7},
         {"event": "speculation", "outcome": "accepted"},

@@ -89,7 +89,8 @@ def test_a_completed_speculation_in_auto_edit_is_accepted_without_a_new_request(
 
 def test_an_edit_in_default_mode_is_a_boundary_and_accept_continues_live(setup):
     spec = speculate(setup, "change it", read_call("r1"), edit_call())
-    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
+    assert spec.status is Status.BOUNDARY and spec.boundary is not None
+    assert spec.boundary.type is BoundaryType.EDIT
     setup.script(Message.assistant("done live"))
     events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
     runs = [e for e in events if isinstance(e, ToolFinished)]
@@ -142,7 +143,8 @@ def test_a_shell_command_that_writes_is_a_bash_boundary_in_plan_mode(setup):
     setup.conversation.set_approval_mode(ApprovalMode.PLAN)
     shell = Message.assistant("", [call("shell", json.dumps({"command": "rm a.txt"}), "s1")])
     spec = speculate(setup, "clean up", shell)
-    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
+    assert spec.status is Status.BOUNDARY and spec.boundary is not None
+    assert spec.boundary.type is BoundaryType.BASH
     assert (setup.root / "a.txt").exists()
 
 
@@ -159,10 +161,10 @@ def test_web_fetch_and_reads_outside_the_root_are_boundaries(setup):
         "", [call("web_fetch", json.dumps({"url": "http://127.0.0.1:9/"}), "w")]
     )
     spec = speculate(setup, "fetch", fetch)
-    assert spec.boundary.type is BoundaryType.DENIED_TOOL
+    assert spec.boundary is not None and spec.boundary.type is BoundaryType.DENIED_TOOL
     outside = Message.assistant("", [call("read_file", json.dumps({"path": "../x"}), "o")])
     spec = speculate(setup, "peek", outside)
-    assert spec.boundary.type is BoundaryType.READ_SCOPE
+    assert spec.boundary is not None and spec.boundary.type is BoundaryType.READ_SCOPE
 
 
 def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boundary_call(
@@ -173,7 +175,8 @@ def test_a_boundary_later_in_a_batch_keeps_the_whole_batch_and_asks_for_the_boun
     command = "curl -s http://127.0.0.1:9/ -o a.txt"
     shell = call("shell", json.dumps({"command": command}), "s1")
     spec = speculate(setup, "clean up", Message.assistant("", [read, shell]))
-    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.BASH
+    assert spec.status is Status.BOUNDARY and spec.boundary is not None
+    assert spec.boundary.type is BoundaryType.BASH
     setup.script(Message.assistant("left it"))
     runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=True)
     acceptance = accept(spec, setup.conversation.session, runner, CancelToken())

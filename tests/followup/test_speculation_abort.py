@@ -28,6 +28,7 @@ from qshell.tools.grep import GrepArgs, GrepTool
 from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from tests.agent.scripted import RecordingTool, call
 from tests.followup.helpers import answered_conversation
+from tests.waiting import wait_until
 
 WAIT_S = 30.0
 SUGGESTION = "look into it"
@@ -119,13 +120,13 @@ def test_a_slow_shell_command_is_killed_by_the_abort(setup, pool, tmp_path):
     speculator.user_typed("")
     speculator.start(SUGGESTION)
     spec = started[-1]
-    assert _wait_for(lambda: any(getattr(e, "name", "") == "shell" for e in spec.events))
+    assert wait_until(lambda: any(getattr(e, "name", "") == "shell" for e in spec.events), WAIT_S)
     speculator.user_typed("x")
     assert spec.done.wait(WAIT_S)
     assert spec.status is Status.ABORTED
     assert not spec.overlay.directory.exists()
     # nothing of it runs on, not even a sandbox that lost its outer process while starting
-    assert _wait_for(lambda: not _running_in(setup.root))
+    assert wait_until(lambda: not _running_in(setup.root), WAIT_S)
 
 
 def _running_in(root) -> bool:
@@ -141,15 +142,6 @@ def _running_in(root) -> bool:
             continue
         if needle in cmdline and state != "Z":
             return True
-    return False
-
-
-def _wait_for(condition) -> bool:
-    deadline = threading.Event()
-    for _ in range(3000):
-        if condition():
-            return True
-        deadline.wait(0.01)
     return False
 
 

@@ -21,7 +21,7 @@ from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
 from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.base import StreamDone, StreamEvent
-from qshell.llm.messages import ChatRequest, Message, Usage
+from qshell.llm.messages import ChatRequest, Message, StopReason, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import ErrorType
@@ -48,7 +48,7 @@ def after(action: Callable[[], None], message: Message):
 
     def step(request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
         action()
-        stop = "tool_use" if message.tool_calls else "end_turn"
+        stop: StopReason = "tool_use" if message.tool_calls else "end_turn"
         yield StreamDone(message, Usage(prompt_tokens=10, completion_tokens=2), stop)
 
     return step
@@ -155,6 +155,7 @@ def test_a_read_only_file_is_never_written_by_the_speculation(setup):
         )
         read, written = [e for e in spec.events if isinstance(e, ToolFinished)]
         assert read.result.error is None
+        assert written.result.error is not None
         assert written.result.error.type is ErrorType.PERMISSION_DENIED
         assert not spec.overlay.has_writes
         run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
@@ -175,7 +176,8 @@ def test_with_the_temp_dir_inside_the_project_nothing_outside_is_deleted(
     base = base_dir.default_base_dir()
     planted = base / "1073741831" / "overlay-x" / "journal.json"
     spec = speculate(setup, write_call(str(planted.relative_to(setup.root)), "{}"))
-    assert spec.status is Status.BOUNDARY and spec.boundary.type is BoundaryType.EDIT
+    assert spec.status is Status.BOUNDARY and spec.boundary is not None
+    assert spec.boundary.type is BoundaryType.EDIT
     assert not spec.overlay.directory.resolve().is_relative_to(setup.root)
     spec.overlay.discard()
     for root in (setup.root, outside, None):

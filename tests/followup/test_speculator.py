@@ -7,8 +7,9 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,10 +91,12 @@ def test_submitting_other_text_while_a_speculation_is_set_up_drops_it(setup, tmp
     real_start = followup.speculator.start
     handed_over, go_on, finished = threading.Event(), threading.Event(), threading.Event()
 
-    def slow_start(text, still_wanted=lambda: True, **options):
+    def slow_start(
+        suggestion: str, still_wanted: Callable[[], bool] = lambda: True, **options: Any
+    ) -> None:
         handed_over.set()
         go_on.wait(WAIT_S)  # the set-up is still running when the user submits
-        real_start(text, still_wanted, **options)
+        real_start(suggestion, still_wanted, **options)
         finished.set()
 
     followup.speculator.start = slow_start  # type: ignore[method-assign]

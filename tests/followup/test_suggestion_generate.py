@@ -19,7 +19,7 @@ from qshell.followup.suggestion import (
 from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolCall, ToolResultBlock, ToolSpec, Usage
-from tests.agent.scripted import ScriptedProvider
+from tests.agent.scripted import ScriptedProvider, Step
 
 TOOLS = [ToolSpec(name="ls", description="list", parameters={"type": "object"})]
 
@@ -42,7 +42,7 @@ def main_params() -> CacheSafeParams:
     return CacheSafeParams.capture(request, Message.assistant("Fixed the bug in a.py."))
 
 
-def run(reply: Message | Exception, **kw) -> tuple:
+def run(reply: Step, **kw) -> tuple:
     provider = ScriptedProvider([reply])
     result = generate_suggestion(provider, main_params(), CancelToken(), **kw)
     return result, provider

@@ -9,19 +9,16 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.errors import RateLimited
 from qshell.followup.suggestion import SUGGESTION_MARKER, SuggestionResult, generate_suggestion
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.http import RetryPolicy
 from qshell.llm.messages import ChatRequest, Message
-from qshell.llm.openai import OpenAIProvider
+from qshell.llm.sse_provider import SSEProvider
 from tests.fakes.llm_server import Fault, Reply, last_user_text_contains
+from tests.fakes.providers import provider_for
 
 
-def provider_for(server, protocol: str):
-    retry = RetryPolicy(max_attempts=1)
-    if protocol == "openai":
-        return OpenAIProvider(server.openai_base_url, server.api_key, retry=retry)
-    return AnthropicProvider(server.anthropic_base_url, server.api_key, retry=retry)
+def failing_fast(server, protocol: str) -> SSEProvider:
+    return provider_for(server, protocol, retry=RetryPolicy(max_attempts=1))
 
 
 def params() -> CacheSafeParams:
@@ -38,7 +35,7 @@ def test_cancelling_a_suggestion_closes_its_http_request(llm_server, protocol, a
     hold = llm_server.hold(rule, after_first_chunk=after_first_chunk)
     cancel = CancelToken()
     results: list[SuggestionResult] = []
-    provider = provider_for(llm_server, protocol)
+    provider = failing_fast(llm_server, protocol)
     worker = threading.Thread(
         target=lambda: results.append(generate_suggestion(provider, params(), cancel))
     )
@@ -55,7 +52,7 @@ def test_cancelling_a_suggestion_closes_its_http_request(llm_server, protocol, a
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_a_server_error_gives_reason_error_without_raising(llm_server, protocol):
     llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Fault.http(503))
-    result = generate_suggestion(provider_for(llm_server, protocol), params(), CancelToken())
+    result = generate_suggestion(failing_fast(llm_server, protocol), params(), CancelToken())
     assert result == SuggestionResult(None, "error", None)
 
 
@@ -63,7 +60,7 @@ def test_a_server_error_gives_reason_error_without_raising(llm_server, protocol)
 def test_a_suggestion_after_a_main_turns_429_fails_open_without_a_request(llm_server, protocol):
     llm_server.add_rule(last_user_text_contains("fix"), Fault.rate_limited(retry_after_s=9))
     llm_server.add_rule(last_user_text_contains(SUGGESTION_MARKER), Reply.text("run tests"))
-    provider = provider_for(llm_server, protocol)
+    provider = failing_fast(llm_server, protocol)
     with pytest.raises(RateLimited):
         list(provider.stream(params().request, CancelToken()))
     sent = len(llm_server.requests)

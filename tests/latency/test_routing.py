@@ -293,7 +293,7 @@ def test_a_speculative_fork_writes_no_decisions(tmp_path):
     session, *_ = _routed(tmp_path, "what?", [Message.assistant("x")])
     before = len(_records(tmp_path))
     fork = session.fork()  # a speculation runs it without a router: no log, primary only
-    fork.provider.steps.append(Message.assistant("y"))  # type: ignore[attr-defined]
+    fork.provider.steps.append(Message.assistant("y"))
     drive(fork, "and?", yolo())
     assert len(_records(tmp_path)) == before
 

@@ -35,10 +35,8 @@ from qshell.agent.session import Session, SessionRequest, check_history
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, load_settings
 from qshell.errors import ControlSignal
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.messages import ChatRequest, Message, ToolCall, Usage
-from qshell.llm.openai import OpenAIProvider
 from qshell.permissions.policy import Decision
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools import default_tools
@@ -53,6 +51,7 @@ from tests.fakes.llm_server import (
     always,
     has_tool_result,
 )
+from tests.fakes.providers import provider_for
 
 WATCHDOG_S = 20.0
 
@@ -99,11 +98,7 @@ class Watchdog:
 def http_session(
     server: ScriptedLLMServer, protocol: str, root: Path, tools: list[Tool], **options: Any
 ) -> Session:
-    if protocol == "openai":
-        provider: Any = OpenAIProvider(server.openai_base_url, server.api_key)
-    else:
-        provider = AnthropicProvider(server.anthropic_base_url, server.api_key)
-    return session_for(provider, root, tools, model="m1", **options)
+    return session_for(provider_for(server, protocol), root, tools, model="m1", **options)
 
 
 def early_threads() -> list[threading.Thread]:
@@ -301,7 +296,13 @@ def test_a_read_before_a_write_starts_early_and_the_write_waits_for_the_batch(tm
     ran: list[str] = []
     read_ran = threading.Event()
     tools = edit_then_read(ran)
-    tools[1] = ProbeTool("look", Kind.READ, lambda t, c: (ran.append(t), read_ran.set(), t)[2])
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(text)
+        read_ran.set()
+        return text
+
+    tools[1] = ProbeTool("look", Kind.READ, look)
     calls = [call("look", '{"text": "r"}', "c1"), call("write", '{"text": "w"}', "c2")]
     steps = [announcing(phase, calls, wait_for=read_ran), Message.assistant("done")]
     session = scripted_session(steps, tools, tmp_path)
@@ -338,7 +339,12 @@ def test_with_the_setting_off_nothing_is_decided_or_started_before_the_stream_en
     phase = ["-"]
     ran: list[str] = []
     calls = [call("look", '{"text": "a"}', "c1"), call("look", '{"text": "b"}', "c2")]
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: (ran.append(phase[0]), t)[1])]
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(phase[0])
+        return text
+
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, look)]
     steps = [announcing(phase, calls), Message.assistant("done")]
     session = scripted_session(steps, tools, tmp_path, stream_ahead=False)
     runner = LoggingRunner(ApprovalMode.YOLO, phase)
@@ -357,7 +363,7 @@ def test_a_control_signal_from_an_early_decision_is_raised_by_the_batch_and_deci
 ):
     phase = ["-"]
     calls = [call("look", '{"text": "a"}', "c1"), call("look", '{"text": "stop"}', "c2")]
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: t)]
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, lambda t, c: t)]
 
     class Stopping(LoggingRunner):
         def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
@@ -378,7 +384,8 @@ def test_a_control_signal_from_an_early_decision_is_raised_by_the_batch_and_deci
 
 
 def test_the_setting_reaches_every_session_and_its_forks(tmp_path):
-    environ = {"HOME": str(tmp_path), "QSHELL_STREAM_AHEAD_TOOLS": "false"}
+    # a key names a provider on any install (without it only the `local` extra would)
+    environ = {"HOME": str(tmp_path), "QSHELL_STREAM_AHEAD_TOOLS": "false", "OPENAI_API_KEY": "k"}
     provider = ScriptedProvider([])
     for value, expected in (("false", False), ("true", True)):
         environ["QSHELL_STREAM_AHEAD_TOOLS"] = value
@@ -400,7 +407,12 @@ def test_a_call_the_final_message_changed_is_decided_and_run_again_with_its_fina
     is discarded and the batch runs the call the message holds."""
     phase = ["-"]
     ran: list[str] = []
-    tools = [ProbeTool("look", Kind.READ, lambda t, c: (ran.append(t), f"saw {t}")[1])]
+
+    def look(text: str, ctx: Any) -> str:
+        ran.append(text)
+        return f"saw {text}"
+
+    tools: list[Tool] = [ProbeTool("look", Kind.READ, look)]
     final = [call("look", '{"text": "new"}', "c1")]
     announced = announcing(phase, [call("look", '{"text": "old"}', "c1")])
 

@@ -9,7 +9,6 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.config import BackgroundReasoning
 from qshell.errors import ProviderUnavailable, RateLimited, UsageLimited
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.background import (
     DEFAULT_PAUSE_S,
     MAX_PAUSE_S,
@@ -20,8 +19,8 @@ from qshell.llm.base import StreamDone
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.http import RetryPolicy
 from qshell.llm.messages import ChatRequest, Message
-from qshell.llm.openai import OpenAIProvider
 from qshell.llm.sse_provider import SSEProvider
+from tests.fakes import providers
 from tests.fakes.llm_server import Fault, Reply, ScriptedLLMServer, last_user_text_contains
 from tests.llm.sse import Sleeps
 
@@ -39,14 +38,9 @@ class FakeClock:
 def provider_for(
     server: ScriptedLLMServer, protocol: str, clock: FakeClock, sleeps: Sleeps
 ) -> SSEProvider:
-    kind, base_url = (
-        (OpenAIProvider, server.openai_base_url)
-        if protocol == "openai"
-        else (AnthropicProvider, server.anthropic_base_url)
-    )
-    return kind(
-        base_url,
-        server.api_key,
+    return providers.provider_for(
+        server,
+        protocol,
         retry=RetryPolicy(max_attempts=4),
         sleep=sleeps,
         pause=RateLimitPause(clock=clock),

@@ -416,7 +416,7 @@ def completion(message: dict[str, Any], finish: str) -> tuple[str, bytes]:
 
 
 def sse_text(*pieces: str) -> tuple[str, bytes]:
-    events = [
+    events: list[dict] = [
         {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
         for piece in pieces
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,7 +36,7 @@ def test_split_and_repeated_deltas_accumulate_to_the_sent_calls(calls, cuts, rep
         text = json.dumps(arguments)
         for n, piece in enumerate(pieces(text, cuts)):
             head = n == 0 or repeat
-            delta = {"index": index, "function": {"arguments": piece}}
+            delta: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
             if head:
                 delta["id"] = f"call_{index}"
                 delta["type"] = "function"

@@ -9,7 +9,6 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.errors import BadRequest, ProviderUnavailable
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.base import StreamDone
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.http import RetryPolicy
@@ -17,20 +16,16 @@ from qshell.llm.messages import ChatRequest, Message, ToolSpec
 from qshell.llm.openai import OpenAIProvider
 from qshell.llm.sse_provider import SSEProvider
 from tests.fakes.llm_server import Fault, Match, Reply, ScriptedLLMServer, always
+from tests.fakes.providers import provider_for
 from tests.llm.sse import Sleeps
 
 PROTOCOLS = ["openai", "anthropic"]
 TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})]
 
 
-def provider_for(server: ScriptedLLMServer, protocol: str, sleeps: Sleeps | None = None):
-    kind, base_url = (
-        (OpenAIProvider, server.openai_base_url)
-        if protocol == "openai"
-        else (AnthropicProvider, server.anthropic_base_url)
-    )
-    return kind(
-        base_url, server.api_key, retry=RetryPolicy(max_attempts=4), sleep=sleeps or Sleeps()
+def retrying(server: ScriptedLLMServer, protocol: str, sleeps: Sleeps | None = None) -> SSEProvider:
+    return provider_for(
+        server, protocol, retry=RetryPolicy(max_attempts=4), sleep=sleeps or Sleeps()
     )
 
 
@@ -60,7 +55,7 @@ def test_no_tool_calls_sends_tool_choice_none_and_keeps_the_tools(
     llm_server, protocol, choice
 ) -> None:
     llm_server.add_rule(always(), Reply.text("Done."))
-    provider = provider_for(llm_server, protocol)
+    provider = retrying(llm_server, protocol)
     run(provider, request(no_tool_calls=True))
     run(provider, request())
     lean, plain = llm_server.requests
@@ -85,7 +80,7 @@ def test_openai_reasoning_off_is_the_lowest_effort_the_family_takes(
     llm_server, model, fields
 ) -> None:
     llm_server.add_rule(always(), Reply.text("Done."))
-    provider = provider_for(llm_server, "openai")
+    provider = retrying(llm_server, "openai")
     run(provider, request(model, reasoning_off=True))
     run(provider, request(model))
     off, plain = llm_server.requests
@@ -95,7 +90,7 @@ def test_openai_reasoning_off_is_the_lowest_effort_the_family_takes(
 
 def test_anthropic_reasoning_off_sends_nothing_because_thinking_is_never_on(llm_server) -> None:
     llm_server.add_rule(always(), Reply.text("Done."))
-    provider = provider_for(llm_server, "anthropic")
+    provider = retrying(llm_server, "anthropic")
     run(provider, request(reasoning_off=True))
     run(provider, request())
     off, plain = llm_server.requests
@@ -129,12 +124,12 @@ def test_a_rejected_knob_is_retried_without_once_and_never_sent_again(
     llm_server.add_rule(sends(key), Fault.http(400, message))
     llm_server.add_rule(always(), Reply.text("Done."))
     sleeps = Sleeps()
-    provider = provider_for(llm_server, protocol, sleeps)
-    assert run(provider, request(**{knob: True})).message.text == "Done."
+    provider = retrying(llm_server, protocol, sleeps)
+    assert run(provider, request("m1", **{knob: True})).message.text == "Done."
     rejected, retried = llm_server.requests
     assert key in rejected.body and key not in retried.body
     assert sleeps.delays == []  # the retry goes at once: nothing to wait for
-    run(provider, request(**{knob: True}))
+    run(provider, request("m1", **{knob: True}))
     assert len(llm_server.requests) == 3
     assert key not in llm_server.requests[2].body  # remembered: no failed round trip
     run(provider, request("m2", **{knob: True}))
@@ -146,7 +141,7 @@ def test_a_rejection_in_general_words_drops_every_knob_placed(llm_server) -> Non
         sends("reasoning_effort"), Fault.http(422, "Extra inputs are not permitted")
     )
     llm_server.add_rule(always(), Reply.text("Done."))
-    provider = provider_for(llm_server, "openai")
+    provider = retrying(llm_server, "openai")
     run(provider, request(reasoning_off=True, no_tool_calls=True))
     rejected, retried = llm_server.requests
     assert {"reasoning_effort", "tool_choice"} <= set(rejected.body)
@@ -156,7 +151,7 @@ def test_a_rejection_in_general_words_drops_every_knob_placed(llm_server) -> Non
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_bad_request_about_something_else_is_not_retried(llm_server, protocol) -> None:
     llm_server.add_rule(always(), Fault.http(400, "messages: the last message must be a user's"))
-    provider = provider_for(llm_server, protocol)
+    provider = retrying(llm_server, protocol)
     with pytest.raises(BadRequest):
         run(provider, request(reasoning_off=True, no_tool_calls=True))
     assert len(llm_server.requests) == 1
@@ -169,7 +164,7 @@ def test_a_background_request_falls_back_once_and_retries_no_more(llm_server) ->
     )
     llm_server.add_rule(always(), Fault.http(503))
     sleeps = Sleeps()
-    provider = provider_for(llm_server, "openai", sleeps)
+    provider = retrying(llm_server, "openai", sleeps)
     params = CacheSafeParams.capture(request(), Message.assistant("Summed up."))
     fork = params.fork("suggest")
     assert fork.background and fork.reasoning_off
@@ -187,7 +182,7 @@ def test_a_rejection_on_the_last_attempt_is_raised_but_remembered(llm_server) ->
         Fault.http(400, "Unrecognized request argument supplied: reasoning_effort"),
     )
     llm_server.add_rule(always(), Reply.text("run the tests"))
-    provider = provider_for(llm_server, "openai")
+    provider = retrying(llm_server, "openai")
     fork = CacheSafeParams.capture(request(), Message.assistant("Summed up.")).fork("suggest")
     with pytest.raises(BadRequest):
         run(provider, fork)
@@ -216,7 +211,7 @@ def test_general_words_about_another_named_parameter_drop_no_knob(llm_server) ->
         always(),
         Fault.http(400, "Unsupported parameter: 'temperature' is not supported with this model."),
     )
-    provider = provider_for(llm_server, "openai")
+    provider = retrying(llm_server, "openai")
     with pytest.raises(BadRequest):
         run(provider, request(reasoning_off=True, no_tool_calls=True, temperature=0.2))
     assert len(llm_server.requests) == 1

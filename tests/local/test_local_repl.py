@@ -6,8 +6,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.pty import spawn_qshell
 from tests.local.procs import alive, children_of
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 def test_the_repl_runs_on_the_local_model_and_stops_its_server_on_exit(tmp_path, local_model_cache):
@@ -29,7 +34,4 @@ def test_the_repl_runs_on_the_local_model_and_stops_its_server_on_exit(tmp_path,
     assert alive(server)
     child.send("\x04")  # Ctrl-D exits
     assert child.finish() == 0
-    deadline = time.monotonic() + 15
-    while alive(server) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(server), "the model server outlived qshell"
+    assert wait_until(lambda: not alive(server), 15), "the model server outlived qshell"

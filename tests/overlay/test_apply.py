@@ -288,7 +288,7 @@ def test_an_unwritable_directory_fails_the_apply_and_changes_nothing(overlay, pr
         return real_open(path, flags, mode, dir_fd=dir_fd)
 
     opened: list[str] = []
-    monkeypatch.setattr(journal.os, "open", refusing_open)
+    monkeypatch.setattr(os, "open", refusing_open)
     with pytest.raises(ApplyFailed, match="Permission denied"):
         overlay.apply()
     monkeypatch.undo()
@@ -418,6 +418,7 @@ def test_recovery_never_overwrites_an_edit_made_after_the_crash(tmp_path, monkey
     assert (root / "src" / "app.py").read_bytes() == NEW_CONTENT["src/app.py"]
     (root / "src" / "app.py").write_text("edited after the crash\n")
     recovery = recover_journal(overlay.directory / JOURNAL_NAME)
+    assert recovery is not None
     assert recovery.direction == "rolled back"
     assert recovery.kept == ("src/app.py",)
     assert (root / "src" / "app.py").read_text() == "edited after the crash\n"
@@ -432,7 +433,8 @@ def test_a_crash_after_the_commit_point_is_completed(tmp_path, monkeypatch):
     with pytest.raises(Crash):
         overlay.apply()
     monkeypatch.undo()
-    assert recover_journal(overlay.directory / JOURNAL_NAME).direction == "completed"
+    recovery = recover_journal(overlay.directory / JOURNAL_NAME)
+    assert recovery is not None and recovery.direction == "completed"
     assert snapshot(root) == expected_after(before)
     assert no_litter(root)
 
@@ -441,6 +443,7 @@ def test_the_sweep_at_start_up_recovers_a_dead_processes_journal(tmp_path, monke
     root, overlay = fresh(tmp_path, "sweep")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    assert overlay.lease is not None
     overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     dead = base / str(DEAD_PID)
@@ -464,6 +467,7 @@ def test_recover_at_start_up_rolls_back_without_removing_anything(tmp_path, monk
     root, overlay = fresh(tmp_path, "recover")
     before = speculate(overlay, root)
     crash(overlay, monkeypatch, crash_at_the_second_rename)
+    assert overlay.lease is not None
     overlay.lease.release()  # the process died: its lock went with it
     base = overlay.directory.parent.parent
     overlay.directory.parent.rename(base / str(DEAD_PID))

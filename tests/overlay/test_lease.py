@@ -76,6 +76,7 @@ def test_a_live_overlay_under_a_dead_pid_is_kept_and_swept_once_released(project
     overlay.directory.parent.rename(moved)
     assert sweep_stale(base, root=project) == 0
     assert (moved / overlay.directory.name).is_dir()
+    assert overlay.lease is not None
     overlay.lease.release()
     assert sweep_stale(base, root=project) == 1
 
@@ -113,6 +114,7 @@ def test_the_lock_is_released_when_the_overlay_is_discarded(project, base):
     assert lease.claim(overlay.directory) is None  # held, even against this process
     directory = overlay.directory
     overlay.discard()
+    assert overlay.lease is not None
     assert not overlay.lease.held and not directory.exists()
 
 

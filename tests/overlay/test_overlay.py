@@ -6,12 +6,13 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
-from qshell.overlay import Overlay, OverlayEscape, OverlayUnavailable, base_dir, sweep_stale
+from qshell.overlay import Overlay, OverlayEscape, OverlayUnavailable, sweep_stale
 from qshell.overlay.journal import JOURNAL_NAME
 from qshell.tools.paths import PathResolver
 
@@ -63,7 +64,7 @@ def test_the_overlay_lives_in_private_directories_under_base_and_pid(overlay, ba
 
 
 def test_the_default_base_is_per_user_under_the_temp_dir(monkeypatch, tmp_path, project):
-    monkeypatch.setattr(base_dir.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
     with Overlay.create(project, PathResolver(project)) as ov:
         assert ov.directory.parent.parent == tmp_path / f"qshell-speculation-{os.getuid()}"
 

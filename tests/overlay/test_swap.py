@@ -143,10 +143,10 @@ def test_the_fallback_without_hard_links_or_noreplace_still_applies(overlay, pro
     def no_links(*args, **kwargs):
         raise OSError(1, "Operation not permitted")
 
-    monkeypatch.setattr(journal.os, "link", no_links)
+    monkeypatch.setattr(os, "link", no_links)
     written(overlay, project)
     overlay.apply()
-    monkeypatch.setattr(journal.os, "link", real_link)
+    monkeypatch.setattr(os, "link", real_link)
     assert (project / "src" / "app.py").read_text() == "app v2\n"
     assert (project / "docs" / "new.md").read_text() == "new\n"
     assert no_litter(project)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.overlay import ApplyConflict, Overlay, OverlayEscape, unlinks
+from qshell.overlay import ApplyConflict, Overlay, OverlayEscape, trees, unlinks
 from qshell.overlay.journal import JOURNAL_NAME, recover_journal
 from qshell.overlay.upper import OPAQUE_XATTR
 from qshell.tools.paths import PathResolver
@@ -131,7 +131,7 @@ def test_a_deleted_file_already_gone_is_a_conflict(overlay, project):
 
 def test_a_change_between_check_and_move_puts_the_entry_back(overlay, project, monkeypatch):
     command_deletes(overlay)
-    real = unlinks.digest_at
+    real = trees.digest_at
 
     def edited_first(parent, name, **kwargs):
         if name.startswith(".qshell-backup-"):

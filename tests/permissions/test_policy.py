@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from qshell.config import ApprovalMode
 from qshell.permissions.policy import Verdict, decide
 from qshell.permissions.runner import MainToolRunner
-from qshell.tools.base import Access, Kind, ToolContext
+from qshell.tools.base import Access, Kind, Tool, ToolContext
 from qshell.tools.paths import PathResolver
 
 A, Q, D = Verdict.ALLOW, Verdict.ASK, Verdict.DENY
@@ -92,5 +93,5 @@ def test_print_mode_runner_turns_questions_into_denials_with_a_hint(ctx):
             return []
 
     runner = MainToolRunner(ApprovalMode.DEFAULT, interactive=False)
-    decision = runner.decide(Shell(), None, ctx)
+    decision = runner.decide(cast(Tool, Shell()), None, ctx)
     assert decision.verdict is D and "-y" in decision.reason

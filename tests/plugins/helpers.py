@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import textwrap
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from qshell.plugins import (
@@ -67,7 +68,7 @@ class Gate:
     """An in-memory gate plugin: answers every call with `answer` (or raises `raises`),
     keeping what it was shown."""
 
-    def __init__(self, answer: object = None, *, raises: Exception | None = None) -> None:
+    def __init__(self, answer: object = None, *, raises: BaseException | None = None) -> None:
         self.answer = answer
         self.raises = raises
         self.seen: list[tuple[GateCall, GateContext]] = []
@@ -80,11 +81,14 @@ class Gate:
         return self.answer
 
 
+def _loader(plugin: object) -> Callable[[], object]:
+    return lambda: plugin
+
+
 def host_of(*plugins: tuple[str, object], telemetry: Telemetry | None = None) -> PluginHost:
     """A host of in-memory plugins, `(name, plugin)` in consultation order."""
     found = [
-        Found(name, Source.FILE, f"<{name}>", None, lambda plugin=plugin: plugin)
-        for name, plugin in plugins
+        Found(name, Source.FILE, f"<{name}>", None, _loader(plugin)) for name, plugin in plugins
     ]
     setup = Setup(options={}, project_root=Path("/"), state_dir=Path("/"))
     return load_plugins(found, setup, telemetry=telemetry)

@@ -71,7 +71,7 @@ def test_protect_secrets_denies_what_would_read_or_write_a_protected_file(root, 
     fields = dict(call)
     for key in ("paths", "writes"):
         if key in fields:
-            fields[key] = tuple(root / p for p in fields[key])  # type: ignore[union-attr]
+            fields[key] = tuple(root / p for p in fields[key])
     if "command" in fields:
         fields.update(tool="shell", kind="execute")
     verdict = gate(host, root, **fields)

@@ -140,9 +140,12 @@ def test_observers_are_called_one_event_at_a_time():
             inside.release()
 
     host = host_of(("slow", Slow()))
-    threads = [
-        threading.Thread(target=lambda: [host.event(i) for i in range(20)]) for _ in range(4)
-    ]
+
+    def send_events() -> None:
+        for i in range(20):
+            host.event(i)
+
+    threads = [threading.Thread(target=send_events) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

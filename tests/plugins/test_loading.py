@@ -69,7 +69,7 @@ def test_an_installed_package_loads_through_its_entry_point(tmp_path, monkeypatc
     host = load(tmp_path / "project", select="todos")
     (info,) = host.infos
     assert (info.name, info.source, info.version) == ("todos", "entry point", "0.1.0")
-    assert [r.tool.name for r in host.tools] == ["todos"]  # type: ignore[attr-defined]
+    assert [r.tool.name for r in host.tools] == ["todos"]
     monkeypatch.delitem(sys.modules, "qshell_todos", raising=False)
 
 

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from qshell.shellproof import check, walker
+from qshell.shellproof import check, rules, walker
 from qshell.shellproof.rules import Judged, Word
 
 SEPARATOR = "QQSEPQQ"
@@ -115,7 +115,7 @@ def bash_words(line: str, root: Path) -> list[str] | None:
 def proof_words(line: str, monkeypatch: pytest.MonkeyPatch) -> list[Word] | None:
     """The words the proof decodes for `echo line`, or None when it refuses the line."""
     seen: list[list[Word]] = []
-    judge = walker.judge
+    judge = rules.judge
 
     def recording(name: str, args: Sequence[Word]) -> Judged:
         seen.append(list(args))

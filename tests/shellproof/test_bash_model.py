@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from qshell.shellproof import check
+from tests.waiting import wait_until
 
 BASH = shutil.which("bash")
 needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not installed")
@@ -48,10 +48,7 @@ def printed(word: str, work: Path) -> list[str]:
 
 def eventually(path: Path) -> bool:
     """Whether `path` appears within a second (a background job may still be starting)."""
-    deadline = time.monotonic() + 1.0
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return path.exists()
+    return wait_until(path.exists, 1.0, poll_s=0.02)
 
 
 def decoded(word: str) -> str | None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -120,7 +121,7 @@ def test_read_file_reports_permission_denied(
     (root / "locked.txt").write_text("no\n")
     real_open = Path.open
 
-    def deny(self: Path, *args: object, **kwargs: object):
+    def deny(self: Path, *args: Any, **kwargs: Any):
         if self.name == "locked.txt":
             raise PermissionError(13, "Permission denied", str(self))
         return real_open(self, *args, **kwargs)

@@ -75,7 +75,7 @@ def test_a_malformed_tool_is_refused_saying_what_is_wrong(change, problem):
 
 def test_bad_and_clashing_tools_are_left_out_and_said_once():
     clash = Count()
-    clash.name = "read_file"  # type: ignore[misc]
+    clash.name = "read_file"
     host = host_of(("p", Registers(Count(), clash, object())))
     tools = session_tools(host)
     assert [t.name for t in tools].count("count_files") == 1
@@ -92,7 +92,7 @@ def test_a_plugin_tool_runs_speculatively_only_reading_declared_paths(ctx: ToolC
     assert speculation_concern(declared, declared.accesses(args, ctx)) is None
     assert "declares no paths" in (speculation_concern(silent, []) or "")
     other = Count()
-    other.kind = "other"  # type: ignore[assignment]
+    other.kind = "other"
     assert "never run speculatively" in (
         speculation_concern(adapt("p", other), [Access(ctx.root)]) or ""
     )
@@ -100,6 +100,6 @@ def test_a_plugin_tool_runs_speculatively_only_reading_declared_paths(ctx: ToolC
 
 def test_registered_tools_keep_the_order_they_were_registered():
     second = Count()
-    second.name = "count_again"  # type: ignore[misc]
+    second.name = "count_again"
     host = host_of(("p", Registers(Count(), second)))
     assert [t.name for t in registered_tools(host, [])] == ["count_files", "count_again"]

@@ -4,7 +4,6 @@ import dataclasses
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +12,10 @@ import pytest
 from qshell.tools import procgroup
 from qshell.tools.base import ErrorType, ToolContext
 from qshell.tools.shell import ShellArgs, ShellTool, is_terminal_command
+from tests.waiting import wait_until
 
 TOOL = ShellTool()
 GONE_BOUND_S = 15.0
-POLL_S = 0.05
 
 
 def sh(ctx: ToolContext, command: str, timeout: float | None = None):
@@ -36,18 +35,8 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def wait_until(predicate, bound_s: float = GONE_BOUND_S) -> bool:
-    """Poll `predicate` until it holds or a generous bound passes (no timing asserted)."""
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(POLL_S)
-    return predicate()
-
-
 def read_pid(path: Path) -> int:
-    assert wait_until(lambda: path.exists() and path.read_text().strip() != "")
+    assert wait_until(lambda: path.exists() and path.read_text().strip() != "", GONE_BOUND_S)
     return int(path.read_text())
 
 
@@ -122,7 +111,7 @@ def test_shell_timeout_kills_the_whole_process_group(
     stray_pids.append(pid)
     assert result.error is not None and result.error.type is ErrorType.TIMEOUT
     assert "started" in result.llm_content
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 def test_a_timeout_ends_a_child_that_left_for_a_session_of_its_own(
@@ -136,7 +125,7 @@ def test_a_timeout_ends_a_child_that_left_for_a_session_of_its_own(
     pid = read_pid(root / "child.pid")
     stray_pids.append(pid)
     assert result.error is not None and result.error.type is ErrorType.TIMEOUT
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
@@ -148,7 +137,7 @@ def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
     pid_file = root / "child.pid"
 
     def cancel_once_orphaned() -> None:
-        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", GONE_BOUND_S)
         ctx.cancel.cancel()
 
     canceller = threading.Thread(target=cancel_once_orphaned)
@@ -158,7 +147,7 @@ def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
     pid = read_pid(pid_file)
     stray_pids.append(pid)
     assert result.error is not None and result.error.type is ErrorType.CANCELLED
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
     environ = Path(f"/proc/{os.getpid()}/environ").read_bytes()
     assert procgroup.COMMAND_ID_VARIABLE.encode() not in environ  # only the command's
 
@@ -172,7 +161,7 @@ def test_shell_timeout_escalates_to_sigkill(
     pid = read_pid(root / "child.pid")
     stray_pids.append(pid)
     assert result.error is not None and result.error.type is ErrorType.TIMEOUT
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 def test_shell_cancel_from_another_thread_kills_the_group(
@@ -181,7 +170,7 @@ def test_shell_cancel_from_another_thread_kills_the_group(
     pid_file = root / "child.pid"
 
     def cancel_once_started() -> None:
-        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", GONE_BOUND_S)
         ctx.cancel.cancel()
 
     canceller = threading.Thread(target=cancel_once_started)
@@ -191,7 +180,7 @@ def test_shell_cancel_from_another_thread_kills_the_group(
     pid = read_pid(pid_file)
     stray_pids.append(pid)
     assert result.error is not None and result.error.type is ErrorType.CANCELLED
-    assert wait_until(lambda: not alive(pid))
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 def test_shell_does_not_start_when_already_cancelled(

@@ -95,9 +95,12 @@ class Handler(BaseHTTPRequestHandler):
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, type[Handler]]]:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
         monkeypatch.delenv(name, raising=False)
-    handler = type("BoundHandler", (Handler,), {})
-    handler.release = threading.Event()
-    handler.started = threading.Event()
+
+    class BoundHandler(Handler):
+        release = threading.Event()
+        started = threading.Event()
+
+    handler = BoundHandler
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)

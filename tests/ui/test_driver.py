@@ -49,6 +49,9 @@ class FakeRenderer:
     def notice(self, text: str) -> None:
         self.calls.append(("notice", text))
 
+    def say(self, text: str) -> None:
+        self.calls.append(("say", text))
+
     def error(self, text: str) -> None:
         self.calls.append(("error", text))
 
@@ -59,6 +62,9 @@ class FakeRenderer:
 
     def end_turn(self) -> None:
         self.calls.append(("end_turn", None))
+
+    def expand(self) -> None:
+        self.calls.append(("expand", None))
 
     def without_waiting(self) -> list[tuple[str, Any]]:
         return [c for c in self.calls if c[0] != "waiting"]
@@ -74,7 +80,7 @@ def request(call_id: str = "c1") -> PermissionRequested:
 
 
 def test_events_are_rendered_in_order_and_the_final_one_is_returned():
-    events = [TextDelta("a"), TextDelta("b"), DONE]
+    events: list[Event] = [TextDelta("a"), TextDelta("b"), DONE]
     renderer = FakeRenderer()
     last = drive(iter(events), renderer, never_ask, CancelToken())
     assert last == DONE
@@ -225,7 +231,10 @@ def test_ctrl_c_at_a_permission_question_cancels_the_turn():
             finished.set()
 
     def ask(req: PermissionRequested) -> PermissionReply:
-        cancel.on_cancel(req.future.cancel)  # what the loop registers for an open question
+        def cancel_question() -> None:
+            req.future.cancel()
+
+        cancel.on_cancel(cancel_question)  # what the loop registers for an open question
         raise KeyboardInterrupt
 
     renderer = FakeRenderer()

@@ -87,7 +87,7 @@ def block_at_a_time(events: list[Event]) -> list[str]:
     return term.read()
 
 
-def words(text: str) -> list[TextDelta]:
+def words(text: str) -> list[Event]:
     return [TextDelta(word + " ") for word in text.split(" ")]
 
 

@@ -51,7 +51,7 @@ class Writes(io.StringIO):
 class Screen(Terminal):
     def __init__(self, rows: int) -> None:
         super().__init__(rows)
-        self.out = Writes()
+        self.out: Writes = Writes()
 
 
 def renderer_on_screen(rows: int = 24) -> tuple[RichRenderer, Screen, Clock]:

@@ -41,9 +41,9 @@ def plain(events: list[Event], **kw: bool) -> tuple[PlainRenderer, io.StringIO]:
     return renderer, out
 
 
-def rich(events: list[Event], **kw: bool) -> tuple[RichRenderer, io.StringIO]:
+def rich(events: list[Event], show_reasoning: bool = True) -> tuple[RichRenderer, io.StringIO]:
     out = io.StringIO()
-    renderer = RichRenderer(file=out, width=80, environ={}, **kw)
+    renderer = RichRenderer(file=out, width=80, environ={}, show_reasoning=show_reasoning)
     for event in events:
         renderer.event(event)
     renderer.end_turn()
@@ -160,11 +160,15 @@ def test_expand_still_shows_a_cut_call_whole_when_the_next_round_reasoned(make) 
 
 def test_expand_shows_only_the_newer_of_a_cut_call_and_reasoning_from_another_turn() -> None:
     output = "\n".join(f"row {n}" for n in range(100))
-    call = [
+    call: list[Event] = [
         ToolStarted("s", "shell", {"command": "seq 100"}),
         ToolFinished("s", "shell", ToolResult(llm_content=output, display=output)),
     ]
-    thought = [ReasoningDelta("Only a greeting."), TextDelta("Hi"), TurnFinished("Hi", Usage(), 1)]
+    thought: list[Event] = [
+        ReasoningDelta("Only a greeting."),
+        TextDelta("Hi"),
+        TurnFinished("Hi", Usage(), 1),
+    ]
     for first, then, kept, gone in (
         (call, thought, "Only a", "row 99"),
         (thought, call, "row 99", "Only a"),

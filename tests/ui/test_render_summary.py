@@ -25,12 +25,13 @@ from qshell.cancel import CancelToken
 from qshell.llm.messages import Usage
 from qshell.tools.base import ToolResult
 from qshell.ui.driver import RunningTurn, follow, start
+from qshell.ui.live import FRAME_S
 from qshell.ui.render_rich import SUMMARY_DROPPED
 from qshell.ui.repl import cancels_summary
-from tests.ui.test_driver import FakeRenderer
-from tests.ui.test_live import FRAME_S, block_at_a_time, live_renderer, words
+from tests.ui.test_driver import FakeRenderer, never_ask
+from tests.ui.test_live import block_at_a_time, live_renderer, words
 
-TOOL = [
+TOOL: list[Event] = [
     ToolStarted("c1", "read_file", {"path": "a.txt"}),
     ToolFinished("c1", "read_file", ToolResult("hi", display="Read 1 lines from a.txt")),
 ]
@@ -83,9 +84,7 @@ def _turn(gate: threading.Event) -> Iterator[Event]:
 def test_follow_detaches_at_summary_started_and_the_rest_can_be_taken() -> None:
     gate = threading.Event()
     renderer = FakeRenderer()
-    running = follow(
-        start(_turn(gate), CancelToken()), renderer, lambda r: None, detach_on_summary=True
-    )
+    running = follow(start(_turn(gate), CancelToken()), renderer, never_ask, detach_on_summary=True)
     assert isinstance(running, RunningTurn)
     assert renderer.calls[-1] == ("event", SummaryStarted(round=2))
     assert "end_turn" not in [name for name, _ in renderer.calls]  # the turn goes on
@@ -100,14 +99,14 @@ def test_events_put_back_come_first_when_the_rest_is_followed() -> None:
     gate = threading.Event()
     gate.set()
     running = follow(
-        start(_turn(gate), CancelToken()), FakeRenderer(), lambda r: None, detach_on_summary=True
+        start(_turn(gate), CancelToken()), FakeRenderer(), never_ask, detach_on_summary=True
     )
     assert isinstance(running, RunningTurn)
     assert running.join(10)
     taken = running.take()
     running.put_back(taken)
     renderer = FakeRenderer()
-    last = follow(running, renderer, lambda r: None)
+    last = follow(running, renderer, never_ask)
     assert last == FINISHED
     shown = [event for name, event in renderer.calls if name == "event"]
     assert shown == taken

@@ -21,8 +21,8 @@ from qshell.llm.messages import Usage
 from qshell.tools.base import ErrorType, ToolResult
 
 DIFF = "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+    return 2\n"
-EDIT_ARGS = {"path": "m.py", "old_string": "return 1", "new_string": "return 2"}
-SHELL_ARGS = {"command": "pytest -q &&\n  echo done"}
+EDIT_ARGS: dict[str, object] = {"path": "m.py", "old_string": "return 1", "new_string": "return 2"}
+SHELL_ARGS: dict[str, object] = {"command": "pytest -q &&\n  echo done"}
 
 
 def ask(
@@ -73,7 +73,7 @@ ESC_TEXT = "red\x1b[31m title\x1b]0;pwned\x07 clear\x1b[2J csi\x9b31m bell\x07 c
 
 def hostile_events() -> list[Event]:
     """Every event type, with escape sequences and control bytes in every text field."""
-    bad_args = {"path": ESC_TEXT, "command": ESC_TEXT}
+    bad_args: dict[str, object] = {"path": ESC_TEXT, "command": ESC_TEXT}
     return [
         TextDelta(ESC_TEXT),
         ToolStarted("h1", "x\x1b[2Jtool", bad_args),
