@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.prompts import load
 from qshell.tools import files, planned
-from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
+from qshell.tools.base import ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import unified_diff
 
 _LINE_NUMBER_PREFIX_RE = re.compile(r"^\s*\d+\t", re.MULTILINE)
@@ -44,28 +44,13 @@ class EditArgs(BaseModel):
     )
 
 
-class EditTool:
+class EditTool(planned.PlannedWriteTool[EditArgs]):
     name: ClassVar[str] = "edit"
     kind: ClassVar[Kind] = Kind.EDIT
     description: ClassVar[str] = load("tool_edit")
     Args: ClassVar[type[BaseModel]] = EditArgs
 
-    def accesses(self, args: EditArgs, ctx: ToolContext) -> list[Access]:
-        return [Access(ctx.paths.resolve(args.path), write=True)]
-
-    def run(self, args: EditArgs, ctx: ToolContext) -> ToolResult:
-        return planned.write(self._plan(args, ctx), ctx)
-
-    def unready(self, args: EditArgs, ctx: ToolContext) -> ToolResult | None:
-        """The failure this call meets whatever the user would answer, because the model
-        must read the file first; None when it is worth asking about."""
-        return files.read_first(self._plan(args, ctx))
-
-    def preview(self, args: EditArgs, ctx: ToolContext) -> str:
-        """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
-        return planned.preview(self._plan(args, ctx))
-
-    def _plan(self, args: EditArgs, ctx: ToolContext) -> _Plan | ToolResult:
+    def plan(self, args: EditArgs, ctx: ToolContext) -> _EditPlan | ToolResult:
         """What the edit would write, or the failure `run` reports; reads but never writes."""
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
@@ -83,7 +68,7 @@ class EditTool:
                 if args.old_string:
                     hint = "To create a new file, pass an empty old_string."
                     return files.not_found(path, ctx, hint=hint)
-                return _Plan(path, shown, old="", new=args.new_string, encoder=None, count=0)
+                return _EditPlan(path, shown, old="", new=args.new_string, encoder=None, count=0)
             current = ctx.view.read_bytes(path)
         except OSError as exc:
             return files.os_error(exc, shown)
@@ -103,7 +88,7 @@ class EditTool:
                     f"old_string is empty but {shown} already has content; give the exact text "
                     "to replace, or use write_file to replace the whole file",
                 )
-            return _Plan(path, shown, old="", new=args.new_string, encoder=decoded, count=0)
+            return _EditPlan(path, shown, old="", new=args.new_string, encoder=decoded, count=0)
         hit = _find(text, args.old_string, args.new_string)
         if hit is None:
             return ToolResult.fail(ErrorType.NO_MATCH, _no_match_message(text, args.old_string))
@@ -116,11 +101,11 @@ class EditTool:
             )
         replaced = text.replace(old, new) if args.replace_all else text.replace(old, new, 1)
         done = count if args.replace_all else 1
-        return _Plan(path, shown, old=text, new=replaced, encoder=decoded, count=done)
+        return _EditPlan(path, shown, old=text, new=replaced, encoder=decoded, count=done)
 
 
 @dataclass(frozen=True, slots=True)
-class _Plan:
+class _EditPlan:
     """An edit worked out but not written: the file's text before and after."""
 
     path: Path

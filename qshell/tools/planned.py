@@ -5,17 +5,19 @@ or the failure the call meets) and then either carry the plan out or show it. Th
 owns those two steps: `write` puts the planned bytes through `ctx.view`, notes them in
 `ctx.reads` (the model may go on editing what it wrote) and reports the plan's result;
 `preview` gives the diff the result would show, or the failure on one line, writing
-nothing. What a tool plans, and how its result reads, stays with the tool. Stateless: safe
-from any thread.
+nothing. `PlannedWriteTool` is what both tools are built on: the file they touch, `run`,
+`unready` and `preview`, each from the tool's own `plan`. What a tool plans, and how its
+result reads, stays with the tool. Stateless: safe from any thread.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from qshell.tools import files
-from qshell.tools.base import ToolContext, ToolResult
+from qshell.tools.base import Access, ToolContext, ToolResult
 
 
 class Planned(Protocol):
@@ -54,3 +56,36 @@ def preview(plan: Planned | ToolResult) -> str:
     if isinstance(plan, ToolResult):
         return " ".join(plan.display.split())
     return plan.result().display
+
+
+class PathArgs(Protocol):
+    """The arguments of a tool that writes one file: at least the path it writes."""
+
+    path: str
+
+
+ArgsT = TypeVar("ArgsT", bound=PathArgs)
+
+
+class PlannedWriteTool(ABC, Generic[ArgsT]):
+    """A tool that changes one file by a plan: it says how it plans (`plan`); running it,
+    asking whether it is ready and previewing it all follow from that plan."""
+
+    def accesses(self, args: ArgsT, ctx: ToolContext) -> list[Access]:
+        return [Access(ctx.paths.resolve(args.path), write=True)]
+
+    def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:
+        return write(self.plan(args, ctx), ctx)
+
+    def unready(self, args: ArgsT, ctx: ToolContext) -> ToolResult | None:
+        """The failure this call meets whatever the user would answer, because the model
+        must read the file first; None when it is worth asking about."""
+        return files.read_first(self.plan(args, ctx))
+
+    def preview(self, args: ArgsT, ctx: ToolContext) -> str:
+        """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
+        return preview(self.plan(args, ctx))
+
+    @abstractmethod
+    def plan(self, args: ArgsT, ctx: ToolContext) -> Planned | ToolResult:
+        """What the call would write, or the failure `run` reports; reads but never writes."""

@@ -21,7 +21,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from qshell.tools import files, planned
-from qshell.tools.base import Access, ErrorType, FileEdit, Kind, ToolContext, ToolResult
+from qshell.tools.base import ErrorType, FileEdit, Kind, ToolContext, ToolResult
 from qshell.tools.diffs import count_lines, unified_diff
 
 
@@ -32,7 +32,7 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The complete new content of the file.")
 
 
-class WriteFileTool:
+class WriteFileTool(planned.PlannedWriteTool[WriteFileArgs]):
     name: ClassVar[str] = "write_file"
     kind: ClassVar[Kind] = Kind.EDIT
     description: ClassVar[str] = (
@@ -43,22 +43,7 @@ class WriteFileTool:
     )
     Args: ClassVar[type[BaseModel]] = WriteFileArgs
 
-    def accesses(self, args: WriteFileArgs, ctx: ToolContext) -> list[Access]:
-        return [Access(ctx.paths.resolve(args.path), write=True)]
-
-    def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
-        return planned.write(self._plan(args, ctx), ctx)
-
-    def unready(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult | None:
-        """The failure this call meets whatever the user would answer, because the model
-        must read the file first; None when it is worth asking about."""
-        return files.read_first(self._plan(args, ctx))
-
-    def preview(self, args: WriteFileArgs, ctx: ToolContext) -> str:
-        """The diff `run` would report, or a one-line reason it would fail; writes nothing."""
-        return planned.preview(self._plan(args, ctx))
-
-    def _plan(self, args: WriteFileArgs, ctx: ToolContext) -> _WritePlan | ToolResult:
+    def plan(self, args: WriteFileArgs, ctx: ToolContext) -> _WritePlan | ToolResult:
         """What the write would change, or the failure `run` reports; reads but never writes."""
         path = ctx.paths.resolve(args.path)
         shown = ctx.paths.relative(path)
