@@ -20,7 +20,13 @@ from qshell.errors import InputError
 if TYPE_CHECKING:
     from qshell.plugins import PluginRequest
 
-SUBCOMMANDS = ("stats", "plugins", "doctor")
+# each subcommand `qshell NAME` dispatches: what it is for, and the options of `qshell`'s
+# parser it reads (the completion scripts offer those; completions.py)
+SUBCOMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "stats": ("tokens and caching of this project's sessions", ("--json",)),
+    "plugins": ("the gate plugins a run here loads", ("--json", "--plugin", "--no-plugins")),
+    "doctor": ("provider, model, sandbox, settings files in force", ()),
+}
 CHECK_SHELL = "check-shell"  # has options of its own (check_shell.py)
 APPROVAL_MODES = ("default", "auto-edit", "plan", "yolo")
 OUTPUT_FORMATS = ("text", "json", "stream-json")

@@ -25,12 +25,6 @@ from qshell.errors import ConfigError
 
 FILES = {"bash": "qshell.bash", "zsh": "_qshell", "fish": "qshell.fish"}
 CHECKED_IN = Path(__file__).resolve().parent.parent / "completions"  # in a source checkout
-# what each subcommand is for, and the options of `qshell`'s parser it reads
-SUBCOMMANDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "stats": ("tokens and caching of this project's sessions", ("--json",)),
-    "plugins": ("the gate plugins a run here loads", ("--json", "--plugin", "--no-plugins")),
-    "doctor": ("provider, model, sandbox, settings files in force", ()),
-}
 CHECK_SHELL_HELP = "would these shell commands run without asking?"
 
 
@@ -56,7 +50,7 @@ def completion_view() -> argparse.ArgumentParser:
     )
     completes(top, {"--plugin": shtab.FILE})
     commands = top.add_subparsers(dest="subcommand", metavar="COMMAND")
-    for name, (help_text, keep) in SUBCOMMANDS.items():
+    for name, (help_text, keep) in arguments.SUBCOMMANDS.items():
         sub = arguments.add_options(
             commands.add_parser(name, help=help_text, description=help_text)
         )

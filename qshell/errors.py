@@ -21,8 +21,8 @@ imports nothing heavy so that any layer may raise from it.
     ├── (followup.gate.Boundary) a speculation reached a call it may not make
     └── (ui.repl.Foreground)    a background summary's turn takes the screen
 
-Errors of other modules join this tree (cli.UsageError is an InputError, followup.overlay_run's
-RunRefused and agent.compaction's CompactionError are QshellErrors). The leaf packages, which
+Errors of other modules join this tree (arguments.UsageError is an InputError,
+followup.overlay_run's RunRefused and agent.compaction's CompactionError are QshellErrors). The leaf packages, which
 import nothing of qshell, each have a root of their own instead: `overlay.OverlayError`,
 `sandbox.SandboxError` (its SandboxUnavailable is an OSError too) and
 `shellproof.ShellproofError`; tests/test_names.py keeps every exception class in one of these.

@@ -1,9 +1,10 @@
 """What each qshell module imports, read with ast: the data the layer and shape tests judge.
 
 Every import counts — at the top, inside functions and under `TYPE_CHECKING` — and relative
-imports are resolved against the module's package. `from qshell.agent import policy` counts
-as importing `qshell.agent` and `qshell.permissions.policy`; a name imported from a module counts
-as `module.name` too, so a prefix rule on a module also catches a name taken from it.
+imports are resolved against the module's package. `from qshell.permissions import
+policy` counts as importing `qshell.permissions` and `qshell.permissions.policy`; a name
+imported from a module counts as `module.name` too, so a prefix rule on a module also
+catches a name taken from it.
 """
 
 from __future__ import annotations

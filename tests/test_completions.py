@@ -107,10 +107,10 @@ def test_print_completion_without_shtab_is_one_line_and_exit_52(tmp_path):
 
 
 def test_every_subcommand_the_cli_dispatches_is_completed():
-    assert {*completions.SUBCOMMANDS, arguments.CHECK_SHELL} == {
-        *arguments.SUBCOMMANDS,
-        arguments.CHECK_SHELL,
-    }
+    names = [*arguments.SUBCOMMANDS, arguments.CHECK_SHELL]
+    for shell in ("bash", "zsh", "fish"):
+        script = completions.script(shell)
+        assert all(name in script for name in names), shell
 
 
 @pytest.mark.parametrize(

@@ -1,1 +1,2 @@
-"""The agent: one loop (`loop.py`), its session state, events and main-loop policy."""
+"""The agent: one loop (`loop.py`) and its tool batches, the session state, events and the
+interactive conversation; permissions/ decides what runs, latency/ makes it answer sooner."""
