@@ -51,7 +51,7 @@ from pathlib import Path
 from bench import workspaces_plugin
 from bench.scripted import after_call, asks, paced
 from bench.stats import percentile
-from qshell import compose
+from qshell import compose, sessions
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     Event,
@@ -318,7 +318,7 @@ class Bench:
         )
 
         def open_session(request: SessionRequest) -> Session:
-            return compose.open_session(
+            return sessions.open_session(
                 settings, request, root=self.root, environ=environ, plugins=plugins
             )
 

@@ -2,7 +2,7 @@
 
 Run: `python -m bench.local_model [--runs 5] [--build]`. Each run starts a fresh
 `llama_cpp.server` child with the bundled SmolLM2-135M model (the Q8_0 conversion is
-done once, before the runs, and timed separately), opens a session with `compose.open_session`
+done once, before the runs, and timed separately), opens a session with `sessions.open_session`
 as `qshell -p` does (compact system prompt and tool descriptions, round cap, toolless last
 round) and
 times, side by side in the same run: the server start (spawn → answering), the first
@@ -27,10 +27,10 @@ from qshell.agent.events import TurnFailed
 from qshell.agent.loop import run_turn
 from qshell.agent.session import SessionRequest
 from qshell.cancel import CancelToken
-from qshell.compose import open_session
 from qshell.config import ApprovalMode, ProviderName, Settings
 from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
 from qshell.permissions.runner import MainToolRunner
+from qshell.sessions import open_session
 
 
 def time_build() -> float:

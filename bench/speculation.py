@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.scripted import after_call, paced
 from bench.stats import report
-from qshell import compose
+from qshell import sessions
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import (
     Event,
@@ -139,7 +139,7 @@ class Bench:
         settings = load_settings(project_root=self.root, environ=environ)
 
         def open_session(request: SessionRequest) -> Session:
-            return compose.open_session(settings, request, root=self.root, environ=environ)
+            return sessions.open_session(settings, request, root=self.root, environ=environ)
 
         conversation = Conversation(open_session, SessionRequest())
         self.opened.append(conversation)

@@ -5,7 +5,7 @@ each command (from the arguments, else one per line of standard input) it prints
 qshell runs it without asking in the project `--root` — in default and auto-edit modes,
 and speculatively — and otherwise the reason. It asks the very function the main runner
 and the speculative gate ask (`permissions.policy.shell_concern`), with the tool context a
-session in that root gets (compose.tool_context, with the gate plugins a run would load, so
+session in that root gets (sessions.tool_context, with the gate plugins a run would load, so
 the forms they declare read-only count), so nothing is re-implemented. It runs
 none of the commands (only bash's own expansion of globs, braces and tildes, see
 permissions/shell_scope.py). `--json` prints one object per line: command, auto_run, reason.
@@ -61,10 +61,11 @@ def run_check_shell(
     stdin: TextIO,
     stdout: TextIO,
 ) -> int:
-    from qshell.compose import open_plugins, tool_context
+    from qshell.compose import open_plugins
     from qshell.config import load_settings, project_root_for
     from qshell.permissions.policy import shell_concern
     from qshell.plugins import PluginRequest
+    from qshell.sessions import tool_context
 
     args = build_parser().parse_args(list(argv))
     given = args.root if args.root is not None else cwd

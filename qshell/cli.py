@@ -204,7 +204,7 @@ def _opener(
     """The session factory front-ends use (cli is the composition root), its sessions
     carrying `plugins`; progress notes from building the provider (the local model
     starting) go to stderr."""
-    from qshell.compose import SessionOpener
+    from qshell.sessions import SessionOpener
 
     def notify(line: str) -> None:
         stderr.write(f"qshell: {line}\n")

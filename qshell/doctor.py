@@ -21,10 +21,10 @@ from qshell.errors import QshellError
 
 def doctor_report(root: Path, environ: Mapping[str, str]) -> list[str]:
     """The lines of the report for a session in `root`."""
-    from qshell.compose import tool_context
     from qshell.overlay import OverlayUnavailable
     from qshell.overlay.base_dir import choose_base
     from qshell.providers import provider_config
+    from qshell.sessions import tool_context
 
     dirs = Dirs.from_environ(environ)
     lines = [f"qshell {__version__} · Python {sys.version.split()[0]}", f"project: {root}"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from qshell.compose import tool_context
 from qshell.config import load_settings
 from qshell.permissions.policy import shell_concern
+from qshell.sessions import tool_context
 from tests.e2e.helpers import run_qshell
 
 

@@ -32,6 +32,7 @@ ABOVE_AGENT = (
     "qshell.acp",
     "qshell.cli",
     "qshell.compose",
+    "qshell.sessions",
     "qshell.providers",
 )
 FORBIDDEN = {
@@ -71,9 +72,11 @@ FORBIDDEN = {
         "qshell.acp",
         "qshell.cli",
         "qshell.compose",
+        "qshell.sessions",
         "qshell.providers",
     ),
     "qshell.compose": ("qshell.ui", "qshell.acp", "qshell.cli"),
+    "qshell.sessions": ("qshell.ui", "qshell.acp", "qshell.cli", "qshell.compose"),
     "qshell.ui": ("qshell.acp",),
 }
 # what a banned prefix above still allows: the value types of llm/messages.py
@@ -89,6 +92,7 @@ UI_FORBIDDEN = (
     "qshell.shellproof",
     "qshell.overlay",
     "qshell.compose",
+    "qshell.sessions",
     "qshell.providers",
     "qshell.telemetry",
     "qshell.agent.loop",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qshell import compose
+from qshell import compose, sessions
 from qshell.agent.events import (
     RoundFinished,
     SummaryStarted,
@@ -121,7 +121,7 @@ def _settings(tmp_path, value: str):
 
 def test_only_interactive_sessions_with_the_setting_summarize_in_background(tmp_path):
     settings, root, environ = _settings(tmp_path, "true")
-    opener = compose.SessionOpener(settings, root=root, environ=environ)
+    opener = sessions.SessionOpener(settings, root=root, environ=environ)
     interactive = compose.open_interactive(
         settings, SessionRequest(), open_session=opener, environ=environ
     )
@@ -131,7 +131,7 @@ def test_only_interactive_sessions_with_the_setting_summarize_in_background(tmp_
     printed = compose.open_print(settings, SessionRequest(), open_session=opener, environ=environ)
     assert not printed.session.options.summarizes_in_background
     settings, root, environ = _settings(tmp_path, "false")
-    opener = compose.SessionOpener(settings, root=root, environ=environ)
+    opener = sessions.SessionOpener(settings, root=root, environ=environ)
     interactive = compose.open_interactive(
         settings, SessionRequest(), open_session=opener, environ=environ
     )

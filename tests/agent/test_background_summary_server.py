@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell import compose
+from qshell import compose, sessions
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     Event,
@@ -50,7 +50,7 @@ def open_conversation(server, protocol: str, tmp_path: Path) -> Conversation:
         **provider_env(server, protocol),
     }
     settings = load_settings(project_root=root, environ=environ)
-    opener = compose.SessionOpener(settings, root=root, environ=environ)
+    opener = sessions.SessionOpener(settings, root=root, environ=environ)
     request = SessionRequest()
     return compose.open_interactive(
         settings, request, open_session=opener, environ=environ

@@ -1,6 +1,6 @@
 """The Conversation controller: turns, notes, cancel, settings, sessions, compaction, undo.
 
-Sessions are opened the way the CLI opens them (compose.open_session with real settings,
+Sessions are opened the way the CLI opens them (sessions.open_session with real settings,
 tools and transcripts) with an in-process ScriptedProvider in place of the network.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell import compose
+from qshell import sessions
 from qshell.agent.conversation import Conversation, on_screen_line
 from qshell.agent.events import (
     Event,
@@ -59,7 +59,7 @@ def make_conversation(
     provider = ScriptedProvider(list(steps))
 
     def open_session(request: SessionRequest):
-        return compose.open_session(
+        return sessions.open_session(
             settings, request, root=root, environ=environ, provider=provider
         )
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel, Field
 
-from qshell import compose
+from qshell import sessions
 from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
 from qshell.agent.prompt import BASE_PROMPT, COMPACT_PROMPT, CONCISE_PROMPT, build_system_prompt
@@ -231,7 +231,7 @@ def test_sessions_opened_by_one_opener_share_one_provider_that_close_releases(
 ) -> None:
     root = project(tmp_path)
     environ = environ_for(tmp_path, **provider_env(llm_server, "openai"))
-    opener = compose.SessionOpener(
+    opener = sessions.SessionOpener(
         load_settings(project_root=root, environ=environ), root=root, environ=environ
     )
     first = opener(SessionRequest())
@@ -261,7 +261,7 @@ def test_sessions_opened_by_one_opener_share_one_provider_that_close_releases(
 def test_closing_an_opener_that_never_opened_a_session_does_nothing(tmp_path: Path) -> None:
     root = project(tmp_path)
     environ = environ_for(tmp_path, OPENAI_API_KEY="k")
-    opener = compose.SessionOpener(
+    opener = sessions.SessionOpener(
         load_settings(project_root=root, environ=environ), root=root, environ=environ
     )
     opener.close()
@@ -273,7 +273,7 @@ def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
 ) -> None:
     root = project(tmp_path)
     settings = Settings(provider="local", max_turns=50, local=LocalSettings(context_size=4096))
-    session = compose.open_session(
+    session = sessions.open_session(
         settings,
         SessionRequest(),
         root=root,
@@ -305,7 +305,7 @@ def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_r
         max_turns=20,
         local=LocalSettings(model_path=str(gguf), context_size=16384),
     )
-    session = compose.open_session(
+    session = sessions.open_session(
         settings,
         SessionRequest(),
         root=root,
@@ -329,7 +329,7 @@ def test_a_session_on_a_remote_provider_gets_no_tiny_model_measure(tmp_path: Pat
     root = project(tmp_path)
     environ = environ_for(tmp_path, OPENAI_API_KEY="k")
     settings = load_settings(project_root=root, environ=environ)
-    session = compose.open_session(
+    session = sessions.open_session(
         settings, SessionRequest(), root=root, environ=environ, provider=ScriptedProvider([])
     )
     try:
@@ -348,7 +348,7 @@ def test_a_configured_model_set_as_small_gets_the_tiny_model_measures(tmp_path: 
     gguf = tmp_path / "other-small.gguf"
     gguf.write_bytes(b"GGUF")
     local = LocalSettings(model_path=str(gguf), small_model=True)
-    session = compose.open_session(
+    session = sessions.open_session(
         Settings(provider="local", local=local),
         SessionRequest(),
         root=root,

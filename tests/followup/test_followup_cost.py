@@ -2,7 +2,7 @@
 speculation's round still streaming is taken over rather than asked for again, and nothing
 streams once the conversation closes.
 
-A real Conversation (compose.open_session: settings, tools, transcripts) and a real Followup
+A real Conversation (sessions.open_session: settings, tools, transcripts) and a real Followup
 (its pool, controller, Speculator and real overlays) talk to the scripted server. Holds
 keep a request in flight where a test needs it to be; every wait is bounded and nothing
 asserts on elapsed time.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell import compose
+from qshell import sessions
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     Event,
@@ -132,7 +132,7 @@ def rig(llm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.Monke
     settings = load_settings(project_root=root, environ=environ)
 
     def open_session(request: SessionRequest):
-        return compose.open_session(settings, request, root=root, environ=environ)
+        return sessions.open_session(settings, request, root=root, environ=environ)
 
     conversation = Conversation(open_session, SessionRequest())
     shown = Shown()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from qshell import compose
+from qshell import sessions
 from qshell.agent.events import (
     Event,
     FailureKind,
@@ -390,7 +390,7 @@ def test_the_setting_reaches_every_session_and_its_forks(tmp_path):
     for value, expected in (("false", False), ("true", True)):
         environ["QSHELL_STREAM_AHEAD_TOOLS"] = value
         settings = load_settings(project_root=tmp_path, environ=environ)
-        session = compose.open_session(
+        session = sessions.open_session(
             settings, SessionRequest(), root=tmp_path, environ=environ, provider=provider
         )
         assert (

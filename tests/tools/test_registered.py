@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from qshell.compose import session_tools
 from qshell.plugins import hookimpl
+from qshell.sessions import session_tools
 from qshell.tools.base import Access, Kind, ToolContext, ToolResult, tool_spec
 from qshell.tools.registered import adapt, registered_tools, speculation_concern
 from tests.plugins.helpers import host_of
