@@ -28,7 +28,8 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, ProviderName, Settings
-from qshell.llm.local import LocalModel, LocalProvider, LocalServer, local_available
+from qshell.llm.local import LocalModel, LocalServer, local_available
+from qshell.llm.local_provider import LocalProvider
 from qshell.permissions.runner import MainToolRunner
 from qshell.sessions import open_session
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench.scripted import after_call, paced
 from bench.stats import report
-from qshell import sessions
+from qshell import compose, sessions
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import (
     Event,
@@ -141,7 +141,8 @@ class Bench:
         def open_session(request: SessionRequest) -> Session:
             return sessions.open_session(settings, request, root=self.root, environ=environ)
 
-        conversation = Conversation(open_session, SessionRequest())
+        router = compose.open_router(settings, environ)
+        conversation = Conversation(open_session, SessionRequest(), router=router)
         self.opened.append(conversation)
         finished, _ = render(conversation.turn(WARM_PROMPT), conversation.cancel_token)
         if not isinstance(finished, TurnFinished):

@@ -202,14 +202,14 @@ def main() -> None:
     costs = ", ".join(f"{cost * 1000:.0f}" for _, _, cost in CALLS)
     print(f"4 read calls a turn (extra cost {costs} ms), then a ~0.3 s answer round")
     for trace in TRACES:
-        off, on = trace.times[False], trace.times[True]
+        times_off, times_on = trace.times[False], trace.times[True]
         label = f"{trace.name} ({trace.protocol})"
-        print(report(f"{label}, streamAheadTools off: turn", off))
-        print(report(f"{label}, streamAheadTools on:  turn", on))
+        print(report(f"{label}, streamAheadTools off: turn", times_off))
+        print(report(f"{label}, streamAheadTools on:  turn", times_on))
         first = {k: statistics.median(v) for k, v in trace.first_start.items()}
         print(
-            f"{label}: on / off (medians) {statistics.median(on) / statistics.median(off):.3f}, "
-            f"saved {(statistics.median(off) - statistics.median(on)) * 1000:.0f} ms; "
+            f"{label}: on / off (medians) {statistics.median(times_on) / statistics.median(times_off):.3f}, "
+            f"saved {(statistics.median(times_off) - statistics.median(times_on)) * 1000:.0f} ms; "
             f"first tool started at {first[False]:.2f} s off, {first[True]:.2f} s on"
         )
 

@@ -17,8 +17,10 @@ and recovery), `unlinks.py` (its deletions), `trust.py` and `seal.py` (which jou
 recovery follows: this user's qshell's own, sealed, for this project, never from a base
 inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.py`
 (descriptor operations that never follow a symlink), `lease.py` (flock liveness),
-`base_dir.py` (where overlays live) and `sweep.py` (stale overlays). Every exception it
-raises is an `OverlayError` (errors.py), so a caller may catch the one type.
+`base_dir.py` (where overlays live) and `sweep.py` (stale overlays). Every exception class
+it defines is an `OverlayError` (errors.py), so a caller may catch the one type; the
+system's own errors (`OSError`, and `ValueError` from a journal it cannot trust, which
+recovery reports) pass through as they are.
 """
 
 from qshell.overlay.errors import OverlayError, OverlayEscape, OverlayUnavailable, ReadsUnrecorded

@@ -53,6 +53,24 @@ def test_the_runtime_dir_is_the_next_choice_when_it_is_set(project, tmpdir_insid
         assert overlay.directory.parent.parent == runtime / base_dir.RUNTIME_BASE_NAME
 
 
+def test_the_start_up_sweep_looks_in_the_runtime_dir_too(project, tmpdir_inside, monkeypatch):
+    """Tests run with XDG_RUNTIME_DIR unset (tests/conftest.py): this one sets it, so the
+    sweep's and the trust check's walk over that base stays covered."""
+    runtime = project.parent / "run-user"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    overlay = Overlay.create(project, PathResolver(project))
+    overlay.view.write_bytes(project / "a.txt", b"two\n")
+    moved = runtime / base_dir.RUNTIME_BASE_NAME / str(DEAD_PID)
+    overlay.directory.parent.rename(moved)
+    assert sweep_stale(root=project) == 0  # still held: its lease says so, not its pid
+    assert overlay.lease is not None
+    overlay.lease.release()
+    assert sweep_stale(root=project) == 1
+    assert not moved.exists()
+    assert (project / "a.txt").read_text() == "one\n"
+
+
 def test_when_every_base_is_inside_the_project_speculation_is_off(tmp_path, monkeypatch):
     home = (tmp_path / "home").resolve()
     home.mkdir()
