@@ -3,7 +3,8 @@ prompt, one shared provider per run, and a usage line that admits what it does n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import ClassVar
 
@@ -79,18 +80,28 @@ def script_a_model_that_always_calls_tools(server: ScriptedLLMServer) -> None:
     server.add_rule(always(), Reply.tool_calls([ToolCallSpec("ls", {"path": "."})]))
 
 
+def drive_a_tool_calling_model(
+    server: ScriptedLLMServer, tmp_path: Path, *, final_round_without_tools: bool
+) -> tuple[Session, list[Event]]:
+    """One turn of three rounds over `server` scripted to always call tools."""
+    script_a_model_that_always_calls_tools(server)
+    provider = OpenAIProvider(server.openai_base_url, server.api_key)
+    session = session_over(
+        provider, tmp_path, max_turns=3, final_round_without_tools=final_round_without_tools
+    )
+    try:
+        return session, drive(session)
+    finally:
+        provider.close()
+
+
 def test_a_model_that_keeps_calling_tools_answers_in_the_toolless_last_round(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
     (tmp_path / "a.txt").write_text("a\n")
-    script_a_model_that_always_calls_tools(llm_server)
-    provider = OpenAIProvider(llm_server.openai_base_url, llm_server.api_key)
-    session = session_over(provider, tmp_path, max_turns=3, final_round_without_tools=True)
-    try:
-        events = drive(session)
-    finally:
-        provider.close()
-
+    session, events = drive_a_tool_calling_model(
+        llm_server, tmp_path, final_round_without_tools=True
+    )
     requests = llm_server.requests
     assert [bool(r.tool_names) for r in requests] == [True, True, False]
     finished = events[-1]
@@ -104,14 +115,7 @@ def test_a_model_that_keeps_calling_tools_answers_in_the_toolless_last_round(
 def test_without_the_measure_the_same_model_runs_out_of_rounds(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
-    script_a_model_that_always_calls_tools(llm_server)
-    provider = OpenAIProvider(llm_server.openai_base_url, llm_server.api_key)
-    session = session_over(provider, tmp_path, max_turns=3, final_round_without_tools=False)
-    try:
-        events = drive(session)
-    finally:
-        provider.close()
-
+    _, events = drive_a_tool_calling_model(llm_server, tmp_path, final_round_without_tools=False)
     assert [bool(r.tool_names) for r in llm_server.requests] == [True, True, True]
     assert isinstance(events[-1], TurnFailed) and events[-1].kind is FailureKind.MAX_TURNS
 
@@ -221,6 +225,18 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@contextmanager
+def opened(settings: Settings, root: Path, environ: dict[str, str]) -> Iterator[Session]:
+    """A session opened on `settings` over a scripted provider, closed on leaving."""
+    session = sessions.open_session(
+        settings, SessionRequest(), root=root, environ=environ, provider=ScriptedProvider([])
+    )
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 def close_all(sessions: Iterable[Session]) -> None:
     for session in sessions:
         session.close()
@@ -273,14 +289,7 @@ def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
 ) -> None:
     root = project(tmp_path)
     settings = Settings(provider="local", max_turns=50, local=LocalSettings(context_size=4096))
-    session = sessions.open_session(
-        settings,
-        SessionRequest(),
-        root=root,
-        environ=environ_for(tmp_path),
-        provider=ScriptedProvider([]),
-    )
-    try:
+    with opened(settings, root, environ_for(tmp_path)) as session:
         assert session.options.max_turns == settings.local.max_rounds
         assert session.options.max_tokens == settings.local.max_tokens < settings.max_tokens
         assert session.options.compact_tools and session.options.final_round_without_tools
@@ -290,8 +299,6 @@ def test_a_session_on_the_bundled_local_model_gets_every_tiny_model_measure(
         read_file = next(s for s in session.tool_specs if s.name == "read_file")
         assert read_file.description == "Read a text file."
         assert session.request(round_index=session.options.max_turns - 1).tools == []
-    finally:
-        session.close()
 
 
 def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_rounds(
@@ -305,14 +312,7 @@ def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_r
         max_turns=20,
         local=LocalSettings(model_path=str(gguf), context_size=16384),
     )
-    session = sessions.open_session(
-        settings,
-        SessionRequest(),
-        root=root,
-        environ=environ_for(tmp_path),
-        provider=ScriptedProvider([]),
-    )
-    try:
+    with opened(settings, root, environ_for(tmp_path)) as session:
         assert session.model == "big"
         assert session.options.max_turns == 20
         assert session.options.max_tokens == settings.max_tokens
@@ -321,26 +321,19 @@ def test_a_local_session_on_a_configured_model_keeps_the_full_prompt_tools_and_r
         assert session.system_prompt.startswith(BASE_PROMPT)
         assert session.options.context_window == 16384
         assert session.request(round_index=19).tools
-    finally:
-        session.close()
 
 
 def test_a_session_on_a_remote_provider_gets_no_tiny_model_measure(tmp_path: Path) -> None:
     root = project(tmp_path)
     environ = environ_for(tmp_path, OPENAI_API_KEY="k")
     settings = load_settings(project_root=root, environ=environ)
-    session = sessions.open_session(
-        settings, SessionRequest(), root=root, environ=environ, provider=ScriptedProvider([])
-    )
-    try:
+    with opened(settings, root, environ) as session:
         assert session.options.max_turns == settings.max_turns
         assert session.options.max_tokens == settings.max_tokens
         assert not session.options.compact_tools and not session.options.final_round_without_tools
         assert not session.options.tools_by_prompt
         assert session.options.context_window == settings.context_window
         assert session.request().tools == session.tool_specs
-    finally:
-        session.close()
 
 
 def test_a_configured_model_set_as_small_gets_the_tiny_model_measures(tmp_path: Path) -> None:
@@ -348,21 +341,12 @@ def test_a_configured_model_set_as_small_gets_the_tiny_model_measures(tmp_path: 
     gguf = tmp_path / "other-small.gguf"
     gguf.write_bytes(b"GGUF")
     local = LocalSettings(model_path=str(gguf), small_model=True)
-    session = sessions.open_session(
-        Settings(provider="local", local=local),
-        SessionRequest(),
-        root=root,
-        environ=environ_for(tmp_path),
-        provider=ScriptedProvider([]),
-    )
-    try:
+    with opened(Settings(provider="local", local=local), root, environ_for(tmp_path)) as session:
         assert session.model == "other-small"
         assert session.options.max_turns == local.max_rounds
         assert session.options.compact_tools and session.options.final_round_without_tools
         assert session.options.tools_by_prompt
         assert session.system_prompt.startswith(COMPACT_PROMPT)
-    finally:
-        session.close()
 
 
 # --------------------------------------------------------------------- usage line

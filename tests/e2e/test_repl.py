@@ -35,6 +35,18 @@ def quit_cleanly(child: Term) -> None:
     assert child.finish() == 0
 
 
+def answer_the_edit_prompt(llm_server, project: Path, answer: str, then: str) -> None:
+    """The model reads hello.txt and asks to edit it; `answer` the prompt, see `then`, quit."""
+    llm_server.add_rule(has_tool_result(), Reply.text(then))
+    read_first(llm_server, "hello.txt", then=EDIT)
+    child = start(llm_server, project)
+    child.submit("change hello")
+    child.expect("Allow edit")
+    child.submit(answer)
+    child.expect(then)
+    quit_cleanly(child)
+
+
 def test_a_turn_streams_the_answer(llm_server, project):
     llm_server.add_rule(always(), Reply.text("The sky is blue because of Rayleigh scattering."))
     child = start(llm_server, project)
@@ -45,26 +57,12 @@ def test_a_turn_streams_the_answer(llm_server, project):
 
 
 def test_a_permission_answered_y_runs_the_edit(llm_server, project):
-    llm_server.add_rule(has_tool_result(), Reply.text("edited it"))
-    read_first(llm_server, "hello.txt", then=EDIT)
-    child = start(llm_server, project)
-    child.submit("change hello")
-    child.expect("Allow edit")
-    child.submit("y")
-    child.expect("edited it")
-    quit_cleanly(child)
+    answer_the_edit_prompt(llm_server, project, "y", then="edited it")
     assert (project / "hello.txt").read_text() == "howdy world\n"
 
 
 def test_a_permission_answered_n_with_a_reason_tells_the_model(llm_server, project):
-    llm_server.add_rule(has_tool_result(), Reply.text("understood"))
-    read_first(llm_server, "hello.txt", then=EDIT)
-    child = start(llm_server, project)
-    child.submit("change hello")
-    child.expect("Allow edit")
-    child.submit("n keep the greeting as it is")
-    child.expect("understood")
-    quit_cleanly(child)
+    answer_the_edit_prompt(llm_server, project, "n keep the greeting as it is", then="understood")
     assert (project / "hello.txt").read_text() == "hello world\n"
     result = llm_server.requests[2].last_tool_results[0].content
     assert "denied" in result and "keep the greeting as it is" in result

@@ -9,7 +9,7 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.errors import AuthError, ProviderUnavailable, RateLimited, StreamBroken
 from qshell.llm.anthropic import AnthropicProvider
-from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
+from qshell.llm.base import StreamEvent, StreamText, StreamToolCall
 from qshell.llm.http import RetryPolicy
 from qshell.llm.messages import (
     ChatRequest,
@@ -20,6 +20,7 @@ from qshell.llm.messages import (
     ToolSpec,
 )
 from tests.llm.sse import Script, Sleeps, anthropic, json_response, sse_response
+from tests.llm.streams import chat_request, done_of
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 BASE = "http://claude.test"
@@ -37,23 +38,11 @@ def make(script: Script, *, attempts: int = 4, sleeps: Sleeps | None = None) -> 
 
 
 def request(**overrides: Any) -> ChatRequest:
-    fields: dict[str, Any] = {
-        "model": "claude-test",
-        "system": "be brief",
-        "messages": [Message.user("hi")],
-    }
-    fields.update(overrides)
-    return ChatRequest(**fields)
+    return chat_request("claude-test", "be brief", **overrides)
 
 
 def run(provider: AnthropicProvider, req: ChatRequest | None = None) -> list[StreamEvent]:
     return list(provider.stream(req or request(), CancelToken()))
-
-
-def done_of(events: list[StreamEvent]) -> StreamDone:
-    last = events[-1]
-    assert isinstance(last, StreamDone)
-    return last
 
 
 def start(usage: dict[str, Any] | None = None) -> str:

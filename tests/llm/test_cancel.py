@@ -22,6 +22,7 @@ from qshell.llm.base import StreamDone, StreamEvent, StreamText
 from qshell.llm.http import RetryPolicy, Timeouts
 from qshell.llm.messages import ChatRequest, Message
 from qshell.llm.openai import OpenAIProvider
+from tests.fakes.one_connection import OneConnectionServer
 from tests.llm.sse import Sleeps, chunk, event
 
 WAIT_S = 5.0
@@ -35,21 +36,21 @@ def http_chunk(text: str) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-class RawServer:
+class Server(OneConnectionServer):
+    """A one-connection server the provider reaches at `base_url`."""
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+
+class RawServer(Server):
     """Accepts one connection, reads the request, sends `replies`, then waits for EOF."""
 
     def __init__(self, *replies: bytes) -> None:
         self.replies = replies
         self.request_received = threading.Event()
-        self.client_disconnected = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        super().__init__()
 
     def _serve(self) -> None:
         conn, _ = self.listener.accept()
@@ -71,12 +72,8 @@ class RawServer:
                 pass
             self.client_disconnected.set()
 
-    def close(self) -> None:
-        self.listener.close()
-        self.thread.join(WAIT_S)
 
-
-class KeepAliveServer:
+class KeepAliveServer(Server):
     """One connection: answers the first request with a complete stream, holds the second."""
 
     def __init__(self) -> None:
@@ -87,15 +84,7 @@ class KeepAliveServer:
             + body
         )
         self.held_request = threading.Event()
-        self.client_disconnected = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        super().__init__()
 
     def _serve(self) -> None:
         conn, _ = self.listener.accept()
@@ -110,10 +99,6 @@ class KeepAliveServer:
             except (OSError, EOFError):
                 pass
             self.client_disconnected.set()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.thread.join(WAIT_S)
 
 
 def _read_request(conn: socket.socket, received: bytes) -> bytes:
@@ -184,9 +169,7 @@ class Consumer:
         assert not self.thread.is_alive(), "the stream did not end"
 
 
-def provider_for(
-    server: RawServer | KeepAliveServer, timeouts: Timeouts | None = None
-) -> OpenAIProvider:
+def provider_for(server: Server, timeouts: Timeouts | None = None) -> OpenAIProvider:
     return OpenAIProvider(
         server.base_url,
         "sk-test-key-123456",

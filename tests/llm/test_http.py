@@ -38,6 +38,7 @@ from qshell.llm.http import RetryPolicy, Timeouts
 from qshell.llm.messages import ChatRequest, Message
 from qshell.llm.openai import OpenAIProvider
 from qshell.llm.watchdog import AbortHandle, Watchdog
+from tests.fakes.network_stream import FakeNetworkStream
 from tests.fakes.replay import ReplayServer
 from tests.llm.sse import Sleeps, chunk, event
 
@@ -273,22 +274,6 @@ def test_an_abort_before_the_response_arrives_closes_it_on_arrival() -> None:
     response = httpx.Response(200, content=b"")
     handle.attach(response)
     assert response.is_closed
-
-
-class FakeSocket:
-    def __init__(self) -> None:
-        self.shutdowns: list[int] = []
-
-    def shutdown(self, how: int) -> None:
-        self.shutdowns.append(how)
-
-
-class FakeNetworkStream:
-    def __init__(self) -> None:
-        self.sock = FakeSocket()
-
-    def get_extra_info(self, info: str) -> object:
-        return self.sock if info == "socket" else None
 
 
 def test_an_abort_shuts_down_a_socket_connected_before_the_headers_arrived() -> None:

@@ -37,6 +37,7 @@ from qshell.llm.messages import (
     ToolResultBlock,
     ToolSpec,
 )
+from tests.llm.streams import chat_request
 
 TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})]
 
@@ -77,9 +78,7 @@ def provider_for(
 
 
 def request(**overrides: Any) -> ChatRequest:
-    fields: dict[str, Any] = {"model": "tiny", "system": "sys", "messages": [Message.user("hi")]}
-    fields.update(overrides)
-    return ChatRequest(**fields)
+    return chat_request("tiny", "sys", **overrides)
 
 
 def one_round_of_tools() -> list[Message]:

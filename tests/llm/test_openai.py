@@ -39,6 +39,7 @@ from tests.llm.sse import (
     json_response,
     sse_response,
 )
+from tests.llm.streams import chat_request, done_of
 
 KEY = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"
 BASE = "http://llm.test/v1"
@@ -55,23 +56,11 @@ def make(script: Script, *, key: str | None = KEY, attempts: int = 4, sleeps: An
 
 
 def request(**overrides: Any) -> ChatRequest:
-    fields: dict[str, Any] = {
-        "model": "gpt-test",
-        "system": "be brief",
-        "messages": [Message.user("hi")],
-    }
-    fields.update(overrides)
-    return ChatRequest(**fields)
+    return chat_request("gpt-test", "be brief", **overrides)
 
 
 def run(provider: OpenAIProvider, req: ChatRequest | None = None) -> list[StreamEvent]:
     return list(provider.stream(req or request(), CancelToken()))
-
-
-def done_of(events: list[StreamEvent]) -> StreamDone:
-    last = events[-1]
-    assert isinstance(last, StreamDone)
-    return last
 
 
 def ok_stream() -> httpx.Response:

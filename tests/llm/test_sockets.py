@@ -16,40 +16,23 @@ import pytest
 
 from qshell.llm.sockets import GUARD_EXTENSION, CancellableTransport, environment_proxies
 from qshell.llm.watchdog import AbortHandle
+from tests.fakes.network_stream import FakeNetworkStream
+from tests.fakes.one_connection import OneConnectionServer
 
 WAIT_S = 5.0
 HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
-class FakeSocket:
-    def __init__(self) -> None:
-        self.shutdowns: list[int] = []
-
-    def shutdown(self, how: int) -> None:
-        self.shutdowns.append(how)
-
-
-class FakeNetworkStream:
-    def __init__(self) -> None:
-        self.sock = FakeSocket()
-
-    def get_extra_info(self, info: str) -> object:
-        return self.sock if info == "socket" else None
-
-
-class HoldingServer:
+class HoldingServer(OneConnectionServer):
     """Accepts one connection; sends `reply` once the request head arrived; waits for EOF."""
 
     def __init__(self, reply: bytes | None) -> None:
         self.reply = reply
         self.received = b""
         self.reply_sent = threading.Event()
-        self.client_disconnected = threading.Event()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        super().__init__()
+        self.url = f"http://127.0.0.1:{self.port}/"
 
     def _serve(self) -> None:
         conn, _ = self.listener.accept()
@@ -64,10 +47,6 @@ class HoldingServer:
             except OSError:
                 pass
             self.client_disconnected.set()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.thread.join(WAIT_S)
 
 
 @pytest.fixture

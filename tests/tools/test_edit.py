@@ -7,6 +7,7 @@ import pytest
 from qshell.tools.base import ErrorType, ToolContext
 from qshell.tools.edit import EditArgs, EditTool
 from tests.tools.reading import read_first
+from tests.tools.tree import snapshot
 
 TOOL = EditTool()
 
@@ -47,28 +48,23 @@ def test_edit_replace_all_changes_every_occurrence(root: Path, ctx: ToolContext)
     assert "replaced 2 occurrences" in result.llm_content
 
 
-def test_edit_no_match_is_an_error_with_a_whitespace_hint(root: Path, ctx: ToolContext) -> None:
-    (root / "m.py").write_text("def f():\n    return 1\n")
+@pytest.mark.parametrize(
+    ("content", "old", "new", "hint"),
+    [
+        ("def f():\n    return 1\n", "def f():\n  return 1", "x", "whitespace"),
+        ("alpha\nbeta\n", "     2\tbeta", "gamma", "line-number"),
+        ("a\nstart here\nb\n", "start here\nsomething else", "z", "line 2"),
+    ],
+    ids=["whitespace_hint", "read_file_line_prefixes", "points_at_the_first_matching_line"],
+)
+def test_edit_no_match_is_an_error_with_a_hint(
+    root: Path, ctx: ToolContext, content: str, old: str, new: str, hint: str
+) -> None:
+    (root / "m.py").write_text(content)
     read_first(ctx, "m.py")
-    result = edit(ctx, "m.py", "def f():\n  return 1", "x")
+    result = edit(ctx, "m.py", old, new)
     assert result.error is not None and result.error.type is ErrorType.NO_MATCH
-    assert "whitespace" in result.error.message
-
-
-def test_edit_no_match_hints_at_read_file_line_prefixes(root: Path, ctx: ToolContext) -> None:
-    (root / "m.py").write_text("alpha\nbeta\n")
-    read_first(ctx, "m.py")
-    result = edit(ctx, "m.py", "     2\tbeta", "gamma")
-    assert result.error is not None and result.error.type is ErrorType.NO_MATCH
-    assert "line-number" in result.error.message
-
-
-def test_edit_no_match_points_at_the_first_matching_line(root: Path, ctx: ToolContext) -> None:
-    (root / "m.py").write_text("a\nstart here\nb\n")
-    read_first(ctx, "m.py")
-    result = edit(ctx, "m.py", "start here\nsomething else", "z")
-    assert result.error is not None and result.error.type is ErrorType.NO_MATCH
-    assert "line 2" in result.error.message
+    assert hint in result.error.message
 
 
 def test_edit_identical_strings_are_no_change(root: Path, ctx: ToolContext) -> None:
@@ -181,14 +177,6 @@ def test_edit_accesses_is_a_write(root: Path, ctx: ToolContext) -> None:
     (access,) = TOOL.accesses(EditArgs(path="m.py", old_string="a", new_string="b"), ctx)
     assert access.path == root / "m.py"
     assert access.write is True
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under the root with its bytes (None for directories)."""
-    return {
-        str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes())
-        for p in sorted(root.rglob("*"))
-    }
 
 
 @pytest.mark.parametrize(

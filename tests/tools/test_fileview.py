@@ -25,6 +25,7 @@ from qshell.tools.read_file import ReadFileArgs, ReadFileTool
 from qshell.tools.walk import list_dir, walk_files
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool
 from tests.tools.reading import read_first
+from tests.tools.tree import snapshot
 
 
 class ShadowView:
@@ -96,14 +97,6 @@ def view(root: Path, tmp_path: Path) -> ShadowView:
 @pytest.fixture
 def vctx(ctx: ToolContext, view: ShadowView) -> ToolContext:
     return dataclasses.replace(ctx, view=view)
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under the real root with its bytes (None for directories)."""
-    return {
-        p.relative_to(root).as_posix(): None if p.is_dir() else p.read_bytes()
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def test_the_shadow_view_satisfies_the_protocol(view: ShadowView) -> None:

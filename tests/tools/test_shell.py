@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from qshell.tools import procgroup
-from qshell.tools.base import ErrorType, ToolContext
+from qshell.tools.base import ErrorType, ToolContext, ToolResult
 from qshell.tools.shell import ShellArgs, ShellTool, is_terminal_command
 from tests.waiting import wait_until
 
@@ -38,6 +38,32 @@ def alive(pid: int) -> bool:
 def read_pid(path: Path) -> int:
     assert wait_until(lambda: path.exists() and path.read_text().strip() != "", GONE_BOUND_S)
     return int(path.read_text())
+
+
+def sh_cancelled_once_started(
+    ctx: ToolContext, pid_file: Path, command: str, timeout: float | None = None
+) -> ToolResult:
+    """Run `command`, cancelling `ctx` from another thread once it wrote `pid_file`."""
+
+    def cancel_once_started() -> None:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", GONE_BOUND_S)
+        ctx.cancel.cancel()
+
+    canceller = threading.Thread(target=cancel_once_started)
+    canceller.start()
+    result = sh(ctx, command, timeout=timeout)
+    canceller.join()
+    return result
+
+
+def assert_the_child_ended(
+    result: ToolResult, error: ErrorType, pid_file: Path, stray_pids: list[int]
+) -> None:
+    """The call failed with `error`, and the child whose pid is in `pid_file` is gone."""
+    pid = read_pid(pid_file)
+    stray_pids.append(pid)
+    assert result.error is not None and result.error.type is error
+    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 @pytest.fixture
@@ -107,11 +133,8 @@ def test_shell_timeout_kills_the_whole_process_group(
     root: Path, ctx: ToolContext, stray_pids: list[int]
 ) -> None:
     result = sh(ctx, "sleep 60 & echo $! > child.pid; echo started; wait", timeout=0.5)
-    pid = read_pid(root / "child.pid")
-    stray_pids.append(pid)
-    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
+    assert_the_child_ended(result, ErrorType.TIMEOUT, root / "child.pid", stray_pids)
     assert "started" in result.llm_content
-    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
 
 
 def test_a_timeout_ends_a_child_that_left_for_a_session_of_its_own(
@@ -122,10 +145,7 @@ def test_a_timeout_ends_a_child_that_left_for_a_session_of_its_own(
     descendant before its parent dies."""
     command = "setsid sleep 60 & echo $! > child.pid; wait"
     result = sh(ctx, command, timeout=0.5)
-    pid = read_pid(root / "child.pid")
-    stray_pids.append(pid)
-    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
-    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
+    assert_the_child_ended(result, ErrorType.TIMEOUT, root / "child.pid", stray_pids)
 
 
 def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
@@ -135,19 +155,8 @@ def test_a_cancel_ends_an_orphan_that_carries_the_commands_marker(
     outer process died while setting up) is found by the marker in its environment."""
     command = "(setsid sleep 60 & echo $! > child.pid) ; sleep 60"
     pid_file = root / "child.pid"
-
-    def cancel_once_orphaned() -> None:
-        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", GONE_BOUND_S)
-        ctx.cancel.cancel()
-
-    canceller = threading.Thread(target=cancel_once_orphaned)
-    canceller.start()
-    result = sh(ctx, command, timeout=30)
-    canceller.join()
-    pid = read_pid(pid_file)
-    stray_pids.append(pid)
-    assert result.error is not None and result.error.type is ErrorType.CANCELLED
-    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
+    result = sh_cancelled_once_started(ctx, pid_file, command, timeout=30)
+    assert_the_child_ended(result, ErrorType.CANCELLED, pid_file, stray_pids)
     environ = Path(f"/proc/{os.getpid()}/environ").read_bytes()
     assert procgroup.COMMAND_ID_VARIABLE.encode() not in environ  # only the command's
 
@@ -158,29 +167,15 @@ def test_shell_timeout_escalates_to_sigkill(
     monkeypatch.setattr(procgroup, "KILL_GRACE_S", 0.2)
     command = "trap '' TERM; sleep 60 & echo $! > child.pid; wait"
     result = sh(ctx, command, timeout=0.5)
-    pid = read_pid(root / "child.pid")
-    stray_pids.append(pid)
-    assert result.error is not None and result.error.type is ErrorType.TIMEOUT
-    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
+    assert_the_child_ended(result, ErrorType.TIMEOUT, root / "child.pid", stray_pids)
 
 
 def test_shell_cancel_from_another_thread_kills_the_group(
     root: Path, ctx: ToolContext, stray_pids: list[int]
 ) -> None:
     pid_file = root / "child.pid"
-
-    def cancel_once_started() -> None:
-        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip() != "", GONE_BOUND_S)
-        ctx.cancel.cancel()
-
-    canceller = threading.Thread(target=cancel_once_started)
-    canceller.start()
-    result = sh(ctx, "sleep 60 & echo $! > child.pid; wait")
-    canceller.join()
-    pid = read_pid(pid_file)
-    stray_pids.append(pid)
-    assert result.error is not None and result.error.type is ErrorType.CANCELLED
-    assert wait_until(lambda: not alive(pid), GONE_BOUND_S)
+    result = sh_cancelled_once_started(ctx, pid_file, "sleep 60 & echo $! > child.pid; wait")
+    assert_the_child_ended(result, ErrorType.CANCELLED, pid_file, stray_pids)
 
 
 def test_shell_does_not_start_when_already_cancelled(

@@ -7,6 +7,7 @@ import pytest
 from qshell.tools.base import ErrorType, ToolContext
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool
 from tests.tools.reading import read_first
+from tests.tools.tree import snapshot
 
 TOOL = WriteFileTool()
 
@@ -101,14 +102,6 @@ def test_write_file_accesses_is_a_write_of_the_resolved_path(root: Path, ctx: To
     (access,) = TOOL.accesses(WriteFileArgs(path="x/../y.txt", content=""), ctx)
     assert access.path == root / "y.txt"
     assert access.write is True
-
-
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under the root with its bytes (None for directories)."""
-    return {
-        str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes())
-        for p in sorted(root.rglob("*"))
-    }
 
 
 @pytest.mark.parametrize(
