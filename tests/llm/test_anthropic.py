@@ -19,8 +19,8 @@ from qshell.llm.messages import (
     ToolResultBlock,
     ToolSpec,
 )
+from tests.llm.provider_calls import chat_request, done_of
 from tests.llm.sse import Script, Sleeps, anthropic, json_response, sse_response
-from tests.llm.streams import chat_request, done_of
 
 KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
 BASE = "http://claude.test"

@@ -37,7 +37,7 @@ from qshell.llm.messages import (
     ToolResultBlock,
     ToolSpec,
 )
-from tests.llm.streams import chat_request
+from tests.llm.provider_calls import chat_request
 
 TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})]
 

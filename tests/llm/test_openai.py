@@ -30,6 +30,7 @@ from qshell.llm.messages import (
     ToolSpec,
 )
 from qshell.llm.openai import OpenAIProvider
+from tests.llm.provider_calls import chat_request, done_of
 from tests.llm.sse import (
     Script,
     Sleeps,
@@ -39,7 +40,6 @@ from tests.llm.sse import (
     json_response,
     sse_response,
 )
-from tests.llm.streams import chat_request, done_of
 
 KEY = "sk-test-abcdefghijklmnopqrstuvwxyz0123456789"
 BASE = "http://llm.test/v1"
