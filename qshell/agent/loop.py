@@ -118,7 +118,6 @@ class _Turn:
         self.router = router
         self.start_usage = session.stats.usage
         self.rounds = 0
-        self.batches = 0  # tool batches run: the first round is never routed
         # a first round too long for the context may compact and run again, once
         self.may_retry = may_retry
         self.log = router.open_turn(session)
@@ -167,7 +166,6 @@ class _Turn:
                 request,
                 lambda r, w: _stream(session, r, cancel, early, w),
                 self.log,
-                after_batch=self.batches > 0,
             )
         except ContextTooLong as exc:
             return (yield from self._compact_and_retry(exc))
@@ -206,7 +204,6 @@ class _Turn:
             self.session, calls, self.runner, self.cancel, known=known, early=early
         )
         self.session.answer_all(blocks)
-        self.batches += 1
         skipped = routing.facts(self.session) if answer is not None else None
         self.log.batch_done(skipped=skipped)
         if self.cancel.cancelled:

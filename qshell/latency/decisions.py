@@ -125,6 +125,11 @@ class TurnLog:
         self.last_event = self.started
         self._chars = 0  # text the round's last stream brought, for an output estimate
 
+    @property
+    def batches(self) -> int:
+        """How many tool batches of the turn have ended so far."""
+        return self.batch.batches
+
     def saw(self, event: Event) -> Event:
         """Each event of the turn, as it is produced (returned unchanged)."""
         self.last_event = self._clock()
@@ -182,7 +187,7 @@ class TurnLog:
 
     def round_done(self, done: StreamDone) -> Position:
         """The finished round's position; its usage joins the open record."""
-        if not self.batch.batches:
+        if not self.batches:
             position = Position.FIRST
         else:
             position = Position.MIDDLE if done.message.tool_calls else Position.SUMMARY
@@ -221,7 +226,7 @@ class TurnLog:
             "prompt_id": f"{session.id}:{_prompts(session)}",
             "session_id": session.id,
             "decision": str(choice),
-            "batches_before": self.batch.batches,  # tool batches of the turn before it
+            "batches_before": self.batches,  # tool batches of the turn before it
             "user_strategy": str(self.strategy),
             **self.batch.signals(),
             "tool_count": facts.tool_count,

@@ -85,14 +85,13 @@ class Router:
         request: ChatRequest,
         streamer: Streamer,
         log: TurnLog,
-        *,
-        after_batch: bool,
     ) -> Generator[Event, None, StreamDone | None]:
         """Plan and stream one round (`request` is the primary model's); on the fast tier,
         fall back to the primary model when its stream starts a tool call (or fails).
-        Returns the round's StreamDone."""
+        Returns the round's StreamDone. The first round of a turn (no batch in `log` yet)
+        is never routed."""
         facts = routing.facts(session)
-        plan = self._plan(session, request, facts, after_batch=after_batch)
+        plan = self._plan(session, request, facts, after_batch=log.batches > 0)
         log.routed(plan, facts)
         fast = plan.tier is Tier.FAST
         watch = Watch(self._clock, cut_on_call=fast)

@@ -31,11 +31,9 @@ class Planned(Protocol):
 
     def data(self) -> bytes:
         """The file's new content as written."""
-        ...
 
     def result(self) -> ToolResult:
         """What the tool reports once the data is written (and a preview shows before)."""
-        ...
 
 
 def write(plan: Planned | ToolResult, ctx: ToolContext) -> ToolResult:

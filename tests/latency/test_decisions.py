@@ -59,7 +59,7 @@ def _records(tmp_path: Path) -> list[dict]:
 def _run(router: Router, log: TurnLog, clock: Clock, session) -> None:
     request = session.request()
     streamer = _streamer(clock, "hi", wait_s=0.25)
-    done = yield_all(router.stream(session, request, streamer, log, after_batch=False))
+    done = yield_all(router.stream(session, request, streamer, log))
     assert log.round_done(done) is RoundPosition.FIRST
 
 
