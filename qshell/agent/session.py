@@ -122,7 +122,7 @@ class SessionStats:
     # the rounds' usage by position in their turn (first, middle, summary), for /stats
     position_usage: dict[str, Usage] = field(default_factory=dict)
     speculations_accepted: int = 0
-    time_saved_s: float = 0.0  # by accepted speculations (followup/speculation.py)
+    time_saved_s: float = 0.0  # by accepted speculations (followup/acceptance.py)
 
     def count_round(self, usage: Usage, position: str | None) -> None:
         self.usage = self.usage + usage
