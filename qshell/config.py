@@ -58,7 +58,7 @@ class ProviderName(enum.StrEnum):
 # speculation and is never applied by an accept. gitignore-style patterns, root-relative.
 DEFAULT_PROTECTED_PATHS = (
     ".qshell/",
-    ".git/",
+    ".git",  # the repository, or a submodule's .git file
     ".gitmodules",
     ".gitattributes",
     ".githooks/",

@@ -166,7 +166,7 @@ def test_secret_patterns_and_protected_paths_are_only_added_to(tmp_path, env):
 
 def test_the_default_protected_paths_stay_when_a_project_names_its_own(tmp_path, env):
     s = load(tmp_path, env, {"protectedPaths": ["deploy/"]}).settings
-    assert ".git/" in s.protected_paths and ".qshell/" in s.protected_paths
+    assert ".git" in s.protected_paths and ".qshell/" in s.protected_paths
     assert "deploy/" in s.protected_paths
 
 

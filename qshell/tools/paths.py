@@ -177,6 +177,30 @@ class PathResolver:
         rel = path.relative_to(self.root).as_posix()
         return bool(self._protected.match_file(rel)) or bool(self._protected.match_file(rel + "/"))
 
+    def protected_within(self, path: Path) -> list[str]:
+        """The root-relative paths at or below `path` (inside the root) that are protected,
+        sorted: what deleting, replacing or renaming `path` would take away. The real tree is
+        walked without following symlinks; a directory that matches stands for itself and
+        is not walked further. Unreadable directories count as protected (when unsure,
+        refuse)."""
+        if not self.is_inside_root(path) or path == self.root:
+            return []
+        found: list[str] = []
+        stack = [path]
+        while stack:
+            current = stack.pop()
+            if self.is_protected(current):
+                found.append(current.relative_to(self.root).as_posix())
+                continue
+            if not current.is_dir() or current.is_symlink():
+                continue
+            try:
+                with os.scandir(current) as entries:
+                    stack.extend(Path(entry.path) for entry in entries)
+            except OSError:
+                found.append(current.relative_to(self.root).as_posix())
+        return sorted(found)
+
     def read_concern(self, path: Path) -> str | None:
         """Why reading `path` needs approval, or None when it may be read freely."""
         if self.is_secret(path):
