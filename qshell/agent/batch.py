@@ -7,7 +7,9 @@ when it asks). A call with a result already known (an accepted speculation ran i
 started while its response streamed (latency/stream_ahead.py) is not run again; events
 and results always come in call order. It returns the result blocks, the turn's answer
 when every result skips the next round, and whether every result is terminal (the
-session's directives, latency/directives.py, say both). The loop (agent/loop.py) is its
+session's directives, latency/directives.py, say both). Its events carry the history
+index of the message that made the calls (`response`): with the call's id it names the
+call, as ids repeat across responses on some servers. The loop (agent/loop.py) is its
 one caller; it never streams a model response or changes the history. It runs in the
 thread running the turn, apart from the parallel calls.
 """
@@ -53,13 +55,15 @@ def run_batch(
     runner: ToolRunner,
     cancel: CancelToken,
     *,
+    response: int,
     known: Mapping[str, ToolResult] | None = None,
     early: EarlyCalls | None = None,
 ) -> Generator[Event, None, tuple[list[ToolResultBlock], str | None, bool]]:
-    """Run one round's calls; returns their results in call order, the turn's answer
-    when the batch skips the next round, and whether every result is terminal (generator
-    return). Calls with a `known` result are not run again; those `early` started are not
-    run again either, nor decided twice."""
+    """Run the calls of the message at history index `response`; returns their results
+    in call order, the turn's answer when the batch skips the next round, and whether
+    every result is terminal (generator return). Calls with a `known` result (keyed by
+    id: ids are unique within one response) are not run again; those `early` started
+    are not run again either, nor decided twice."""
     ctx = replace(session.tool_context, cancel=cancel)
     early = early or EarlyCalls(session, runner, cancel, enabled=False)
     results: dict[str, ToolResult] = dict(known or {})
@@ -67,7 +71,7 @@ def run_batch(
 
     def flush() -> Iterator[Event]:
         if parallel:
-            yield from _run_parallel(parallel, runner, ctx, results, early)
+            yield from _run_parallel(parallel, runner, ctx, results, early, response)
             parallel.clear()
 
     for call in calls:
@@ -77,11 +81,11 @@ def run_batch(
             continue
         prepared = prepare(session, call)
         if prepared.result is None and prepared.tool is not None:
-            prepared.result = yield from _permission(prepared, runner, ctx, cancel, early)
+            prepared.result = yield from _permission(prepared, runner, ctx, cancel, early, response)
         if prepared.result is not None:
-            yield ToolStarted(call.id, call.name, _display_args(call))
+            yield ToolStarted(call.id, call.name, _display_args(call), response)
             results[call.id] = prepared.result
-            yield ToolFinished(call.id, call.name, prepared.result)
+            yield ToolFinished(call.id, call.name, prepared.result, response)
             continue
         assert prepared.tool is not None
         if prepared.tool.kind in CONCURRENCY_SAFE_KINDS:
@@ -90,10 +94,10 @@ def run_batch(
         yield from flush()
         if cancel.cancelled:
             break
-        yield ToolStarted(call.id, call.name, _display_args(call))
+        yield ToolStarted(call.id, call.name, _display_args(call), response)
         result = execute(runner, prepared, ctx)
         results[call.id] = result
-        yield ToolFinished(call.id, call.name, result)
+        yield ToolFinished(call.id, call.name, result, response)
     if not cancel.cancelled:
         yield from flush()
     ordered = [results.get(call.id, CANCELLED_RESULT) for call in calls]
@@ -108,7 +112,12 @@ def run_batch(
 
 
 def _permission(
-    prepared: Prepared, runner: ToolRunner, ctx: Any, cancel: CancelToken, early: EarlyCalls
+    prepared: Prepared,
+    runner: ToolRunner,
+    ctx: Any,
+    cancel: CancelToken,
+    early: EarlyCalls,
+    response: int,
 ) -> Generator[Event, None, ToolResult | None]:
     """Ask the runner (or take its decision made while the stream ran), and the user when
     needed; returns a denial result or None to run. No question is asked about a call
@@ -138,6 +147,7 @@ def _permission(
             decision.reason,
             future,
             preview=preview(prepared, ctx),
+            response=response,
         )
         reply = future.result()
     except CancelledError:
@@ -159,11 +169,13 @@ def _run_parallel(
     ctx: Any,
     results: dict[str, ToolResult],
     early: EarlyCalls,
+    response: int,
 ) -> Iterator[Event]:
     """Run safe calls side by side (a call `early` started is waited for, not run again);
     their events and results come in call order whichever finishes first."""
     for prepared in batch:
-        yield ToolStarted(prepared.call.id, prepared.call.name, _display_args(prepared.call))
+        call = prepared.call
+        yield ToolStarted(call.id, call.name, _display_args(call), response)
     futures = {p.call.id: early.take(p.call) for p in batch}
     rest = [p for p in batch if futures[p.call.id] is None]
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_TOOLS, max(1, len(rest)))) as pool:
@@ -178,4 +190,5 @@ def _run_parallel(
             future = futures[prepared.call.id]
             assert future is not None
             results[prepared.call.id] = future.result()
-            yield ToolFinished(prepared.call.id, prepared.call.name, results[prepared.call.id])
+            result = results[prepared.call.id]
+            yield ToolFinished(prepared.call.id, prepared.call.name, result, response)

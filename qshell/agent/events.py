@@ -1,8 +1,9 @@
 """The typed events of a turn: the whole vocabulary a front-end may see.
 
 Events are frozen, slotted dataclasses: cheap at one per token, safe to buffer and replay.
-Paired events share an id (`ToolStarted.call_id` is closed by the `ToolFinished` with the
-same id). A front-end is one `match` over `Event` ending in `case _: pass`, so adding an
+Paired events share a key (`ToolStarted.key` is closed by the `ToolFinished` with the same
+key): the call's id and its `response`, the history index of the message that made it,
+since some servers number calls `call_0` in every response. A front-end is one `match` over `Event` ending in `case _: pass`, so adding an
 event never breaks an old renderer. A `PermissionRequested` (and an `ApplyRequested`)
 carries the future the front-end resolves; the turn blocks on it in its own thread. No I/O
 here.
@@ -86,18 +87,38 @@ class ReasoningDelta:
     text: str
 
 
+NO_RESPONSE = -1  # a call event made outside a turn's history (a test's, a plugin's)
+CallKey = tuple[int, str]  # (response, call_id): one call, wherever its id repeats
+
+
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
+    """A call starts. `response` is the history index of the assistant message that made
+    it: with `call_id` it names the call within a session's turn (ids alone repeat across
+    responses on some servers)."""
+
     call_id: str
     name: str
     args: Mapping[str, object]
+    response: int = NO_RESPONSE
+
+    @property
+    def key(self) -> CallKey:
+        return (self.response, self.call_id)
 
 
 @dataclass(frozen=True, slots=True)
 class ToolFinished:
+    """A call ended with `result`; `response` as in its ToolStarted."""
+
     call_id: str
     name: str
     result: ToolResult
+    response: int = NO_RESPONSE
+
+    @property
+    def key(self) -> CallKey:
+        return (self.response, self.call_id)
 
 
 class PermissionAnswer(enum.StrEnum):
@@ -122,6 +143,11 @@ class PermissionRequested:
     reason: str
     future: Future[PermissionReply] = field(compare=False)
     preview: str = ""  # what the call would do, e.g. the unified diff of an edit
+    response: int = NO_RESPONSE  # as in ToolStarted
+
+    @property
+    def key(self) -> CallKey:
+        return (self.response, self.call_id)
 
 
 class ApplyChoice(enum.StrEnum):

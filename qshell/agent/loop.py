@@ -200,8 +200,15 @@ class _Turn:
         turn ends here with the outputs as its answer (shown as the model's would be).
         When every result is terminal and the session summarizes in background (D3), the
         round that follows is announced as the summary (`SummaryStarted`)."""
+        response = len(self.session.history) - 1  # the calls are the last message's
         blocks, answer, terminal = yield from run_batch(
-            self.session, calls, self.runner, self.cancel, known=known, early=early
+            self.session,
+            calls,
+            self.runner,
+            self.cancel,
+            response=response,
+            known=known,
+            early=early,
         )
         self.session.answer_all(blocks)
         skipped = routing.facts(self.session) if answer is not None else None

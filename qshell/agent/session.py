@@ -53,23 +53,24 @@ def new_session_id() -> str:
 
 
 def check_history(messages: Sequence[Message]) -> list[str]:
-    """Problems with tool-call pairing: each call answered exactly once, in the next message."""
+    """Problems with tool-call pairing: each call answered exactly once, in the next
+    message, whose results answer only that message's calls (an id alone may name a call
+    of every response: some servers number them `call_0` each time)."""
     problems: list[str] = []
     for index, message in enumerate(messages):
+        before = messages[index - 1] if index else None
+        asked = {c.id for c in before.tool_calls} if before and before.role == "assistant" else ()
+        for result in message.tool_results:
+            if result.tool_call_id not in asked:
+                problems.append(f"tool result {result.tool_call_id} answers no call before it")
         if message.role != "assistant" or not message.tool_calls:
             continue
-        call_ids = [c.id for c in message.tool_calls]
         following = messages[index + 1] if index + 1 < len(messages) else None
         answered = [r.tool_call_id for r in following.tool_results] if following else []
-        for call_id in call_ids:
-            count = answered.count(call_id)
+        for call in message.tool_calls:
+            count = answered.count(call.id)
             if count != 1:
-                problems.append(f"tool call {call_id} has {count} results")
-    known = {c.id for m in messages for c in m.tool_calls}
-    for message in messages:
-        for result in message.tool_results:
-            if result.tool_call_id not in known:
-                problems.append(f"tool result {result.tool_call_id} answers no call")
+                problems.append(f"tool call {call.id} has {count} results")
     return problems
 
 

@@ -85,34 +85,37 @@ def take_over(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, 
 
 def _plan(spec: Speculation, shown: int) -> _Injection:
     """Which speculated messages to keep, which calls to resume, which events to replay
-    (those after the first `shown`, which `take_over` showed)."""
+    (those after the first `shown`, which `take_over` showed). Results and events go by
+    the call's key, (response, id): a server may number the calls `call_0` in every
+    response, so an id alone names a call of every round."""
     new = list(spec.fork.history[spec.base_length :])
     if spec.status is Status.COMPLETED:
         return _Injection(new, None, spec.events[shown:])
     known = {
-        e.call_id: e.result
+        e.key: e.result
         for e in spec.events
         if isinstance(e, ToolFinished)
         and not (e.result.error is not None and e.result.error.type is ErrorType.CANCELLED)
     }
     # the last assistant message with calls decides where the real turn takes over
     while new and new[-1].role == "user" and new[-1].tool_results:
-        results = new[-1].tool_results
-        if all(r.tool_call_id in known for r in results):
+        asked = spec.base_length + len(new) - 2  # the fork's index of the calls' message
+        if all((asked, r.tool_call_id) in known for r in new[-1].tool_results):
             break
         new.pop()  # results include cancelled ones: re-answer that batch
     pending = None
     if new and new[-1].role == "assistant" and new[-1].tool_calls:
         # the whole batch goes on live: the calls that ran are not run again, the others
         # (the boundary call first among them) are decided and asked about as usual
-        calls = new[-1].tool_calls
-        pending = PendingCalls(calls, {c.id: known[c.id] for c in calls if c.id in known})
-    kept_ids = {c.id for m in new for c in m.tool_calls}
+        calls, asked = new[-1].tool_calls, spec.base_length + len(new) - 1
+        ran = {c.id: known[asked, c.id] for c in calls if (asked, c.id) in known}
+        pending = PendingCalls(calls, ran)
+    kept = {(spec.base_length + i, c.id) for i, m in enumerate(new) for c in m.tool_calls}
     replay = [
         e
         for e in spec.events[shown:]
         if not isinstance(e, TurnFailed | TurnFinished)
-        and not (isinstance(e, ToolStarted | ToolFinished) and e.call_id not in kept_ids)
+        and not (isinstance(e, ToolStarted | ToolFinished) and e.key not in kept)
     ]
     if new and new[-1].role == "user" and new[-1].text == spec.prompt:
         new, replay = [], []  # nothing beyond the prompt survived: just run the turn

@@ -212,18 +212,20 @@ def without_cut_calls(messages: list[Message]) -> list[Message]:
     """The history as a provider may send it: a call the output limit cut off, whose
     arguments never became whole, is no call the API would accept, so it is left out with
     its result (both stay in the history and its transcript as they were); a message left
-    with nothing is left out too."""
-    cut = {c.id for m in messages for c in m.tool_calls if not c.complete}
-    if not cut:
+    with nothing is left out too. A result goes with the call of the message before it
+    (ids repeat across responses on some servers: `call_0` in every one)."""
+    if not any(not c.complete for m in messages for c in m.tool_calls):
         return messages
     out: list[Message] = []
+    cut: set[str] = set()  # the ids of the calls cut in the message before
     for message in messages:
         kept = [
             b
             for b in message.content
-            if not (isinstance(b, ToolCall) and b.id in cut)
+            if not (isinstance(b, ToolCall) and not b.complete)
             and not (isinstance(b, ToolResultBlock) and b.tool_call_id in cut)
         ]
+        cut = {c.id for c in message.tool_calls if not c.complete}
         if kept:
             out.append(
                 message
