@@ -7,8 +7,8 @@ future (allow-once, allow-always — the runner's ALLOW_ALWAYS for this tool —
 and reject-always, which the session remembers: a later question about the same tool is
 answered "no" without asking, until the session ends), ToolStarted / ToolFinished the
 `tool_call` / `tool_call_update` pair (a call refused or cancelled at its question goes
-from `pending` to `failed`, never `in_progress`), notices thought chunks. It returns the prompt's stop
-reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
+from `pending` to `failed`, never `in_progress`; each call's `toolCallId` unique in the
+session: `ToolCallIds`), notices thought chunks. It returns the prompt's stop reason: `cancelled` once `session/cancel` arrived (the loop keeps the history valid; an
 open permission question is given up then, whether or not the client answers it), else
 the one the turn ended with; a failed turn is a JSON-RPC error with its one-line message.
 `prompt_text` turns the prompt's content blocks into qshell's prompt (an embedded file is
@@ -48,6 +48,7 @@ from qshell.agent.conversation import Conversation
 from qshell.agent.events import (
     ApplyChoice,
     ApplyRequested,
+    CallKey,
     Event,
     FailureKind,
     HistoryCompacted,
@@ -87,12 +88,40 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
 
+class ToolCallIds:
+    """The `toolCallId` each call has for the client. ACP wants it unique in the session,
+    but some servers number calls `call_0` in every response: a call keeps its own id
+    the first time the session sees it, a repeat becomes `call_0-2`, `call_0-3`, ... A
+    call is known by its key (its message's history index and its id) within one turn
+    (or the history a `session/load` replays); `turn()` starts the next."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._ids: dict[CallKey, str] = {}
+
+    def turn(self) -> None:
+        self._ids.clear()  # a history index may come again after a compaction
+
+    def of(self, key: CallKey) -> str:
+        shown = self._ids.get(key)
+        if shown is None:
+            call_id = key[1]
+            shown, repeat = call_id, 1
+            while shown in self._used:
+                repeat += 1
+                shown = f"{call_id}-{repeat}"
+            self._used.add(shown)
+            self._ids[key] = shown
+        return shown
+
+
 @dataclass
 class AcpSession:
     """One ACP session: its conversation and what lasts between its prompts."""
 
     conversation: Conversation
     rejected: set[str] = field(default_factory=set)  # tools answered "reject always"
+    tool_ids: ToolCallIds = field(default_factory=ToolCallIds)
     running: bool = False
     cancelled: bool = False
     asking: asyncio.Future[Any] | None = None  # the open permission question, if any
@@ -184,6 +213,7 @@ class PromptRun:
 
     async def run(self, prompt: Prompt) -> StopReason:
         state = self._state
+        state.tool_ids.turn()
         turn = state.conversation.turn(prompt.typed, context=prompt.context)
         events = TurnEvents(turn, asyncio.get_running_loop())
         last: TurnFinished | TurnFailed | None = None
@@ -210,7 +240,8 @@ class PromptRun:
                 await self._update(updates.thought(text))
             case PermissionRequested():
                 await self._ask(event)
-            case ToolStarted(call_id=call_id, name=name, args=args):
+            case ToolStarted(name=name, args=args):
+                call_id = state.tool_ids.of(event.key)
                 refused = call_id in self._refused  # the loop starts it only to fail it
                 if call_id not in self._announced:
                     kind = state.kind(name)
@@ -222,7 +253,9 @@ class PromptRun:
                 elif not refused:
                     await self._update(updates.running(call_id))
             case ToolFinished():
-                await self._update(updates.finished(event, kind=state.kind(event.name)))
+                shown = state.tool_ids.of(event.key)
+                finished = updates.finished(event, kind=state.kind(event.name), call_id=shown)
+                await self._update(finished)
             case Notice(text=text) | TextWithdrawn(text=text):
                 await self._update(updates.thought(f"\n{text}\n"))
             case HistoryCompacted(reason=reason):
@@ -235,14 +268,15 @@ class PromptRun:
 
     async def _ask(self, request: PermissionRequested) -> None:
         state = self._state
+        call_id = state.tool_ids.of(request.key)
         if request.name in state.rejected:
             reason = f"the user rejected every {request.name} call for this session"
-            self._refused.add(request.call_id)
+            self._refused.add(call_id)
             answer(request.future, PermissionReply(PermissionAnswer.DENY, reason))
             return
         kind = state.kind(request.name)
         start = updates.started(
-            request.call_id,
+            call_id,
             request.name,
             request.args,
             kind=kind,
@@ -251,9 +285,9 @@ class PromptRun:
             preview=request.preview,
         )
         await self._update(start)
-        self._announced.add(request.call_id)
+        self._announced.add(call_id)
         call = ToolCallUpdate(
-            tool_call_id=request.call_id,
+            tool_call_id=call_id,
             title=start.title,
             kind=start.kind,
             status="pending",
@@ -263,7 +297,7 @@ class PromptRun:
         )
         reply = await self._reply(call, request.name)
         if reply.answer is PermissionAnswer.DENY:
-            self._refused.add(request.call_id)
+            self._refused.add(call_id)
         answer(request.future, reply)
 
     async def _reply(self, call: ToolCallUpdate, tool: str) -> PermissionReply:

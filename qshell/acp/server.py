@@ -143,7 +143,10 @@ class QshellAgent:
     ) -> LoadSessionResponse:
         state = await self._start(cwd, session_id, mcp_servers)
         history = state.conversation.session.history
-        for update in updates.replay(history, kinds=state.kinds(), root=state.root):
+        shown = updates.replay(
+            history, kinds=state.kinds(), root=state.root, id_of=state.tool_ids.of
+        )
+        for update in shown:
             await self.client.session_update(session_id=state.id, update=update)
         return LoadSessionResponse(modes=modes(state.conversation.approval_mode))
 

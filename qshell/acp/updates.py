@@ -5,13 +5,15 @@ terminal's `name(summary)` label), kind (qshell's tool Kind, which uses ACP's wo
 locations (the paths in its arguments, absolute), and content — a diff of whole texts for
 an edit or a write (`ToolResult.edit`), the output as text otherwise, fenced for a shell
 command; the message and thought chunks; and `replay`, which turns a resumed session's
-history into the updates a client shows for it (`session/load`). No I/O and no state; any
+history into the updates a client shows for it (`session/load`). A call's `toolCallId` is
+the caller's to give (prompting.py's ToolCallIds: unique in the session, as ACP wants,
+though servers may number calls `call_0` in every response). No I/O and no state; any
 thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -37,7 +39,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from qshell.agent.events import ToolFinished
+from qshell.agent.events import CallKey, ToolFinished
 from qshell.agent.prediction import split_prediction
 from qshell.llm.messages import Message, ReasoningBlock, TextBlock, ToolCall
 from qshell.ui.render import call_label, clean, is_diff
@@ -101,9 +103,9 @@ def running(call_id: str) -> ToolCallProgress:
     return update_tool_call(call_id, status="in_progress")
 
 
-def finished(event: ToolFinished, *, kind: str | None) -> ToolCallProgress:
-    """The `tool_call_update` that closes a call: completed or failed, with its diff or
-    its output."""
+def finished(event: ToolFinished, *, kind: str | None, call_id: str) -> ToolCallProgress:
+    """The `tool_call_update` that closes a call (`call_id`, the client's name for it):
+    completed or failed, with its diff or its output."""
     result = event.result
     status: Status = "failed" if result.error is not None else "completed"
     content: list[Content]
@@ -112,7 +114,7 @@ def finished(event: ToolFinished, *, kind: str | None) -> ToolCallProgress:
         content = [tool_diff_content(str(edit.path), edit.new_text, edit.old_text)]
     else:
         content = output(result.display or result.llm_content, kind=kind)
-    return update_tool_call(event.call_id, status=status, content=content)
+    return update_tool_call(call_id, status=status, content=content)
 
 
 def output(text: str, *, kind: str | None) -> list[Content]:
@@ -138,12 +140,18 @@ def thought(text: str) -> AgentThoughtChunk:
     return update_agent_thought_text(text)
 
 
-def replay(history: Sequence[Message], *, kinds: Mapping[str, str], root: Path) -> Iterator[Update]:
+def replay(
+    history: Sequence[Message],
+    *,
+    kinds: Mapping[str, str],
+    root: Path,
+    id_of: Callable[[CallKey], str],
+) -> Iterator[Update]:
     """The updates that show a resumed session's history: the user's prompts, the
     answers (without their next-prompt lines), the reasoning, and each tool call with
-    how it ended."""
-    results = {r.tool_call_id: r for m in history for r in m.tool_results}
-    for item in history:
+    how it ended (its result is the one in the next message). `id_of` gives the client's
+    id for a call, by its key (the history index of its message, and its id)."""
+    for index, item in enumerate(history):
         if item.role == "user":
             if not item.tool_results and item.text:
                 yield update_user_message_text(item.text)
@@ -154,11 +162,19 @@ def replay(history: Sequence[Message], *, kinds: Mapping[str, str], root: Path) 
             elif isinstance(block, TextBlock) and block.text:
                 yield message(split_prediction(block.text)[0])
             elif isinstance(block, ToolCall):
-                yield from _replayed_call(block, results, kinds=kinds, root=root)
+                answer = history[index + 1] if index + 1 < len(history) else None
+                results = {r.tool_call_id: r for r in answer.tool_results} if answer else {}
+                shown = id_of((index, block.id))
+                yield from _replayed_call(block, shown, results, kinds=kinds, root=root)
 
 
 def _replayed_call(
-    call: ToolCall, results: Mapping[str, Any], *, kinds: Mapping[str, str], root: Path
+    call: ToolCall,
+    shown: str,
+    results: Mapping[str, Any],
+    *,
+    kinds: Mapping[str, str],
+    root: Path,
 ) -> Iterator[Update]:
     try:
         args: Mapping[str, object] = call.parsed_arguments()
@@ -167,6 +183,6 @@ def _replayed_call(
     kind = kinds.get(call.name)
     result = results.get(call.id)
     status: Status = "failed" if result is None or result.is_error else "completed"
-    yield started(call.id, call.name, args, kind=kind, root=root, status=status)
+    yield started(shown, call.name, args, kind=kind, root=root, status=status)
     if result is not None:
-        yield update_tool_call(call.id, status=status, content=output(result.content, kind=kind))
+        yield update_tool_call(shown, status=status, content=output(result.content, kind=kind))

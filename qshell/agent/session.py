@@ -26,7 +26,14 @@ from qshell.latency.directives import HONOURED, Directives
 from qshell.latency.tool_offer import offered_specs
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
-from qshell.llm.messages import ChatRequest, Message, ToolResultBlock, ToolSpec, Usage
+from qshell.llm.messages import (
+    ChatRequest,
+    Message,
+    ToolResultBlock,
+    ToolSpec,
+    Usage,
+    answered_calls,
+)
 from qshell.tools import tools_by_name
 from qshell.tools.base import Tool, ToolContext, tool_spec
 
@@ -58,8 +65,7 @@ def check_history(messages: Sequence[Message]) -> list[str]:
     of every response: some servers number them `call_0` each time)."""
     problems: list[str] = []
     for index, message in enumerate(messages):
-        before = messages[index - 1] if index else None
-        asked = {c.id for c in before.tool_calls} if before and before.role == "assistant" else ()
+        asked = answered_calls(messages, index)
         for result in message.tool_results:
             if result.tool_call_id not in asked:
                 problems.append(f"tool result {result.tool_call_id} answers no call before it")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from qshell.agent import compaction
 from qshell.agent.session import Session
 from qshell.config import DEFAULTS, SummaryTier
-from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.messages import ChatRequest, Message, answered_calls
 from qshell.tools.base import Kind
 
 MUTATOR_KINDS: frozenset[Kind] = frozenset({Kind.EDIT, Kind.DELETE, Kind.MOVE, Kind.EXECUTE})
@@ -144,8 +144,13 @@ def _unresolved(history: Sequence[Message]) -> bool:
     results = [r for m in history for r in m.tool_results]
     if not any(r.is_error for r in results):
         return False  # the common case, without parsing every call's arguments
-    calls = {c.id: fingerprint(c.name, c.arguments) for m in history for c in m.tool_calls}
-    last = {calls[r.tool_call_id]: r.is_error for r in results if r.tool_call_id in calls}
+    last: dict[tuple[str, str], bool] = {}
+    for index, message in enumerate(history):  # a result answers the message before it
+        calls = answered_calls(history, index)
+        for result in message.tool_results:
+            call = calls.get(result.tool_call_id)
+            if call is not None:
+                last[fingerprint(call.name, call.arguments)] = result.is_error
     return any(last.values())
 
 

@@ -14,6 +14,7 @@ from qshell.llm.messages import (
     TextBlock,
     ToolCall,
     ToolResultBlock,
+    answered_calls,
     without_cut_calls,
 )
 
@@ -34,22 +35,27 @@ def for_function_calling(request: ChatRequest) -> ChatRequest:
     the content rather than "the read_file call"; a call that failed is still named, with
     why. What the model said while calling is dropped with the calls; its answers stay.
     A call the output limit cut is left out with its result first, as every provider does,
-    so its result is never rewritten into text the model would read."""
+    so its result is never rewritten into text the model would read. A result is named
+    by the call it answers in the message before it (ids repeat across responses on
+    some servers)."""
     history = without_cut_calls(request.messages)
-    calls = {call.id: call for m in history for call in m.tool_calls}
     if request.tools:
-        messages = [_results_as_text(m, calls) if m.tool_results else m for m in history]
+        messages = [
+            _results_as_text(m, answered_calls(history, i)) if m.tool_results else m
+            for i, m in enumerate(history)
+        ]
     else:
-        messages = _answer_layout(history, calls)
+        messages = _answer_layout(history)
     return request.model_copy(update={"messages": messages})
 
 
-def _answer_layout(history: list[Message], calls: dict[str, ToolCall]) -> list[Message]:
+def _answer_layout(history: list[Message]) -> list[Message]:
     messages: list[Message] = []
     found: list[str] = []  # what the calls since the last prompt found
     prompt: int | None = None  # where that prompt is in `messages`
-    for message in history:
+    for index, message in enumerate(history):
         if message.tool_results:
+            calls = answered_calls(history, index)
             found.extend(_finding(r, calls.get(r.tool_call_id)) for r in message.tool_results)
             found.extend(b.text for b in message.content if isinstance(b, TextBlock))
             continue

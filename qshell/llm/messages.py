@@ -14,6 +14,7 @@ rather than mutating old ones, so a speculation can share history safely.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -206,6 +207,16 @@ def current_turn_start(messages: list[Message]) -> int:
         if message.role == "user" and not message.tool_results:
             return index
     return -1
+
+
+def answered_calls(messages: Sequence[Message], index: int) -> dict[str, ToolCall]:
+    """The calls, by id, that the results of `messages[index]` answer: those of the
+    message before it. An id names a call only there, since ids repeat across responses
+    on some servers (`call_0` in every one)."""
+    before = messages[index - 1] if index > 0 and messages[index].tool_results else None
+    if before is None or before.role != "assistant":
+        return {}
+    return {call.id: call for call in before.tool_calls}
 
 
 def without_cut_calls(messages: list[Message]) -> list[Message]:
