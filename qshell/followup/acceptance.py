@@ -75,20 +75,16 @@ def take_over(
     if step is Step.OVER:
         return 0
     shown = 0
-    notice = _finishing(spec) if step is Step.BATCH else None
-    ahead = len(spec.events) if show else 0  # the notice comes after the events so far
     unregister = cancel.on_cancel(spec.cut)
     try:
-        if notice is not None and not ahead:
-            yield notice
+        if step is Step.BATCH:  # first: a line between a call and its result splits them
+            yield _finishing(spec)
         for event in spec.follow():
             if isinstance(event, TurnFinished | TurnFailed):
                 break  # the end, and nothing after it, is accept's to tell
             if show:
                 shown += 1
                 yield event
-                if notice is not None and shown == ahead:
-                    yield notice
     finally:
         unregister()
     return shown
