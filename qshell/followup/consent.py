@@ -61,7 +61,9 @@ class Question:
     changes: tuple[FileChange, ...]
 
 
-def _asks(runner: MainToolRunner, ctx: ToolContext, calls: Iterable[SpeculatedCall]) -> list:
+def _asks(
+    runner: MainToolRunner, ctx: ToolContext, calls: Iterable[SpeculatedCall]
+) -> list[SpeculatedCall]:
     """The calls among `calls` that, made live now, would not run without a question."""
     return [c for c in calls if runner.would_ask(c.tool, c.args, ctx) is not None]
 
@@ -92,7 +94,7 @@ def question(spec: Speculation, runner: MainToolRunner, ctx: ToolContext) -> Que
     ]
     if not asked and not guarded:
         return None
-    commands = tuple(_command(c) for c in asked if _command(c) is not None)
+    commands = tuple(command for c in asked if (command := _command(c)) is not None)
     calls = tuple(_label(c) for c in asked if _command(c) is None)
     return Question(commands, calls, found)
 

@@ -38,13 +38,13 @@ from qshell.agent.events import (
     TurnFailed,
     TurnFinished,
 )
-from qshell.llm.messages import ToolCall
 from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, SpeculationSettings
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
+from qshell.llm.messages import ToolCall
 from qshell.overlay import Overlay
 from qshell.tools.base import ErrorType
 

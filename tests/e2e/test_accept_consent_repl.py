@@ -55,10 +55,10 @@ def finished(llm_server, child: Term, answer: Rule) -> None:
     time.sleep(0.5)  # the speculation's last round is answered; let it finish
 
 
-def test_in_auto_edit_mode_a_speculated_rm_asks_and_the_file_stays_until_apply(
-    llm_server, project
-):
-    child, answer, _ = speculating(llm_server, project, RM, "removed-it", "--approval-mode", "auto-edit")
+def test_in_auto_edit_mode_a_speculated_rm_asks_and_the_file_stays_until_apply(llm_server, project):
+    child, answer, _ = speculating(
+        llm_server, project, RM, "removed-it", "--approval-mode", "auto-edit"
+    )
     finished(llm_server, child, answer)
     child.send("\t")
     child.submit("")

@@ -136,4 +136,3 @@ def turn(run: Run, answer) -> list[Event]:
         if isinstance(event, ApplyRequested):
             answer(event)
     return seen
-

@@ -40,7 +40,9 @@ def test_deletions_and_protected_paths_are_marked_and_listed_first():
 
 def test_a_deletion_past_the_listed_files_is_still_shown():
     many = tuple(FileChange(f"f{i:03}.txt", ChangeKind.CREATED) for i in range(APPLY_FILES + 5))
-    request = ApplyRequested("p", ("x",), (*many, FileChange("zz.txt", ChangeKind.DELETED)), Future())
+    request = ApplyRequested(
+        "p", ("x",), (*many, FileChange("zz.txt", ChangeKind.DELETED)), Future()
+    )
     view = apply_view(request)
     assert view.files[0] == "- zz.txt (deleted)"
     assert view.more == 6
