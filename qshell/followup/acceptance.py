@@ -32,7 +32,7 @@ from qshell.agent.events import (
 from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
-from qshell.followup.speculation import Speculation, SpeculationOutcome, Status, Step
+from qshell.followup.speculation import RunStep, Speculation, SpeculationOutcome, Status
 from qshell.latency.router import Router
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict
@@ -63,7 +63,7 @@ class _Injection:
 
 
 def take_over(
-    spec: Speculation, step: Step, cancel: CancelToken, *, show: bool = True
+    spec: Speculation, step: RunStep, cancel: CancelToken, *, show: bool = True
 ) -> Generator[Event, None, int]:
     """Accepted while the run is in a `step` (`Speculation.finish_step`): let it end — the
     model round in flight, or the tool batch it runs, so a command is finished rather than
@@ -72,12 +72,12 @@ def take_over(
     which `accept` does not replay. A batch gets a notice first, that the prepared command
     is being finished. The turn's end is left to the caller; nothing is shown when the run
     is over. The user's cancel cuts the step (the caller then drops the speculation)."""
-    if step is Step.OVER:
+    if step is RunStep.OVER:
         return 0
     shown = 0
     unregister = cancel.on_cancel(spec.cut)
     try:
-        if step is Step.BATCH:  # first: a line between a call and its result splits them
+        if step is RunStep.BATCH:  # first: a line between a call and its result splits them
             yield _finishing(spec)
         for event in spec.follow():
             if isinstance(event, TurnFinished | TurnFailed):

@@ -62,7 +62,7 @@ class Status(enum.StrEnum):
     ABORTED = "aborted"
 
 
-class Step(enum.StrEnum):
+class RunStep(enum.StrEnum):
     """What an accept found the run doing (`finish_step`), which it lets end first."""
 
     OVER = "over"  # ended, or never started: nothing to finish
@@ -136,7 +136,7 @@ class Speculation:
         self._arrived = threading.Condition(self._lock)  # an event was added, or the run ended
         self._tools_left = 0  # calls of the last round still to finish (under _lock)
         self._batch: list[ToolCall] = []  # the calls of the last round (under _lock)
-        self._finish: Step = Step.OVER  # accepted mid-step: stop once it ends (under _lock)
+        self._finish: RunStep = RunStep.OVER  # accepted mid-step: stop once it ends (under _lock)
         self.accepted_at: float | None = None
         self._started = False  # run() has begun (set under _lock)
         self._ended = False  # the run is over, or will never start (under _lock, before `done`)
@@ -201,10 +201,10 @@ class Speculation:
             calls = last.tool_calls if last is not None and last.role == "assistant" else []
             self._tools_left = len(calls)
             self._batch = list(calls)
-            return self._finish is Step.ROUND
+            return self._finish is RunStep.ROUND
         if isinstance(event, ToolFinished) and self._tools_left:
             self._tools_left -= 1
-            return self._finish is Step.BATCH and not self._tools_left
+            return self._finish is RunStep.BATCH and not self._tools_left
         return False
 
     def _stop(self, reason: Status) -> None:
@@ -260,15 +260,15 @@ class Speculation:
             if never_ran:
                 self.done.set()
 
-    def finish_step(self) -> Step:
+    def finish_step(self) -> RunStep:
         """Accepted while running: let the model round in flight, or the tool batch it runs,
         run to its end and stop the run then, before anything new starts. Says which it
         is; OVER, and nothing changes, when the run has ended or not started."""
         with self._lock:
             self.accepted_at = self.clock()
             if not self._started or self._ended:
-                return Step.OVER
-            self._finish = Step.BATCH if self._tools_left else Step.ROUND
+                return RunStep.OVER
+            self._finish = RunStep.BATCH if self._tools_left else RunStep.ROUND
             return self._finish
 
     def running_calls(self) -> list[ToolCall]:
