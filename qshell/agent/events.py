@@ -166,18 +166,23 @@ class ChangeKind(enum.StrEnum):
 class FileChange:
     path: str  # relative to the project root
     kind: ChangeKind
+    # the protected paths (protectedPaths) at or below `path` that the change touches
+    protected: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ApplyRequested:
-    """An accepted speculation ran commands the user would have been asked about (default
-    mode): before anything of it is shown or applied, the user chooses; the front-end
-    resolves `future`. `changes` is what applying would do to the project."""
+    """An accepted speculation did what a live turn in the same mode would have asked about
+    (a command not proven read-only, a protected path…): before anything of it is shown or
+    applied, the user chooses; the front-end resolves `future`. `commands` are the shell
+    commands asked about, `calls` the other calls (as `tool {args}`), `changes` what
+    applying would do to the project, deletions and protected paths among them."""
 
     prompt: str
     commands: tuple[str, ...]
     changes: tuple[FileChange, ...]
     future: Future[ApplyChoice] = field(compare=False)
+    calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

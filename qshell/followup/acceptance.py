@@ -5,8 +5,8 @@ round, the calls of a batch it stopped in, the events to replay), applies the ov
 all-or-nothing, lets the session adopt the messages, their usage and the files they read,
 and returns an `Acceptance`: accepted, conflict or failed, with the events of the real turn
 — the replay, then a live continuation when the run stopped early, so nothing already
-executed runs twice. `take_over` shows a run accepted mid-round as it arrives instead of
-cutting that round. It must not run a speculation or decide what one may do (speculation.py
+executed runs twice. `take_over` shows a run accepted mid-round (or mid-batch) as it arrives
+instead of cutting that round or command. It must not run a speculation or decide what one may do (speculation.py
 and the gate do), and it fails open: whatever breaks before the messages joined the history
 leaves the prompt to run as a normal turn. Called from the front-end's side (the thread
 that runs the real turn), never the speculation's own thread; `accept` waits for the run
@@ -32,7 +32,7 @@ from qshell.agent.events import (
 from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
-from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
+from qshell.followup.speculation import RunStep, Speculation, SpeculationOutcome, Status
 from qshell.latency.router import Router
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyConflict
@@ -62,25 +62,48 @@ class _Injection:
     replay: Sequence[Event]
 
 
-def take_over(spec: Speculation, cancel: CancelToken) -> Generator[Event, None, int]:
-    """Accepted while a model round is in flight: yield the run's events so far and that
-    round's as they arrive, then let the run stop before it starts anything new (the round
-    is not cut and asked for again). Returns how many events it showed, which `accept`
-    does not replay; the turn's end is left to it. Shows nothing when the run is over or
-    in a tool batch. The user's cancel cuts the round."""
-    if not spec.finish_round():
+def take_over(
+    spec: Speculation, step: RunStep, cancel: CancelToken, *, show: bool = True
+) -> Generator[Event, None, int]:
+    """Accepted while the run is in a `step` (`Speculation.finish_step`): let it end — the
+    model round in flight, or the tool batch it runs, so a command is finished rather than
+    cut and run again — and the run stop before it starts anything new. With `show`, yield
+    the run's events so far and that step's as they arrive; returns how many it showed,
+    which `accept` does not replay. A batch gets a notice first, that the prepared command
+    is being finished. The turn's end is left to the caller; nothing is shown when the run
+    is over. The user's cancel cuts the step (the caller then drops the speculation)."""
+    if step is RunStep.OVER:
         return 0
     shown = 0
     unregister = cancel.on_cancel(spec.cut)
     try:
+        if step is RunStep.BATCH:  # first: a line between a call and its result splits them
+            yield _finishing(spec)
         for event in spec.follow():
             if isinstance(event, TurnFinished | TurnFailed):
                 break  # the end, and nothing after it, is accept's to tell
-            shown += 1
-            yield event
+            if show:
+                shown += 1
+                yield event
     finally:
         unregister()
     return shown
+
+
+FINISHING = "finishing the prepared command before using it (Ctrl-C drops the prepared answer)"
+
+
+def _finishing(spec: Speculation) -> Notice:
+    """`finishing the prepared command: $ make …`, naming the command the batch runs."""
+    commands = []
+    for call in spec.running_calls():
+        try:
+            command = call.parsed_arguments().get("command")
+        except ValueError:
+            command = None
+        commands.append(f"$ {command}" if isinstance(command, str) else call.name)
+    named = "; ".join(commands)
+    return Notice(f"{FINISHING}: {named}" if named else FINISHING)
 
 
 def _plan(spec: Speculation, shown: int) -> _Injection:
@@ -178,14 +201,31 @@ def accept(
         return Acceptance(SpeculationOutcome.FAILED, turn, detail=str(exc))
     session.tool_context.reads.adopt(spec.overlay.view)  # what it read is the session's now
     spec.overlay.discard()
-    saved = max(0.0, min(accepted_at, spec.completed_at or accepted_at) - spec.started_at)
+    # what was saved is the work kept, done before the user asked for it: not the time of a
+    # command cut and run again live, nor the time accept waited for one to finish
+    saved = max(0.0, min(accepted_at, spec.work_until()) - spec.started_at)
     session.adopt(spec.fork, injection.messages, saved_s=saved)
     accepted = SpeculationAccepted(
         saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
     )
+    injection = _once(injection)
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork, router)
     commands = tuple(spec.runner.overlay_commands)
     return Acceptance(SpeculationOutcome.ACCEPTED, events, saved_s=saved, commands=commands)
+
+
+def _once(injection: _Injection) -> _Injection:
+    """Each call shows once: a call the live continuation runs again (its speculated run
+    was cut) is not also replayed, cancelled, before it."""
+    if injection.pending is None:
+        return injection
+    again = {c.id for c in injection.pending.calls if c.id not in injection.pending.known}
+    replay = [
+        e
+        for e in injection.replay
+        if not (isinstance(e, ToolStarted | ToolFinished) and e.call_id in again)
+    ]
+    return replace(injection, replay=replay)
 
 
 def _afresh(

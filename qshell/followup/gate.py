@@ -88,6 +88,14 @@ class Boundary(ControlSignal):
         return f"{self.type} boundary at {self.tool}: {self.detail}"
 
 
+@dataclass(frozen=True, slots=True)
+class SpeculatedCall:
+    """A call the speculation ran: what accept asks the live rule about (consent.py)."""
+
+    tool: Tool
+    args: Any
+
+
 class SpeculativeRunner:
     """The ToolRunner of a speculative turn: allow through the overlay, or raise Boundary."""
 
@@ -100,6 +108,8 @@ class SpeculativeRunner:
         self.reads_only = reads_only
         self.overlay_commands: list[str] = []  # commands whose overlay results stand, in order
         self.overlay_started = 0  # commands started on the kernel overlay (taken in or not)
+        self.started: list[SpeculatedCall] = []  # every call it started, in order
+        self.kept: list[SpeculatedCall] = []  # those whose results stand (not cancelled)
         self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
         self._lock = threading.Lock()
 
@@ -156,6 +166,8 @@ class SpeculativeRunner:
 
     def _shell(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
         command = str(getattr(args, "command", ""))
+        if self.mode is ApprovalMode.PLAN:  # a live plan turn runs none: continue live
+            raise Boundary(BoundaryType.BASH, tool.name, f"{command} (plan mode runs no commands)")
         proof, concern = judged_shell(command, ctx)
         if concern is None and not self.overlay.has_writes:
             return ALLOW  # proven read-only: it runs on the real tree, read-only
@@ -201,6 +213,16 @@ class SpeculativeRunner:
         """Speculation never asks, so there is nothing to remember."""
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
+        call = SpeculatedCall(tool, args)
+        with self._lock:
+            self.started.append(call)
+        result = self._execute(tool, args, ctx)
+        if result.error is None or result.error.type is not ErrorType.CANCELLED:
+            with self._lock:  # a cancelled call left nothing: it is answered live
+                self.kept.append(call)
+        return result
+
+    def _execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         with self._lock:
             on_overlay = self._on_overlay.pop(id(args), None) is args
         if on_overlay:

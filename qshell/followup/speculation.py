@@ -7,15 +7,18 @@ overlay, buffering the events for replay. It stops at the first boundary, at the
 (rounds, messages, wall clock, output tokens), or when aborted. It owns the run and its
 overlay's life; turning a run into the real turn is acceptance.py's (`accept`, `take_over`),
 which reads the fork, the buffered events and the status this leaves, and uses the verbs
-here to stop the run (`stop_for_accept`, `finish_round`, `cut`, `follow`). Until then no
+here to stop the run (`stop_for_accept`, `finish_step`, `cut`, `follow`). Until then no
 read of a speculation counts outside its overlay. Fail open: errors are logged and the
 run ends FAILED, never half-done. One background thread runs it; `abort()`, `release()`
 and acceptance come from the front-end's thread. `abort()` never waits: it cancels the run
 (the loop's token closes the HTTP call and stops the tools) and returns at once; the
 overlay is discarded when the run has actually ended, on whichever thread sees that last
 (`release`), and the callback given to `abort` runs then too. Accepted while a model round
-still streams, the run stops once that round ends, before it starts anything new; while
-it runs tools, `stop_for_accept()` stops it at once and waits for it (the done-event).
+still streams, or while it runs a tool batch, the run stops once that round or batch ends,
+before it starts anything new (`finish_step`: a command is not cut and run again);
+`stop_for_accept()` stops it at once and waits for it (the done-event). Each event is
+stamped with when it arrived, so accept counts as saved only the work it keeps
+(`work_until`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, SpeculationSettings
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
+from qshell.llm.messages import ToolCall
 from qshell.overlay import Overlay
+from qshell.tools.base import ErrorType
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +60,14 @@ class Status(enum.StrEnum):
     LIMIT = "limit"
     FAILED = "failed"
     ABORTED = "aborted"
+
+
+class RunStep(enum.StrEnum):
+    """What an accept found the run doing (`finish_step`), which it lets end first."""
+
+    OVER = "over"  # ended, or never started: nothing to finish
+    ROUND = "round"  # a model round streams: it ends, its calls do not start
+    BATCH = "batch"  # a tool batch runs: its calls finish, the next round does not start
 
 
 class SpeculationOutcome(enum.StrEnum):
@@ -112,6 +125,7 @@ class Speculation:
         self.status = Status.RUNNING
         self.boundary: Boundary | None = None
         self.events: list[Event] = []
+        self.times: list[float] = []  # when each event arrived (the clock's time)
         self.started_at = clock()
         self.completed_at: float | None = None
         self.done = threading.Event()
@@ -121,7 +135,8 @@ class Speculation:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # an event was added, or the run ended
         self._tools_left = 0  # calls of the last round still to finish (under _lock)
-        self._finish_round = False  # accepted mid-round: stop once the round ends (under _lock)
+        self._batch: list[ToolCall] = []  # the calls of the last round (under _lock)
+        self._finish: RunStep = RunStep.OVER  # accepted mid-step: stop once it ends (under _lock)
         self.accepted_at: float | None = None
         self._started = False  # run() has begun (set under _lock)
         self._ended = False  # the run is over, or will never start (under _lock, before `done`)
@@ -147,6 +162,7 @@ class Speculation:
                     continue  # an accepted turn is shown whole, or by take_over with no gap
                 with self._lock:
                     self.events.append(event)
+                    self.times.append(self.clock())
                     round_over = self._track(event)
                     self._arrived.notify_all()
                 if round_over:  # the accepted turn took this round over; start nothing new
@@ -178,15 +194,17 @@ class Speculation:
                 log.exception("speculation callback failed")
 
     def _track(self, event: Event) -> bool:
-        """Under the lock: count the calls the round just finished asks for; True when that
-        round ended and an accept asked to stop then."""
+        """Under the lock: count the calls the round just finished asks for; True when the
+        round (or batch) an accept asked to finish ended."""
         if isinstance(event, RoundFinished):
             last = self.fork.history[-1] if self.fork.history else None
             calls = last.tool_calls if last is not None and last.role == "assistant" else []
             self._tools_left = len(calls)
-            return self._finish_round
-        if isinstance(event, ToolFinished):
-            self._tools_left = max(0, self._tools_left - 1)
+            self._batch = list(calls)
+            return self._finish is RunStep.ROUND
+        if isinstance(event, ToolFinished) and self._tools_left:
+            self._tools_left -= 1
+            return self._finish is RunStep.BATCH and not self._tools_left
         return False
 
     def _stop(self, reason: Status) -> None:
@@ -242,16 +260,38 @@ class Speculation:
             if never_ran:
                 self.done.set()
 
-    def finish_round(self) -> bool:
-        """Accepted while running: when a model round is in flight (not a tool batch, and
-        the run has started), let it run to its end and stop the run then; False, and
-        nothing changes, otherwise."""
+    def finish_step(self) -> RunStep:
+        """Accepted while running: let the model round in flight, or the tool batch it runs,
+        run to its end and stop the run then, before anything new starts. Says which it
+        is; OVER, and nothing changes, when the run has ended or not started."""
         with self._lock:
             self.accepted_at = self.clock()
-            if not self._started or self._ended or self._tools_left:
-                return False
-            self._finish_round = True
-            return True
+            if not self._started or self._ended:
+                return RunStep.OVER
+            self._finish = RunStep.BATCH if self._tools_left else RunStep.ROUND
+            return self._finish
+
+    def running_calls(self) -> list[ToolCall]:
+        """The calls of the batch it runs (the last round's, when it is in one)."""
+        with self._lock:
+            return list(self._batch) if self._tools_left else []
+
+    def calls(self) -> list[ToolCall]:
+        """Every tool call its history asks for so far, the batch it runs included."""
+        return [c for m in self.fork.history[self.base_length :] for c in m.tool_calls]
+
+    def work_until(self) -> float:
+        """When the last piece of work that stands was done: the end of its last model
+        round or of its last call not cancelled (a cut command saved nothing); its start
+        when there is none."""
+        with self._lock:
+            ends = [
+                at
+                for event, at in zip(self.events, self.times, strict=True)
+                if isinstance(event, RoundFinished | TurnFinished)
+                or (isinstance(event, ToolFinished) and not _cancelled(event))
+            ]
+        return max(ends, default=self.started_at)
 
     def cut(self) -> None:
         """End the round in flight now (the accepted turn was cancelled); never waits."""
@@ -288,6 +328,11 @@ class Speculation:
             Status.BOUNDARY,
             Status.LIMIT,
         )
+
+
+def _cancelled(event: ToolFinished) -> bool:
+    error = event.result.error
+    return error is not None and error.type is ErrorType.CANCELLED
 
 
 def _run_all(callbacks: Sequence[Callable[[], None]]) -> None:

@@ -32,7 +32,12 @@ from qshell.followup import consent
 from qshell.followup.acceptance import accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
-from qshell.followup.speculation import Speculation, SpeculationLimits, SpeculationOutcome, Status
+from qshell.followup.speculation import (
+    Speculation,
+    SpeculationLimits,
+    SpeculationOutcome,
+    Status,
+)
 from qshell.overlay import Overlay, OverlayUnavailable
 from qshell.permissions.runner import MainToolRunner
 from qshell.telemetry import Telemetry
@@ -164,28 +169,17 @@ class Speculator:
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]
         ) -> Iterator[Event]:
             session = self.conversation.session
-            if consent.wanted(spec, runner):  # the question comes before anything is shown
-                for _ in take_over(spec, cancel):
-                    pass
-                shown = 0
-            else:
-                shown = yield from take_over(spec, cancel)
-            spec.stop_for_accept()
-            if consent.wanted(spec, runner):
-                if not consent.settled(spec):  # it did not stop in time: run it for real
-                    choice: ApplyChoice | None = ApplyChoice.RERUN
-                elif cancel.cancelled:
-                    choice = None
-                elif spec.runner.overlay_commands:
-                    choice = yield from consent.ask(spec, cancel)
-                else:  # every command it started was cancelled: nothing of theirs stands
-                    choice = ApplyChoice.APPLY
-                if choice is not ApplyChoice.APPLY:
-                    self._drop_pipelined(spec)
-                    self._record(spec, consent.declined_outcome(choice), None)
-                    router = self.conversation.router
-                    yield from consent.declined(spec, choice, session, runner, cancel, router)
-                    return
+            ctx = session.tool_context
+            step = spec.finish_step()
+            quiet = consent.may_ask(spec, runner, ctx)  # the question comes before anything
+            shown = yield from take_over(spec, step, cancel, show=not quiet)
+            choice = yield from consent.choose(spec, runner, ctx, cancel, quiet=quiet)
+            if choice is not ApplyChoice.APPLY:
+                self._drop_pipelined(spec)
+                self._record(spec, consent.declined_outcome(choice), None)
+                router = self.conversation.router
+                yield from consent.declined(spec, choice, session, runner, cancel, router)
+                return
             acceptance = accept(
                 spec,
                 session,

@@ -6,8 +6,9 @@ session; then the gate plugins have their say within the fixed limits
 (permissions/plugin_gate.py, asked by the speculative gate too) and ASK becomes DENY when
 nobody can be asked; before an edit-kind call runs it hands each path the call writes to
 the session's checkpoints (for /undo). `ToolRunner` is the protocol the loop asks, which
-the speculation gate (followup/gate.py) implements too. The runner's memory is guarded by
-a lock.
+the speculation gate (followup/gate.py) implements too. `would_ask` is the same decision
+asked without running anything or remembering it: an accepted speculation asks it of each
+call its work stands on (followup/consent.py). The runner's memory is guarded by a lock.
 """
 
 from __future__ import annotations
@@ -57,9 +58,6 @@ class ToolRunner(Protocol):
         """Run an allowed call."""
 
 
-SHELL_TOOL = "shell"  # the tool whose commands a speculation may run on a kernel overlay
-
-
 class MainToolRunner:
     """The runner of normal turns and print mode, driven by the session's approval mode.
 
@@ -82,6 +80,28 @@ class MainToolRunner:
         self._lock = threading.Lock()
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
+        decision, confined = self._ruling(tool, args, ctx)
+        command = getattr(args, "command", None)
+        if confined and isinstance(command, str):  # it runs as a proven command runs
+            with self._lock:
+                self._proven.add(command)
+        return decision
+
+    def would_ask(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision | None:
+        """What this call, made live now, would not be let through with (the ASK or DENY
+        `decide` would give), or None when it would run without a question. It remembers
+        nothing: an accepted speculation asks it of each call its work stands on
+        (followup/consent.py), so accept asks exactly where a live turn would have."""
+        decision, _ = self._ruling(tool, args, ctx)
+        return None if decision.verdict is Verdict.ALLOW else decision
+
+    def would_ask_writing(self, kind: Kind, path: Path, ctx: ToolContext) -> Decision | None:
+        """`would_ask` for a call of `kind` that writes (or deletes) `path` alone."""
+        decision = decide(self.mode, kind, [Access(path, write=True)], ctx)
+        return None if decision.verdict is Verdict.ALLOW else decision
+
+    def _ruling(self, tool: Tool, args: Any, ctx: ToolContext) -> tuple[Decision, bool]:
+        """The decision on a live call, and whether it runs confined as a proven one."""
         accesses = tool.accesses(args, ctx)
         own = self._own_decision(tool, args, ctx, accesses)
         ruling = consult(
@@ -94,11 +114,8 @@ class MainToolRunner:
             speculative=False,
             unanswerable="" if self.interactive else NON_INTERACTIVE_HINT,
         )
-        command = getattr(args, "command", None)
-        if ruling.confined and isinstance(command, str):  # it runs as a proven command runs
-            with self._lock:
-                self._proven.add(command)
-        return Decision(ruling.verdict, ruling.decision.reason, always_asks=own.always_asks)
+        decision = Decision(ruling.verdict, ruling.decision.reason, always_asks=own.always_asks)
+        return decision, ruling.confined
 
     def _own_decision(
         self, tool: Tool, args: Any, ctx: ToolContext, accesses: Sequence[Access]
@@ -131,14 +148,6 @@ class MainToolRunner:
     def allow_always(self, tool: Tool) -> None:
         with self._lock:
             self._always.add(tool.name)
-
-    def asks_about_commands(self) -> bool:
-        """Whether a shell command not proven read-only would be asked about now: in default
-        and plan mode, unless the user allowed shell commands for the session."""
-        if self.mode not in (ApprovalMode.DEFAULT, ApprovalMode.PLAN):
-            return False
-        with self._lock:
-            return SHELL_TOOL not in self._always
 
     def execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         if self.checkpoints is not None and tool.kind in EDIT_KINDS:

@@ -14,7 +14,7 @@ the front-end's main thread; workers hand events over to it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -22,6 +22,7 @@ from qshell.agent.events import (
     ApplyRequested,
     ChangeKind,
     Event,
+    FileChange,
     HistoryCompacted,
     PermissionRequested,
     SpeculationAccepted,
@@ -225,25 +226,69 @@ class ApplyView:
     title: str
     commands: list[str]
     summary: str
-    files: list[str]  # `~ changed`, `+ created`, `- deleted`
+    files: list[str]  # `~ changed`, `+ created`, `- deleted (deleted)`, `… (protected: …)`
     more: int
+    warnings: list[str] = field(default_factory=list)  # deletions, protected paths: stand out
+    marked: int = 0  # how many of the first `files` are deletions or touch protected paths
 
 
 def apply_view(request: ApplyRequested) -> ApplyView:
-    count = len(request.commands)
+    count = len(request.commands) + len(request.calls)
     title = (
         f"The prepared answer ran {count} {'command' if count == 1 else 'commands'} "
         "you were not asked about, on a copy of your files:"
     )
     commands = [line for command in request.commands for line in command_lines(command)]
+    commands += [one_line(c) for c in request.calls]
     n = len(request.changes)
     summary = (
         f"Applying it changes {n} {'file' if n == 1 else 'files'} in the project:"
         if n
         else "It changed no file of the project."
     )
-    files = [f"{_CHANGE_MARKS[c.kind]} {clean(c.path)}" for c in request.changes]
-    return ApplyView(title, commands, summary, files[:APPLY_FILES], max(0, n - APPLY_FILES))
+    # the changes that stand out come first, so a long list never hides them
+    standing_out = sorted(request.changes, key=lambda c: not _stands_out(c))
+    files = [_change_line(c) for c in standing_out]
+    return ApplyView(
+        title,
+        commands,
+        summary,
+        files[:APPLY_FILES],
+        max(0, n - APPLY_FILES),
+        _apply_warnings(request.changes),
+        sum(_stands_out(c) for c in request.changes),
+    )
+
+
+def _stands_out(change: FileChange) -> bool:
+    return change.kind is ChangeKind.DELETED or bool(change.protected)
+
+
+def _change_line(change: FileChange) -> str:
+    """`- notes.txt (deleted)`, `- pkg (deleted; protected: pkg/.husky)`, `~ a.py`."""
+    notes = ["deleted"] if change.kind is ChangeKind.DELETED else []
+    if change.protected:
+        notes.append(f"protected: {', '.join(clean(p) for p in change.protected)}")
+    note = f" ({'; '.join(notes)})" if notes else ""
+    return f"{_CHANGE_MARKS[change.kind]} {clean(change.path)}{note}"
+
+
+def _apply_warnings(changes: Sequence[FileChange]) -> list[str]:
+    """`! deletes 2 files: a.txt, b.txt`, `! touches protected paths: .github/workflows`."""
+    deleted = [clean(c.path) for c in changes if c.kind is ChangeKind.DELETED]
+    protected = [clean(p) for c in changes for p in c.protected]
+    found = []
+    if deleted:
+        plural = "file" if len(deleted) == 1 else "files"
+        found.append(f"! deletes {len(deleted)} {plural}: {_some(deleted)}")
+    if protected:
+        found.append(f"! touches protected paths (git, tool configuration): {_some(protected)}")
+    return found
+
+
+def _some(paths: Sequence[str]) -> str:
+    shown = ", ".join(paths[:APPLY_FILES])
+    return shown if len(paths) <= APPLY_FILES else f"{shown}, … {len(paths) - APPLY_FILES} more"
 
 
 def usage_line(usage: Usage, rounds: int, *, sep: str) -> str:

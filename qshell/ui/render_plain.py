@@ -129,6 +129,8 @@ class PlainRenderer:
             self._line(PREVIEW_INDENT + line, cut=False)
         if view.more:
             self._line(f"{PREVIEW_INDENT}{ELLIPSIS} {view.more} more files")
+        for line in view.warnings:
+            self._line(line, cut=False)
 
     def notice(self, text: str) -> None:
         self._line(one_line(text))

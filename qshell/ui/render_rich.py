@@ -207,10 +207,13 @@ class RichRenderer:
         for line in view.commands:
             self._print(Text(INDENT + line), wrap=True)
         self._print(Text(view.summary, style="dim"))
-        for line in view.files:
-            self._print(Text(INDENT + line, style=_diff_style(line)), wrap=True)
+        for index, line in enumerate(view.files):
+            style = "bold red" if index < view.marked else _diff_style(line)
+            self._print(Text(INDENT + line, style=style), wrap=True)
         if view.more:
             self._print(Text(f"{INDENT}… {view.more} more files", style="dim"))
+        for line in view.warnings:
+            self._print(Text(line, style="bold red"), wrap=True)
 
     def notice(self, text: str) -> None:
         self._take_held()

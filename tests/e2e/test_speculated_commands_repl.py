@@ -39,7 +39,7 @@ def project(tmp_path: Path) -> Path:
 def test_run_the_tests_is_speculated_for_real_and_shown_finished_at_once(llm_server, project):
     before = listing(project)
     command = f"{sys.executable} -m pytest -q"
-    child, answer = speculate_tests(llm_server, project, command, "--approval-mode", "auto-edit")
+    child, answer = speculate_tests(llm_server, project, command, "--yolo")
     child.send("\t")
     child.submit("")
     shown_at_once(child, llm_server, answer, project, before)

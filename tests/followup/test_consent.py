@@ -34,7 +34,8 @@ from qshell.agent.events import (
 )
 from qshell.config import ApprovalMode, Settings
 from qshell.followup import overlay_run
-from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE, UNSETTLED_NOTICE
+from qshell.followup.acceptance import FINISHING
+from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE
 from qshell.followup.speculation import Speculation, Status
 from qshell.followup.speculator import Speculator
 from qshell.llm.messages import Message
@@ -179,9 +180,9 @@ def test_cancelling_at_the_question_applies_nothing(tmp_path):
     assert not run.overlay.directory.exists()
 
 
-def test_auto_edit_mode_applies_without_asking(tmp_path):
+def test_yolo_mode_applies_without_asking(tmp_path):
     setup = project(tmp_path, FILES)
-    run = speculate(setup, [COMMAND], mode=ApprovalMode.AUTO_EDIT)
+    run = speculate(setup, [COMMAND], mode=ApprovalMode.YOLO)
     events = accepted_turn(run, ApplyChoice.DISCARD)
     assert not of_type(events, ApplyRequested)
     assert of_type(events, SpeculationAccepted)
@@ -213,11 +214,11 @@ def test_in_plan_mode_a_writing_command_is_still_a_boundary(tmp_path):
     assert (run.root / "a.txt").exists()
 
 
-def test_enter_while_a_command_is_still_taken_in_never_applies_it_unasked(tmp_path, monkeypatch):
-    """The run has not stopped when the accept stops waiting for it (a slow take-in of a
-    big result): whether its commands stand is not known yet, so nothing of it is shown
-    or applied; the prompt runs for real and its command is asked about."""
-    monkeypatch.setattr("qshell.followup.speculation.ACCEPT_WAIT_S", 0.2)
+def test_enter_while_a_command_is_still_taken_in_waits_for_it_then_asks(tmp_path, monkeypatch):
+    """Accepted while its command's result is still taken in (a slow take-in of a big
+    result): the accept waits for that command, saying so, shows nothing of the answer,
+    then asks about it; the next round and its command never run, and discarding leaves
+    every file as it was."""
     taking_in = threading.Event()
     real = overlay_run.ignored
 
@@ -248,12 +249,16 @@ def test_enter_while_a_command_is_still_taken_in_never_applies_it_unasked(tmp_pa
     events = []
     for event in setup.conversation.run_prepared(speculator.prepared_turn(spec)):
         events.append(event)
-        if isinstance(event, PermissionRequested):
-            event.future.set_result(PermissionReply(PermissionAnswer.DENY, "no"))
+        if isinstance(event, ApplyRequested):
+            event.future.set_result(ApplyChoice.DISCARD)
     worker.join(20)
-    assert not of_type(events, ApplyRequested) and not of_type(events, SpeculationAccepted)
-    assert Notice(UNSETTLED_NOTICE) in events
-    assert [q.args["command"] for q in of_type(events, PermissionRequested)] == [second]
+    assert events[0] == Notice(f"{FINISHING}: $ {first}")
+    question = events[1]
+    assert isinstance(question, ApplyRequested), events
+    assert question.commands == (first,)
+    assert question.changes == (FileChange("one.txt", ChangeKind.CREATED),)
+    assert events[2:] == [Notice(DISCARD_NOTICE)]
+    assert [c.args.command for c in spec.runner.started] == [first]  # never `second`
     assert not (setup.root / "one.txt").exists() and not (setup.root / "two.txt").exists()
 
 
