@@ -134,6 +134,8 @@ def _plan(spec: Speculation, shown: int) -> _Injection:
         ran = {c.id: known[asked, c.id] for c in calls if (asked, c.id) in known}
         pending = PendingCalls(calls, ran)
     kept = {(spec.base_length + i, c.id) for i, m in enumerate(new) for c in m.tool_calls}
+    if pending is not None:  # a call the continuation runs again shows once, live
+        kept -= {(asked, c.id) for c in pending.calls if c.id not in pending.known}
     replay = [
         e
         for e in spec.events[shown:]
@@ -208,24 +210,9 @@ def accept(
     accepted = SpeculationAccepted(
         saved_s=saved, files=tuple(written), completed=spec.status is Status.COMPLETED
     )
-    injection = _once(injection)
     events = _accepted_turn(injection, accepted, session, runner, cancel, spec.fork, router)
     commands = tuple(spec.runner.overlay_commands)
     return Acceptance(SpeculationOutcome.ACCEPTED, events, saved_s=saved, commands=commands)
-
-
-def _once(injection: _Injection) -> _Injection:
-    """Each call shows once: a call the live continuation runs again (its speculated run
-    was cut) is not also replayed, cancelled, before it."""
-    if injection.pending is None:
-        return injection
-    again = {c.id for c in injection.pending.calls if c.id not in injection.pending.known}
-    replay = [
-        e
-        for e in injection.replay
-        if not (isinstance(e, ToolStarted | ToolFinished) and e.call_id in again)
-    ]
-    return replace(injection, replay=replay)
 
 
 def _afresh(
