@@ -37,6 +37,7 @@ from qshell.permissions.git_scope import GIT_TIMEOUT_S
 from qshell.permissions.policy import PROTECTED_REASON
 from qshell.sandbox import SandboxUnavailable
 from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
 SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
 IGNORED_PARTS = frozenset(
@@ -78,7 +79,7 @@ def run_on_overlay(
     then take what it changed into `overlay`; RunRefused when its result cannot stand (the
     caller makes that a boundary; nothing of it is then taken in)."""
     try:
-        overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
+        overlay.record_base(stop=lambda: ctx.cancel.cancelled)
     except ReadsUnrecorded as exc:
         raise RunRefused(str(exc)) from None
     limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
@@ -119,7 +120,7 @@ def _take_in(
         raise RunRefused(f"its output shows a network failure ({failure.group()})")
     try:
         changed = overlay.changes_in(layer)
-        protected = [r for r in changed if ctx.paths.is_protected(ctx.root / r)]
+        protected = protected_changes(ctx.paths, changed)
         if protected:
             raise RunRefused(f"{', '.join(protected)} {PROTECTED_REASON}")
         environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
@@ -127,6 +128,16 @@ def _take_in(
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise RunRefused(str(exc)) from None
+
+
+def protected_changes(paths: PathResolver, changed: list[str]) -> list[str]:
+    """The protected paths (sorted) that the layer's `changed` paths write, delete or
+    replace: a deleted or replaced directory takes every protected path below it in the
+    real tree with it, nested ones included (`PathResolver.protected_within`)."""
+    found: set[str] = set()
+    for rel in changed:
+        found.update(paths.protected_within(paths.root / rel.rstrip("/")))
+    return sorted(found)
 
 
 def command_environ(environ: Mapping[str, str]) -> dict[str, str]:
