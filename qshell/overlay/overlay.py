@@ -67,6 +67,7 @@ from qshell.overlay.upper import (
     drop,
     merge,
     reconcile,
+    refuse_privileged,
     scan,
     snapshot,
 )
@@ -257,13 +258,14 @@ class Overlay:
         originals read from the real tree, whiteouts and replaced directories recorded as
         deletions (upper.py). When `record_base` took a base before the command, any path
         the layer touches that the user changed meanwhile spoils the overlay: apply then
-        reports it as a conflict, and the user's version stays. OverlayEscape (nothing taken in) for a symlink or special
-        file in the layer; once the move has begun, a failure spoils the overlay (it raises
+        reports it as a conflict, and the user's version stays. OverlayEscape (nothing taken
+        in) for a symlink, special file, setuid/setgid bit or file capability in the layer; once the move has begun, a failure spoils the overlay (it raises
         OverlayEscape, ReadsUnrecorded for a deleted tree too large to check, or OSError)."""
         with self._lock:
             self._check_open()
             base, self._base = self._base, None
             try:
+                refuse_privileged(layer, self.root)
                 entries = drop(layer, scan(layer), unwanted)
             except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None

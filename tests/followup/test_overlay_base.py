@@ -149,3 +149,15 @@ def test_a_symlink_read_through_and_re_pointed_meanwhile_is_a_conflict(tmp_path)
     events = run.accept()
     assert not any(isinstance(e, SpeculationAccepted) for e in events)
     assert not (setup.root / "copy.txt").exists()
+
+
+def test_a_setuid_bit_a_command_sets_is_a_boundary_never_applied(tmp_path):
+    setup = project(tmp_path, {"tool.sh": "#!/bin/sh\n"})
+    before = tree(setup.root)
+    run = speculate(setup, ["chmod u+s,g+s tool.sh && cp tool.sh copy.sh"])
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary is not None and "setuid" in run.spec.boundary.detail
+    assert not run.overlay.has_writes
+    setup.script(Message.assistant("stopped there"))
+    run.accept()
+    assert tree(setup.root) == before
