@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,11 +26,11 @@ from tests.followup.test_speculation_properties import tree
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
 
 
-def while_it_runs(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
+def while_it_runs(monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]) -> None:
     """Do `act` after the command ran and before what it left is taken in."""
     original = overlay_run._take_in
 
-    def hooked(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def hooked(*args: Any, **kwargs: Any) -> list[str]:
         act()
         return original(*args, **kwargs)
 
