@@ -146,7 +146,9 @@ class SandboxMode(enum.StrEnum):
 class SandboxSettings(_Section):
     enabled: SandboxMode = SandboxMode.AUTO
     speculate_commands: bool = True  # run any command a speculation meets on a kernel overlay
-    apply_ignored: bool = False  # apply the files such a command made that the project ignores
+    # apply the files such a command made under paths the project ignores (`build/`, caches),
+    # as a real run leaves them; off, they are dropped and the command's result says so
+    apply_ignored: bool = True
 
 
 class TelemetrySettings(_Section):

@@ -181,9 +181,8 @@ def accept(
         if problems:
             raise ValueError(f"speculated history does not pair up: {problems}")
         written = list(spec.overlay.written)
-        protected = [
-            rel for rel in written if spec.overlay.resolver.is_protected(session.project_root / rel)
-        ]
+        resolver = spec.overlay.resolver  # a removal takes the protected paths below it
+        protected = [p for rel in written for p in resolver.protected_within(resolver.root / rel)]
         if protected:  # the gate never lets one in; an accept never writes one either
             raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
         if on_apply is not None:

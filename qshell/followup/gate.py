@@ -21,7 +21,8 @@ are recorded with the overlay (`shell_scope.command_reads`), so accept can tell 
 file by its content, a directory by every file below it (whether or not the proof saw the
 command recurse: what a command does with a directory it names is not always known), and a
 path known only at run time (a glob, `$…`) by every file below its literal leading
-directories. A command reading too many files to record is a `bash` boundary. A boundary is
+directories; for a git command, also HEAD, the index and the refs (a commit meanwhile makes
+its answer stale). A command reading too many files to record is a `bash` boundary. A boundary is
 raised as `Boundary`, a control signal that ends the speculative turn; it is never a
 QshellError. A plugin's tool is a `denied_tool` boundary unless it reads or searches and
 declares the paths it reads (tools/registered.py). The gate plugins then have their say
@@ -45,7 +46,7 @@ from qshell.errors import ControlSignal
 from qshell.followup.overlay_run import RunRefused, outside_world, overlay_launcher, run_on_overlay
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
-from qshell.permissions.git_scope import git_output
+from qshell.permissions.git_scope import git_output, git_state
 from qshell.permissions.plugin_gate import QSHELL, Builtin, consult, prove
 from qshell.permissions.policy import (
     ALLOW,
@@ -209,6 +210,12 @@ class SpeculativeRunner:
             launcher = launcher.with_writable(private)
         return replace(ctx, environ={**ctx.environ, "GIT_INDEX_FILE": str(copy)}, launcher=launcher)
 
+    def _record_git(self, ctx: ToolContext) -> None:
+        """Fingerprint what a git command's answer rests on beyond the work tree (HEAD, the
+        index, the refs: git_scope.git_state), so a commit meanwhile makes it stale."""
+        for path in git_state(ctx.root, ctx.environ):
+            self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
+
     def allow_always(self, tool: Tool) -> None:
         """Speculation never asks, so there is nothing to remember."""
 
@@ -233,6 +240,8 @@ class SpeculativeRunner:
             try:
                 for path in command_reads(command, ctx.paths, proof=proof):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
+                if _runs_git(proof.commands):
+                    self._record_git(ctx)
             except ReadsUnrecorded as exc:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
@@ -256,8 +265,10 @@ class SpeculativeRunner:
         with self._lock:
             self.overlay_started += 1
         try:
+            if _runs_git(prove(command, ctx).commands):
+                self._record_git(ctx)
             result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
-        except RunRefused as exc:
+        except (RunRefused, ReadsUnrecorded) as exc:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
         if result.error is None or result.error.type is not ErrorType.CANCELLED:
             with self._lock:  # a cancelled one left nothing: its call is answered live

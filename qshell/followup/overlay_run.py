@@ -6,12 +6,17 @@ a shell command that may write: `run_on_overlay` runs it in the jail with the pr
 replaced by a kernel overlay whose upper layer is the speculation overlay's `upper/`
 (sandbox.OverlayMount), so its writes, deletions and replaced directories land there and
 nothing real changes. Since what such a command reads is unknown, the whole project is
-fingerprinted first (too many files: a boundary). Afterwards a symlink it made, a protected
-file it changed, or output that shows a network failure (no result built on a failed
-download is shown as done) is a boundary and its layer is dropped; else the overlay takes
-the layer in (`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as
-replacements), files the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …)
-left out unless `sandbox.applyIgnored`. `outside_world` says which commands are
+fingerprinted first, and its base taken (`Overlay.record_base`, overlay/baseline.py: each
+entry's type, inode, size, times, mode and listing; too many files: a boundary).
+Afterwards a symlink it made, a protected path it changed — or one below a directory it
+deleted, replaced or renamed away (`protected_changes`) — a setuid bit or file capability,
+or output that shows a network failure (no result built on a failed download is shown as
+done) is a boundary and its layer is dropped; else the overlay takes the layer in
+(`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as replacements;
+whatever it touched that the user changed since the base makes accept a conflict). Files
+the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …) are taken in too, as
+a real run leaves them, unless `sandbox.applyIgnored` is off: then they are left out and
+the command's result names them as not applied. `outside_world` says which commands are
 not worth running there at all (shellproof.reach). It runs the command with the proven
 commands' sanitised environment (no secrets) but the user's whole PATH and toolchain
 variables (`command_environ`), and the session's own timeout. Functions;
@@ -37,7 +42,10 @@ from qshell.permissions.git_scope import GIT_TIMEOUT_S
 from qshell.permissions.policy import PROTECTED_REASON
 from qshell.sandbox import SandboxUnavailable
 from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
+from qshell.tools.paths import PathResolver
 
+NOT_APPLIED = "not applied: the project ignores them and sandbox.applyIgnored is off"
+MAX_LISTED = 20  # paths named in that note; the rest counted
 SCRATCH_DIR = "kernel"  # beside upper/: the kernel overlay's work directory and mount point
 IGNORED_PARTS = frozenset(
     {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", ".tox"}
@@ -78,7 +86,7 @@ def run_on_overlay(
     then take what it changed into `overlay`; RunRefused when its result cannot stand (the
     caller makes that a boundary; nothing of it is then taken in)."""
     try:
-        overlay.record_path(ctx.root, stop=lambda: ctx.cancel.cancelled)
+        overlay.record_base(stop=lambda: ctx.cancel.cancelled)
     except ReadsUnrecorded as exc:
         raise RunRefused(str(exc)) from None
     limit = min(ctx.shell_timeout_s, ctx.shell_timeout_cap_s)
@@ -97,10 +105,20 @@ def run_on_overlay(
             result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
         finally:
             mount.clean()
-        _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
+        skipped = _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
     finally:
         shutil.rmtree(mount.upper, ignore_errors=True)
-    return result
+    return not_applied(result, skipped) if skipped else result
+
+
+def not_applied(result: ToolResult, skipped: list[str]) -> ToolResult:
+    """`result` saying which of the command's changes will not be applied (what the model
+    and the user read must not differ from what accept does)."""
+    shown = ", ".join(skipped[:MAX_LISTED])
+    if len(skipped) > MAX_LISTED:
+        shown += f" and {len(skipped) - MAX_LISTED} more"
+    note = f"\n[{NOT_APPLIED}: {shown}]"
+    return replace(result, llm_content=result.llm_content + note, display=result.display + note)
 
 
 def _keeps_ignored(launcher: JailLauncher) -> bool:
@@ -109,17 +127,18 @@ def _keeps_ignored(launcher: JailLauncher) -> bool:
 
 def _take_in(
     result: ToolResult, ctx: ToolContext, overlay: Overlay, layer: Path, *, keep_ignored: bool
-) -> None:
-    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand.
-    A cancelled command's partial changes are dropped: its call is answered again live."""
+) -> list[str]:
+    """Bring what a command left in its `layer` into the overlay, or say why it cannot stand;
+    the changes left out (sorted), under ignored paths when not `keep_ignored`. A cancelled
+    command's partial changes are dropped: its call is answered again live."""
     if result.error is not None and result.error.type is ErrorType.CANCELLED:
-        return
+        return []
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:
         raise RunRefused(f"its output shows a network failure ({failure.group()})")
     try:
         changed = overlay.changes_in(layer)
-        protected = [r for r in changed if ctx.paths.is_protected(ctx.root / r)]
+        protected = protected_changes(ctx.paths, changed)
         if protected:
             raise RunRefused(f"{', '.join(protected)} {PROTECTED_REASON}")
         environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
@@ -127,6 +146,17 @@ def _take_in(
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise RunRefused(str(exc)) from None
+    return sorted(unwanted)
+
+
+def protected_changes(paths: PathResolver, changed: list[str]) -> list[str]:
+    """The protected paths (sorted) that the layer's `changed` paths write, delete or
+    replace: a deleted or replaced directory takes every protected path below it in the
+    real tree with it, nested ones included (`PathResolver.protected_within`)."""
+    found: set[str] = set()
+    for rel in changed:
+        found.update(paths.protected_within(paths.root / rel.rstrip("/")))
+    return sorted(found)
 
 
 def command_environ(environ: Mapping[str, str]) -> dict[str, str]:

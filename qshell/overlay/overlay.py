@@ -7,7 +7,9 @@ nothing else; `meta.jsonl` (each original's sha256 and mode, or that it did not 
 lease.py) and `journal.json` sit beside it. Its `view` (view.py) is the FileView tools get
 during a speculation; every real file read through it, and every file a speculative shell
 command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
-checks with the written files. Every path is resolved with symlinks followed; one outside
+checks with the written files — and so does each symlink such a read went through. Before
+a command runs on the kernel overlay, `record_base` notes the whole tree (baseline.py):
+what the command touched that the user changed meanwhile spoils the overlay at `absorb`. Every path is resolved with symlinks followed; one outside
 the project root, through a symlink loop, or a symlink inside the overlay, raises
 OverlayEscape here, and is a Conflict again at apply time (plan.py). Deletions are recorded
 as overlayfs records them — a whiteout, or an opaque directory replacing the real one — when
@@ -33,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 
 from qshell.dirs import PRIVATE_FILE_MODE
-from qshell.overlay import journal, reads
+from qshell.overlay import baseline, journal, reads
 from qshell.overlay.base_dir import (
     INCOMING_DIR_NAME,
     UPPER_DIR_NAME,
@@ -65,6 +67,7 @@ from qshell.overlay.upper import (
     drop,
     merge,
     reconcile,
+    refuse_privileged,
     scan,
     snapshot,
 )
@@ -93,6 +96,7 @@ class Overlay:
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._discarded = False
         self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
+        self._base: baseline.Base | None = None  # the tree before the running command
         self._bases = [
             Path(os.path.realpath(b)) for b in {*candidate_bases(), directory.parent.parent}
         ]
@@ -166,6 +170,7 @@ class Overlay:
             info = os.stat(resolved)
         except (OverlayEscape, OSError):
             return
+        self.record_links(path)
         if stat_module.S_ISDIR(info.st_mode):
             try:
                 found = list(reads.walk(resolved, self.root, stop))
@@ -184,6 +189,29 @@ class Overlay:
             self.record_read(reads.of_fd(rel, fd))
         finally:
             os.close(fd)
+
+    def record_base(self, *, stop: Callable[[], bool]) -> None:
+        """Before a shell command runs on the kernel overlay: note the project tree as it is
+        (baseline.py) for `absorb` to compare what the command changed with, and
+        fingerprint every file in it by its stat signature, since the command may read any
+        (`stop()` ends the walk early). ReadsUnrecorded when there are too many files."""
+        try:
+            base = baseline.take(self.root, stop)
+        except reads.TooManyReads as exc:
+            raise ReadsUnrecorded(str(exc)) from None
+        for rel, signature in base.files():
+            self.record_read(Fingerprint(rel, 0, "", False, signature))
+        for rel in base.links():
+            with contextlib.suppress(OSError):
+                self.record_read(reads.of_link(rel, os.readlink(self.root / rel)))
+        with self._lock:
+            self._base = base
+
+    def record_links(self, path: os.PathLike[str] | str) -> None:
+        """Note the symlinks inside the project that a read of `path` (absolute) goes
+        through, by their targets: re-pointed, the read would see another file."""
+        for print_ in reads.links_on(self.root, Path(path)):
+            self.record_read(print_)
 
     def check_conflicts(self) -> list[Conflict]:
         """Why the overlay could not be applied now (empty: apply would go through)."""
@@ -228,18 +256,23 @@ class Overlay:
         """Take in what a command run on the kernel overlay left in its `layer`, as if tools
         had written it: the paths in `unwanted` dropped, the rest moved into `upper/`, then
         originals read from the real tree, whiteouts and replaced directories recorded as
-        deletions (upper.py). OverlayEscape (nothing taken in) for a symlink or special
-        file in the layer; once the move has begun, a failure spoils the overlay (it raises
+        deletions (upper.py). When `record_base` took a base before the command, any path
+        the layer touches that the user changed meanwhile spoils the overlay: apply then
+        reports it as a conflict, and the user's version stays. OverlayEscape (nothing taken
+        in) for a symlink, special file, setuid/setgid bit or file capability in the layer; once the move has begun, a failure spoils the overlay (it raises
         OverlayEscape, ReadsUnrecorded for a deleted tree too large to check, or OSError)."""
         with self._lock:
             self._check_open()
+            base, self._base = self._base, None
             try:
+                refuse_privileged(layer, self.root)
                 entries = drop(layer, scan(layer), unwanted)
             except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None
             try:
                 merge(layer, self.upper, entries)
                 found = reconcile(self.root, scan(self.upper), self._originals, self._removed)
+                moved = None if base is None else baseline.first_change(self.root, base, entries)
             except BaseException as exc:
                 self._spoiled = Conflict("a speculated command", f"could not be taken in: {exc}")
                 if isinstance(exc, UpperRefused):
@@ -249,6 +282,8 @@ class Overlay:
                 raise
             self._originals, self._removed, self._dirs = found
             self._record_meta([*self._originals.values(), *self._removed.values()])
+            if moved is not None and self._spoiled is None:
+                self._spoiled = Conflict(moved, baseline.BASE_CHANGED)
 
     def _record_meta(self, records: list[Original | Removal]) -> None:
         lines = "".join(json.dumps(asdict(r)) + "\n" for r in records)

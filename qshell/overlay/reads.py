@@ -10,7 +10,9 @@ edit of the same size in the same timestamp tick is). For longer files, and for 
 a shell command walks recursively (hashing a whole tree twice would cost more than the
 command), the stat signature (inode, size, mtime_ns, ctime_ns) vouches for the rest: it
 changes with every write and chmod; only a same-size in-place write within one timestamp
-tick, past the hashed prefix, escapes it. Listings and stats are not recorded: they reveal
+tick, past the hashed prefix, escapes it. A read through a symlink inside the project also
+fingerprints the link itself by its target (`links_on`): re-pointed, it would read another
+file, however alike. Listings and stats are not recorded: they reveal
 names and sizes, not content, and a file created where the user made one meanwhile is a
 conflict of its own. Pure functions and an unshared stream object; any thread.
 """
@@ -31,6 +33,7 @@ from qshell.overlay.errors import OverlayError
 HASH_LIMIT_BYTES = 8 << 20  # content hashed per read file; the stat signature covers the rest
 MAX_TREE_FILES = 50_000  # files one recursive read may record; more is a boundary
 CHECK_CHUNK_BYTES = 1 << 20
+MAX_LINK_HOPS = 40  # as the kernel's limit on symlinks followed in one lookup
 SKIPPED_DIRS = frozenset({".git"})  # git rewrites its own files; no speculation writes there
 Signature = tuple[int, int, int, int]
 
@@ -48,6 +51,7 @@ class Fingerprint:
     sha256: str
     whole: bool  # `sha256` covers the whole file: compare the content, not the signature
     signature: Signature
+    link: str | None = None  # of a symlink read through: its target, all that is compared
 
     def stronger_than(self, other: Fingerprint) -> bool:
         """True when this one saw the same file state as `other`, and more of it."""
@@ -69,6 +73,40 @@ def of_bytes(rel: str, data: bytes, info: os.stat_result) -> Fingerprint:
 
 def of_signature(rel: str, info: os.stat_result) -> Fingerprint:
     return Fingerprint(rel, 0, "", False, signature(info))
+
+
+def of_link(rel: str, target: str) -> Fingerprint:
+    """The fingerprint of the symlink at `rel` a read went through: its target string."""
+    return Fingerprint(rel, 0, "", False, (0, 0, 0, 0), target)
+
+
+def links_on(root: Path, path: Path) -> list[Fingerprint]:
+    """The symlinks inside `root` that resolving the absolute `path` goes through, as the
+    kernel would meet them (links in a link's target too, at most MAX_LINK_HOPS)."""
+    found: list[Fingerprint] = []
+    pending = list(path.parts)
+    current, hops = Path(path.anchor), 0
+    while pending:
+        part = pending.pop(0)
+        if part in (path.anchor, "."):
+            current = Path(path.anchor) if part == path.anchor else current
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        candidate = current / part
+        try:
+            target = os.readlink(candidate)
+        except OSError:  # not a symlink (or missing): a plain component
+            current = candidate
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS:
+            break
+        if candidate.is_relative_to(root) and candidate != root:
+            found.append(of_link(candidate.relative_to(root).as_posix(), target))
+        pending[:0] = Path(target).parts  # an absolute target starts again at the anchor
+    return found
 
 
 def of_fd(rel: str, fd: int) -> Fingerprint:
@@ -115,10 +153,13 @@ def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprin
 
 
 def unchanged(root_fd: int, print_: Fingerprint) -> bool:
-    """True when the file is still what `print_` recorded (through no symlink)."""
+    """True when the file (or the symlink) is still what `print_` recorded (through no
+    symlink)."""
     try:
         parts = split_rel(print_.rel)
         with open_chain(root_fd, parts[:-1]) as parent:
+            if print_.link is not None:
+                return os.readlink(parts[-1], dir_fd=parent) == print_.link
             fd = os.open(parts[-1], READ_FLAGS | os.O_NONBLOCK, dir_fd=parent)
     except (OSError, PathRefused):
         return False

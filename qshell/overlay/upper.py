@@ -5,7 +5,8 @@ above the overlay's `upper/` and the project) as overlayfs does: a written or ne
 its path, a deletion as a whiteout (a character device 0:0), and a directory that replaces
 the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
 those entries through no-follow descriptors and refuses (`UpperRefused`) a symlink or any other
-special file there; `changed_paths` names what they change, `drop` removes those a caller
+special file there; `refuse_privileged` refuses setuid/setgid bits and file capabilities;
+`changed_paths` names what they change, `drop` removes those a caller
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
 the rest into `upper/` as if the command had written it directly; `reconcile` makes the
 overlay's records from `upper/`, exactly as tool writes would have: each file's original
@@ -31,6 +32,7 @@ from qshell.overlay.records import Original, Removal
 from qshell.overlay.trees import digest_at
 
 OPAQUE_XATTR = "user.overlay.opaque"
+CAPABILITY_XATTR = "security.capability"
 FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
@@ -118,6 +120,54 @@ def drop(layer: Path, entries: list[UpperEntry], unwanted: Collection[str]) -> l
                     os.rmdir(parts[-1], dir_fd=parent)
                     gone.add(entry.rel)
     return [e for e in entries if e.rel not in gone]
+
+
+def refuse_privileged(layer: Path, root: Path) -> None:
+    """UpperRefused when `layer` holds a setuid or setgid file, a file with capabilities
+    (`security.capability`), a setuid directory, or a setgid one that neither inherits the
+    bit from its parent nor had it in the real tree at `root`: a speculation never applies
+    privilege."""
+    with open_dir(layer) as top:
+        found = _privileged(top, "", bool(os.stat(root).st_mode & stat_module.S_ISGID), root)
+    if found is not None:
+        raise UpperRefused(f"the command made {found}, which qshell never applies")
+
+
+def _privileged(fd: int, prefix: str, parent_setgid: bool, root: Path) -> str | None:
+    for name in sorted(os.listdir(fd)):
+        rel = f"{prefix}/{name}" if prefix else name
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        if stat_module.S_ISREG(mode):
+            if mode & (stat_module.S_ISUID | stat_module.S_ISGID):
+                return f"{rel} setuid or setgid"
+            if _has_capabilities(fd, name):
+                return f"{rel} carry file capabilities"
+        elif stat_module.S_ISDIR(mode):
+            setgid = bool(mode & stat_module.S_ISGID)
+            if mode & stat_module.S_ISUID or (
+                setgid and not parent_setgid and not _setgid(root / rel)
+            ):
+                return f"{rel} a setuid or setgid directory"
+            with open_chain(fd, [name]) as child:
+                found = _privileged(child, rel, setgid, root)
+            if found is not None:
+                return found
+    return None
+
+
+def _has_capabilities(fd: int, name: str) -> bool:
+    try:
+        os.getxattr(f"/proc/self/fd/{fd}/{name}", CAPABILITY_XATTR, follow_symlinks=False)
+    except OSError:
+        return False
+    return True
+
+
+def _setgid(path: Path) -> bool:
+    try:
+        return bool(os.lstat(path).st_mode & stat_module.S_ISGID)
+    except OSError:
+        return False
 
 
 def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:

@@ -6,7 +6,7 @@ a deleted or replaced directory that the overlay does not hold — is missing, a
 kernel overlay, and everything else reads the real tree. Writes go to `Overlay.write`.
 Reading a real file's content — whole (`read_bytes`) or streamed (`open_read`, so a reader
 takes only what it needs, as on the real disk) — records its fingerprint with the overlay
-(reads.py); listings and stats are not recorded. Reads of `upper/` go through descriptors
+(reads.py), and that of each symlink on its way; listings and stats are not recorded. Reads of `upper/` go through descriptors
 that never follow a symlink (else OverlayEscape), and no open blocks on a FIFO swapped in
 after a check. Thread-safe as the Overlay it wraps: copies are renamed in whole, so a read
 sees one version.
@@ -58,6 +58,9 @@ class Layer(Protocol):
     def record_read(self, print_: Fingerprint) -> None:
         """Note what a read of a real file saw."""
 
+    def record_links(self, path: os.PathLike[str] | str) -> None:
+        """Note the symlinks a read of `path` goes through."""
+
 
 class OverlayView:
     """The FileView of a speculation: the real tree with the overlay's files on top."""
@@ -70,6 +73,7 @@ class OverlayView:
         kind = self._overlay.kind(rel)
         if kind is None:
             fd = _open_real(resolved)
+            self._overlay.record_links(path)
             with open(fd, "rb", closefd=True) as source:
                 info = os.fstat(fd)
                 data = source.read()
@@ -86,6 +90,7 @@ class OverlayView:
         if kind is None:
             fd = _open_real(resolved)
             try:
+                self._overlay.record_links(path)
                 raw = reads.RecordingFile(fd, rel, self._overlay.record_read)
             except BaseException:
                 os.close(fd)

@@ -11,7 +11,8 @@ cannot switch off is checked here, with git itself (`config --list`, `rev-parse`
 - a tracked file looks like a secret (git prints tracked content), or — for subcommands
   that print what the history holds (`show`, `log -p`, `diff REV`, `grep REV`, `cat-file`…)
   — any file ever committed does; that scan is cached per state of the refs.
-Thread-safe: the cache is guarded by a lock.
+`git_state` names the files whose change makes a git command's answer stale (HEAD, the
+index, the refs), for a speculation to fingerprint. Thread-safe: the cache is guarded by a lock.
 """
 
 from __future__ import annotations
@@ -141,3 +142,16 @@ def git_output(
     if done is None or done.returncode not in ok:
         return None
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else ""
+
+
+def git_state(root: Path, environ: Mapping[str, str]) -> list[Path]:
+    """The files that say what a git command would answer in `root` beyond the work tree —
+    HEAD, the index, packed-refs and the loose refs' directory — for a speculation to
+    fingerprint (an answer is stale once any changed); [] outside a repository."""
+    args = ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]
+    found = git_output(args, root, {k: v for k, v in environ.items() if k != "GIT_INDEX_FILE"})
+    lines = found.splitlines() if found else []
+    if len(lines) != 2:
+        return []
+    own, common = Path(lines[0]), Path(lines[1])
+    return [own / "HEAD", own / "index", common / "packed-refs", common / "refs"]

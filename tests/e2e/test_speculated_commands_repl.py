@@ -23,6 +23,8 @@ from tests.waiting import wait_until
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
 SPECULATING = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
+# no bytecode, no .pytest_cache: the run changes no file (caches a run leaves are applied)
+PYTEST = f"{sys.executable} -B -m pytest -q -p no:cacheprovider"
 TESTS = "from app import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
 
 
@@ -38,7 +40,7 @@ def project(tmp_path: Path) -> Path:
 
 def test_run_the_tests_is_speculated_for_real_and_shown_finished_at_once(llm_server, project):
     before = listing(project)
-    command = f"{sys.executable} -m pytest -q"
+    command = PYTEST
     child, answer = speculate_tests(llm_server, project, command, "--yolo")
     child.send("\t")
     child.submit("")
@@ -50,8 +52,8 @@ def listing(project: Path) -> list[str]:
 
 
 def shown_at_once(child, llm_server, answer, project: Path, before: list[str]) -> None:
-    """The speculated result is on the screen with no new request, and the test run's
-    caches were not applied."""
+    """The speculated result is on the screen with no new request, and the project is as
+    it was (the test run writes no cache)."""
     child.expect("all tests pass")
     child.expect("saved")
     child.wait_prompt()
@@ -88,7 +90,7 @@ def speculate_tests(llm_server, project: Path, command: str, *args: str, term: s
 
 def test_in_default_mode_the_question_comes_first_then_the_result_at_once(llm_server, project):
     before = listing(project)
-    command = f"{sys.executable} -m pytest -q"
+    command = PYTEST
     child, answer = speculate_tests(llm_server, project, command)
     child.send("\t")
     child.submit("")
@@ -102,7 +104,7 @@ def test_in_default_mode_the_question_comes_first_then_the_result_at_once(llm_se
 
 
 def test_in_default_mode_discard_leaves_the_files_and_runs_nothing(llm_server, project):
-    command = f"echo ran > report.txt && {sys.executable} -m pytest -q"
+    command = f"echo ran > report.txt && {PYTEST}"
     child, answer = speculate_tests(llm_server, project, command)
     child.send("\t")
     child.submit("")
@@ -121,7 +123,7 @@ def test_in_default_mode_discard_leaves_the_files_and_runs_nothing(llm_server, p
 
 
 def test_in_the_plain_line_mode_re_run_for_real_asks_about_the_command(llm_server, project):
-    command = f"echo ran > report.txt && {sys.executable} -m pytest -q"
+    command = f"echo ran > report.txt && {PYTEST}"
     child, answer = speculate_tests(llm_server, project, command, term="dumb")
     child.send(".\r")
     child.expect("Applying it changes 1 file in the project")

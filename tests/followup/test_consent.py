@@ -220,14 +220,14 @@ def test_enter_while_a_command_is_still_taken_in_waits_for_it_then_asks(tmp_path
     then asks about it; the next round and its command never run, and discarding leaves
     every file as it was."""
     taking_in = threading.Event()
-    real = overlay_run.ignored
+    real = overlay_run.protected_changes
 
-    def slow_ignored(root, environ, rels):
+    def slow_take_in(paths, changed):
         taking_in.set()
         time.sleep(2.0)
-        return real(root, environ, rels)
+        return real(paths, changed)
 
-    monkeypatch.setattr(overlay_run, "ignored", slow_ignored)
+    monkeypatch.setattr(overlay_run, "protected_changes", slow_take_in)
     setup = project(tmp_path, FILES)
     setup.conversation.set_approval_mode(ApprovalMode.DEFAULT)
     session = setup.conversation.session

@@ -24,6 +24,7 @@ from qshell.agent.events import Notice, SpeculationAccepted, ToolFinished
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
+from qshell.followup.overlay_run import IGNORED_PARTS, NOT_APPLIED
 from qshell.followup.speculation import Speculation, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
@@ -151,15 +152,46 @@ def test_no_network_inside_and_a_network_failure_is_a_boundary(tmp_path):
     assert not (setup.root / "out.txt").exists()
 
 
-def test_files_the_project_ignores_are_not_applied(tmp_path):
-    setup = project(tmp_path, {".gitignore": "build/\n*.log\n", "a.txt": "a\n"})
+IGNORED_BUILD = (
+    "mkdir -p build __pycache__ && echo o > build/out.o && echo c > __pycache__/m.pyc"
+    " && echo l > run.log && echo kept > kept.txt && echo built"
+)
+
+
+def ignoring_project(base: Path, *, apply_ignored: bool = True) -> Setup:
+    setup = project(base, {".gitignore": "build/\n*.log\n", "a.txt": "a\n"})
     subprocess.run(["git", "init", "-q"], cwd=setup.root, check=True)
-    command = (
-        "mkdir -p build __pycache__ && echo o > build/out.o && echo c > __pycache__/m.pyc"
-        " && echo l > run.log && echo kept > kept.txt"
-    )
-    run = speculate(setup, [command])
+    if not apply_ignored:
+        session = setup.conversation.session
+        launcher = session.tool_context.sandbox
+        assert isinstance(launcher, JailLauncher) and launcher.commands is not None
+        commands = launcher.commands.model_copy(update={"apply_ignored": False})
+        jail = replace(launcher, commands=commands)
+        session.tool_context = replace(session.tool_context, sandbox=jail, launcher=jail)
+    return setup
+
+
+def test_files_the_project_ignores_are_applied_as_a_real_run_leaves_them(tmp_path):
+    setup = ignoring_project(tmp_path)
+    run = speculate(setup, [IGNORED_BUILD])
     assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    assert "not applied" not in outputs(run)[0]
+    run.accept()
+    assert (setup.root / "kept.txt").read_text() == "kept\n"
+    assert (setup.root / "build/out.o").read_text() == "o\n"
+    assert (setup.root / "__pycache__/m.pyc").read_text() == "c\n"
+    assert (setup.root / "run.log").read_text() == "l\n"
+
+
+def test_with_apply_ignored_off_the_result_names_what_is_not_applied(tmp_path):
+    setup = ignoring_project(tmp_path, apply_ignored=False)
+    run = speculate(setup, [IGNORED_BUILD])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    shown = outputs(run)[0]
+    assert "built" in shown and NOT_APPLIED in shown
+    for rel in ("build/out.o", "__pycache__/m.pyc", "run.log"):
+        assert rel in shown, rel
+    assert "kept.txt" not in shown.split(NOT_APPLIED)[1]
     run.accept()
     assert (setup.root / "kept.txt").read_text() == "kept\n"
     for rel in ("build", "__pycache__", "run.log"):
@@ -258,18 +290,21 @@ def test_what_a_command_whose_result_does_not_stand_changed_is_never_applied(tmp
     assert not (setup.root / "new.txt").exists()
 
 
-def test_an_ignored_directory_a_command_replaced_is_left_as_it_was(tmp_path):
-    setup = project(tmp_path, {".gitignore": "build/\n", "build/old.o": "old\n", "a.txt": "a\n"})
-    subprocess.run(["git", "init", "-q"], cwd=setup.root, check=True)
+@pytest.mark.parametrize("apply_ignored", [True, False])
+def test_an_ignored_directory_a_command_replaced_is_replaced_unless_off(tmp_path, apply_ignored):
+    setup = ignoring_project(tmp_path, apply_ignored=apply_ignored)
+    (setup.root / "build").mkdir()
+    (setup.root / "build/old.o").write_text("old\n")
     run = speculate(setup, ["rm -rf build && mkdir build && echo n > build/new.o && rm a.txt"])
     assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    assert (NOT_APPLIED in outputs(run)[0]) is not apply_ignored
     run.accept()
-    assert (setup.root / "build/old.o").read_text() == "old\n"
-    assert not (setup.root / "build/new.o").exists()
+    assert (setup.root / "build/old.o").exists() is not apply_ignored
+    assert (setup.root / "build/new.o").exists() is apply_ignored
     assert not (setup.root / "a.txt").exists()
 
 
-def test_running_the_tests_is_speculated_whole_and_leaves_no_cache_behind(tmp_path):
+def test_running_the_tests_is_speculated_whole_and_leaves_its_caches_as_a_real_run(tmp_path):
     tests = "from app import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
     setup = project(
         tmp_path, {"app.py": "def add(a, b):\n    return a + b\n", "test_app.py": tests}
@@ -283,7 +318,13 @@ def test_running_the_tests_is_speculated_whole_and_leaves_no_cache_behind(tmp_pa
     events = run.accept()
     assert len(setup.provider.requests) == requests  # the result is there: no new request
     assert any(isinstance(e, SpeculationAccepted) for e in events)
-    assert tree(setup.root) == before  # caches and bytecode are not applied
+    after = tree(setup.root)
+    assert {r: v for r, v in after.items() if not caches(r)} == before
+    assert any(r.startswith(".pytest_cache/") for r in after)  # as a real run leaves it
+
+
+def caches(rel: str) -> bool:
+    return any(part in IGNORED_PARTS for part in rel.split("/"))
 
 
 def test_a_command_finds_the_projects_own_tools_but_no_secret_variables(tmp_path):
