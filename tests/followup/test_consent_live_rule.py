@@ -96,13 +96,16 @@ def test_an_edit_in_auto_edit_mode_asks_nothing(tmp_path):
     assert (setup.root / "new.txt").read_text() == "fresh\n"
 
 
-def test_the_question_names_the_protected_paths_a_deletion_takes_away(tmp_path):
+def test_a_deletion_that_takes_a_protected_path_away_is_left_to_the_live_turn(tmp_path):
+    """Deleting a directory that holds a protected path stops the speculation there: nothing
+    of the command is taken in, so no accept can apply it, and the live turn asks."""
     files = {"pkg/mod.py": "x = 1\n", "pkg/.husky/pre-commit": "lint\n", **FILES}
     setup = project(tmp_path, files)
-    run = speculate(setup, ["rm -rf pkg"], mode=ApprovalMode.DEFAULT)
+    run = speculate(setup, ["rm -rf pkg"], mode=ApprovalMode.AUTO_EDIT)
+    assert run.spec.status is Status.BOUNDARY
     paths = run.setup.conversation.session.tool_context.paths
-    found = consent.changes(run.overlay, paths)
-    assert FileChange("pkg", ChangeKind.DELETED, ("pkg/.husky",)) in found
+    assert consent.changes(run.overlay, paths) == ()
+    assert (run.root / "pkg" / ".husky" / "pre-commit").read_text() == "lint\n"
 
 
 def test_yolo_never_asks_even_about_protected_paths(tmp_path):
