@@ -29,17 +29,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import stat as stat_module
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qshell.dirs import PRIVATE_FILE_MODE
-from qshell.overlay import renameat, trust, unlinks
+from qshell.overlay import dirmodes, inplace, renameat, trust, unlinks
 from qshell.overlay.dirfd import (
     ESCAPED,
     READ_FLAGS,
@@ -50,6 +49,8 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.durable import make_durable
+from qshell.overlay.metadata import copy_stream, copy_user_xattrs
 from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
@@ -59,6 +60,7 @@ from qshell.overlay.records import (
     DELETED,
     JOURNAL_NAME,
     STAGE_PREFIX,
+    ApplyCancelled,
     ApplyConflict,
     ApplyFailed,
     ApplyReport,
@@ -80,6 +82,7 @@ __all__ = [
     "ESCAPED",
     "JOURNAL_NAME",
     "STAGE_PREFIX",
+    "ApplyCancelled",
     "ApplyConflict",
     "ApplyFailed",
     "ApplyReport",
@@ -93,11 +96,30 @@ __all__ = [
     "write_journal",
 ]
 
-STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create and fsync waits
+STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create waits
 NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
-NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p creates directories
+NEW_DIR_MODE = dirmodes.NEW_DIR_MODE
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
+
+Progress = Callable[[int, int], None]  # (files staged + swapped so far, twice the files)
+
+
+class _Pacer:
+    """The caller's progress callback and cancel check, as the apply moves on."""
+
+    def __init__(self, total: int, progress: Progress | None, cancelled: Callable[[], bool] | None):
+        self.done, self.total = 0, total
+        self._progress, self._cancelled = progress, cancelled
+
+    def check(self) -> None:
+        if self._cancelled is not None and self._cancelled():
+            raise ApplyCancelled("the apply was cancelled before its commit point and rolled back")
+
+    def advance(self) -> None:
+        self.done += 1
+        if self._progress is not None:
+            self._progress(self.done, self.total)
 
 
 def apply_files(
@@ -109,11 +131,15 @@ def apply_files(
     *,
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> ApplyReport:
     """Apply every pending file from `upper` onto `root`, every removal and every directory
     in `made`, all or nothing; any file in `read` that changed since it was read stops it too.
 
-    Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
+    `progress(done, total)` follows each file staged and swapped in; `cancelled()` is asked
+    between them. Raises ApplyConflict (nothing applied), ApplyCancelled or ApplyFailed
+    (both rolled back).
     """
     started = time.perf_counter()
     try:
@@ -122,28 +148,26 @@ def apply_files(
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:
         raise ApplyConflict(conflicts)
-    if not state.files and not state.removals and not state.dirs:
+    if not state.files and not state.removals and not state.dirs and not state.modes:
         return ApplyReport((), (), time.perf_counter() - started)
+    pacer = _Pacer(2 * len(state.files), progress, cancelled)
     try:
-        write_journal(journal, state)
+        pacer.check()
+        write_journal(journal, state)  # names every staged and backup file before it exists
         with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
             unlinks.move_aside(root_fd, state)
-            _create_dirs(root_fd, state)
-            pool = ThreadPoolExecutor(STAGE_WORKERS)  # so creates and fsyncs overlap
-            try:
-                for _ in pool.map(lambda step: _stage(root_fd, upper_fd, step), state.files):
-                    pass
-            finally:
-                pool.shutdown(cancel_futures=True)  # all stopped before any rollback
+            dirmodes.make(root_fd, state)
+            _stage_all(root_fd, upper_fd, state, pacer)
+            make_durable(root_fd, _staged_names(state), _parents(state))
+            pacer.check()
             state.phase = Phase.RENAMING
             write_journal(journal, state)
             for step in state.files:
+                pacer.check()
                 _swap(root_fd, step)
-            changed = [s.rel for s in state.files] + [r.rel for r in state.removals]
-            touched = {rel.rpartition("/")[0] for rel in changed}
-            for parent in touched | {d.rpartition("/")[0] for d in state.dirs}:
-                with open_chain(root_fd, parent.split("/") if parent else []) as fd:
-                    os.fsync(fd)
+                pacer.advance()
+            dirmodes.set_modes(root_fd, state)
+            make_durable(root_fd, [], _parents(state))
         state.phase = Phase.COMMITTED
         write_journal(journal, state)
     except BaseException as exc:
@@ -155,6 +179,38 @@ def apply_files(
     removed = tuple(step.rel for step in state.removals)
     seconds = time.perf_counter() - started
     return ApplyReport(applied, tuple(state.dirs), seconds, leftovers, removed)
+
+
+def _stage_all(root_fd: int, upper_fd: int, state: JournalState, pacer: _Pacer) -> None:
+    """Stage every file, several at once (creates overlap); stops at a cancel."""
+
+    def stage(step: Step) -> None:
+        pacer.check()
+        _stage(root_fd, upper_fd, step)
+
+    pool = ThreadPoolExecutor(STAGE_WORKERS)
+    try:
+        for _ in pool.map(stage, state.files):
+            pacer.advance()
+    finally:
+        pool.shutdown(cancel_futures=True)  # all stopped before any rollback
+
+
+def _parents(state: JournalState) -> list[str]:
+    changed = [s.rel for s in state.files] + [r.rel for r in state.removals]
+    changed += [*state.dirs, *(m.rel for m in state.modes)]
+    return sorted({rel.rpartition("/")[0] for rel in changed})
+
+
+def _staged_names(state: JournalState) -> list[str]:
+    """Root-relative paths of every staged copy (and in-place backup), for the fallback."""
+    names = []
+    for step in state.files:
+        parent = step.rel.rpartition("/")[0]
+        for name in (step.staged, step.backup if step.in_place else None):
+            if name is not None:
+                names.append(f"{parent}/{name}" if parent else name)
+    return names
 
 
 def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -> None:
@@ -175,33 +231,39 @@ def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -
         raise ApplyFailed(f"applying failed and was rolled back: {exc}") from exc
 
 
-def _create_dirs(root_fd: int, state: JournalState) -> None:
-    created: list[str] = []
-    for rel in state.dirs:
-        parts = split_rel(rel)
-        with open_chain(root_fd, parts[:-1]) as parent:
-            try:
-                os.mkdir(parts[-1], NEW_DIR_MODE, dir_fd=parent)
-            except FileExistsError:
-                continue  # someone else made it meanwhile: not ours to remove
-            created.append(rel)
-    state.dirs = created
-
-
 def _stage(root_fd: int, upper_fd: int, step: Step) -> None:
-    """Copy the overlay file next to its destination, with its mode, durably."""
+    """Copy the overlay file next to its destination (streamed, holes kept), with the
+    destination's xattrs and ACLs and the overlay file's mode; an in-place edit's original
+    is copied to its backup too. Made durable by the caller."""
     parts = split_rel(step.rel)
     with open_chain(upper_fd, parts[:-1]) as up, open_chain(root_fd, parts[:-1]) as parent:
-        with open(os.open(parts[-1], READ_FLAGS, dir_fd=up), "rb") as source:
-            data = source.read()
-        with open(os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent), "wb") as out:
-            out.write(data)
-            out.flush()
-            if step.mode is not None:
-                os.fchmod(out.fileno(), step.mode)
-            os.fsync(out.fileno())
-            step.staged_ino = os.fstat(out.fileno()).st_ino
-    step.sha256 = hashlib.sha256(data).hexdigest()
+        source = os.open(parts[-1], READ_FLAGS, dir_fd=up)
+        try:
+            out = os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent)
+            try:
+                step.sha256 = copy_stream(source, out)
+                if step.backup is not None:
+                    _copy_xattrs_from(parent, parts[-1], out)
+                if step.mode is not None:
+                    os.fchmod(out, step.mode)
+                step.staged_ino = os.fstat(out).st_ino
+            finally:
+                os.close(out)
+        finally:
+            os.close(source)
+        if step.in_place:
+            inplace.stage_backup(parent, parts[-1], step)
+
+
+def _copy_xattrs_from(parent: int, name: str, target: int) -> None:
+    try:
+        fd = os.open(name, READ_FLAGS | os.O_NONBLOCK, dir_fd=parent)
+    except OSError:
+        return  # gone or a symlink now: the swap finds that out
+    try:
+        copy_user_xattrs(fd, target)
+    finally:
+        os.close(fd)
 
 
 def _swap(root_fd: int, step: Step) -> None:
@@ -209,7 +271,9 @@ def _swap(root_fd: int, step: Step) -> None:
     ApplyConflict when the destination is not what was checked."""
     parts = split_rel(step.rel)
     with open_chain(root_fd, parts[:-1]) as parent:
-        if step.backup is None:
+        if step.in_place:
+            inplace.write(parent, parts[-1], step)
+        elif step.backup is None:
             try:
                 _move_noreplace(parent, step.staged, parts[-1])
             except FileExistsError:
@@ -320,6 +384,8 @@ def _finish(root: Path, state: JournalState) -> tuple[str, ...]:
 
 def _roll_back(root: Path, state: JournalState) -> tuple[str, ...]:
     """Undo whatever part of the journal happened; returns destinations kept as found."""
+    with open_dir(root) as root_fd:
+        dirmodes.restore_modes(root_fd, state)
     kept = [
         step.rel
         for step, parent in _each_parent(root, state)
@@ -345,6 +411,8 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
     still holds what was staged.
     """
     name = step.rel.rpartition("/")[2]
+    if step.in_place:
+        return inplace.roll_back(parent, name, step)
     staged, dest = lstat_at(parent, step.staged), lstat_at(parent, name)
     backup = None if step.backup is None else lstat_at(parent, step.backup)
     if staged is not None and (phase is Phase.STAGING or _ours(staged, step)):
@@ -364,6 +432,9 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
         return True
     holder = step.staged if staged is not None else step.backup if backup is not None else None
     if dest is not None and not _untouched(parent, name, step):
+        if step.backup is not None and _is_original(parent, name, step):
+            _drop_ours(parent, step)  # swapped back already (a rollback cut short)
+            return True
         return False  # edited after the swap: keep it (and any original beside it)
     if step.backup is None:  # a new file
         if dest is not None:
@@ -372,6 +443,13 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
     if holder is None or dest is None:
         return False  # nothing left to restore from, or our copy is gone
     return _swap_back(parent, holder, name, step)
+
+
+def _drop_ours(parent: int, step: Step) -> None:
+    """Remove the step's staged and backup names where they hold our untouched copy."""
+    for name in (step.staged, step.backup):
+        if name is not None and _untouched(parent, name, step):
+            os.unlink(name, dir_fd=parent)
 
 
 def _move_back(parent: int, holder: str, name: str) -> bool:
@@ -399,7 +477,11 @@ def _swap_back(parent: int, holder: str, name: str, step: Step) -> bool:
 def write_journal(path: Path, state: JournalState) -> None:
     """Replace the journal atomically and durably (0600, as trust.py requires)."""
     temp = path.with_name(path.name + ".tmp")
-    steps = {"files": [vars(s) for s in state.files], "removals": [vars(r) for r in state.removals]}
+    steps = {
+        "files": [vars(s) for s in state.files],
+        "removals": [vars(r) for r in state.removals],
+        "modes": [vars(m) for m in state.modes],
+    }
     body = canonical({**vars(state), **steps})
     data = json.dumps({"seal": seal(body.encode()), "journal": json.loads(body)})
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
