@@ -50,7 +50,6 @@ from qshell.overlay.dirfd import (
     split_rel,
 )
 from qshell.overlay.durable import make_durable
-from qshell.overlay.metadata import copy_stream, copy_user_xattrs
 from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
@@ -73,6 +72,7 @@ from qshell.overlay.records import (
     Step,
 )
 from qshell.overlay.seal import canonical, seal
+from qshell.overlay.staging import STAGE_WORKERS, NEW_FILE_MODE, Pacer, Progress, stage_all
 
 __all__ = [
     "APPEARED",
@@ -89,6 +89,7 @@ __all__ = [
     "Conflict",
     "Original",
     "Phase",
+    "Progress",
     "Recovery",
     "apply_files",
     "plan",
@@ -96,31 +97,9 @@ __all__ = [
     "write_journal",
 ]
 
-STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create waits
-NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
 NEW_DIR_MODE = dirmodes.NEW_DIR_MODE
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
-
-Progress = Callable[[int, int], None]  # (files staged + swapped so far, twice the files)
-
-
-class _Pacer:
-    """The caller's progress callback and cancel check, as the apply moves on."""
-
-    def __init__(self, total: int, progress: Progress | None, cancelled: Callable[[], bool] | None):
-        self.done, self.total = 0, total
-        self._progress, self._cancelled = progress, cancelled
-
-    def check(self) -> None:
-        if self._cancelled is not None and self._cancelled():
-            raise ApplyCancelled("the apply was cancelled before its commit point and rolled back")
-
-    def advance(self) -> None:
-        self.done += 1
-        if self._progress is not None:
-            self._progress(self.done, self.total)
-
 
 def apply_files(
     root: Path,
@@ -150,14 +129,14 @@ def apply_files(
         raise ApplyConflict(conflicts)
     if not state.files and not state.removals and not state.dirs and not state.modes:
         return ApplyReport((), (), time.perf_counter() - started)
-    pacer = _Pacer(2 * len(state.files), progress, cancelled)
+    pacer = Pacer(2 * len(state.files), progress, cancelled)
     try:
         pacer.check()
         write_journal(journal, state)  # names every staged and backup file before it exists
         with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
             unlinks.move_aside(root_fd, state)
             dirmodes.make(root_fd, state)
-            _stage_all(root_fd, upper_fd, state, pacer)
+            stage_all(root_fd, upper_fd, state, pacer)
             make_durable(root_fd, _staged_names(state), _parents(state))
             pacer.check()
             state.phase = Phase.RENAMING
@@ -179,21 +158,6 @@ def apply_files(
     removed = tuple(step.rel for step in state.removals)
     seconds = time.perf_counter() - started
     return ApplyReport(applied, tuple(state.dirs), seconds, leftovers, removed)
-
-
-def _stage_all(root_fd: int, upper_fd: int, state: JournalState, pacer: _Pacer) -> None:
-    """Stage every file, several at once (creates overlap); stops at a cancel."""
-
-    def stage(step: Step) -> None:
-        pacer.check()
-        _stage(root_fd, upper_fd, step)
-
-    pool = ThreadPoolExecutor(STAGE_WORKERS)
-    try:
-        for _ in pool.map(stage, state.files):
-            pacer.advance()
-    finally:
-        pool.shutdown(cancel_futures=True)  # all stopped before any rollback
 
 
 def _parents(state: JournalState) -> list[str]:
@@ -229,41 +193,6 @@ def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -
         ]
     if isinstance(exc, OSError | PathRefused):
         raise ApplyFailed(f"applying failed and was rolled back: {exc}") from exc
-
-
-def _stage(root_fd: int, upper_fd: int, step: Step) -> None:
-    """Copy the overlay file next to its destination (streamed, holes kept), with the
-    destination's xattrs and ACLs and the overlay file's mode; an in-place edit's original
-    is copied to its backup too. Made durable by the caller."""
-    parts = split_rel(step.rel)
-    with open_chain(upper_fd, parts[:-1]) as up, open_chain(root_fd, parts[:-1]) as parent:
-        source = os.open(parts[-1], READ_FLAGS, dir_fd=up)
-        try:
-            out = os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent)
-            try:
-                step.sha256 = copy_stream(source, out)
-                if step.backup is not None:
-                    _copy_xattrs_from(parent, parts[-1], out)
-                if step.mode is not None:
-                    os.fchmod(out, step.mode)
-                step.staged_ino = os.fstat(out).st_ino
-            finally:
-                os.close(out)
-        finally:
-            os.close(source)
-        if step.in_place:
-            inplace.stage_backup(parent, parts[-1], step)
-
-
-def _copy_xattrs_from(parent: int, name: str, target: int) -> None:
-    try:
-        fd = os.open(name, READ_FLAGS | os.O_NONBLOCK, dir_fd=parent)
-    except OSError:
-        return  # gone or a symlink now: the swap finds that out
-    try:
-        copy_user_xattrs(fd, target)
-    finally:
-        os.close(fd)
 
 
 def _swap(root_fd: int, step: Step) -> None:
@@ -367,19 +296,34 @@ def _each_parent(root: Path, state: JournalState) -> Iterator[tuple[Step, int | 
 
 
 def _finish(root: Path, state: JournalState) -> tuple[str, ...]:
-    """After the commit point: remove backups and stray staged files. Best effort."""
+    """After the commit point: remove backups and stray staged files, several at once (an
+    unlink of a file whose blocks are on disk waits on the filesystem's journal). Best
+    effort; returns what could not be removed."""
     with open_dir(root) as root_fd:
         leftovers = unlinks.drop(root_fd, state)
-    for step, parent in _each_parent(root, state):
-        for name in (step.staged, step.backup):
+
+        def clean(step: Step) -> list[str]:
             try:
-                if name is not None and parent is not None:
-                    os.unlink(name, dir_fd=parent)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                leftovers.append(f"{step.rel} ({name})")
+                with open_chain(root_fd, split_rel(step.rel)[:-1]) as parent:
+                    names = [n for n in (step.staged, step.backup) if n is not None]
+                    return [f"{step.rel} ({n})" for n in names if not _removed(parent, n)]
+            except (FileNotFoundError, NotADirectoryError, PathRefused):
+                return []
+
+        with ThreadPoolExecutor(STAGE_WORKERS) as pool:
+            for left in pool.map(clean, state.files):
+                leftovers += left
     return tuple(leftovers)
+
+
+def _removed(parent: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _roll_back(root: Path, state: JournalState) -> tuple[str, ...]:

@@ -56,10 +56,12 @@ def _hash_zeros(digest: hashlib._Hash, count: int) -> None:
 
 def copy_stream(source: int, target: int) -> str:
     """Copy the regular file `source` into the empty `target`, holes kept; its sha256."""
-    size = os.fstat(source).st_size
+    info = os.fstat(source)
+    size = info.st_size
     digest = hashlib.sha256()
     written = 0
-    for start, end in _segments(source, size):
+    sparse = info.st_blocks * 512 < size  # else no hole to look for
+    for start, end in _segments(source, size) if sparse else [(0, size)]:
         _hash_zeros(digest, start - written)
         offset = start
         while offset < end:
@@ -71,7 +73,8 @@ def copy_stream(source: int, target: int) -> str:
             offset += len(chunk)
         written = offset
     _hash_zeros(digest, size - written)
-    os.ftruncate(target, size)
+    if written != size:
+        os.ftruncate(target, size)  # a hole at the end
     return digest.hexdigest()
 
 
