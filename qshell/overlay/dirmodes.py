@@ -61,9 +61,10 @@ def restore_modes(root_fd: int, state: JournalState) -> None:
     """Rolling back: each existing directory gets its mode back (when it still has ours),
     each new one is made writable for its removal. Best effort."""
     for item in sorted(state.modes, key=lambda m: m.rel.count("/")):
-        with contextlib.suppress(OSError, PathRefused), open_chain(
-            root_fd, split_rel(item.rel)
-        ) as fd:
+        with (
+            contextlib.suppress(OSError, PathRefused),
+            open_chain(root_fd, split_rel(item.rel)) as fd,
+        ):
             now = stat_module.S_IMODE(os.fstat(fd).st_mode)
             if item.before is None:
                 os.fchmod(fd, now | stat_module.S_IRWXU)

@@ -1,10 +1,16 @@
 """All-or-nothing apply of a speculation overlay onto the real tree, and crash recovery.
 
 `apply_files` checks everything first (plan.py) and applies nothing if one check fails.
-Then it journals the plan, moves each deleted entry aside (unlinks.py: checked after the
-move, dropped after the commit point, put back on a rollback), makes the new directories,
-stages each file beside its destination with its mode (fsynced, several at once)
-and swaps each staged copy in. An existing destination is swapped with
+Then it journals the plan — every staged and backup name in it before that file exists —,
+moves each deleted entry aside (unlinks.py: checked after the move, dropped after the
+commit point, put back on a rollback), makes the new directories (dirmodes.py), stages each
+file beside its destination (staging.py: streamed, holes, xattrs and ACLs kept, several at
+once), makes all of it durable in one step (durable.py: one syncfs, not one fsync a file),
+journals RENAMING and swaps each staged copy in; a hard-linked destination is written in
+place instead (inplace.py). Then the directories get their modes, one more sync, and the
+journal says COMMITTED. A `progress` callback follows each file staged and swapped, and a
+`cancelled` check before each stops the apply before its commit point (ApplyCancelled,
+rolled back). An existing destination is swapped with
 `renameat2(RENAME_EXCHANGE)`: the destination is never missing, and whatever was there at
 that instant — the checked original, or an editor's save that landed after the check — is
 caught under the staged name, not destroyed. It is then verified (the checked content and
@@ -21,8 +27,10 @@ the root. Before the commit point a failure or crash is rolled back (in-process,
 `recover_journal` at the next start, which trusts only journals trust.py vouches for);
 after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
 after a crash is left as found and reported. It never touches paths outside the root.
-Stateless functions (staging uses a short-lived thread pool); the overlay's lock
-serialises applies.
+A rollback cut short by a second crash is finished by the next: a destination found
+holding the original again has our copies beside it removed, so no staged or backup name
+is left in the project. Stateless functions (staging and clean-up use short-lived thread
+pools); the overlay's lock serialises applies.
 """
 
 from __future__ import annotations
@@ -41,7 +49,6 @@ from qshell.dirs import PRIVATE_FILE_MODE
 from qshell.overlay import dirmodes, inplace, renameat, trust, unlinks
 from qshell.overlay.dirfd import (
     ESCAPED,
-    READ_FLAGS,
     PathRefused,
     hash_at,
     lstat_at,
@@ -72,7 +79,7 @@ from qshell.overlay.records import (
     Step,
 )
 from qshell.overlay.seal import canonical, seal
-from qshell.overlay.staging import STAGE_WORKERS, NEW_FILE_MODE, Pacer, Progress, stage_all
+from qshell.overlay.staging import NEW_FILE_MODE, STAGE_WORKERS, Pacer, Progress, stage_all
 
 __all__ = [
     "APPEARED",
@@ -81,6 +88,8 @@ __all__ = [
     "DELETED",
     "ESCAPED",
     "JOURNAL_NAME",
+    "NEW_DIR_MODE",
+    "NEW_FILE_MODE",
     "STAGE_PREFIX",
     "ApplyCancelled",
     "ApplyConflict",
@@ -100,6 +109,7 @@ __all__ = [
 NEW_DIR_MODE = dirmodes.NEW_DIR_MODE
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
+
 
 def apply_files(
     root: Path,

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qshell.overlay import reads
-from qshell.overlay.metadata import has_capability
 from qshell.overlay.dirfd import (
     BLOCKED,
     ESCAPED,
@@ -41,6 +40,7 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.metadata import has_capability
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
     APPEARED,
@@ -224,7 +224,9 @@ def _dir_modes(
         if before == mode:
             continue
         parent_info = _dir_info(root_fd, split_rel(rel)[:-1]) if before is None else None
-        inherited = stat_module.S_ISGID if parent_info and parent_info.st_mode & stat_module.S_ISGID else 0
+        inherited = (
+            stat_module.S_ISGID if parent_info and parent_info.st_mode & stat_module.S_ISGID else 0
+        )
         if mode & SET_ID_BITS & ~inherited & ~(before or 0):
             conflicts.append(Conflict(rel, SET_ID))
             continue

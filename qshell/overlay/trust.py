@@ -24,8 +24,8 @@ from qshell.overlay.errors import OverlayError
 from qshell.overlay.records import (
     BACKUP_PREFIX,
     JOURNAL_VERSION,
-    DirMode,
     STAGE_PREFIX,
+    DirMode,
     JournalState,
     Phase,
     Step,

@@ -183,7 +183,9 @@ def test_a_hard_linked_file_is_edited_in_place(overlay, project, tmp_path):
     assert no_litter(project)
 
 
-def test_a_crashed_in_place_edit_is_rolled_back_into_the_same_inode(overlay, project, tmp_path, monkeypatch):
+def test_a_crashed_in_place_edit_is_rolled_back_into_the_same_inode(
+    overlay, project, tmp_path, monkeypatch
+):
     outside = tmp_path / "outside.txt"
     os.link(project / "notes.txt", outside)
     overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
