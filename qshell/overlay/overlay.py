@@ -91,6 +91,7 @@ class Overlay:
         self._removed: dict[str, Removal] = {}  # real entries deleted (or replaced)
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
+        self._copied: dict[str, int] = {}  # upper directories copied up by writes → their mode
         self._discarded = False
         self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._bases = [
@@ -194,7 +195,7 @@ class Overlay:
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
-                return plan(self.root, self.upper, originals, read, removals, made)[1]
+                return plan(self.root, self.upper, originals, read, removals, made, self._copied)[1]
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
@@ -227,6 +228,7 @@ class Overlay:
                 read,
                 removals=removals,
                 made=made,
+                copied=self._copied,
                 progress=progress,
                 cancelled=cancelled,
             )
@@ -401,6 +403,7 @@ class Overlay:
                     continue
                 with open_chain(parent, parts[depth - 1 : depth]) as fd:
                     os.fchmod(fd, stat_module.S_IMODE(info.st_mode))
+                self._copied[prefix] = stat_module.S_IMODE(info.st_mode)
 
     def _check_parents(self, parts: list[str], path: os.PathLike[str] | str) -> None:
         """ENOTDIR when an ancestor is a file in this view, as the OS would say."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat as stat_module
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from qshell.overlay import reads
@@ -208,10 +208,16 @@ def _check_made(root_fd: int, rel: str, removed: set[str]) -> Conflict | list[st
 
 
 def _dir_modes(
-    root_fd: int, upper_fd: int, made: Sequence[str], existing: Sequence[str]
+    root_fd: int,
+    upper_fd: int,
+    made: Sequence[str],
+    existing: Sequence[str],
+    copied: Mapping[str, int],
 ) -> tuple[list[DirMode], list[Conflict]]:
     """The mode each made directory gets, and each existing one whose mode the upper layer
-    changed (with its mode until then); a conflict for a setuid or setgid bit brought in."""
+    changed (with its mode until then); a conflict for a setuid or setgid bit brought in.
+    An upper directory that still has the mode it was copied up with (`copied`) changes
+    nothing: the real one keeps its mode, a chmod the user made since included."""
     modes: list[DirMode] = []
     conflicts: list[Conflict] = []
     for rel in [*made, *existing]:
@@ -219,6 +225,8 @@ def _dir_modes(
         if upper is None or not stat_module.S_ISDIR(upper.st_mode):
             continue  # a parent of a new file the upper layer has not got: mkdir's default
         mode = stat_module.S_IMODE(upper.st_mode)
+        if rel in existing and copied.get(rel) == mode:
+            continue
         real = lstat_at(root_fd, rel) if rel in existing else None
         before = None if real is None else stat_module.S_IMODE(real.st_mode)
         if before == mode:
@@ -241,12 +249,14 @@ def plan(
     read: Sequence[Fingerprint] = (),
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
+    copied: Mapping[str, int] | None = None,
 ) -> tuple[JournalState, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing.
 
     `read` holds the fingerprints of the real files the speculation read: any that changed
     is a conflict too; `removals` the real entries it deleted, `made` the directories it
-    made (empty ones included).
+    made (empty ones included), `copied` the mode each upper directory the overlay copied up
+    from a real one had then.
     """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
@@ -285,7 +295,7 @@ def plan(
                 dirs.update(dict.fromkeys(needed))
             else:
                 existing.append(rel)
-        state.modes, refused = _dir_modes(root_fd, upper_fd, list(dirs), existing)
+        state.modes, refused = _dir_modes(root_fd, upper_fd, list(dirs), existing, copied or {})
         conflicts += refused
         stopped = {c.path for c in conflicts}
         for print_ in read:

@@ -227,3 +227,11 @@ def test_a_sparse_file_is_staged_sparse(overlay, project):
     with open(project / "disk.img", "rb") as source:
         source.seek(size - 5)
         assert source.read() == b"tail\n"
+
+
+def test_a_chmod_the_user_makes_after_a_write_in_that_directory_is_kept(overlay, project):
+    os.chmod(project / "secrets", 0o755)
+    overlay.view.write_bytes(project / "secrets" / "key.txt", b"key v2\n")
+    os.chmod(project / "secrets", 0o700)  # the user, while the speculation waits
+    overlay.apply()
+    assert mode_of(project / "secrets") == 0o700
