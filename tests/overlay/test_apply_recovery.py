@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -177,4 +178,35 @@ def test_without_syncfs_each_file_is_fsynced_instead(tmp_path, monkeypatch):
     overlay.apply()
     assert len(calls) > 6 + len(expected_after(before)) // 2
     assert snapshot(root) == expected_after(before)
+    overlay.discard()
+
+
+# --- a start while the killed process still holds its lock ------------------------------------------
+
+
+def dead_overlay(tmp_path: Path, monkeypatch, name: str) -> tuple[Path, Overlay, Path]:
+    """An apply that died at its second rename; its lock still held (the process dying)."""
+    root, overlay = fresh(tmp_path, name)
+    speculate(overlay, root)
+    crash(overlay, monkeypatch, crash_at_the_second_rename)
+    return root, overlay, overlay.directory.parent.parent
+
+
+def test_a_start_waits_for_a_dying_process_and_recovers_its_apply(tmp_path, monkeypatch):
+    root, overlay, base = dead_overlay(tmp_path, monkeypatch, "dying")
+    assert overlay.lease is not None
+    threading.Timer(0.3, overlay.lease.release).start()  # the kernel finishes it off
+    assert sweep_stale(base, root=root) == 1
+    assert no_litter(root)
+    assert (root / "src" / "app.py").read_text() == "app v1\n"
+
+
+def test_a_start_does_not_wait_for_a_live_apply_that_ends(tmp_path, monkeypatch):
+    root, overlay, base = dead_overlay(tmp_path, monkeypatch, "live")
+    recover_journal(overlay.directory / JOURNAL_NAME)  # as the live apply rolls back...
+    (overlay.directory / JOURNAL_NAME).write_text("{}")  # ...with a journal still there
+    os.chmod(overlay.directory / JOURNAL_NAME, 0o600)
+    threading.Timer(0.2, (overlay.directory / JOURNAL_NAME).unlink).start()  # then it ends
+    assert sweep_stale(base, root=root) == 0  # held and journal-free: live, left alone
+    assert overlay.directory.is_dir()
     overlay.discard()
