@@ -2,7 +2,8 @@
 
 Run: `python -m bench.overlay_apply [--files 1000] [--runs 7] [--dir PATH]`. Prints the
 median and p99 time of `Overlay.apply()` for `--files` overlay files of 4 KiB (half edits of
-existing files, half new files, in 20 directories; goal ≤ 1 s), and the per-file cost of
+existing files, half new files, in 20 directories; goal ≤ 1 s on the 2-core machine: one
+syncfs each side of the commit point, not one fsync a file), and the per-file cost of
 the first copy-on-write `write_bytes` of an existing file next to `shutil.copyfile` of the
 same file, measured interleaved in one run (goal: ratio of medians ≤ 2×). `--dir` picks the
 filesystem (default: the temp dir, where the overlay lives too).

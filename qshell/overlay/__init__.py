@@ -13,7 +13,10 @@ nobody holds, for that project only, and removes them. Inside: `overlay.py` (the
 `view.py` (its FileView), `reads.py` (read fingerprints), `upper.py` (what a kernel overlay
 left in `upper/`: whiteouts and opaque directories as deletions), `trees.py` (digests of
 deleted entries), `plan.py` (the checks before an apply), `journal.py` (the journaled apply
-and recovery), `unlinks.py` (its deletions), `trust.py` and `seal.py` (which journals
+and recovery), `staging.py` (its staged copies, progress and cancel), `durable.py` (one
+syncfs each side of its commit point), `metadata.py` (holes, xattrs, ACLs), `inplace.py`
+(hard-linked files edited in place), `dirmodes.py` (its directories' modes), `unlinks.py`
+(its deletions), `trust.py` and `seal.py` (which journals
 recovery follows: this user's qshell's own, sealed, for this project, never from a base
 inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.py`
 (descriptor operations that never follow a symlink), `lease.py` (flock liveness),
@@ -25,10 +28,11 @@ recovery reports) pass through as they are.
 
 from qshell.overlay.errors import OverlayError, OverlayEscape, OverlayUnavailable, ReadsUnrecorded
 from qshell.overlay.overlay import Overlay
-from qshell.overlay.records import ApplyConflict, ApplyFailed, Conflict
+from qshell.overlay.records import ApplyCancelled, ApplyConflict, ApplyFailed, Conflict
 from qshell.overlay.sweep import recover, sweep_stale
 
 __all__ = [
+    "ApplyCancelled",
     "ApplyConflict",
     "ApplyFailed",
     "Conflict",

@@ -1,10 +1,16 @@
 """All-or-nothing apply of a speculation overlay onto the real tree, and crash recovery.
 
 `apply_files` checks everything first (plan.py) and applies nothing if one check fails.
-Then it journals the plan, moves each deleted entry aside (unlinks.py: checked after the
-move, dropped after the commit point, put back on a rollback), makes the new directories,
-stages each file beside its destination with its mode (fsynced, several at once)
-and swaps each staged copy in. An existing destination is swapped with
+Then it journals the plan — every staged and backup name in it before that file exists —,
+moves each deleted entry aside (unlinks.py: checked after the move, dropped after the
+commit point, put back on a rollback), makes the new directories (dirmodes.py), stages each
+file beside its destination (staging.py: streamed, holes, xattrs and ACLs kept, several at
+once), makes all of it durable in one step (durable.py: one syncfs, not one fsync a file),
+journals RENAMING and swaps each staged copy in; a hard-linked destination is written in
+place instead (inplace.py). Then the directories get their modes, one more sync, and the
+journal says COMMITTED. A `progress` callback follows each file staged and swapped, and a
+`cancelled` check before each stops the apply before its commit point (ApplyCancelled,
+rolled back). An existing destination is swapped with
 `renameat2(RENAME_EXCHANGE)`: the destination is never missing, and whatever was there at
 that instant — the checked original, or an editor's save that landed after the check — is
 caught under the staged name, not destroyed. It is then verified (the checked content and
@@ -21,28 +27,28 @@ the root. Before the commit point a failure or crash is rolled back (in-process,
 `recover_journal` at the next start, which trusts only journals trust.py vouches for);
 after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
 after a crash is left as found and reported. It never touches paths outside the root.
-Stateless functions (staging uses a short-lived thread pool); the overlay's lock
-serialises applies.
+A rollback cut short by a second crash is finished by the next: a destination found
+holding the original again has our copies beside it removed, so no staged or backup name
+is left in the project. Stateless functions (staging and clean-up use short-lived thread
+pools); the overlay's lock serialises applies.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import stat as stat_module
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from qshell.dirs import PRIVATE_FILE_MODE
-from qshell.overlay import renameat, trust, unlinks
+from qshell.overlay import dirmodes, inplace, renameat, trust, unlinks
 from qshell.overlay.dirfd import (
     ESCAPED,
-    READ_FLAGS,
     PathRefused,
     hash_at,
     lstat_at,
@@ -50,6 +56,7 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.durable import make_durable
 from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
@@ -59,6 +66,7 @@ from qshell.overlay.records import (
     DELETED,
     JOURNAL_NAME,
     STAGE_PREFIX,
+    ApplyCancelled,
     ApplyConflict,
     ApplyFailed,
     ApplyReport,
@@ -71,6 +79,7 @@ from qshell.overlay.records import (
     Step,
 )
 from qshell.overlay.seal import canonical, seal
+from qshell.overlay.staging import NEW_FILE_MODE, STAGE_WORKERS, Pacer, Progress, stage_all
 
 __all__ = [
     "APPEARED",
@@ -79,13 +88,17 @@ __all__ = [
     "DELETED",
     "ESCAPED",
     "JOURNAL_NAME",
+    "NEW_DIR_MODE",
+    "NEW_FILE_MODE",
     "STAGE_PREFIX",
+    "ApplyCancelled",
     "ApplyConflict",
     "ApplyFailed",
     "ApplyReport",
     "Conflict",
     "Original",
     "Phase",
+    "Progress",
     "Recovery",
     "apply_files",
     "plan",
@@ -93,9 +106,7 @@ __all__ = [
     "write_journal",
 ]
 
-STAGE_WORKERS = 8  # threads staging files at once: I/O bound, each create and fsync waits
-NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
-NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p creates directories
+NEW_DIR_MODE = dirmodes.NEW_DIR_MODE
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV}
 
@@ -109,41 +120,45 @@ def apply_files(
     *,
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
+    copied: Mapping[str, int] | None = None,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> ApplyReport:
     """Apply every pending file from `upper` onto `root`, every removal and every directory
     in `made`, all or nothing; any file in `read` that changed since it was read stops it too.
+    `copied` holds the modes upper directories were copied up with (plan.py).
 
-    Raises ApplyConflict (nothing applied) or ApplyFailed (rolled back).
+    `progress(done, total)` follows each file staged and swapped in; `cancelled()` is asked
+    between them. Raises ApplyConflict (nothing applied), ApplyCancelled or ApplyFailed
+    (both rolled back).
     """
     started = time.perf_counter()
     try:
-        state, conflicts = plan(root, upper, pending, read, removals, made)
+        state, conflicts = plan(root, upper, pending, read, removals, made, copied)
     except (OSError, PathRefused) as exc:
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:
         raise ApplyConflict(conflicts)
-    if not state.files and not state.removals and not state.dirs:
+    if not state.files and not state.removals and not state.dirs and not state.modes:
         return ApplyReport((), (), time.perf_counter() - started)
+    pacer = Pacer(2 * len(state.files), progress, cancelled)
     try:
-        write_journal(journal, state)
+        pacer.check()
+        write_journal(journal, state)  # names every staged and backup file before it exists
         with open_dir(root) as root_fd, open_dir(upper) as upper_fd:
             unlinks.move_aside(root_fd, state)
-            _create_dirs(root_fd, state)
-            pool = ThreadPoolExecutor(STAGE_WORKERS)  # so creates and fsyncs overlap
-            try:
-                for _ in pool.map(lambda step: _stage(root_fd, upper_fd, step), state.files):
-                    pass
-            finally:
-                pool.shutdown(cancel_futures=True)  # all stopped before any rollback
+            dirmodes.make(root_fd, state)
+            stage_all(root_fd, upper_fd, state, pacer)
+            make_durable(root_fd, _staged_names(state), _parents(state))
+            pacer.check()
             state.phase = Phase.RENAMING
             write_journal(journal, state)
             for step in state.files:
+                pacer.check()
                 _swap(root_fd, step)
-            changed = [s.rel for s in state.files] + [r.rel for r in state.removals]
-            touched = {rel.rpartition("/")[0] for rel in changed}
-            for parent in touched | {d.rpartition("/")[0] for d in state.dirs}:
-                with open_chain(root_fd, parent.split("/") if parent else []) as fd:
-                    os.fsync(fd)
+                pacer.advance()
+            dirmodes.set_modes(root_fd, state)
+            make_durable(root_fd, [], _parents(state))
         state.phase = Phase.COMMITTED
         write_journal(journal, state)
     except BaseException as exc:
@@ -155,6 +170,23 @@ def apply_files(
     removed = tuple(step.rel for step in state.removals)
     seconds = time.perf_counter() - started
     return ApplyReport(applied, tuple(state.dirs), seconds, leftovers, removed)
+
+
+def _parents(state: JournalState) -> list[str]:
+    changed = [s.rel for s in state.files] + [r.rel for r in state.removals]
+    changed += [*state.dirs, *(m.rel for m in state.modes)]
+    return sorted({rel.rpartition("/")[0] for rel in changed})
+
+
+def _staged_names(state: JournalState) -> list[str]:
+    """Root-relative paths of every staged copy (and in-place backup), for the fallback."""
+    names = []
+    for step in state.files:
+        parent = step.rel.rpartition("/")[0]
+        for name in (step.staged, step.backup if step.in_place else None):
+            if name is not None:
+                names.append(f"{parent}/{name}" if parent else name)
+    return names
 
 
 def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -> None:
@@ -175,41 +207,14 @@ def _abort(root: Path, journal: Path, state: JournalState, exc: BaseException) -
         raise ApplyFailed(f"applying failed and was rolled back: {exc}") from exc
 
 
-def _create_dirs(root_fd: int, state: JournalState) -> None:
-    created: list[str] = []
-    for rel in state.dirs:
-        parts = split_rel(rel)
-        with open_chain(root_fd, parts[:-1]) as parent:
-            try:
-                os.mkdir(parts[-1], NEW_DIR_MODE, dir_fd=parent)
-            except FileExistsError:
-                continue  # someone else made it meanwhile: not ours to remove
-            created.append(rel)
-    state.dirs = created
-
-
-def _stage(root_fd: int, upper_fd: int, step: Step) -> None:
-    """Copy the overlay file next to its destination, with its mode, durably."""
-    parts = split_rel(step.rel)
-    with open_chain(upper_fd, parts[:-1]) as up, open_chain(root_fd, parts[:-1]) as parent:
-        with open(os.open(parts[-1], READ_FLAGS, dir_fd=up), "rb") as source:
-            data = source.read()
-        with open(os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent), "wb") as out:
-            out.write(data)
-            out.flush()
-            if step.mode is not None:
-                os.fchmod(out.fileno(), step.mode)
-            os.fsync(out.fileno())
-            step.staged_ino = os.fstat(out.fileno()).st_ino
-    step.sha256 = hashlib.sha256(data).hexdigest()
-
-
 def _swap(root_fd: int, step: Step) -> None:
     """Put the staged file in place of its destination, keeping the original as a backup;
     ApplyConflict when the destination is not what was checked."""
     parts = split_rel(step.rel)
     with open_chain(root_fd, parts[:-1]) as parent:
-        if step.backup is None:
+        if step.in_place:
+            inplace.write(parent, parts[-1], step)
+        elif step.backup is None:
             try:
                 _move_noreplace(parent, step.staged, parts[-1])
             except FileExistsError:
@@ -303,23 +308,40 @@ def _each_parent(root: Path, state: JournalState) -> Iterator[tuple[Step, int | 
 
 
 def _finish(root: Path, state: JournalState) -> tuple[str, ...]:
-    """After the commit point: remove backups and stray staged files. Best effort."""
+    """After the commit point: remove backups and stray staged files, several at once (an
+    unlink of a file whose blocks are on disk waits on the filesystem's journal). Best
+    effort; returns what could not be removed."""
     with open_dir(root) as root_fd:
         leftovers = unlinks.drop(root_fd, state)
-    for step, parent in _each_parent(root, state):
-        for name in (step.staged, step.backup):
+
+        def clean(step: Step) -> list[str]:
             try:
-                if name is not None and parent is not None:
-                    os.unlink(name, dir_fd=parent)
-            except FileNotFoundError:
-                continue
-            except OSError:
-                leftovers.append(f"{step.rel} ({name})")
+                with open_chain(root_fd, split_rel(step.rel)[:-1]) as parent:
+                    names = [n for n in (step.staged, step.backup) if n is not None]
+                    return [f"{step.rel} ({n})" for n in names if not _removed(parent, n)]
+            except (FileNotFoundError, NotADirectoryError, PathRefused):
+                return []
+
+        with ThreadPoolExecutor(STAGE_WORKERS) as pool:
+            for left in pool.map(clean, state.files):
+                leftovers += left
     return tuple(leftovers)
+
+
+def _removed(parent: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _roll_back(root: Path, state: JournalState) -> tuple[str, ...]:
     """Undo whatever part of the journal happened; returns destinations kept as found."""
+    with open_dir(root) as root_fd:
+        dirmodes.restore_modes(root_fd, state)
     kept = [
         step.rel
         for step, parent in _each_parent(root, state)
@@ -345,6 +367,8 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
     still holds what was staged.
     """
     name = step.rel.rpartition("/")[2]
+    if step.in_place:
+        return inplace.roll_back(parent, name, step)
     staged, dest = lstat_at(parent, step.staged), lstat_at(parent, name)
     backup = None if step.backup is None else lstat_at(parent, step.backup)
     if staged is not None and (phase is Phase.STAGING or _ours(staged, step)):
@@ -364,6 +388,9 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
         return True
     holder = step.staged if staged is not None else step.backup if backup is not None else None
     if dest is not None and not _untouched(parent, name, step):
+        if step.backup is not None and _is_original(parent, name, step):
+            _drop_ours(parent, step)  # swapped back already (a rollback cut short)
+            return True
         return False  # edited after the swap: keep it (and any original beside it)
     if step.backup is None:  # a new file
         if dest is not None:
@@ -372,6 +399,13 @@ def _roll_back_file(parent: int, step: Step, phase: Phase) -> bool:
     if holder is None or dest is None:
         return False  # nothing left to restore from, or our copy is gone
     return _swap_back(parent, holder, name, step)
+
+
+def _drop_ours(parent: int, step: Step) -> None:
+    """Remove the step's staged and backup names where they hold our untouched copy."""
+    for name in (step.staged, step.backup):
+        if name is not None and _untouched(parent, name, step):
+            os.unlink(name, dir_fd=parent)
 
 
 def _move_back(parent: int, holder: str, name: str) -> bool:
@@ -399,7 +433,11 @@ def _swap_back(parent: int, holder: str, name: str, step: Step) -> bool:
 def write_journal(path: Path, state: JournalState) -> None:
     """Replace the journal atomically and durably (0600, as trust.py requires)."""
     temp = path.with_name(path.name + ".tmp")
-    steps = {"files": [vars(s) for s in state.files], "removals": [vars(r) for r in state.removals]}
+    steps = {
+        "files": [vars(s) for s in state.files],
+        "removals": [vars(r) for r in state.removals],
+        "modes": [vars(m) for m in state.modes],
+    }
     body = canonical({**vars(state), **steps})
     data = json.dumps({"seal": seal(body.encode()), "journal": json.loads(body)})
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -94,6 +94,7 @@ class Overlay:
         self._removed: dict[str, Removal] = {}  # real entries deleted (or replaced)
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
+        self._copied: dict[str, int] = {}  # upper directories copied up by writes → their mode
         self._discarded = False
         self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._base: baseline.Base | None = None  # the tree before the running command
@@ -222,15 +223,23 @@ class Overlay:
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
-                return plan(self.root, self.upper, originals, read, removals, made)[1]
+                return plan(self.root, self.upper, originals, read, removals, made, self._copied)[1]
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
-    def apply(self) -> ApplyReport:
+    def apply(
+        self,
+        *,
+        progress: journal.Progress | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> ApplyReport:
         """Apply every written file, all or nothing; the overlay stays until `discard()`.
 
-        Raises ApplyConflict (nothing applied: a written file changed since it was copied,
-        or a file read since it was read) or ApplyFailed (rolled back).
+        `progress(done, total)` is called as files are staged and swapped in; `cancelled()`
+        is asked between them and, when true before the commit point, the apply is rolled
+        back and ApplyCancelled raised. Raises ApplyConflict (nothing applied: a written
+        file changed since it was copied, or a file read since it was read) or ApplyFailed
+        (rolled back).
         """
         with self._lock:
             self._check_open()
@@ -240,7 +249,16 @@ class Overlay:
             originals, read = list(self._originals.values()), list(self._reads.values())
             removals, made = list(self._removed.values()), [d for d in self._dirs if d]
             return journal.apply_files(
-                self.root, self.upper, target, originals, read, removals=removals, made=made
+                self.root,
+                self.upper,
+                target,
+                originals,
+                read,
+                removals=removals,
+                made=made,
+                copied=self._copied,
+                progress=progress,
+                cancelled=cancelled,
             )
 
     def changes_in(self, layer: Path) -> list[str]:
@@ -378,6 +396,7 @@ class Overlay:
                 self._check_parents(parts, path)
                 original = snapshot(rel, resolved, mode)
                 self._open_deleted(parts)
+            self._copy_up_dirs(parts[:-1])
             with self.upper_dir(parts[:-1], create=True) as parent:
                 self._put(parent, parts[-1], data, original.mode)
             if rel not in self._originals:
@@ -398,6 +417,28 @@ class Overlay:
                     os.mkdir(parts[depth - 1], journal.NEW_DIR_MODE, dir_fd=parent)
                 with self.upper_dir(parts[:depth]) as fd, contextlib.suppress(OSError):
                     os.setxattr(fd, OPAQUE_XATTR, b"y")
+
+    def _copy_up_dirs(self, parts: list[str]) -> None:
+        """Make the upper directories of `parts` that are missing, each with the mode of the
+        real directory at its path (as overlayfs copies one up), or mkdir's default."""
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if prefix in self._dirs or covered(prefix, self._removed):
+                continue
+            try:
+                info = os.lstat(self.root / prefix)
+            except OSError:
+                continue  # missing (made with the file) or unreadable: the default
+            if not stat_module.S_ISDIR(info.st_mode):
+                continue
+            with self.upper_dir(parts[: depth - 1], create=True) as parent:
+                try:
+                    os.mkdir(parts[depth - 1], journal.NEW_DIR_MODE, dir_fd=parent)
+                except FileExistsError:
+                    continue
+                with open_chain(parent, parts[depth - 1 : depth]) as fd:
+                    os.fchmod(fd, stat_module.S_IMODE(info.st_mode))
+                self._copied[prefix] = stat_module.S_IMODE(info.st_mode)
 
     def _check_parents(self, parts: list[str], path: os.PathLike[str] | str) -> None:
         """ENOTDIR when an ancestor is a file in this view, as the OS would say."""

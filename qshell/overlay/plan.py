@@ -6,7 +6,13 @@ this user, as is its directory — each deleted entry (a `Removal`: file, symlin
 directory) with the digest it had when the speculation deleted it (trees.py), and each file
 the speculation read with its fingerprint (reads.py). A file or directory at or below a
 deleted one is new, in a directory the apply makes after the deletion (a replaced
-directory); `made` names the directories that must exist even when empty. It returns the
+directory); `made` names the directories that must exist even when empty. Each directory
+gets the mode it has in the upper layer (a new one as made there, an existing one whose mode
+a command changed: overlayfs copies it up with the new mode). A setuid or setgid bit, or
+file capabilities, are never brought in from a speculation: a file or directory carrying
+one is a conflict (a setgid bit a new directory inherits from its real parent excepted). A
+destination with more than one hard link is edited in place (`Step.in_place`), as a real
+edit would keep the link. It returns the
 journal the apply would follow and every conflict at once; it touches nothing. Write
 permission is judged from the mode bits for this user's class (owner, group, other), not
 `os.access`: for root, which may write anything, a file or directory with no write bit at
@@ -19,13 +25,14 @@ from __future__ import annotations
 import os
 import secrets
 import stat as stat_module
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from qshell.overlay import reads
 from qshell.overlay.dirfd import (
     BLOCKED,
     ESCAPED,
+    READ_FLAGS,
     PathRefused,
     hash_at,
     lstat_at,
@@ -33,19 +40,23 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.metadata import has_capability
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
     APPEARED,
     BACKUP_PREFIX,
     BAD_COPY,
+    CAPABILITY,
     CHANGED,
     DELETED,
     DIR_READ_ONLY,
     MODE_CHANGED,
     READ_CHANGED,
     READ_ONLY,
+    SET_ID,
     STAGE_PREFIX,
     Conflict,
+    DirMode,
     JournalState,
     Original,
     Phase,
@@ -57,6 +68,7 @@ from qshell.overlay.trees import TreeTooLarge, digest_at
 
 _WRITE = 0o2
 _WRITE_AND_SEARCH = 0o3
+SET_ID_BITS = stat_module.S_ISUID | stat_module.S_ISGID
 
 
 def may_write(info: os.stat_result, *, directory: bool = False) -> bool:
@@ -105,6 +117,10 @@ def _check(
         copy = None
     if copy is None or not stat_module.S_ISREG(copy.st_mode):
         return Conflict(item.rel, BAD_COPY)
+    if copy.st_mode & SET_ID_BITS or (item.mode or 0) & SET_ID_BITS:
+        return Conflict(item.rel, SET_ID)
+    if _capable(upper_fd, item.rel):
+        return Conflict(item.rel, CAPABILITY)
     fresh = _fresh_dirs(parts, removed)
     if fresh is not None:  # in a directory the apply makes after a deletion
         return Step(item.rel, f"{STAGE_PREFIX}{token}", None, item.mode, None), fresh
@@ -133,7 +149,20 @@ def _check(
     new_mode = stat_module.S_IMODE(copy.st_mode)  # a command may have changed it
     backup = f"{BACKUP_PREFIX}{token}"
     step = Step(item.rel, staged, backup, new_mode, item.sha256, expect_mode=mode)
+    if found[1].st_nlink > 1:  # a hard link: written in place, as a real edit keeps it
+        step.in_place, step.dest_ino = True, found[1].st_ino
     return step, []
+
+
+def _capable(upper_fd: int, rel: str) -> bool:
+    try:
+        fd = os.open(rel, READ_FLAGS | os.O_NONBLOCK, dir_fd=upper_fd)
+    except OSError:
+        return False
+    try:
+        return has_capability(fd)
+    finally:
+        os.close(fd)
 
 
 def _fresh_dirs(parts: Sequence[str], removed: set[str]) -> list[str] | None:
@@ -178,6 +207,41 @@ def _check_made(root_fd: int, rel: str, removed: set[str]) -> Conflict | list[st
     return []
 
 
+def _dir_modes(
+    root_fd: int,
+    upper_fd: int,
+    made: Sequence[str],
+    existing: Sequence[str],
+    copied: Mapping[str, int],
+) -> tuple[list[DirMode], list[Conflict]]:
+    """The mode each made directory gets, and each existing one whose mode the upper layer
+    changed (with its mode until then); a conflict for a setuid or setgid bit brought in.
+    An upper directory that still has the mode it was copied up with (`copied`) changes
+    nothing: the real one keeps its mode, a chmod the user made since included."""
+    modes: list[DirMode] = []
+    conflicts: list[Conflict] = []
+    for rel in [*made, *existing]:
+        upper = lstat_at(upper_fd, rel)
+        if upper is None or not stat_module.S_ISDIR(upper.st_mode):
+            continue  # a parent of a new file the upper layer has not got: mkdir's default
+        mode = stat_module.S_IMODE(upper.st_mode)
+        if rel in existing and copied.get(rel) == mode:
+            continue
+        real = lstat_at(root_fd, rel) if rel in existing else None
+        before = None if real is None else stat_module.S_IMODE(real.st_mode)
+        if before == mode:
+            continue
+        parent_info = _dir_info(root_fd, split_rel(rel)[:-1]) if before is None else None
+        inherited = (
+            stat_module.S_ISGID if parent_info and parent_info.st_mode & stat_module.S_ISGID else 0
+        )
+        if mode & SET_ID_BITS & ~inherited & ~(before or 0):
+            conflicts.append(Conflict(rel, SET_ID))
+            continue
+        modes.append(DirMode(rel, mode, before))
+    return modes, conflicts
+
+
 def plan(
     root: Path,
     upper: Path,
@@ -185,12 +249,14 @@ def plan(
     read: Sequence[Fingerprint] = (),
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
+    copied: Mapping[str, int] | None = None,
 ) -> tuple[JournalState, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing.
 
     `read` holds the fingerprints of the real files the speculation read: any that changed
     is a conflict too; `removals` the real entries it deleted, `made` the directories it
-    made (empty ones included).
+    made (empty ones included), `copied` the mode each upper directory the overlay copied up
+    from a real one had then.
     """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
@@ -217,6 +283,7 @@ def plan(
                 continue
             state.files.append(result[0])
             dirs.update(dict.fromkeys(result[1]))
+        existing: list[str] = []
         for rel in made:
             try:
                 needed = _check_made(root_fd, rel, removed)
@@ -224,8 +291,12 @@ def plan(
                 needed = Conflict(rel, exc.reason)
             if isinstance(needed, Conflict):
                 conflicts.append(needed)
-            else:
+            elif needed:
                 dirs.update(dict.fromkeys(needed))
+            else:
+                existing.append(rel)
+        state.modes, refused = _dir_modes(root_fd, upper_fd, list(dirs), existing, copied or {})
+        conflicts += refused
         stopped = {c.path for c in conflicts}
         for print_ in read:
             if print_.rel not in stopped and not reads.unchanged(root_fd, print_):

@@ -3,10 +3,10 @@
 `Original` is a written file as it was before the overlay's first write, `Removal` a real
 file, symlink or directory the overlay deletes (by its digest, trees.py); `Conflict` (with
 one of the reason constants) is why a file cannot be applied, `ApplyConflict` carries them
-all (nothing was applied) and `ApplyFailed` means an apply was rolled back; `Step` and
-`Unlink` and
-`JournalState` are what the journal records, `Phase` where an apply stands. Values only,
-no I/O; any thread.
+all (nothing was applied), `ApplyFailed` means an apply was rolled back and
+`ApplyCancelled` that it was stopped before its commit point (rolled back too); `Step`,
+`Unlink`, `DirMode` and `JournalState` are what the journal records, `Phase` where an apply
+stands. Values only, no I/O; any thread.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from qshell.overlay.errors import OverlayError
 
 JOURNAL_NAME = "journal.json"
-JOURNAL_VERSION = 4  # 3: sealed (seal.py); 4: removals
+JOURNAL_VERSION = 5  # 3: sealed (seal.py); 4: removals; 5: directory modes, in-place edits
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
 
@@ -31,6 +31,8 @@ MODE_CHANGED = "its mode changed since it was copied"
 READ_ONLY = "is not writable for you"
 DIR_READ_ONLY = "is in a directory that is not writable for you"
 READ_CHANGED = "changed since the speculation read it"
+SET_ID = "would get a setuid or setgid bit, which a speculation never applies"
+CAPABILITY = "carries file capabilities, which a speculation never applies"
 
 
 class Phase(enum.StrEnum):
@@ -65,6 +67,10 @@ class ApplyConflict(OverlayError):
 
 class ApplyFailed(OverlayError):
     """Applying failed and was rolled back (or, if rolling back failed too, will be at start)."""
+
+
+class ApplyCancelled(OverlayError):
+    """The apply was cancelled before its commit point and rolled back: nothing changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +123,8 @@ class Step:
     sha256: str | None = None  # of the new content, once staged
     staged_ino: int | None = None  # of the new copy, once staged
     expect_mode: int | None = None  # the original's mode when not `mode` (a command's chmod)
+    in_place: bool = False  # hard-linked: written into the destination's inode, `backup` a copy
+    dest_ino: int | None = None  # the destination's inode, for an in-place edit
 
     @property
     def original_mode(self) -> int | None:
@@ -134,11 +142,22 @@ class Unlink:
 
 
 @dataclass
+class DirMode:
+    """A directory's mode as the apply sets it: `before` is its mode until then, None for a
+    directory the apply makes."""
+
+    rel: str
+    mode: int
+    before: int | None = None
+
+
+@dataclass
 class JournalState:
     root: str
     phase: Phase
     dirs: list[str]
     files: list[Step]
     removals: list[Unlink] = field(default_factory=list)  # done before `dirs` are made
+    modes: list[DirMode] = field(default_factory=list)  # of made dirs and chmodded ones
     version: int = JOURNAL_VERSION
     pid: int = field(default_factory=os.getpid)

@@ -7,7 +7,12 @@ process, or names this one.) At start-up `sweep_stale` claims every stale overla
 base directories (base_dir.py), recovers its journal — only a journal trust.py vouches for,
 and only for the project being started (`root`); another project's is left for a start
 there, and its overlay kept — and then removes it; one that cannot be recovered is kept
-for the next start. `recover` does the recovery alone. `recover_overlay` is also what
+for the next start. `recover` does the recovery alone. A lock still held on an overlay
+with a journal is waited for, briefly (`HELD_JOURNAL_WAIT_S`): a process killed mid-apply
+keeps its lock until the kernel has finished it off — after a SIGKILL that lands in a
+long fsync or under load, for a while yet — and a start that took that for a live
+apply and moved on left the half-done apply's backups and staged copies in the project.
+A live apply ends by removing its journal, which ends the wait too. `recover_overlay` is also what
 `Overlay.discard` runs. It never takes an overlay someone holds. Any thread: the pid
 directory's lock keeps a sweep away from an overlay being made.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -33,6 +39,9 @@ from qshell.overlay.journal import recover_journal
 from qshell.overlay.records import JOURNAL_NAME
 
 log = logging.getLogger(__name__)
+
+HELD_JOURNAL_WAIT_S = 3.0  # how long a start waits for the lock of an overlay mid-apply
+_POLL_S = 0.02
 
 
 def _alive(pid: int) -> bool:
@@ -67,6 +76,8 @@ def _claimed(base: Path) -> Iterator[Path]:
                             yield overlay
                         continue
                     if held is None:
+                        held = _wait_for_dying(overlay)
+                    if held is None:
                         continue  # live
                     try:
                         yield overlay
@@ -76,6 +87,18 @@ def _claimed(base: Path) -> Iterator[Path]:
             log.debug("skipped %s: %s", pid_dir, exc)
             continue
         remove_if_empty(pid_dir)
+
+
+def _wait_for_dying(overlay: Path) -> lease.Lease | None:
+    """The lock of an overlay that holds a journal, once its holder lets go (it was dying);
+    None when the journal went first (a live apply finished) or the wait ran out."""
+    deadline = time.monotonic() + HELD_JOURNAL_WAIT_S
+    while (overlay / JOURNAL_NAME).exists() and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+        held = lease.claim(overlay)
+        if held is not None:
+            return held
+    return None
 
 
 def recover_overlay(directory: Path, root: Path | None) -> bool:

@@ -25,6 +25,7 @@ from qshell.overlay.records import (
     BACKUP_PREFIX,
     JOURNAL_VERSION,
     STAGE_PREFIX,
+    DirMode,
     JournalState,
     Phase,
     Step,
@@ -87,9 +88,11 @@ def parse(path: Path, data: bytes) -> JournalState:
             raise ValueError("its seal does not verify: this user's qshell did not write it")
         steps = [Step(**s) for s in raw["files"]]
         removals = [Unlink(**r) for r in raw.get("removals", [])]
+        modes = [DirMode(**m) for m in raw.get("modes", [])]
         fields = {"phase": Phase(raw["phase"]), "files": steps, "removals": removals}
-        state = JournalState(**{**raw, **fields})
+        state = JournalState(**{**raw, **fields, "modes": modes})
         rels = [s.rel for s in state.files] + [r.rel for r in state.removals]
+        rels += [m.rel for m in state.modes]
         for rel in [*state.dirs, *rels]:
             split_rel(rel)
     except (KeyError, TypeError, ValueError, PathRefused) as exc:

@@ -8,7 +8,8 @@ those entries through no-follow descriptors and refuses (`UpperRefused`) a symli
 special file there; `refuse_privileged` refuses setuid/setgid bits and file capabilities;
 `changed_paths` names what they change, `drop` removes those a caller
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
-the rest into `upper/` as if the command had written it directly; `reconcile` makes the
+the rest into `upper/` as if the command had written it directly (each directory with the
+mode the layer gave it); `reconcile` makes the
 overlay's records from `upper/`, exactly as tool writes would have: each file's original
 read from the real tree (or the original the overlay already had), each whiteout or replaced
 directory a `Removal` of the real entry with its digest (trees.py). Functions over one
@@ -46,7 +47,7 @@ class UpperRefused(OverlayError):
 class UpperEntry:
     rel: str
     kind: str  # FILE | WHITEOUT | DIR
-    mode: int = 0  # permission bits of a file
+    mode: int = 0  # permission bits (with setuid, setgid, sticky) of a file or directory
     opaque: bool = False  # a directory that replaces the real one
 
 
@@ -74,7 +75,7 @@ def _walk(fd: int, prefix: str) -> Iterator[UpperEntry]:
             yield UpperEntry(rel, WHITEOUT)
         elif stat_module.S_ISDIR(mode):
             with open_chain(fd, [name]) as child:
-                yield UpperEntry(rel, DIR, opaque=_opaque(child))
+                yield UpperEntry(rel, DIR, stat_module.S_IMODE(mode), _opaque(child))
                 yield from _walk(child, rel)
         else:
             what = "a symlink" if stat_module.S_ISLNK(mode) else "a special file"
@@ -186,15 +187,18 @@ def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:
             ):
                 name, there = parts[-1], lstat_at(target, parts[-1])
                 if entry.kind == DIR and not entry.opaque:
-                    if there is not None and stat_module.S_ISDIR(there.st_mode):
-                        continue
-                    _remove_at(target, name, there)
-                    os.mkdir(name, NEW_DIR_MODE, dir_fd=target)
+                    if there is None or not stat_module.S_ISDIR(there.st_mode):
+                        _remove_at(target, name, there)
+                        os.mkdir(name, NEW_DIR_MODE, dir_fd=target)
                     continue
                 _remove_at(target, name, there)
                 os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
                 if entry.kind == DIR:
                     moved.add(entry.rel)
+        for entry in reversed(entries):  # the layer's directory modes, once all is in
+            if entry.kind == DIR and not entry.opaque and not covered(entry.rel, moved):
+                with open_chain(top_upper, split_rel(entry.rel)) as fd:
+                    os.fchmod(fd, entry.mode)
 
 
 def _remove_at(parent: int, name: str, info: os.stat_result | None) -> None:
