@@ -315,7 +315,7 @@ class Expected:
 
     start: Snapshot
     edited: Snapshot | None = None  # start + the user's edit
-    applied: list[Snapshot] = field(default_factory=list)  # each must match when applied
+    applied: dict[str, Snapshot] = field(default_factory=dict)  # each must match, by name
 
 
 def expected_trees(
@@ -323,22 +323,46 @@ def expected_trees(
 ) -> Expected:
     """Build `start` in copies under `scratch` and run the `ran` calls live: the tree a
     conflict leaves, and every tree an applied result must equal (with an edit, the live
-    run over the edited tree and the edit made after the live run: an edit that cannot
-    interact leaves both the same)."""
+    run over the edited tree, and the live run with the user's change made after it: an
+    edit that cannot interact leaves both the same)."""
     plain = scratch / "start"
     build(plain, start)
     expected = Expected(snapshot(plain))
     if edit is None:
         live(plain, ran)
-        expected.applied.append(snapshot(plain))
+        expected.applied["the live run"] = snapshot(plain)
         return expected
     edit.make(plain)
     expected.edited = snapshot(plain)
     live(plain, ran)
-    expected.applied.append(snapshot(plain))
+    expected.applied["the live run over the edited tree"] = snapshot(plain)
     after = scratch / "after"
     build(after, start)
     live(after, ran)
-    edit.make(after)
-    expected.applied.append(snapshot(after))
+    replay(expected.start, expected.edited, after)
+    expected.applied["the live run, then the user's change"] = snapshot(after)
     return expected
+
+
+def replay(before: Snapshot, after: Snapshot, root: Path) -> None:
+    """Make under `root` the change that turned `before` into `after` (the user's edit as
+    it happened: the same entries with the same type, mode and bytes, or gone)."""
+    for rel in sorted({*before, *after}):
+        old, new = before.get(rel), after.get(rel)
+        if old is not None and new is not None and old[:3] == new[:3]:
+            continue  # only its links changed: another entry's change says it
+        path = outside_of(root) if rel == "../outside" else root / rel
+        if new is None:
+            _remove(path)
+        elif new[0] == "dir":
+            if os.path.lexists(path) and not path.is_dir():
+                _remove(path)
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(new[1])
+        else:
+            if path.is_symlink() or path.is_dir() or new[0] != "file":
+                _remove(path)  # the user's edit made a file here, not through a link
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(new[2])
+            if rel != "../outside":
+                path.chmod(new[1])

@@ -166,9 +166,9 @@ def check(rig: Rig, start: Start, calls: list[str], edit: UserEdit | None) -> No
         return
     event("refused" if outcome.refused else "applied whole")
     what = "refused then applied" if outcome.refused else "applied"
-    for want in expected.applied:
+    for name, want in expected.applied.items():
         wrong = differences(want, found)
-        assert not wrong, f"{what}, it differs from the live run:\n" + "\n".join(wrong)
+        assert not wrong, f"{what}, it differs from {name}:\n" + "\n".join(wrong)
 
 
 @settings(DIFFERENTIAL, max_examples=EXAMPLES or 150)
