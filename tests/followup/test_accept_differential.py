@@ -68,15 +68,12 @@ DIFFERENTIAL = settings(
 )
 
 
-@dataclass(repr=False)
 class Rig:
     """One session's tool context and jail, reused by every example: its project root is
     the speculated copy, rebuilt for each example; `scratch` holds the live copies."""
 
-    ctx: ToolContext
-    launcher: JailLauncher
-    root: Path
-    scratch: Path
+    def __init__(self, ctx: ToolContext, launcher: JailLauncher, root: Path, scratch: Path):
+        self.ctx, self.launcher, self.root, self.scratch = ctx, launcher, root, scratch
 
     def __repr__(self) -> str:
         return f"Rig({self.root})"
