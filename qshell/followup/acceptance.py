@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from qshell.agent.events import (
     Event,
+    FailureKind,
     Notice,
     SpeculationAccepted,
     ToolFinished,
@@ -35,7 +36,7 @@ from qshell.cancel import CancelToken
 from qshell.followup.speculation import RunStep, Speculation, SpeculationOutcome, Status
 from qshell.latency.router import Router
 from qshell.llm.messages import Message
-from qshell.overlay import ApplyConflict
+from qshell.overlay import ApplyCancelled, ApplyConflict
 from qshell.permissions.runner import ToolRunner
 from qshell.tools.base import ErrorType
 
@@ -90,6 +91,8 @@ def take_over(
     return shown
 
 
+LARGE_APPLY = 500  # files: from here on, accept says it is applying before it does
+APPLYING = "applying {count} files of the prepared answer (Ctrl-C cancels: nothing changes)"
 FINISHING = "finishing the prepared command before using it (Ctrl-C drops the prepared answer)"
 
 
@@ -187,7 +190,11 @@ def accept(
             raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
         if on_apply is not None:
             on_apply(written)
-        spec.overlay.apply()
+        spec.overlay.apply(cancelled=lambda: cancel.cancelled)
+    except ApplyCancelled as stopped:  # Ctrl-C before the commit point: nothing changed
+        spec.overlay.discard()
+        cut = TurnFailed(FailureKind.CANCELLED, "cancelled: nothing of the prepared answer applied")
+        return Acceptance(SpeculationOutcome.DISCARDED, iter([cut]), detail=str(stopped))
     except ApplyConflict as conflict:
         spec.overlay.discard()
         notice = Notice(f"the prepared answer was not used: {conflict}; running it now")

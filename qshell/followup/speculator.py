@@ -24,12 +24,12 @@ import threading
 from collections.abc import Callable, Iterator
 
 from qshell.agent.conversation import Conversation, PreparedTurn
-from qshell.agent.events import ApplyChoice, Event, ToolFinished, TurnFinished
+from qshell.agent.events import ApplyChoice, Event, Notice, ToolFinished, TurnFinished
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup import consent
-from qshell.followup.acceptance import accept, take_over
+from qshell.followup.acceptance import APPLYING, LARGE_APPLY, accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import (
@@ -180,6 +180,9 @@ class Speculator:
                 router = self.conversation.router
                 yield from consent.declined(spec, choice, session, runner, cancel, router)
                 return
+            count = len(spec.overlay.written) if spec.usable else 0
+            if count >= LARGE_APPLY:
+                yield Notice(APPLYING.format(count=count))
             acceptance = accept(
                 spec,
                 session,
