@@ -14,7 +14,7 @@ from qshell.overlay import ApplyConflict, Overlay, journal
 from qshell.overlay.journal import JOURNAL_NAME, recover_journal
 from qshell.overlay.records import CAPABILITY, SET_ID
 from qshell.tools.paths import PathResolver
-from tests.overlay.test_apply import Crash, no_litter
+from tests.overlay.test_apply import Crash, crash_before_the_commit_point, no_litter
 
 
 @pytest.fixture
@@ -81,14 +81,7 @@ def test_a_rolled_back_apply_puts_a_directory_mode_back(overlay, project, monkey
     overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
     overlay.view.write_bytes(project / "secrets" / "key.txt", b"key v2\n")
     os.chmod(overlay.upper / "secrets", 0o700)
-    real_write = journal.write_journal
-
-    def write(path, state):
-        if state.phase is journal.Phase.COMMITTED:
-            raise Crash("before the commit point")
-        real_write(path, state)
-
-    monkeypatch.setattr(journal, "write_journal", write)
+    crash_before_the_commit_point(monkeypatch)
     monkeypatch.setattr(journal, "_abort", lambda *args: None)
     with pytest.raises(Crash):
         overlay.apply()
@@ -190,14 +183,7 @@ def test_a_crashed_in_place_edit_is_rolled_back_into_the_same_inode(
     os.link(project / "notes.txt", outside)
     overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
     overlay.view.write_bytes(project / "new.txt", b"new\n")
-    real_write = journal.write_journal
-
-    def write(path, state):
-        if state.phase is journal.Phase.COMMITTED:
-            raise Crash("before the commit point")
-        real_write(path, state)
-
-    monkeypatch.setattr(journal, "write_journal", write)
+    crash_before_the_commit_point(monkeypatch)
     monkeypatch.setattr(journal, "_abort", lambda *args: None)
     with pytest.raises(Crash):
         overlay.apply()
