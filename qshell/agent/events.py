@@ -160,6 +160,7 @@ class ChangeKind(enum.StrEnum):
     CHANGED = "changed"
     CREATED = "created"
     DELETED = "deleted"
+    MODE = "mode"  # an existing directory's permission bits
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,8 +122,8 @@ def settled(spec: Speculation) -> bool:
 
 def changes(overlay: Overlay, paths: PathResolver | None = None) -> tuple[FileChange, ...]:
     """What applying `overlay` would do to the project, path by path: each file written or
-    deleted, and each directory it makes that no listed path lies in (`dir/`, the deepest
-    of a new chain); with `paths`, each names the protected paths at or below it."""
+    deleted, each directory it makes that no listed path lies in (`dir/`, the deepest of a
+    new chain) and each existing directory whose mode it changes; with `paths`, each names the protected paths at or below it."""
     removed = set(overlay.removed)
     found = []
     for rel in overlay.written:
@@ -140,6 +140,7 @@ def changes(overlay: Overlay, paths: PathResolver | None = None) -> tuple[FileCh
         if not any(p == rel or p.startswith(f"{rel}/") for p in listed):
             found.append(FileChange(f"{rel}/", ChangeKind.CREATED))
             listed.append(rel)
+    found += [FileChange(f"{m.rel}/", ChangeKind.MODE) for m in overlay.mode_changes()]
     if paths is not None:
         found = [_with_protected(c, overlay, paths) for c in found]
     return tuple(sorted(found, key=lambda c: c.path))

@@ -56,7 +56,7 @@ from qshell.permissions.policy import (
     judged_shell,
     proven_context,
 )
-from qshell.permissions.shell_scope import command_reads
+from qshell.permissions.shell_scope import command_reads, read_names
 from qshell.plugins import GateDecision, Verdict
 from qshell.tools.base import Access, ErrorType, Kind, Tool, ToolContext, ToolResult
 from qshell.tools.registered import speculation_concern
@@ -240,6 +240,8 @@ class SpeculativeRunner:
             try:
                 for path in command_reads(command, ctx.paths, proof=proof):
                     self.overlay.record_path(path, stop=lambda: ctx.cancel.cancelled)
+                for path in read_names(command, ctx.paths, proof=proof):
+                    self.overlay.record_links(path)  # a link re-pointed: another file read
                 if _runs_git(proof.commands):
                     self._record_git(ctx)
             except ReadsUnrecorded as exc:

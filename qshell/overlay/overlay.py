@@ -54,12 +54,16 @@ from qshell.overlay.records import (
     ApplyFailed,
     ApplyReport,
     Conflict,
+    DirMode,
+    JournalState,
     Original,
+    Phase,
     Removal,
 )
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
 from qshell.overlay.upper import (
+    DIR,
     OPAQUE_XATTR,
     UpperRefused,
     changed_paths,
@@ -77,6 +81,16 @@ from qshell.tools.paths import PathResolver
 META_NAME = "meta.jsonl"
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _mode_of(path: Path) -> int | None:
+    """The permission bits (setuid, setgid and sticky included) of the directory at `path`,
+    never through a final symlink; None when there is none."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return stat_module.S_IMODE(info.st_mode) if stat_module.S_ISDIR(info.st_mode) else None
 
 
 class Overlay:
@@ -216,14 +230,23 @@ class Overlay:
 
     def check_conflicts(self) -> list[Conflict]:
         """Why the overlay could not be applied now (empty: apply would go through)."""
+        return self.preview()[1]
+
+    def mode_changes(self) -> list[DirMode]:
+        """The existing directories whose mode applying now would change (a chmod the
+        speculation made), as the apply's plan has them."""
+        return [m for m in self.preview()[0].modes if m.before is not None]
+
+    def preview(self) -> tuple[JournalState, list[Conflict]]:
+        """The plan an apply now would follow, and what stops it; touches nothing."""
         with self._lock:
             self._check_open()
             if self._spoiled is not None:
-                return [self._spoiled]
+                return JournalState(str(self.root), Phase.STAGING, [], []), [self._spoiled]
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
-                return plan(self.root, self.upper, originals, read, removals, made, self._copied)[1]
+                return plan(self.root, self.upper, originals, read, removals, made, self._copied)
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
@@ -263,12 +286,19 @@ class Overlay:
 
     def changes_in(self, layer: Path) -> list[str]:
         """The files and deletions a command left in its own upper `layer`, a replaced
-        directory with a trailing slash (upper.py); OverlayEscape for a symlink or special
-        file there."""
+        directory with a trailing slash (upper.py), and — trailing slash too — each plain
+        directory it made or whose mode it changed (a chmod copies a directory up);
+        OverlayEscape for a symlink or special file there."""
         try:
-            return changed_paths(scan(layer))
+            entries = scan(layer)
         except UpperRefused as exc:
             raise OverlayEscape(layer, str(exc)) from None
+        retouched = [
+            f"{e.rel}/"
+            for e in entries
+            if e.kind == DIR and not e.opaque and e.rel and _mode_of(self.root / e.rel) != e.mode
+        ]
+        return changed_paths(entries) + retouched
 
     def absorb(self, layer: Path, unwanted: Collection[str] = ()) -> None:
         """Take in what a command run on the kernel overlay left in its `layer`, as if tools

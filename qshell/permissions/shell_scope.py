@@ -190,12 +190,30 @@ def command_reads(
     found: list[Path] = []
     if any(c == "git" or c.startswith("git ") for c in proof.commands):
         found.append(paths.root)
+    found += [paths.resolve(text or None) for text in _read_texts(proof)]
+    return list(dict.fromkeys(found))
+
+
+def read_names(command: str, paths: PathResolver, *, proof: shellproof.Proof) -> list[Path]:
+    """The paths `command_reads` finds, as named — absolute but with no symlink resolved —
+    so the links a read goes through can be noted too."""
+    found = []
+    for text in _read_texts(proof):
+        if text == "~" or text.startswith("~/"):
+            text = str(paths.home) + text[1:]
+        found.append(Path(os.path.normpath(paths.root / text)) if text else paths.root)
+    return list(dict.fromkeys(found))
+
+
+def _read_texts(proof: shellproof.Proof) -> list[str]:
+    """Each read of the proof as bash would name it from the project root ("" for the root)."""
+    texts = []
     for read in proof.reads:
         text = read.text if read.literal else _literal_prefix(read.text)
         if read.cwd and not text.startswith(("/", "~")):
             text = f"{read.cwd}/{text}" if text else read.cwd
-        found.append(paths.resolve(text or None))
-    return list(dict.fromkeys(found))
+        texts.append(text)
+    return texts
 
 
 def _literal_prefix(text: str) -> str:

@@ -43,7 +43,12 @@ NOTHING_CUT = "no output was cut short"
 DIFF_LINES = 40
 PREVIEW_LINES = 120
 APPLY_FILES = 20  # changed files listed by an apply question before "… N more"
-_CHANGE_MARKS = {ChangeKind.CHANGED: "~", ChangeKind.CREATED: "+", ChangeKind.DELETED: "-"}
+_CHANGE_MARKS = {
+    ChangeKind.CHANGED: "~",
+    ChangeKind.CREATED: "+",
+    ChangeKind.DELETED: "-",
+    ChangeKind.MODE: "m",
+}
 SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
 # C0 controls but tab and newline, DEL and C1 (0x9b is a one-byte CSI on some terminals)
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -266,7 +271,9 @@ def _stands_out(change: FileChange) -> bool:
 
 def _change_line(change: FileChange) -> str:
     """`- notes.txt (deleted)`, `- pkg (deleted; protected: pkg/.husky)`, `~ a.py`."""
-    notes = ["deleted"] if change.kind is ChangeKind.DELETED else []
+    notes = {ChangeKind.DELETED: ["deleted"], ChangeKind.MODE: ["permissions changed"]}.get(
+        change.kind, []
+    )
     if change.protected:
         notes.append(f"protected: {', '.join(clean(p) for p in change.protected)}")
     note = f" ({'; '.join(notes)})" if notes else ""

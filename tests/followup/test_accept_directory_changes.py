@@ -1,0 +1,82 @@
+"""What a speculated command does to directories themselves, and to the links a read goes
+through, is shown, checked and kept out of protected places like any file change.
+
+A `chmod` of a directory leaves no file change, only a directory copied up with another
+mode: on a protected directory (`.git`, `.qshell`, `.github/workflows`, `.husky`) that is a
+boundary, since a live turn asks about it; elsewhere the accept's question lists it. A
+proven read-only `cat link` that read through a symlink is stale once the link points
+elsewhere. On the real kernel overlay; skipped with the probe's reason where none mounts.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from qshell.agent.events import (
+    ApplyChoice,
+    ApplyRequested,
+    ChangeKind,
+    FileChange,
+    Notice,
+    SpeculationAccepted,
+)
+from qshell.config import ApprovalMode
+from qshell.followup.speculation import Status
+from qshell.llm.messages import Message
+from qshell.sandbox import probe
+from tests.followup.test_consent import accepted_turn, of_type
+from tests.followup.test_overlay_run import project, speculate
+
+FOUND = probe()
+pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
+PROTECTED = {
+    ".github/workflows/ci.yml": "on: push\n",
+    ".husky/pre-commit": "lint\n",
+    ".git/hooks/pre-commit": "lint\n",
+    ".qshell/settings.json": "{}\n",
+}
+
+
+def mode_of(path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("target", [".git", ".git/hooks", ".qshell", ".github/workflows", ".husky"])
+@pytest.mark.parametrize("mode", [ApprovalMode.AUTO_EDIT, ApprovalMode.DEFAULT])
+def test_a_chmod_of_a_protected_directory_is_left_to_the_live_turn(tmp_path, target, mode):
+    setup = project(tmp_path, {"a.txt": "a\n", **PROTECTED})
+    before = mode_of(setup.root / target)
+    run = speculate(setup, [f"chmod 777 {target}"], mode=mode)
+    assert run.spec.status is Status.BOUNDARY
+    assert target in run.spec.boundary.detail
+    assert not run.overlay.has_writes  # nothing of the command was taken in
+    assert mode_of(setup.root / target) == before
+
+
+def test_the_question_lists_a_directory_whose_mode_the_command_changed(tmp_path):
+    setup = project(tmp_path, {"secrets/key.txt": "k\n", "a.txt": "a\n"})
+    os.chmod(setup.root / "secrets", 0o755)
+    run = speculate(setup, ["chmod 700 secrets"], mode=ApprovalMode.DEFAULT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    question = of_type(events, ApplyRequested)[0]
+    assert question.changes == (FileChange("secrets/", ChangeKind.MODE),)
+    assert of_type(events, SpeculationAccepted)
+    assert mode_of(setup.root / "secrets") == 0o700
+
+
+def test_a_read_through_a_symlink_is_stale_once_the_link_points_elsewhere(tmp_path):
+    setup = project(tmp_path, {"a.cfg": "A\n", "b.cfg": "B\n"})
+    os.symlink("a.cfg", setup.root / "cfg")
+    run = speculate(setup, ["cat cfg"], mode=ApprovalMode.AUTO_EDIT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    os.unlink(setup.root / "cfg")
+    os.symlink("b.cfg", setup.root / "cfg")
+    setup.script(Message.assistant("B"))  # the prompt, run for real after the conflict
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    assert not of_type(events, SpeculationAccepted)
+    notices = [e.text for e in of_type(events, Notice)]
+    assert any("not used" in text and "cfg" in text for text in notices), notices
