@@ -52,6 +52,7 @@ class Fingerprint:
     whole: bool  # `sha256` covers the whole file: compare the content, not the signature
     signature: Signature
     link: str | None = None  # of a symlink read through: its target, all that is compared
+    listing: str | None = None  # of a directory listed: the sha256 of its sorted names
 
     def stronger_than(self, other: Fingerprint) -> bool:
         """True when this one saw the same file state as `other`, and more of it."""
@@ -78,6 +79,15 @@ def of_signature(rel: str, info: os.stat_result) -> Fingerprint:
 def of_link(rel: str, target: str) -> Fingerprint:
     """The fingerprint of the symlink at `rel` a read went through: its target string."""
     return Fingerprint(rel, 0, "", False, (0, 0, 0, 0), target)
+
+
+def of_listing(rel: str, names: list[str]) -> Fingerprint:
+    """The fingerprint of the directory at `rel` a walk listed: which names it holds."""
+    return Fingerprint(rel, 0, "", False, (0, 0, 0, 0), listing=_names_sha256(names))
+
+
+def _names_sha256(names: list[str]) -> str:
+    return hashlib.sha256("\0".join(sorted(names)).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def links_on(root: Path, path: Path) -> list[Fingerprint]:
@@ -126,8 +136,10 @@ def of_fd(rel: str, fd: int) -> Fingerprint:
 
 def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprint]:
     """The signature fingerprint of every regular file below `top` (which is inside
-    `root`), symlinks not followed and `.git/` skipped; TooManyReads past MAX_TREE_FILES.
-    Stops early when `stop()` says so."""
+    `root`) and the listing of every directory there, `top` included — a file made later
+    changes what `ls`, `find` or a test runner's discovery would answer — symlinks not
+    followed and `.git/` skipped; TooManyReads past MAX_TREE_FILES. Stops early when
+    `stop()` says so."""
     stack, count = [top], 0
     while stack:
         directory = stack.pop()
@@ -136,6 +148,8 @@ def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprin
                 found = list(entries)
         except OSError:
             continue  # unreadable: the command cannot read it either
+        rel = directory.relative_to(root).as_posix()
+        yield of_listing("" if rel == "." else rel, [entry.name for entry in found])
         for entry in found:
             try:
                 info = entry.stat(follow_symlinks=False)
@@ -155,6 +169,8 @@ def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprin
 def unchanged(root_fd: int, print_: Fingerprint) -> bool:
     """True when the file (or the symlink) is still what `print_` recorded (through no
     symlink)."""
+    if print_.listing is not None:
+        return _same_listing(root_fd, print_)
     try:
         parts = split_rel(print_.rel)
         with open_chain(root_fd, parts[:-1]) as parent:
@@ -176,6 +192,17 @@ def unchanged(root_fd: int, print_: Fingerprint) -> bool:
         return print_.hashed == 0 or _prefix_sha256(fd, print_.hashed) == print_.sha256
     finally:
         os.close(fd)
+
+
+def _same_listing(root_fd: int, print_: Fingerprint) -> bool:
+    """True when the directory `print_` listed still holds the same names (through no
+    symlink)."""
+    try:
+        with open_chain(root_fd, split_rel(print_.rel) if print_.rel else []) as fd:
+            names = os.listdir(fd)
+    except (OSError, PathRefused):
+        return False
+    return _names_sha256(names) == print_.listing
 
 
 def _prefix_sha256(fd: int, length: int) -> str:

@@ -316,6 +316,7 @@ class Expected:
     start: Snapshot
     edited: Snapshot | None = None  # start + the user's edit
     applied: dict[str, Snapshot] = field(default_factory=dict)  # each must match, by name
+    between: Snapshot | None = None  # an edit between calls: matching this alone will do
 
 
 def expected_trees(
@@ -324,7 +325,10 @@ def expected_trees(
     """Build `start` in copies under `scratch` and run the `ran` calls live: the tree a
     conflict leaves, and every tree an applied result must equal (with an edit, the live
     run over the edited tree, and the live run with the user's change made after it: an
-    edit that cannot interact leaves both the same)."""
+    edit that cannot interact leaves both the same). An edit made after call `at` ended
+    and before a later call took its base was seen by that later call (each call's base
+    is the live tree when it starts), so the live run with the edit made right there is
+    `between`, an outcome as good as the two."""
     plain = scratch / "start"
     build(plain, start)
     expected = Expected(snapshot(plain))
@@ -341,7 +345,62 @@ def expected_trees(
     live(after, ran)
     replay(expected.start, expected.edited, after)
     expected.applied["the live run, then the user's change"] = snapshot(after)
+    if not edit.before and edit.at < len(ran) - 1:
+        build(after, start)
+        live(after, ran[: edit.at + 1])
+        edit.make(after)
+        live(after, ran[edit.at + 1 :])
+        expected.between = snapshot(after)
     return expected
+
+
+def link_groups(tree: Snapshot) -> list[tuple[str, ...]]:
+    """The files of `tree` that share an inode, one group per inode."""
+    groups = {tuple(sorted((rel, *entry[4]))) for rel, entry in tree.items() if entry[4]}
+    return sorted(groups)
+
+
+def _kept_linked(start: Snapshot, group: tuple[str, ...], live_tree: Snapshot) -> list[Snapshot]:
+    """For one hard-linked `group` of the start, the ways the names of it that are still
+    files after the live run may end when the product edits the shared inode in place:
+    all still one inode, each holding the content and mode one of them has in the live run
+    (the one that changed), with the inode's xattrs. `../outside` keeps what `snapshot`
+    reads of it: its content and links only."""
+    kept = tuple(rel for rel in group if rel in live_tree and live_tree[rel][0] == "file")
+    variants = []
+    for writer in kept:
+        _, mode, data, xattrs, _, _ = live_tree[writer]
+        if (mode, data) == start[writer][1:3] or writer == "../outside":
+            continue
+        for tags in {xattrs, start[writer][3]}:
+            variants.append(
+                {
+                    rel: (
+                        "file",
+                        0 if rel == "../outside" else mode,
+                        data,
+                        () if rel == "../outside" else tags,
+                        tuple(r for r in kept if r != rel),
+                        len(kept),
+                    )
+                    for rel in kept
+                }
+            )
+    return variants
+
+
+def with_links_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapshot:
+    """`want`, but for each group of names hard-linked at the start: where `found` kept the
+    link and edited the shared inode in place (as the product does a hard-linked file, a
+    `sed -i` or `mv` over it live breaks the link), the names of that group as in `found`
+    when they are one of the ways `_kept_linked` allows."""
+    out = dict(want)
+    for group in link_groups(start):
+        for variant in _kept_linked(start, group, want):
+            if all(found.get(rel) == entry for rel, entry in variant.items()):
+                out.update(variant)
+                break
+    return out
 
 
 def replay(before: Snapshot, after: Snapshot, root: Path) -> None:

@@ -5,13 +5,15 @@ A `chmod` of a directory leaves no file change, only a directory copied up with 
 mode: on a protected directory (`.git`, `.qshell`, `.github/workflows`, `.husky`) that is a
 boundary, since a live turn asks about it; elsewhere the accept's question lists it. A
 proven read-only `cat link` that read through a symlink is stale once the link points
-elsewhere. On the real kernel overlay; skipped with the probe's reason where none mounts.
+elsewhere, and `ls`, `find`, `grep -r` or `git branch` once a file (or a ref) appears where
+they listed. On the real kernel overlay; skipped with the probe's reason where none mounts.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
 
 import pytest
 
@@ -80,3 +82,27 @@ def test_a_read_through_a_symlink_is_stale_once_the_link_points_elsewhere(tmp_pa
     assert not of_type(events, SpeculationAccepted)
     notices = [e.text for e in of_type(events, Notice)]
     assert any("not used" in text and "cfg" in text for text in notices), notices
+
+
+@pytest.mark.parametrize("command", ["ls src", "find . -name '*.py'", "grep -rn needle ."])
+def test_a_listing_is_stale_once_a_file_appears_where_it_listed(tmp_path, command):
+    setup = project(tmp_path, {"src/a.py": "needle\n"})
+    run = speculate(setup, [command], mode=ApprovalMode.AUTO_EDIT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    (setup.root / "src" / "b.py").write_text("needle\n")
+    setup.script(Message.assistant("two files"))  # the prompt, run for real after the conflict
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    assert not of_type(events, SpeculationAccepted)
+
+
+def test_git_branch_is_stale_once_the_user_makes_a_branch(tmp_path):
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "one"]):
+        subprocess.run([*git, *args], cwd=setup.root, check=True, capture_output=True)
+    run = speculate(setup, ["git branch"], mode=ApprovalMode.AUTO_EDIT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    subprocess.run([*git, "branch", "topic"], cwd=setup.root, check=True, capture_output=True)
+    setup.script(Message.assistant("two branches"))
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    assert not of_type(events, SpeculationAccepted)

@@ -176,8 +176,9 @@ def test_unwanted_files_are_dropped_from_the_layer(overlay, project):
     (layer / "__pycache__").mkdir()
     (layer / "__pycache__" / "x.pyc").write_bytes(b"\0")
     (layer / "new.txt").write_text("n\n")
-    assert sorted(overlay.changes_in(layer)) == ["__pycache__/x.pyc", "new.txt"]
-    overlay.absorb(layer, {"__pycache__/x.pyc"})
+    # a directory the command made is a change of its own (an empty one may be protected)
+    assert sorted(overlay.changes_in(layer)) == ["__pycache__/", "__pycache__/x.pyc", "new.txt"]
+    overlay.absorb(layer, {"__pycache__/", "__pycache__/x.pyc"})
     assert not (overlay.upper / "__pycache__").exists()
     overlay.apply()
     assert not (project / "__pycache__").exists()
