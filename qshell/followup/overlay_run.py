@@ -25,9 +25,11 @@ thread-safe as the overlay they write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import stat as stat_module
 import subprocess
 from collections.abc import Mapping
 from dataclasses import replace
@@ -53,6 +55,7 @@ IGNORED_PARTS = frozenset(
 TOOLCHAIN_ENV = frozenset(
     {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "NODE_PATH", "GOPATH"}
 )
+LINKED_REASON = "has other hard links: a speculated rename or deletion could not keep them"
 NETWORK_FAILURE = re.compile(
     r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
     r"|Name or service not known|No address associated with hostname|getaddrinfo failed"
@@ -141,6 +144,9 @@ def _take_in(
         protected = protected_changes(ctx.paths, changed)
         if protected:
             raise RunRefused(f"{', '.join(protected)} {PROTECTED_REASON}")
+        linked = hard_linked_away(ctx.root, layer, changed)
+        if linked:
+            raise RunRefused(f"{', '.join(linked)} {LINKED_REASON}")
         environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
         unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
         overlay.absorb(layer, unwanted)
@@ -157,6 +163,41 @@ def protected_changes(paths: PathResolver, changed: list[str]) -> list[str]:
     for rel in changed:
         found.update(paths.protected_within(paths.root / rel.rstrip("/")))
     return sorted(found)
+
+
+def hard_linked_away(root: Path, layer: Path, changed: list[str]) -> list[str]:
+    """The files with other hard links (sorted) that the layer's whiteouts and replaced
+    directories take away. A kernel overlay records a rename as a copy and a deletion, so
+    applying one would break the link a real `mv` keeps: such a command is asked live."""
+    found: list[str] = []
+    for rel in changed:
+        name = rel.rstrip("/")
+        try:
+            info = os.lstat(layer / name)
+        except OSError:
+            continue
+        whiteout = stat_module.S_ISCHR(info.st_mode) and info.st_rdev == 0
+        if whiteout or rel.endswith("/"):
+            found += _linked_files(root, name)
+    return sorted(set(found))
+
+
+def _linked_files(root: Path, rel: str) -> list[str]:
+    """The regular files at or below `rel` in the real tree with more than one hard link
+    (never following a symlink)."""
+    found, stack = [], [root / rel]
+    while stack:
+        path = stack.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if stat_module.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            found.append(path.relative_to(root).as_posix())
+        elif stat_module.S_ISDIR(info.st_mode):
+            with contextlib.suppress(OSError):
+                stack.extend(path.iterdir())
+    return found
 
 
 def command_environ(environ: Mapping[str, str]) -> dict[str, str]:

@@ -208,8 +208,9 @@ class Overlay:
     def record_base(self, *, stop: Callable[[], bool]) -> None:
         """Before a shell command runs on the kernel overlay: note the project tree as it is
         (baseline.py) for `absorb` to compare what the command changed with, and
-        fingerprint every file in it by its stat signature, since the command may read any
-        (`stop()` ends the walk early). ReadsUnrecorded when there are too many files."""
+        fingerprint every file in it by its stat signature and every directory by its
+        names, since the command may read or look up any (`stop()` ends the walk early).
+        ReadsUnrecorded when there are too many files."""
         try:
             base = baseline.take(self.root, stop)
         except reads.TooManyReads as exc:
@@ -219,6 +220,9 @@ class Overlay:
         for rel in base.links():
             with contextlib.suppress(OSError):
                 self.record_read(reads.of_link(rel, os.readlink(self.root / rel)))
+        for rel, names in base.listings.items():
+            if names is not None:
+                self.record_read(reads.of_listing(rel, names))
         with self._lock:
             self._base = base
 

@@ -23,7 +23,7 @@ import hashlib
 import io
 import os
 import stat as stat_module
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +81,12 @@ def of_link(rel: str, target: str) -> Fingerprint:
     return Fingerprint(rel, 0, "", False, (0, 0, 0, 0), target)
 
 
-def of_listing(rel: str, names: list[str]) -> Fingerprint:
+def of_listing(rel: str, names: Collection[str]) -> Fingerprint:
     """The fingerprint of the directory at `rel` a walk listed: which names it holds."""
     return Fingerprint(rel, 0, "", False, (0, 0, 0, 0), listing=_names_sha256(names))
 
 
-def _names_sha256(names: list[str]) -> str:
+def _names_sha256(names: Collection[str]) -> str:
     return hashlib.sha256("\0".join(sorted(names)).encode("utf-8", "surrogateescape")).hexdigest()
 
 

@@ -400,6 +400,20 @@ def with_links_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapsho
             if all(found.get(rel) == entry for rel, entry in variant.items()):
                 out.update(variant)
                 break
+    return with_xattrs_kept(start, out, found)
+
+
+def with_xattrs_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapshot:
+    """`want`, but a file that carried the user's xattrs at the start and still is a file
+    may keep them: the product keeps them on an edited file (the issue asks it to), where
+    a replace-style command (`sed -i`) live drops them with the old inode."""
+    out = dict(want)
+    for rel, entry in want.items():
+        before, seen = start.get(rel), found.get(rel)
+        if before is None or seen is None or entry[0] != "file" or before[0] != "file":
+            continue
+        if before[3] and seen[3] == before[3] and seen == (*entry[:3], before[3], *entry[4:]):
+            out[rel] = seen
     return out
 
 

@@ -106,3 +106,16 @@ def test_git_branch_is_stale_once_the_user_makes_a_branch(tmp_path):
     setup.script(Message.assistant("two branches"))
     events = accepted_turn(run, ApplyChoice.APPLY)
     assert not of_type(events, SpeculationAccepted)
+
+
+@pytest.mark.parametrize("command", ["mv a.txt b.txt", "mv pkg moved", "rm a.txt"])
+def test_taking_away_a_hard_linked_file_is_left_to_the_live_turn(tmp_path, command):
+    """A kernel overlay records `mv` as a copy and a deletion: applied, it would break the
+    link a real rename keeps, so such a command stops the speculation."""
+    setup = project(tmp_path, {"a.txt": "a\n", "pkg/x.txt": "x\n"})
+    os.link(setup.root / "a.txt", tmp_path / "outside-a")
+    os.link(setup.root / "pkg" / "x.txt", setup.root / "x-again.txt")
+    run = speculate(setup, [command], mode=ApprovalMode.AUTO_EDIT)
+    assert run.spec.status is Status.BOUNDARY
+    assert "hard links" in run.spec.boundary.detail
+    assert not run.overlay.has_writes

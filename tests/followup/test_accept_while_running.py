@@ -91,11 +91,12 @@ def test_a_command_cut_by_the_limit_saves_nothing_and_shows_once(tmp_path):
     now = [0.0]
     setup = project(tmp_path, {"hello.txt": "hi\n"})
     limits = SpeculationLimits(max_rounds=8, max_messages=40, wall_clock_s=1.0, output_tokens=4096)
-    command = "[ -e go ] || sleep 30; echo ran"
+    go = tmp_path / "go"  # outside the project: a name made there would make the run stale
+    command = f"[ -e {go} ] || sleep 30; echo ran"
     spec = running(setup, command, limits=limits, clock=lambda: now[0])
     now[0] = 10.0  # the command "runs" ten seconds, then the limit cuts it
     assert spec.done.wait(20) and spec.status is Status.LIMIT
-    (setup.root / "go").write_text("")  # the live run of it is quick
+    go.write_text("")  # the live run of it is quick
     now[0] = 20.0
     events = accepted(setup, spec)
     started = [e for e in events if isinstance(e, ToolStarted)]
