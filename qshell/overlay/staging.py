@@ -81,7 +81,8 @@ def _stage(up: int, parent: int, step: Step) -> None:
         try:
             step.sha256 = copy_stream(source, out)
             if step.backup is not None:
-                _copy_xattrs_from(parent, name, out)
+                _copy_xattrs_from(parent, name, out)  # the user's, on the file it replaces
+            copy_user_xattrs(source, out)  # a command's copy carries them (a rename, setfattr)
             info = os.fstat(out)
             if step.mode is not None and info.st_mode & 0o7777 != step.mode:
                 os.fchmod(out, step.mode)

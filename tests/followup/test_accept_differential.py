@@ -183,6 +183,7 @@ def _files(*files: tuple[str, bytes, int]) -> tuple[tuple[str, bytes, int], ...]
 
 
 # each a class of difference found on the code this test was written against (shrunk)
+@pytest.mark.timeout(900)  # a few hundred real sandboxed runs
 @settings(DIFFERENTIAL, max_examples=EXAMPLES or 150)
 @example(Start(_files(("a", b"a", 0o644)), hard_link=True), ["touch a"])
 @example(Start(_files(), outside=True), ["printf %s a > pkg/shared"])
@@ -200,6 +201,7 @@ def test_an_accepted_speculated_sequence_leaves_the_tree_a_live_run_leaves(
     check(rig, start, calls, None)
 
 
+@pytest.mark.timeout(900)
 @settings(DIFFERENTIAL, max_examples=EXAMPLES or 80)
 @example(Start(_files()), (["rm -f a", "printf %s a > a"], UserEdit("write", "a", 0, False)))
 @example(Start(_files(("d/c", b"c", 0o644))), (["rm -rf d"], UserEdit("write", "d/n", 0, True)))
