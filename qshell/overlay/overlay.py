@@ -72,6 +72,7 @@ from qshell.overlay.upper import (
     merge,
     reconcile,
     refuse_privileged,
+    retouched,
     scan,
     snapshot,
 )
@@ -81,16 +82,6 @@ from qshell.tools.paths import PathResolver
 META_NAME = "meta.jsonl"
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _mode_of(path: Path) -> int | None:
-    """The permission bits (setuid, setgid and sticky included) of the directory at `path`,
-    never through a final symlink; None when there is none."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return stat_module.S_IMODE(info.st_mode) if stat_module.S_ISDIR(info.st_mode) else None
 
 
 class Overlay:
@@ -297,12 +288,7 @@ class Overlay:
             entries = scan(layer)
         except UpperRefused as exc:
             raise OverlayEscape(layer, str(exc)) from None
-        retouched = [
-            f"{e.rel}/"
-            for e in entries
-            if e.kind == DIR and not e.opaque and e.rel and _mode_of(self.root / e.rel) != e.mode
-        ]
-        return changed_paths(entries) + retouched
+        return changed_paths(entries) + retouched(self.root, entries)
 
     def absorb(self, layer: Path, unwanted: Collection[str] = ()) -> None:
         """Take in what a command run on the kernel overlay left in its `layer`, as if tools
@@ -311,7 +297,8 @@ class Overlay:
         deletions (upper.py). When `record_base` took a base before the command, any path
         the layer touches that the user changed meanwhile spoils the overlay: apply then
         reports it as a conflict, and the user's version stays. OverlayEscape (nothing taken
-        in) for a symlink, special file, setuid/setgid bit or file capability in the layer; once the move has begun, a failure spoils the overlay (it raises
+        in) for a symlink, special file, setuid/setgid bit or file capability in the layer;
+        once the move has begun, a failure spoils the overlay (it raises
         OverlayEscape, ReadsUnrecorded for a deleted tree too large to check, or OSError)."""
         with self._lock:
             self._check_open()
@@ -321,6 +308,10 @@ class Overlay:
                 entries = drop(layer, scan(layer), unwanted)
             except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None
+            moved_modes = set(retouched(self.root, entries))
+            for entry in entries:  # copied up unchanged: the real one keeps its mode
+                if entry.kind == DIR and not entry.opaque and f"{entry.rel}/" not in moved_modes:
+                    self._copied.setdefault(entry.rel, entry.mode)
             try:
                 merge(layer, self.upper, entries)
                 found = reconcile(self.root, scan(self.upper), self._originals, self._removed)

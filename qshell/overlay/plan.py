@@ -117,13 +117,14 @@ def _check(
         copy = None
     if copy is None or not stat_module.S_ISREG(copy.st_mode):
         return Conflict(item.rel, BAD_COPY)
+    new_mode = stat_module.S_IMODE(copy.st_mode)  # as the speculation left it (a chmod too)
     if copy.st_mode & SET_ID_BITS or (item.mode or 0) & SET_ID_BITS:
         return Conflict(item.rel, SET_ID)
     if _capable(upper_fd, item.rel):
         return Conflict(item.rel, CAPABILITY)
     fresh = _fresh_dirs(parts, removed)
     if fresh is not None:  # in a directory the apply makes after a deletion
-        return Step(item.rel, f"{STAGE_PREFIX}{token}", None, item.mode, None), fresh
+        return Step(item.rel, f"{STAGE_PREFIX}{token}", None, new_mode, None), fresh
     try:
         missing, info = _inspect(root_fd, parts)
     except PathRefused as exc:
@@ -135,7 +136,7 @@ def _check(
     if not item.existed:
         if info is not None:
             return Conflict(item.rel, APPEARED)
-        return Step(item.rel, staged, None, item.mode, None), missing
+        return Step(item.rel, staged, None, new_mode, None), missing
     if info is None:
         return Conflict(item.rel, DELETED)
     found = hash_at(root_fd, item.rel)
@@ -146,7 +147,6 @@ def _check(
         return Conflict(item.rel, MODE_CHANGED)
     if not may_write(found[1]):
         return Conflict(item.rel, READ_ONLY)
-    new_mode = stat_module.S_IMODE(copy.st_mode)  # a command may have changed it
     backup = f"{BACKUP_PREFIX}{token}"
     step = Step(item.rel, staged, backup, new_mode, item.sha256, expect_mode=mode)
     if found[1].st_nlink > 1:  # a hard link: written in place, as a real edit keeps it

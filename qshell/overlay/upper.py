@@ -95,6 +95,27 @@ def changed_paths(entries: list[UpperEntry]) -> list[str]:
     return [f"{e.rel}/" if e.kind == DIR else e.rel for e in entries if e.kind != DIR or e.opaque]
 
 
+def retouched(root: Path, entries: list[UpperEntry]) -> list[str]:
+    """The plain (not opaque) directories of a layer that a command made or whose mode it
+    changed (a chmod copies a directory up), each with a trailing slash: changes of their
+    own, which `changed_paths` does not name."""
+    return [
+        f"{e.rel}/"
+        for e in entries
+        if e.kind == DIR and not e.opaque and e.rel and _dir_mode(root / e.rel) != e.mode
+    ]
+
+
+def _dir_mode(path: Path) -> int | None:
+    """The permission bits (setuid, setgid and sticky included) of the directory at `path`,
+    never through a final symlink; None when there is none."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return stat_module.S_IMODE(info.st_mode) if stat_module.S_ISDIR(info.st_mode) else None
+
+
 def drop(layer: Path, entries: list[UpperEntry], unwanted: Collection[str]) -> list[UpperEntry]:
     """Remove from `layer` what `unwanted` names among its `changed_paths` — a replaced
     directory whole — and the plain directories that leaves empty; the entries that remain."""

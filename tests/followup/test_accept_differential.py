@@ -194,6 +194,7 @@ def _files(*files: tuple[str, bytes, int]) -> tuple[tuple[str, bytes, int], ...]
 @example(Start(_files(("pkg/.husky/pre-commit", b"x", 0o644))), ["chmod 700 pkg/.husky"])
 @example(Start(_files(("x.log", b"a", 0o644)), git=True), ["rm -f x.log"])
 @example(Start(_files(), git=True), ["mkdir -p build && printf %s a > build/p"])
+@example(Start(_files()), ["touch a", "chmod 700 a"])  # a later call's chmod of a new file
 @given(start=starts(), calls=CALLS)
 def test_an_accepted_speculated_sequence_leaves_the_tree_a_live_run_leaves(
     rig: Rig, start: Start, calls: list[str]
@@ -206,6 +207,9 @@ def test_an_accepted_speculated_sequence_leaves_the_tree_a_live_run_leaves(
 @example(Start(_files()), (["rm -f a", "printf %s a > a"], UserEdit("write", "a", 0, False)))
 @example(Start(_files(("d/c", b"c", 0o644))), (["rm -rf d"], UserEdit("write", "d/n", 0, True)))
 @example(Start(_files()), (["cp b c"], UserEdit("write", "b", 0, False)))
+@example(
+    Start(_files(), symlinks=("pkg/lm",)), (["rm -f pkg/lm"], UserEdit("chmod", "pkg", 0, False))
+)
 @example(Start(_files()), (["true", "rm -f a"], UserEdit("write", "a", 0, False)))
 @given(start=starts(), run=CALLS.flatmap(lambda c: st.tuples(st.just(c), user_edits(len(c)))))
 def test_a_user_edit_during_a_speculation_is_kept_whole_or_commutes_with_the_run(
