@@ -28,12 +28,12 @@ from pathlib import Path
 
 from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
 from qshell.overlay.errors import OverlayError, OverlayEscape, os_error
+from qshell.overlay.metadata import CAPABILITY_XATTR
 from qshell.overlay.plan import may_write
 from qshell.overlay.records import Original, Removal
 from qshell.overlay.trees import digest_at
 
 OPAQUE_XATTR = "user.overlay.opaque"
-CAPABILITY_XATTR = "security.capability"
 FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
