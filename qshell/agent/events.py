@@ -187,6 +187,20 @@ class ApplyRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class ApplyProgress:
+    """Accept is applying a large prepared answer: `done` of `total` steps so far (each
+    file is staged, then swapped in, so `total` is twice the files). Ctrl-C still cancels
+    until the commit point, and nothing changes then."""
+
+    done: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        return self.done * 100 // self.total if self.total else 100
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryCompacted:
     """The history was replaced by a model-written summary (by /compact or automatically)."""
 
@@ -295,6 +309,7 @@ Event = (
     | ToolFinished
     | PermissionRequested
     | ApplyRequested
+    | ApplyProgress
     | HistoryCompacted
     | Notice
     | TentativeText

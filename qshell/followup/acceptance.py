@@ -159,6 +159,7 @@ def accept(
     on_apply: Callable[[list[str]], None] | None = None,
     shown: int = 0,
     router: Router | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Acceptance:
     """Turn `spec` into the real turn for its prompt: apply its overlay, let `session` adopt
     its messages, and return the events to render (replay of all but the `shown` ones that
@@ -166,7 +167,8 @@ def accept(
     the speculation is unusable, conflicts with the tree or anything breaks before its
     messages joined the history, the events are a normal turn (after a notice, when some
     of the speculation was shown). `on_apply` gets the files about to be written (for /undo
-    checkpoints). A turn run live runs with `router` (the conversation's)."""
+    checkpoints); `progress(done, total)` follows the apply (applying.py). A turn run live
+    runs with `router` (the conversation's)."""
     spec.stop_for_accept()
     accepted_at = spec.accepted_at or spec.clock()
     injection = _plan(spec, shown) if spec.usable else None
@@ -190,7 +192,7 @@ def accept(
             raise ValueError(f"the speculation wrote protected files: {', '.join(protected)}")
         if on_apply is not None:
             on_apply(written)
-        spec.overlay.apply(cancelled=lambda: cancel.cancelled)
+        spec.overlay.apply(progress=progress, cancelled=lambda: cancel.cancelled)
     except ApplyCancelled as stopped:  # Ctrl-C before the commit point: nothing changed
         spec.overlay.discard()
         cut = TurnFailed(FailureKind.CANCELLED, "cancelled: nothing of the prepared answer applied")

@@ -28,8 +28,8 @@ from qshell.agent.events import ApplyChoice, Event, Notice, ToolFinished, TurnFi
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
-from qshell.followup import consent
-from qshell.followup.acceptance import APPLYING, LARGE_APPLY, accept, take_over
+from qshell.followup import applying, consent
+from qshell.followup.acceptance import APPLYING, LARGE_APPLY, Acceptance, accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
 from qshell.followup.speculation import (
@@ -180,18 +180,26 @@ class Speculator:
                 router = self.conversation.router
                 yield from consent.declined(spec, choice, session, runner, cancel, router)
                 return
+            router = self.conversation.router
+
+            def accepting(progress: applying.Progress | None) -> Acceptance:
+                return accept(
+                    spec,
+                    session,
+                    runner,
+                    cancel,
+                    on_apply=checkpoint,
+                    shown=shown,
+                    router=router,
+                    progress=progress,
+                )
+
             count = len(spec.overlay.written) if spec.usable else 0
-            if count >= LARGE_APPLY:
+            if count >= LARGE_APPLY:  # seconds of work: its progress on screen meanwhile
                 yield Notice(APPLYING.format(count=count))
-            acceptance = accept(
-                spec,
-                session,
-                runner,
-                cancel,
-                on_apply=checkpoint,
-                shown=shown,
-                router=self.conversation.router,
-            )
+                acceptance = yield from applying.beside(accepting)
+            else:
+                acceptance = accepting(None)
             if acceptance.outcome is not SpeculationOutcome.ACCEPTED:
                 self._drop_pipelined(spec)  # the turn runs live: its context never comes
             self._record(spec, acceptance.outcome, acceptance.saved_s)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from qshell.agent.events import (
+    ApplyProgress,
     ApplyRequested,
     ChangeKind,
     Event,
@@ -376,6 +377,7 @@ class ToolCalls:
         self._folded: tuple[Folded, int] | None = None
         self._folded_last = False
         self._turn = 0  # turns ended so far
+        self.applying: ApplyProgress | None = None  # a large accept's apply, while it runs
 
     def asked(self, request: PermissionRequested, view: PermissionView) -> None:
         """A permission question showed `view`: its diff, when shown whole, need not be
@@ -407,6 +409,7 @@ class ToolCalls:
 
     def turn_ended(self) -> None:
         self._turn += 1
+        self.applying = None
 
     def expanded(self) -> list[tuple[str, ToolOutcome] | Folded]:
         """What `/expand` shows, in the order it came: the label and whole outcome of the
@@ -433,7 +436,10 @@ class ToolCalls:
         return self.header_shown != event.call_id, label
 
     def waiting_label(self) -> str:
-        """`running <tool>` while a call is in flight, else `thinking`."""
+        """`running <tool>` while a call is in flight, `applying … %` while a large accept
+        applies, else `thinking`."""
+        if self.applying is not None:
+            return f"applying the prepared answer {self.applying.percent} %"
         if not self._labels:
             return "thinking"
         name, _ = next(reversed(self._labels.values()))

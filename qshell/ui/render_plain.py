@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from qshell.agent.events import (
+    ApplyProgress,
     ApplyRequested,
     Event,
     FailureKind,
@@ -93,7 +94,10 @@ class PlainRenderer:
                 self.notice(compaction_line(event, arrow="->"))
             case Notice(text=text) | TextWithdrawn(text=text):  # plain text stays printed
                 self.notice(text)
+            case ApplyProgress():  # said by "... still applying" lines as the wait goes on
+                self._tools.applying = event
             case SpeculationAccepted():
+                self._tools.applying = None
                 self.notice(speculation_line(event))
             case RoundFinished():
                 pass

@@ -31,6 +31,7 @@ from rich.segment import ControlType
 from rich.text import Text
 
 from qshell.agent.events import (
+    ApplyProgress,
     ApplyRequested,
     Event,
     FailureKind,
@@ -139,7 +140,7 @@ class RichRenderer:
         self._take_held()
         if isinstance(event, ReasoningDelta):
             self._reasoning.add(clean(event.text))
-            self._spin_while_reasoning()
+            self._keep_spinning()
             return
         self._fold()
         dropped = self._holding and isinstance(event, TurnFailed)
@@ -162,7 +163,11 @@ class RichRenderer:
                 self.notice(compaction_line(event, arrow="→"))
             case Notice(text=text):
                 self.notice(text)
+            case ApplyProgress():
+                self._tools.applying = event
+                self._keep_spinning()
             case SpeculationAccepted():
+                self._tools.applying = None
                 self.notice(speculation_line(event))
             case TurnFinished(usage=usage, rounds=rounds, note=note):
                 if note:
@@ -272,9 +277,10 @@ class RichRenderer:
         self._spinning = True
         self._spun_at = (self._clock(), elapsed_s)
 
-    def _spin_while_reasoning(self) -> None:
-        """Reasoning streams in as events, so no wait is reported: keep the spinner going,
-        at most once a frame, counting the words (they show folded once it ends)."""
+    def _keep_spinning(self) -> None:
+        """Reasoning (or a large apply's progress) streams in as events, so no wait is
+        reported: keep the spinner going, at most once a frame, counting the words of
+        reasoning (they show folded once it ends)."""
         if not self.console.is_terminal or self.console.is_dumb_terminal:
             return
         now = self._clock()
