@@ -169,6 +169,9 @@ class FileChange:
     kind: ChangeKind
     # the protected paths (protectedPaths) at or below `path` that the change touches
     protected: tuple[str, ...] = ()
+    # the build cache it lies under (`__pycache__`, `.pytest_cache`, …), else "": the
+    # apply question folds those into one line
+    cache: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import CancelledError, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qshell.agent.calls import prepare
 from qshell.agent.events import (
@@ -39,6 +39,7 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.followup.gate import SpeculatedCall
+from qshell.followup.overlay_run import IGNORED_PARTS
 from qshell.followup.speculation import Speculation, SpeculationOutcome
 from qshell.latency.router import Router
 from qshell.overlay import Overlay
@@ -141,14 +142,17 @@ def changes(overlay: Overlay, paths: PathResolver | None = None) -> tuple[FileCh
             found.append(FileChange(f"{rel}/", ChangeKind.CREATED))
             listed.append(rel)
     found += [FileChange(f"{m.rel}/", ChangeKind.MODE) for m in overlay.mode_changes()]
-    if paths is not None:
-        found = [_with_protected(c, overlay, paths) for c in found]
+    found = [_marked(c, overlay, paths) for c in found]
     return tuple(sorted(found, key=lambda c: c.path))
 
 
-def _with_protected(change: FileChange, overlay: Overlay, paths: PathResolver) -> FileChange:
-    protected = paths.protected_within(overlay.root / change.path.rstrip("/"))
-    return FileChange(change.path, change.kind, tuple(protected)) if protected else change
+def _marked(change: FileChange, overlay: Overlay, paths: PathResolver | None) -> FileChange:
+    """`change` with the protected paths at or below it (given `paths`), and whether it
+    lies in a build cache."""
+    rel = change.path.rstrip("/")
+    protected = () if paths is None else tuple(paths.protected_within(overlay.root / rel))
+    cache = next((part for part in rel.split("/") if part in IGNORED_PARTS), "")
+    return replace(change, protected=protected, cache=cache)
 
 
 def choose(

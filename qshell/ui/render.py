@@ -252,18 +252,31 @@ def apply_view(request: ApplyRequested) -> ApplyView:
         if n
         else "It changed no file of the project."
     )
-    # the changes that stand out come first, so a long list never hides them
-    standing_out = sorted(request.changes, key=lambda c: not _stands_out(c))
-    files = [_change_line(c) for c in standing_out]
+    # the changes that stand out come first, so a long list never hides them; a build
+    # cache's files (compiled bytecode, a test runner's cache) are one line at the end
+    caches = [c for c in request.changes if c.cache and not _stands_out(c)]
+    listed = sorted(
+        (c for c in request.changes if c not in caches), key=lambda c: not _stands_out(c)
+    )
+    files = [_change_line(c) for c in listed[:APPLY_FILES]]
+    if caches:
+        files.append(_caches_line(caches))
     return ApplyView(
         title,
         commands,
         summary,
-        files[:APPLY_FILES],
-        max(0, n - APPLY_FILES),
+        files,
+        max(0, len(listed) - APPLY_FILES),
         _apply_warnings(request.changes),
         sum(_stands_out(c) for c in request.changes),
     )
+
+
+def _caches_line(caches: Sequence[FileChange]) -> str:
+    """`+ 12 files in build caches (__pycache__, .pytest_cache)`."""
+    names = sorted({c.cache for c in caches})
+    plural = "file" if len(caches) == 1 else "files"
+    return f"+ {len(caches)} {plural} in build caches ({', '.join(clean(n) for n in names)})"
 
 
 def _stands_out(change: FileChange) -> bool:

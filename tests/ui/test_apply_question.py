@@ -54,3 +54,28 @@ def test_both_renderers_show_the_warnings(render):
     assert "pkg (deleted; protected: pkg/.husky)" in text
     assert "! deletes 2 files: notes.txt, pkg" in text
     assert "! touches protected paths" in text
+
+
+def test_build_cache_files_are_one_line_after_the_others():
+    pyc = [
+        FileChange(f"pkg/__pycache__/m{i}.cpython-311.pyc", ChangeKind.CREATED, cache="__pycache__")
+        for i in range(30)
+    ]
+    runner_cache = FileChange(
+        ".pytest_cache/v/cache/nodeids", ChangeKind.CREATED, cache=".pytest_cache"
+    )
+    gone = FileChange("old/__pycache__/x.pyc", ChangeKind.DELETED, cache="__pycache__")
+    request = ApplyRequested(
+        "run the tests",
+        ("pytest",),
+        (*pyc, runner_cache, gone, FileChange("report.txt", ChangeKind.CREATED)),
+        Future(),
+    )
+    view = apply_view(request)
+    assert view.summary == "Applying it changes 33 files in the project:"
+    assert view.files == [
+        "- old/__pycache__/x.pyc (deleted)",  # a deletion is never folded away
+        "+ report.txt",
+        "+ 31 files in build caches (.pytest_cache, __pycache__)",
+    ]
+    assert view.more == 0
