@@ -17,7 +17,8 @@ a command run on the kernel overlay leaves them in `upper/` (`absorb`, upper.py)
 then shows them deleted and `apply` deletes them. It never writes the real tree except
 through `apply`, and never uses a directory it does not own. Thread-safe: one speculation
 thread writes and applies while parallel tool calls read; a lock guards the bookkeeping and
-copies are renamed in whole, so a read sees one version.
+copies are renamed in whole, so a read sees one version (but of a file a command hard-linked,
+written in place as a real write is).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ from qshell.overlay.upper import (
     reconcile,
     refuse_privileged,
     retouched,
+    rewrite_linked,
     scan,
     snapshot,
 )
@@ -483,7 +485,10 @@ class Overlay:
                 raise os_error(errno.ENOTDIR, path)
 
     def _put(self, parent: int, name: str, data: bytes, mode: int | None) -> None:
-        """Write a whole copy into `incoming/`, then rename it over `upper/…/name`."""
+        """Write a whole copy into `incoming/`, then rename it over `upper/…/name`; one with
+        other links there (a command's `ln`) is written in place, as a real write keeps them."""
+        if rewrite_linked(parent, name, data):
+            return
         temp = self.directory / INCOMING_DIR_NAME / secrets.token_hex(8)
         fd = os.open(temp, _CREATE_FLAGS, journal.NEW_FILE_MODE)
         try:

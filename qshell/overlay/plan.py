@@ -12,7 +12,11 @@ a command changed: overlayfs copies it up with the new mode). A setuid or setgid
 file capabilities, are never brought in from a speculation: a file or directory carrying
 one is a conflict (a setgid bit a new directory inherits from its real parent excepted). A
 destination with more than one hard link is edited in place (`Step.in_place`), as a real
-edit would keep the link. It returns the
+edit would keep the link. Files that are one inode in the upper layer (a command's `ln`: a
+kernel overlay keeps a link made inside its layer) are joined as one `Step.link_group`,
+applied as one inode with every name; a group that would also take in a destination with
+hard links of its own, or that has a name the apply does not bring in, is a conflict. It
+returns the
 journal the apply would follow and every conflict at once; it touches nothing. Write
 permission is judged from the mode bits for this user's class (owner, group, other), not
 `os.access`: for root, which may write anything, a file or directory with no write bit at
@@ -50,11 +54,13 @@ from qshell.overlay.records import (
     CHANGED,
     DELETED,
     DIR_READ_ONLY,
+    LINKED_TWICE,
     MODE_CHANGED,
     READ_CHANGED,
     READ_ONLY,
     SET_ID,
     STAGE_PREFIX,
+    UNJOINED,
     Conflict,
     DirMode,
     JournalState,
@@ -163,6 +169,31 @@ def _capable(upper_fd: int, rel: str) -> bool:
         return has_capability(fd)
     finally:
         os.close(fd)
+
+
+def _join_links(upper_fd: int, steps: Sequence[Step], stopped: bool) -> list[Conflict]:
+    """Give the steps whose upper copies are one inode their `link_group` (the first of
+    them); the conflicts of a group that cannot be applied as one inode. A group with a
+    name the plan holds no step for (`stopped`: one is a conflict already) is one; so is a
+    group with a destination edited in place, whose other names the apply cannot join."""
+    groups: dict[int, list[Step]] = {}
+    links: dict[int, int] = {}
+    for step in steps:
+        info = lstat_at(upper_fd, step.rel)
+        if info is not None and stat_module.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            groups.setdefault(info.st_ino, []).append(step)
+            links[info.st_ino] = info.st_nlink
+    conflicts: list[Conflict] = []
+    for inode, members in groups.items():
+        if len(members) != links[inode]:
+            if not stopped:
+                conflicts += [Conflict(s.rel, UNJOINED) for s in members]
+        elif any(s.in_place for s in members):
+            conflicts += [Conflict(s.rel, LINKED_TWICE) for s in members if s.in_place]
+        else:
+            for step in members:
+                step.link_group = members[0].rel
+    return conflicts
 
 
 def _fresh_dirs(parts: Sequence[str], removed: set[str]) -> list[str] | None:
@@ -283,6 +314,7 @@ def plan(
                 continue
             state.files.append(result[0])
             dirs.update(dict.fromkeys(result[1]))
+        conflicts += _join_links(upper_fd, state.files, bool(conflicts))
         existing: list[str] = []
         for rel in made:
             try:

@@ -33,6 +33,9 @@ DIR_READ_ONLY = "is in a directory that is not writable for you"
 READ_CHANGED = "changed since the speculation read it"
 SET_ID = "would get a setuid or setgid bit, which a speculation never applies"
 CAPABILITY = "carries file capabilities, which a speculation never applies"
+LINKED_TWICE = "has other hard links in the project, and the speculation linked it again"
+UNJOINED = "shares its inode with a file the apply does not bring in"
+UNLINKABLE = "cannot be hard-linked to the file it shares its inode with here"
 
 
 class Phase(enum.StrEnum):
@@ -112,7 +115,10 @@ class Step:
 
     `staged` first names the new copy beside the destination; once they are exchanged it
     names what was swapped out, until that moves to `backup`. `staged_ino` tells the new
-    copy apart from anything else found under those names.
+    copy apart from anything else found under those names. Files that are one inode in the
+    upper layer (a command's `ln`) share `link_group`: the first is staged as a copy, each
+    other one as a hard link of that copy (same `staged_ino` and `sha256`), so the swaps
+    leave one inode with every name, as the live command does.
     """
 
     rel: str
@@ -125,6 +131,12 @@ class Step:
     expect_mode: int | None = None  # the original's mode when not `mode` (a command's chmod)
     in_place: bool = False  # hard-linked: written into the destination's inode, `backup` a copy
     dest_ino: int | None = None  # the destination's inode, for an in-place edit
+    link_group: str | None = None  # one inode in the upper layer: the rel staged first
+
+    @property
+    def follower(self) -> bool:
+        """Staged as a hard link of its group's first file rather than as a copy."""
+        return self.link_group is not None and self.link_group != self.rel
 
     @property
     def original_mode(self) -> int | None:

@@ -4,6 +4,10 @@
 in the destination's directory — streamed and hashed in chunks with its holes kept
 (metadata.py), with the destination's own xattrs and ACLs and the overlay file's mode — and,
 for an in-place edit of a hard-linked file, the original to its backup (inplace.py). The
+files of one `Step.link_group` (one inode in the upper layer) are staged as one: the first
+copied, each other one a hard link of that copy, and with the copy's xattrs alone (a
+command's file carries them from the kernel's copy-up; a destination's own would be put on
+every name). The
 directories are opened once each, never through a symlink, and shared by the worker
 threads; nothing is fsynced here (the journal makes it durable in one step). `Pacer` carries
 the caller's progress callback and cancel check: a cancel stops the staging with
@@ -13,6 +17,7 @@ ApplyCancelled. Functions over directory descriptors; the overlay's lock seriali
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,11 +25,19 @@ from concurrent.futures import ThreadPoolExecutor
 from qshell.overlay import inplace
 from qshell.overlay.dirfd import READ_FLAGS, open_chain, split_rel
 from qshell.overlay.metadata import copy_stream, copy_user_xattrs
-from qshell.overlay.records import ApplyCancelled, JournalState, Step
+from qshell.overlay.records import (
+    UNLINKABLE,
+    ApplyCancelled,
+    ApplyConflict,
+    Conflict,
+    JournalState,
+    Step,
+)
 
 STAGE_WORKERS = 4  # threads staging files at once: each create waits on the filesystem
 NEW_FILE_MODE = 0o666  # before the umask, as open(2) and RealView create files
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_NO_LINK = {errno.EXDEV, errno.EMLINK, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 Progress = Callable[[int, int], None]  # (files staged + swapped so far, twice the files)
 
@@ -65,12 +78,35 @@ def stage_all(root_fd: int, upper_fd: int, state: JournalState, pacer: Pacer) ->
             up, real = dirs[step.rel.rpartition("/")[0]]
             _stage(up, real, step)
 
+        copies = [step for step in state.files if not step.follower]
         pool = ThreadPoolExecutor(STAGE_WORKERS)
         try:
-            for _ in pool.map(stage, state.files):
+            for _ in pool.map(stage, copies):
                 pacer.advance()
         finally:
             pool.shutdown(cancel_futures=True)  # all stopped before any rollback
+        first = {step.rel: step for step in copies if step.link_group is not None}
+        for step in state.files:
+            if step.follower:
+                pacer.check()
+                _link(dirs, first[str(step.link_group)], step)
+                pacer.advance()
+
+
+def _link(dirs: dict[str, tuple[int, int]], first: Step, step: Step) -> None:
+    """Stage `step` as a hard link of its group's `first` staged copy; ApplyConflict where
+    the filesystem cannot link them (another filesystem mounted between, no hard links)."""
+    source = dirs[first.rel.rpartition("/")[0]][1]
+    target = dirs[step.rel.rpartition("/")[0]][1]
+    try:
+        os.link(
+            first.staged, step.staged, src_dir_fd=source, dst_dir_fd=target, follow_symlinks=False
+        )
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        raise ApplyConflict([Conflict(step.rel, UNLINKABLE)]) from None
+    step.sha256, step.staged_ino = first.sha256, first.staged_ino
 
 
 def _stage(up: int, parent: int, step: Step) -> None:
@@ -80,7 +116,7 @@ def _stage(up: int, parent: int, step: Step) -> None:
         out = os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent)
         try:
             step.sha256 = copy_stream(source, out)
-            if step.backup is not None:
+            if step.backup is not None and step.link_group is None:
                 _copy_xattrs_from(parent, name, out)  # the user's, on the file it replaces
             copy_user_xattrs(source, out)  # a command's copy carries them (a rename, setfattr)
             info = os.fstat(out)

@@ -93,6 +93,7 @@ def parse(path: Path, data: bytes) -> JournalState:
         state = JournalState(**{**raw, **fields, "modes": modes})
         rels = [s.rel for s in state.files] + [r.rel for r in state.removals]
         rels += [m.rel for m in state.modes]
+        rels += [s.link_group for s in state.files if s.link_group is not None]
         for rel in [*state.dirs, *rels]:
             split_rel(rel)
     except (KeyError, TypeError, ValueError, PathRefused) as exc:

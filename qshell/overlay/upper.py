@@ -9,7 +9,8 @@ special file there; `refuse_privileged` refuses setuid/setgid bits and file capa
 `changed_paths` names what they change, `drop` removes those a caller
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
 the rest into `upper/` as if the command had written it directly (each directory with the
-mode the layer gave it); `reconcile` makes the
+mode the layer gave it; names the command hard-linked stay one inode, and a tool's write to
+one of them is made in place, `rewrite_linked`); `reconcile` makes the
 overlay's records from `upper/`, exactly as tool writes would have: each file's original
 read from the real tree (or the original the overlay already had), each whiteout or replaced
 directory a `Removal` of the real entry with its digest (trees.py). Functions over one
@@ -37,6 +38,7 @@ OPAQUE_XATTR = "user.overlay.opaque"
 FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
+_REWRITE_FLAGS = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class UpperRefused(OverlayError):
@@ -220,6 +222,18 @@ def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:
             if entry.kind == DIR and not entry.opaque and not covered(entry.rel, moved):
                 with open_chain(top_upper, split_rel(entry.rel)) as fd:
                     os.fchmod(fd, entry.mode)
+
+
+def rewrite_linked(parent: int, name: str, data: bytes) -> bool:
+    """Write `data` into the file `name` of an upper directory in place when it has other
+    hard links (a command's `ln`: apply joins them, plan.py), as a real write keeps them;
+    False, and nothing written, when it has none."""
+    there = lstat_at(parent, name)
+    if there is None or not stat_module.S_ISREG(there.st_mode) or there.st_nlink < 2:
+        return False
+    with open(os.open(name, _REWRITE_FLAGS, dir_fd=parent), "wb", closefd=True) as out:
+        out.write(data)
+    return True
 
 
 def _remove_at(parent: int, name: str, info: os.stat_result | None) -> None:

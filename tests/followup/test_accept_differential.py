@@ -195,6 +195,13 @@ def _files(*files: tuple[str, bytes, int]) -> tuple[tuple[str, bytes, int], ...]
 @example(Start(_files(("x.log", b"a", 0o644)), git=True), ["rm -f x.log"])
 @example(Start(_files(), git=True), ["mkdir -p build && printf %s a > build/p"])
 @example(Start(_files()), ["touch a", "chmod 700 a"])  # a later call's chmod of a new file
+@example(Start(_files(("b", b"b", 0o644))), ["ln b a"])  # a link the command made
+@example(Start(_files()), ["printf %s a > n; ln n b"])  # of a file the command made
+@example(Start(_files(("b", b"b", 0o644))), ["ln b a; printf %s ab >> a"])  # then edited
+@example(Start(_files(("b", b"b", 0o644))), ["ln b a", "printf %s ab >> a"])  # by a later call
+@example(Start(_files(("b", b"b", 0o644))), ["ln b a", "mv a n"])
+@example(Start(_files(("a", b"a", 0o644)), hard_link=True), ["ln a n"])  # a file with links
+@example(Start(_files(), outside=True), ["ln pkg/shared n"])  # one linked outside the tree
 @given(start=starts(), calls=CALLS)
 def test_an_accepted_speculated_sequence_leaves_the_tree_a_live_run_leaves(
     rig: Rig, start: Start, calls: list[str]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -329,12 +330,14 @@ class CrashingOs(SimpleNamespace):
         return mutate
 
 
-def crashed_apply(overlay: Overlay, monkeypatch, crash_at: int | None) -> int:
-    """Apply with the os calls of the journal (and of the deletions it makes) crashing at
-    call number `crash_at`; returns how many calls were made."""
+def crashed_apply(
+    overlay: Overlay, monkeypatch, crash_at: int | None, also: Sequence[ModuleType] = ()
+) -> int:
+    """Apply with the os calls of the journal (and of the deletions it makes, and of the
+    modules in `also`) crashing at call number `crash_at`; returns how many calls were made."""
     fake = CrashingOs(crash_at)
-    monkeypatch.setattr(journal, "os", fake)
-    monkeypatch.setattr(unlinks, "os", fake)
+    for module in (journal, unlinks, *also):
+        monkeypatch.setattr(module, "os", fake)
     monkeypatch.setattr(journal, "_abort", lambda *args: None)  # a crash runs no handler
     try:
         overlay.apply()
