@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.pty import Term
 from tests.e2e.test_accept_consent_repl import FOUND, finished, speculating
 
 pytestmark = [
@@ -19,19 +20,20 @@ FILES = 4000  # seconds of apply on any machine: time for the spinner and for a 
 MAKE = f"mkdir out && for i in $(seq 1 {FILES}); do printf $i > out/f$i; done && echo made-them"
 
 
-def tidy(tmp_path: Path) -> Path:
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "hello.txt").write_text("hello world\n")
-    return root
-
-
-def test_a_large_accept_counts_its_apply_up_on_the_spinner_line(llm_server, tmp_path: Path):
-    project = tidy(tmp_path)
+def accepting(llm_server, tmp_path: Path) -> tuple[Term, Path]:
+    """The speculated MAKE has finished and the user has pressed Tab, Enter."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "hello.txt").write_text("hello world\n")
     child, answer, _ = speculating(llm_server, project, MAKE, "made-them", "--yolo")
     finished(llm_server, child, answer)
     child.send("\t")
     child.submit("")
+    return child, project
+
+
+def test_a_large_accept_counts_its_apply_up_on_the_spinner_line(llm_server, tmp_path: Path):
+    child, project = accepting(llm_server, tmp_path)
     child.expect(f"applying {FILES} files of the prepared answer")
     child.expect(r"applying the prepared answer \d+ %")
     child.expect("all tidy")
@@ -43,11 +45,7 @@ def test_a_large_accept_counts_its_apply_up_on_the_spinner_line(llm_server, tmp_
 
 
 def test_ctrl_c_during_a_large_apply_leaves_the_project_as_it_was(llm_server, tmp_path: Path):
-    project = tidy(tmp_path)
-    child, answer, _ = speculating(llm_server, project, MAKE, "made-them", "--yolo")
-    finished(llm_server, child, answer)
-    child.send("\t")
-    child.submit("")
+    child, project = accepting(llm_server, tmp_path)
     child.expect(r"applying the prepared answer \d+ %")
     child.send("\x03")
     child.expect("cancelled")
