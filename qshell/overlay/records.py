@@ -33,6 +33,7 @@ DIR_READ_ONLY = "is in a directory that is not writable for you"
 READ_CHANGED = "changed since the speculation read it"
 SET_ID = "would get a setuid or setgid bit, which a speculation never applies"
 CAPABILITY = "carries file capabilities, which a speculation never applies"
+ROOT_NAME = "the project directory"  # how a conflict names the root, whose path is ""
 
 
 class Phase(enum.StrEnum):
@@ -45,13 +46,14 @@ class Phase(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """A file that stops an apply, and why (one of the reason constants above)."""
+    """A file that stops an apply, and why (one of the reason constants above); its `path`
+    is root-relative, "" for the project's directory itself (a listing read there)."""
 
     path: str
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path} {self.reason}"
+        return f"{self.path or ROOT_NAME} {self.reason}"
 
 
 class ApplyConflict(OverlayError):
