@@ -36,6 +36,7 @@ CAPABILITY = "carries file capabilities, which a speculation never applies"
 LINKED_TWICE = "has other hard links in the project, and the speculation linked it again"
 UNJOINED = "shares its inode with a file the apply does not bring in"
 UNLINKABLE = "cannot be hard-linked to the file it shares its inode with here"
+ROOT_NAME = "the project directory"  # how a conflict names the root, whose path is ""
 
 
 class Phase(enum.StrEnum):
@@ -48,13 +49,14 @@ class Phase(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Conflict:
-    """A file that stops an apply, and why (one of the reason constants above)."""
+    """A file that stops an apply, and why (one of the reason constants above); its `path`
+    is root-relative, "" for the project's directory itself (a listing read there)."""
 
     path: str
     reason: str
 
     def __str__(self) -> str:
-        return f"{self.path} {self.reason}"
+        return f"{self.path or ROOT_NAME} {self.reason}"
 
 
 class ApplyConflict(OverlayError):

@@ -34,20 +34,20 @@ def project(tmp_path: Path) -> Path:
 
 
 def speculating(
-    llm_server, project: Path, command: str, marker: str, *args: str
+    llm_server, project: Path, command: str, marker: str, *args: str, prompt: str = "tidy up"
 ) -> tuple[Term, Rule, Rule]:
-    """Two turns in, "tidy up" is suggested and speculated: its one call runs `command`,
+    """Two turns in, `prompt` is suggested and speculated: its one call runs `command`,
     whose output holds `marker`, and the answer after it is "all tidy"."""
-    suggests(llm_server, "tidy up")
+    suggests(llm_server, prompt)
     answer = llm_server.add_rule(has_tool_result(marker), Reply.text("all tidy"))
     call_ = ToolCallSpec("shell", {"command": command})
-    prompt = llm_server.add_rule(asks("tidy up"), Reply.tool_calls([call_]))
+    asked = llm_server.add_rule(asks(prompt), Reply.tool_calls([call_]))
     llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
     llm_server.add_rule(always(), Reply.tool_calls([READ]))
     child = start(llm_server, project, *args)
     first_turn(child)
-    child.expect("tidy up")
-    return child, answer, prompt
+    child.expect(prompt)
+    return child, answer, asked
 
 
 def finished(llm_server, child: Term, answer: Rule) -> None:
