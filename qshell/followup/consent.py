@@ -83,8 +83,12 @@ def may_ask(spec: Speculation, runner: MainToolRunner, ctx: ToolContext) -> bool
 
 def question(spec: Speculation, runner: MainToolRunner, ctx: ToolContext) -> Question | None:
     """What accepting the settled `spec` must ask, or None when every call whose result
-    stands, and every protected path its changes touch, would have gone unasked live."""
+    stands, and every protected path its changes touch, would have gone unasked live; also
+    None when the overlay can no longer be applied (accept then says why and runs the
+    prompt live, which asks what a live turn asks), since it would list what never lands."""
     assert settled(spec), "a question about a run still going could list less than it applies"
+    if spec.overlay.spoiled is not None:
+        return None
     asked = _asks(runner, ctx, spec.runner.kept)
     found = changes(spec.overlay, ctx.paths)
     guarded = [

@@ -146,6 +146,13 @@ class Overlay:
             return sorted(d for d in self._dirs if d)
 
     @property
+    def spoiled(self) -> Conflict | None:
+        """Why nothing of it may be applied any more (the user changed what a command
+        touched, since its base), else None."""
+        with self._lock:
+            return self._spoiled
+
+    @property
     def has_writes(self) -> bool:
         with self._lock:
             return bool(self._originals or self._removed or len(self._dirs) > 1)
