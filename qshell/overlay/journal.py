@@ -26,10 +26,11 @@ rename can see. Every step goes through directory descriptors opened with O_NOFO
 the root. Before the commit point a failure or crash is rolled back (in-process, or by
 `recover_journal` at the next start, which trusts only journals trust.py vouches for);
 after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
-after a crash is left as found and reported. It never touches paths outside the root.
-A rollback cut short by a second crash is finished by the next: a destination found
-holding the original again has our copies beside it removed, so no staged or backup name
-is left in the project. Stateless functions (staging and clean-up use short-lived thread
+after a crash is left as found and reported, with the version from before the apply left
+beside it and named (`Recovery.beside`): never put over the edit, never deleted. It never
+touches paths outside the root. A rollback cut short by a second crash is finished by the
+next: a destination found holding the original again has our copies beside it removed, so
+no staged or backup name is left in the project. Stateless functions (staging and clean-up use short-lived thread
 pools); the overlay's lock serialises applies.
 """
 
@@ -475,4 +476,21 @@ def recover_journal(path: Path, root: Path | None = None) -> Recovery | None:
     else:
         direction, kept = "rolled back", _roll_back(recovered, state)
     path.unlink()
-    return Recovery(direction, kept)
+    return Recovery(direction, kept, _beside(recovered, state, kept) if kept else ())
+
+
+def _beside(root: Path, state: JournalState, kept: Sequence[str]) -> tuple[str, ...]:
+    """The backup and staged names still beside the `kept` destinations (the version from
+    before the apply, which no rollback may put over the user's edit), as paths in root."""
+    steps: list[tuple[str, tuple[str | None, ...]]] = [
+        (s.rel, (s.staged, s.backup)) for s in state.files if s.rel in kept
+    ]
+    steps += [(r.rel, (r.backup,)) for r in state.removals if r.rel in kept]
+    found = []
+    for rel, names in steps:
+        parent_rel = rel.rpartition("/")[0]
+        with open_dir(root) as root_fd, contextlib.suppress(OSError, PathRefused):
+            with open_chain(root_fd, split_rel(parent_rel) if parent_rel else []) as parent:
+                here = [n for n in names if n is not None and lstat_at(parent, n) is not None]
+            found += [f"{parent_rel}/{n}".lstrip("/") for n in here]
+    return tuple(found)

@@ -109,6 +109,7 @@ class ApplyReport:
 class Recovery:
     direction: str  # "rolled back" | "completed"
     kept: tuple[str, ...]  # destinations edited after the crash, left as they were
+    beside: tuple[str, ...] = ()  # what was there before a kept one, left beside it
 
 
 @dataclass

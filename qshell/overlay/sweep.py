@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from qshell.overlay import lease, trust
@@ -114,8 +114,17 @@ def recover_overlay(directory: Path, root: Path | None) -> bool:
         log.warning("could not recover the interrupted apply in %s: %s", directory, exc)
         return False
     if outcome is not None and outcome.kept:
-        log.warning("kept files edited after an interrupted apply: %s", ", ".join(outcome.kept))
+        log.warning("%s", kept_line(outcome.kept, outcome.beside))
     return True
+
+
+def kept_line(kept: Sequence[str], beside: Sequence[str]) -> str:
+    """The one line saying which files a recovery kept as the user edited them, and where
+    what was there before lies (the user's to keep or remove)."""
+    line = f"kept files edited after an interrupted apply: {', '.join(kept)}"
+    if beside:
+        line += f"; their earlier versions are left beside them: {', '.join(beside)}"
+    return line
 
 
 def _bases(base_dir: Path | None) -> list[Path]:

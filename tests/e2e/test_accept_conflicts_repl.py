@@ -21,7 +21,7 @@ import pytest
 
 from qshell.sandbox import probe
 from tests.e2e.pty import Term
-from tests.e2e.test_accept_consent_repl import finished, speculating
+from tests.e2e.accepting import finished, speculating
 from tests.e2e.test_speculation_repl import mains_for
 from tests.fakes.llm_server import Reply, has_tool_result
 from tests.waiting import wait_until

@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from qshell.sandbox import probe
-from tests.e2e.pty import Term
-from tests.e2e.test_speculation_repl import READ, first_turn, mains_for, start, suggests
-from tests.fakes.llm_server import Reply, Rule, ToolCallSpec, always, has_tool_result
-from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.e2e.accepting import finished, speculating
+from tests.e2e.test_speculation_repl import mains_for
 from tests.waiting import wait_until
 
 FOUND = probe()
@@ -31,28 +29,6 @@ def project(tmp_path: Path) -> Path:
     (root / "hello.txt").write_text("hello world\n")
     (root / "notes.txt").write_text("remember\n")
     return root
-
-
-def speculating(
-    llm_server, project: Path, command: str, marker: str, *args: str, prompt: str = "tidy up"
-) -> tuple[Term, Rule, Rule]:
-    """Two turns in, `prompt` is suggested and speculated: its one call runs `command`,
-    whose output holds `marker`, and the answer after it is "all tidy"."""
-    suggests(llm_server, prompt)
-    answer = llm_server.add_rule(has_tool_result(marker), Reply.text("all tidy"))
-    call_ = ToolCallSpec("shell", {"command": command})
-    asked = llm_server.add_rule(asks(prompt), Reply.tool_calls([call_]))
-    llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
-    llm_server.add_rule(always(), Reply.tool_calls([READ]))
-    child = start(llm_server, project, *args)
-    first_turn(child)
-    child.expect(prompt)
-    return child, answer, asked
-
-
-def finished(llm_server, child: Term, answer: Rule) -> None:
-    assert wait_until(lambda: answer.hits > 0, 60.0), "the speculation never got its result"
-    time.sleep(0.5)  # the speculation's last round is answered; let it finish
 
 
 def test_in_auto_edit_mode_a_speculated_rm_asks_and_the_file_stays_until_apply(llm_server, project):

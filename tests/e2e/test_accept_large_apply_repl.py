@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.pty import Term
-from tests.e2e.test_accept_consent_repl import FOUND, finished, speculating
+from qshell.sandbox import probe
+from tests.e2e.accepting import finished, speculating
 
+FOUND = probe()
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox"),

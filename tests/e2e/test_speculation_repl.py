@@ -24,9 +24,11 @@ from tests.waiting import wait_until
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})
 
 
-def start(server, project: Path, *args: str) -> Term:
-    env = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1"}
-    child = spawn_qshell(server, project, *args, extra_env=env)
+def start(server, project: Path, *args: str, env: dict[str, str] | None = None) -> Term:
+    """qshell in `project` with suggestions and speculation on (and `env` on top), at its
+    first prompt."""
+    extra = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "1", **(env or {})}
+    child = spawn_qshell(server, project, *args, extra_env=extra)
     child.expect("for commands, Ctrl-D to exit")
     child.wait_prompt()
     return child

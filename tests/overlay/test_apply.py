@@ -425,6 +425,8 @@ def test_recovery_never_overwrites_an_edit_made_after_the_crash(tmp_path, monkey
     assert recovery.direction == "rolled back"
     assert recovery.kept == ("src/app.py",)
     assert (root / "src" / "app.py").read_text() == "edited after the crash\n"
+    [beside] = recovery.beside  # the version from before the apply, named for the user
+    assert (root / beside).read_text() == "app v1\n"
     assert (root / "run.sh").read_text() == "#!/bin/sh\necho v1\n"
     assert not (root / "docs" / "api" / "index.md").exists()
 
