@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from qshell.sandbox import probe
-from tests.e2e.pty import Term
 from tests.e2e.accepting import finished, speculating
+from tests.e2e.pty import Term
 from tests.e2e.test_speculation_repl import mains_for
 from tests.fakes.llm_server import Reply, has_tool_result
 from tests.waiting import wait_until

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.pty import Term
 from qshell.sandbox import probe
 from tests.e2e.accepting import finished, speculating
+from tests.e2e.pty import Term
 
 FOUND = probe()
 pytestmark = [
