@@ -27,7 +27,8 @@ the root. Before the commit point a failure or crash is rolled back (in-process,
 `recover_journal` at the next start, which trusts only journals trust.py vouches for);
 after it, the clean-up is finished: the tree ends all-old or all-new, and a file edited
 after a crash is left as found and reported, with the version from before the apply left
-beside it and named (`Recovery.beside`): never put over the edit, never deleted. It never
+beside it and named (`Recovery.beside`; sweep.py sets it aside out of the project, aside.py):
+never put over the edit, never deleted. It never
 touches paths outside the root. A rollback cut short by a second crash is finished by the
 next: a destination found holding the original again has our copies beside it removed, so
 no staged or backup name is left in the project. Stateless functions (staging and clean-up use short-lived thread
@@ -476,12 +477,14 @@ def recover_journal(path: Path, root: Path | None = None) -> Recovery | None:
     else:
         direction, kept = "rolled back", _roll_back(recovered, state)
     path.unlink()
-    return Recovery(direction, kept, _beside(recovered, state, kept) if kept else ())
+    beside = _beside(recovered, state, kept) if kept else ()
+    return Recovery(direction, kept, beside, state.root)
 
 
-def _beside(root: Path, state: JournalState, kept: Sequence[str]) -> tuple[str, ...]:
+def _beside(root: Path, state: JournalState, kept: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """The backup and staged names still beside the `kept` destinations (the version from
-    before the apply, which no rollback may put over the user's edit), as paths in root."""
+    before the apply, which no rollback may put over the user's edit): (kept, name) pairs
+    of root-relative paths."""
     steps: list[tuple[str, tuple[str | None, ...]]] = [
         (s.rel, (s.staged, s.backup)) for s in state.files if s.rel in kept
     ]
@@ -492,5 +495,5 @@ def _beside(root: Path, state: JournalState, kept: Sequence[str]) -> tuple[str, 
         with open_dir(root) as root_fd, contextlib.suppress(OSError, PathRefused):
             with open_chain(root_fd, split_rel(parent_rel) if parent_rel else []) as parent:
                 here = [n for n in names if n is not None and lstat_at(parent, n) is not None]
-            found += [f"{parent_rel}/{n}".lstrip("/") for n in here]
+            found += [(rel, f"{parent_rel}/{n}".lstrip("/")) for n in here]
     return tuple(found)

@@ -109,7 +109,9 @@ class ApplyReport:
 class Recovery:
     direction: str  # "rolled back" | "completed"
     kept: tuple[str, ...]  # destinations edited after the crash, left as they were
-    beside: tuple[str, ...] = ()  # what was there before a kept one, left beside it
+    # (kept file, the name beside it that holds what was there before the apply)
+    beside: tuple[tuple[str, str], ...] = ()
+    project: str = ""  # the root both are relative to
 
 
 @dataclass

@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from qshell.dirs import Dirs
 from qshell.overlay import lease, trust
+from qshell.overlay.aside import SetAside, set_aside
 from qshell.overlay.base_dir import (
     candidate_bases,
     existing_base,
@@ -114,16 +116,20 @@ def recover_overlay(directory: Path, root: Path | None) -> bool:
         log.warning("could not recover the interrupted apply in %s: %s", directory, exc)
         return False
     if outcome is not None and outcome.kept:
-        log.warning("%s", kept_line(outcome.kept, outcome.beside))
+        state = Dirs.from_environ(os.environ).state
+        aside = set_aside(Path(outcome.project), outcome.beside, state)
+        log.warning("%s", kept_line(outcome.kept, aside))
     return True
 
 
-def kept_line(kept: Sequence[str], beside: Sequence[str]) -> str:
+def kept_line(kept: Sequence[str], aside: SetAside) -> str:
     """The one line saying which files a recovery kept as the user edited them, and where
-    what was there before lies (the user's to keep or remove)."""
+    what was there before went (the user's to keep or remove)."""
     line = f"kept files edited after an interrupted apply: {', '.join(kept)}"
-    if beside:
-        line += f"; their earlier versions are left beside them: {', '.join(beside)}"
+    if aside.folder is not None:
+        line += f"; the versions from before it are in {aside.folder}/"
+    if aside.stayed:
+        line += f"; left beside them: {', '.join(aside.stayed)}"
     return line
 
 

@@ -77,8 +77,9 @@ def test_a_start_after_a_kill_9_mid_apply_leaves_all_old_or_all_new_and_no_litte
 
 
 def test_an_edit_made_after_the_kill_is_kept_and_named_in_one_line(llm_server, tmp_path):
-    """The rollback may not put the old version over the user's edit, nor delete it: the
-    one line names the edited file and where the version from before the apply lies."""
+    """The rollback may not put the old version over the user's edit, nor delete it, nor
+    leave it in the project: the one line names the edited file and the folder of qshell's
+    state the version from before the apply was moved to."""
     root = old_project(tmp_path)
     before = snapshot(root)
     killed_apply(root, "committing")
@@ -88,10 +89,13 @@ def test_an_edit_made_after_the_kill_is_kept_and_named_in_one_line(llm_server, t
     assert (run.code, run.stdout) == (0, f"{ANSWER}\n")
     [line] = run.stderr.splitlines()
     found = re.search(
-        r"kept files edited after an interrupted apply: src/app\.py; .*: (\S+)$", line
+        r"kept files edited after an interrupted apply: src/app\.py; "
+        r"the versions from before it are in (\S+)/$",
+        line,
     )
     assert found is not None, line
-    after = snapshot(root)
-    assert after.pop(found.group(1)) == before["src/app.py"]  # the version from before, named
-    assert after == {**before, "src/app.py": b"edited after the crash\n"}
+    folder = Path(found.group(1))
+    assert (folder / "src" / "app.py").read_bytes() == before["src/app.py"]
+    assert not folder.is_relative_to(root)
+    assert snapshot(root) == {**before, "src/app.py": b"edited after the crash\n"}  # no litter
     assert overlays_left() == []

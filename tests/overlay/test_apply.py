@@ -12,6 +12,7 @@ from types import ModuleType, SimpleNamespace
 import pytest
 
 from qshell.overlay import Overlay, journal, recover, renameat, sweep_stale, unlinks
+from qshell.overlay.aside import set_aside
 from qshell.overlay.journal import (
     APPEARED,
     BAD_COPY,
@@ -425,8 +426,13 @@ def test_recovery_never_overwrites_an_edit_made_after_the_crash(tmp_path, monkey
     assert recovery.direction == "rolled back"
     assert recovery.kept == ("src/app.py",)
     assert (root / "src" / "app.py").read_text() == "edited after the crash\n"
-    [beside] = recovery.beside  # the version from before the apply, named for the user
-    assert (root / beside).read_text() == "app v1\n"
+    [(kept, beside)] = recovery.beside  # the version from before the apply, named for the user
+    assert kept == "src/app.py" and (root / beside).read_text() == "app v1\n"
+    aside = set_aside(root, recovery.beside, tmp_path / "state")
+    assert aside.moved == ("src/app.py",) and not aside.stayed
+    assert aside.folder is not None and aside.folder.is_relative_to(tmp_path / "state")
+    assert (aside.folder / "src" / "app.py").read_text() == "app v1\n"
+    assert not (root / beside).exists()  # out of the project, nothing left beside the edit
     assert (root / "run.sh").read_text() == "#!/bin/sh\necho v1\n"
     assert not (root / "docs" / "api" / "index.md").exists()
 
