@@ -102,9 +102,13 @@ def copy_user_xattrs(source: int, target: int, *, directory: bool = False) -> No
                 raise
 
 
-def has_capability(fd: int) -> bool:
-    """Whether the open file `fd` carries file capabilities."""
+def has_capability(fd: int, name: str | None = None) -> bool:
+    """Whether the open file `fd` (or the entry `name` in the directory `fd`, not followed
+    if a symlink) carries file capabilities."""
     try:
-        return bool(os.getxattr(fd, CAPABILITY_XATTR))
+        if name is None:
+            return bool(os.getxattr(fd, CAPABILITY_XATTR))
+        path = f"/proc/self/fd/{fd}/{name}"
+        return bool(os.getxattr(path, CAPABILITY_XATTR, follow_symlinks=False))
     except OSError:
         return False

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
 from qshell.overlay.errors import OverlayError, OverlayEscape, os_error
-from qshell.overlay.metadata import CAPABILITY_XATTR
+from qshell.overlay.metadata import has_capability
 from qshell.overlay.plan import may_write
 from qshell.overlay.records import Original, Removal
 from qshell.overlay.trees import digest_at
@@ -164,7 +164,7 @@ def _privileged(fd: int, prefix: str, parent_setgid: bool, root: Path) -> str | 
         if stat_module.S_ISREG(mode):
             if mode & (stat_module.S_ISUID | stat_module.S_ISGID):
                 return f"{rel} setuid or setgid"
-            if _has_capabilities(fd, name):
+            if has_capability(fd, name):
                 return f"{rel} carry file capabilities"
         elif stat_module.S_ISDIR(mode):
             setgid = bool(mode & stat_module.S_ISGID)
@@ -177,14 +177,6 @@ def _privileged(fd: int, prefix: str, parent_setgid: bool, root: Path) -> str | 
             if found is not None:
                 return found
     return None
-
-
-def _has_capabilities(fd: int, name: str) -> bool:
-    try:
-        os.getxattr(f"/proc/self/fd/{fd}/{name}", CAPABILITY_XATTR, follow_symlinks=False)
-    except OSError:
-        return False
-    return True
 
 
 def _setgid(path: Path) -> bool:
