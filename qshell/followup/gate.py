@@ -1,34 +1,35 @@
 """The speculation tool gate: what a speculative turn may do before the user has agreed.
 
 `SpeculativeRunner` is the ToolRunner a speculation passes to the one agent loop. Built on
-the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`, the
-functions the main runner asks), it answers seed 000's table: read and search tools run
+the main policy's read-scope rules (`ctx.paths.read_concern` and `policy.shell_concern`,
+the functions the main runner asks), it answers seed 000's table: read and search tools run
 against the overlay view; `edit`/`write_file` run redirected into the overlay, but only in
-`auto-edit`/`yolo` mode, else an `edit` boundary; `shell` runs on the real tree when
-`policy.shell_concern` proves the command read-only and in scope and the overlay holds no
-writes, with a sanitised environment and a short timeout; a command proven read-only that
-reads out of scope (a secret, outside the root) is a `read_scope` boundary; any other
-command, in every mode but `plan` and where the session's sandbox can speculate commands
-(followup/overlay_run.py), runs in the jail on a kernel overlay whose writes land in the
-speculation's overlay — unless it plainly needs the network or a person — and
-`overlay_commands` lists those whose results stand (in `default` mode the accept asks
-about them first: followup/consent.py); else it is a `bash` boundary; `web_fetch` and
-anything else is a `denied_tool` boundary. A consequential suggestion's run (`reads_only`:
-push, deploy, delete…, followup/consequence.py) stops at its first call that is not a read:
-no edit redirected, no command on a kernel overlay. Before a shell command runs, the files
-the proof says it reads
-are recorded with the overlay (`shell_scope.command_reads`), so accept can tell they changed: a literal
-file by its content, a directory by every file below it (whether or not the proof saw the
-command recurse: what a command does with a directory it names is not always known), and a
-path known only at run time (a glob, `$…`) by every file below its literal leading
-directories; for a git command, also HEAD, the index and the refs (a commit meanwhile makes
-its answer stale). A command reading too many files to record is a `bash` boundary. A boundary is
+`auto-edit`/`yolo` mode, else an `edit` boundary (so is one that would change a real file
+with other hard links, overlay.HardLinked: the copy would leave the other names stale);
+`shell` runs on the real tree when `policy.shell_concern` proves the command read-only and
+in scope and the overlay holds no writes, with a sanitised environment and a short timeout;
+a command proven read-only that reads out of scope (a secret, outside the root) is a
+`read_scope` boundary; any other command, in every mode but `plan` and where the session's
+sandbox can speculate commands (followup/overlay_run.py), runs in the jail on a kernel
+overlay whose writes land in the speculation's overlay — unless it plainly needs the
+network or a person — and `overlay_commands` lists those whose results stand (in `default`
+mode the accept asks about them first: followup/consent.py); else it is a `bash` boundary;
+`web_fetch` and anything else is a `denied_tool` boundary. A consequential suggestion's run
+(`reads_only`: push, deploy, delete…, followup/consequence.py) stops at its first call that
+is not a read: no edit redirected, no command on a kernel overlay. Before a shell command
+runs, the files the proof says it reads are recorded with the overlay
+(`shell_scope.command_reads`), so accept can tell they changed: a literal file by its
+content, a directory by every file below it (whether or not the proof saw the command
+recurse: what a command does with a directory it names is not always known), and a path
+known only at run time (a glob, `$…`) by every file below its literal leading directories;
+for a git command, also HEAD, the index and the refs (a commit meanwhile makes its answer
+stale). A command reading too many files to record is a `bash` boundary. A boundary is
 raised as `Boundary`, a control signal that ends the speculative turn; it is never a
 QshellError. A plugin's tool is a `denied_tool` boundary unless it reads or searches and
 declares the paths it reads (tools/registered.py). The gate plugins then have their say
-through the consultation the main runner uses too (permissions/plugin_gate.py, with its fixed
-limits): what they refuse is a `plugin` boundary. Unlike the main runner it never asks.
-Thread-safe: decisions are pure, the overlay locks.
+through the consultation the main runner uses too (permissions/plugin_gate.py, with its
+fixed limits): what they refuse is a `plugin` boundary. Unlike the main runner it never
+asks. Thread-safe: decisions are pure, the overlay locks.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 from qshell.config import ApprovalMode
 from qshell.errors import ControlSignal
 from qshell.followup.overlay_run import RunRefused, outside_world, overlay_launcher, run_on_overlay
-from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
+from qshell.overlay import HardLinked, Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
 from qshell.permissions.git_scope import git_output, git_state
 from qshell.permissions.plugin_gate import QSHELL, Builtin, consult, prove
@@ -255,7 +256,7 @@ class SpeculativeRunner:
             ctx = replace(ctx, view=self.overlay.view)
         try:
             return tool.run(args, ctx)
-        except OverlayEscape as exc:
+        except (OverlayEscape, HardLinked) as exc:  # a path the overlay cannot write as asked
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
 
     def _on_kernel_overlay(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:

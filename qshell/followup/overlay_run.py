@@ -9,8 +9,9 @@ nothing real changes. Since what such a command reads is unknown, the whole proj
 fingerprinted first, and its base taken (`Overlay.record_base`, overlay/baseline.py: each
 entry's type, inode, size, times, mode and listing; too many files: a boundary).
 Afterwards a symlink it made, a protected path it changed — or one below a directory it
-deleted, replaced or renamed away (`protected_changes`) —, a hard link it would break or
-could not have applied as one inode (`hard_linked_away`), a setuid bit or file capability,
+deleted, replaced or renamed away (`protected_changes`) —, a file with other hard links
+that it changed, deleted or linked again (`hard_linked_away`: the overlay copies one name up
+alone, so the others would show the old file), a setuid bit or file capability,
 or output that shows a network failure (no result built on a failed download is shown as
 done) is a boundary and its layer is dropped; else the overlay takes the layer in
 (`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as replacements;
@@ -56,7 +57,7 @@ IGNORED_PARTS = frozenset(
 TOOLCHAIN_ENV = frozenset(
     {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "NODE_PATH", "GOPATH"}
 )
-LINKED_REASON = "has other hard links, which applying what the command did would not keep"
+LINKED_REASON = "has other hard links, which a speculated change would not keep in step"
 NETWORK_FAILURE = re.compile(
     r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
     r"|Name or service not known|No address associated with hostname|getaddrinfo failed"
@@ -145,7 +146,7 @@ def _take_in(
         protected = protected_changes(ctx.paths, changed)
         if protected:
             raise RunRefused(f"{', '.join(protected)} {PROTECTED_REASON}")
-        linked = hard_linked_away(ctx.root, overlay.upper, layer, changed)
+        linked = hard_linked_away(ctx.root, overlay.upper, changed)
         if linked:
             raise RunRefused(f"{', '.join(linked)} {LINKED_REASON}")
         environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
@@ -166,32 +167,28 @@ def protected_changes(paths: PathResolver, changed: list[str]) -> list[str]:
     return sorted(found)
 
 
-def hard_linked_away(root: Path, upper: Path, layer: Path, changed: list[str]) -> list[str]:
-    """The files with other hard links (sorted) whose links applying the layer would not
-    keep, so that such a command is asked live:
+def hard_linked_away(root: Path, upper: Path, changed: list[str]) -> list[str]:
+    """The files with other hard links (sorted) that a command's layer's `changed` paths
+    write, delete or replace — or that lie below a directory it replaced or retouched —, in the
+    real tree or among the speculation's own files (in `upper`, a link an earlier call
+    made), so that such a command is asked live. A kernel overlay copies one name of a file
+    up alone, as a new inode, whatever the command does to it:
 
-    - real files that the layer's whiteouts and replaced directories take away: a kernel
-      overlay records a rename as a copy and a deletion, which would break the link a real
-      `mv` keeps;
-    - the speculation's own files (in `upper`, a link an earlier call made) that the layer
-      changes, deletes or replaces (or that are below a directory it retouched): the
-      overlay copies one name up alone, as a new inode;
-    - real files with links of their own that the command linked again (a file of the layer
-      with more than one link): the apply joins a command's links as one new inode, which
-      cannot take in the real one's other names (they may be outside the project)."""
+    - an edit, chmod or touch of one name leaves every other name showing the old file to
+      the rest of the command and to later calls (a tool's read, a command's `cp`), where a
+      live run changes them all. Names outside the project are no safer: the jail shows the
+      system's directories and the PATH directories of the home (sandbox/jail.py), and
+      where a file's other names are cannot be known without a walk of the disk;
+    - a deletion or rename (a copy and a whiteout) would break the link a real `mv` keeps;
+    - a new link to such a file (`ln`, which copies the file up) is joined as one new inode
+      at apply, which cannot take the other names in.
+
+    A link the command makes to a file with no other names is kept: the apply joins the
+    names as one inode (overlay/plan.py)."""
     found: list[str] = []
     for rel in changed:
         name = rel.rstrip("/")
-        try:
-            info = os.lstat(layer / name)
-        except OSError:
-            continue
-        whiteout = stat_module.S_ISCHR(info.st_mode) and info.st_rdev == 0
-        linked = stat_module.S_ISREG(info.st_mode) and info.st_nlink > 1
-        if whiteout or rel.endswith("/") or linked:
-            found += _linked_files(root, name)
-        if whiteout or rel.endswith("/") or stat_module.S_ISREG(info.st_mode):
-            found += _linked_files(upper, name)
+        found += _linked_files(root, name) + _linked_files(upper, name)
     return sorted(set(found))
 
 

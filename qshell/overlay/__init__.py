@@ -26,7 +26,13 @@ system's own errors (`OSError`, and `ValueError` from a journal it cannot trust,
 recovery reports) pass through as they are.
 """
 
-from qshell.overlay.errors import OverlayError, OverlayEscape, OverlayUnavailable, ReadsUnrecorded
+from qshell.overlay.errors import (
+    HardLinked,
+    OverlayError,
+    OverlayEscape,
+    OverlayUnavailable,
+    ReadsUnrecorded,
+)
 from qshell.overlay.overlay import Overlay
 from qshell.overlay.records import ApplyCancelled, ApplyConflict, ApplyFailed, Conflict
 from qshell.overlay.sweep import recover, sweep_stale
@@ -36,6 +42,7 @@ __all__ = [
     "ApplyConflict",
     "ApplyFailed",
     "Conflict",
+    "HardLinked",
     "Overlay",
     "OverlayError",
     "OverlayEscape",

@@ -11,12 +11,14 @@ followup/gate.py). When the overlay takes the command's layer in (`Overlay.absor
 descendant of a deleted or replaced directory — against the live tree: the first one that
 differs is a conflict (the user's version stays). A directory counts as unchanged while
 its type, inode, mode and listing are (its timestamps move with any temporary file made
-and removed inside). The regular files of a base are also what the command may read
-(`files`: their stat signatures, reads.py). Pure functions over the real tree; any thread.
+and removed inside). Everything a base holds is also what the command may read
+(`prints`: files by their stat signatures, symlinks by their targets, directories by
+their names). Pure functions over the real tree; any thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_module
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +27,15 @@ from pathlib import Path
 from typing import NamedTuple
 
 from qshell.overlay.dirfd import PathRefused, lstat_at, open_chain, open_dir, split_rel
-from qshell.overlay.reads import MAX_TREE_FILES, SKIPPED_DIRS, Signature, TooManyReads
+from qshell.overlay.reads import (
+    MAX_TREE_FILES,
+    SKIPPED_DIRS,
+    Fingerprint,
+    Signature,
+    TooManyReads,
+    of_link,
+    of_listing,
+)
 from qshell.overlay.upper import DIR, UpperEntry, covered
 
 BASE_CHANGED = "changed while the speculated command ran"
@@ -81,6 +91,18 @@ class Base:
     def links(self) -> Iterator[str]:
         """The path of every symlink the base holds."""
         return (rel for rel, known in self.stamps.items() if stat_module.S_ISLNK(known.mode))
+
+    def prints(self, root: Path) -> Iterator[Fingerprint]:
+        """What a command may read of the tree at `root` as the base saw it: each file by
+        its stat signature, each symlink by its target, each directory walked by its names."""
+        for rel, signature in self.files():
+            yield Fingerprint(rel, 0, "", False, signature)
+        for rel in self.links():
+            with contextlib.suppress(OSError):
+                yield of_link(rel, os.readlink(root / rel))
+        for rel, names in self.listings.items():
+            if names is not None:
+                yield of_listing(rel, names)
 
     def changed(self, root_fd: int, rel: str, *, whole: bool = True) -> str | None:
         """The first path at `rel` — or, when `whole`, at or below it — whose live entry is

@@ -1,8 +1,10 @@
 """The exceptions of the overlay package that are not about applying (those are journal.py's).
 
 `OverlayEscape` means a path would leave the project or go through a symlink inside the
-overlay: the gate turns it into a boundary. `OverlayUnavailable` means there is no safe
-private directory (speculation turns itself off) or the overlay was already discarded.
+overlay: the gate turns it into a boundary; so does `HardLinked`, a write to a real file
+with other hard links (its other names would go on showing the old content).
+`OverlayUnavailable` means there is no safe private directory (speculation turns itself
+off) or the overlay was already discarded.
 `ReadsUnrecorded` means a command would read more than the overlay can fingerprint: the
 gate turns it into a boundary too. Values only; any thread.
 """
@@ -18,6 +20,16 @@ class OverlayError(Exception):
 
 class OverlayEscape(OverlayError):
     """A path resolves outside the project root, or through a symlink inside the overlay."""
+
+    def __init__(self, path: os.PathLike[str] | str, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path, self.reason = str(path), reason
+
+
+class HardLinked(OverlayError):
+    """A speculated write would change a real file that has other hard links: the overlay's
+    copy would be one name alone, so every other name would show the old content until
+    accept (a real write changes them all)."""
 
     def __init__(self, path: os.PathLike[str] | str, reason: str) -> None:
         super().__init__(f"{path} {reason}")

@@ -1,16 +1,18 @@
 """Edits of a hard-linked file: the new content written into the destination's own inode.
 
-A destination with more than one link (plan.py marks its `Step.in_place`) is not swapped:
-a rename would give the name a new inode and silently break the link to the other names, as
-a real in-place edit (`echo >> f`, most editors' save) never does. The journal's backup is
-then a full copy of the original, made while staging and checked against the original's
-digest (`stage_backup`); `write` checks again, through a descriptor opened on the
-destination itself (never through a symlink, the inode the plan saw, the checked content and
-mode), truncates it, writes the staged content in, and checks the name still holds that
-inode (a save by rename in that instant is a conflict, and the backup goes back in).
-`roll_back` writes the backup back into the inode. What no check can tell apart: a crash in
-the middle of `write` leaves content that is neither old nor new, which recovery restores
-from the backup like an edit of ours. Stateless functions over directory descriptors.
+A destination with more than one link (plan.py marks its `Step.in_place`) is not swapped: a
+rename would give the name a new inode and silently break the link to the other names, as a
+real in-place edit (`echo >> f`, most editors' save) never does. (A speculation never
+changes a file that has other links when it runs: this is a link the user made since.) The
+journal's backup is then a full copy of the original, made while staging and checked
+against the original's digest (`stage_backup`); `write` checks again, through a descriptor
+opened on the destination itself (never through a symlink, the inode the plan saw, the
+checked content and mode), truncates it, writes the staged content in, and checks the name
+still holds that inode (a save by rename in that instant is a conflict, and the backup goes
+back in). `roll_back` writes the backup back into the inode. What no check can tell apart:
+a crash in the middle of `write` leaves content that is neither old nor new, which recovery
+restores from the backup like an edit of ours. Stateless functions over directory
+descriptors.
 """
 
 from __future__ import annotations

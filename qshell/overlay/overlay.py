@@ -7,18 +7,20 @@ nothing else; `meta.jsonl` (each original's sha256 and mode, or that it did not 
 lease.py) and `journal.json` sit beside it. Its `view` (view.py) is the FileView tools get
 during a speculation; every real file read through it, and every file a speculative shell
 command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
-checks with the written files — and so does each symlink such a read went through. Before
-a command runs on the kernel overlay, `record_base` notes the whole tree (baseline.py):
-what the command touched that the user changed meanwhile spoils the overlay at `absorb`. Every path is resolved with symlinks followed; one outside
-the project root, through a symlink loop, or a symlink inside the overlay, raises
-OverlayEscape here, and is a Conflict again at apply time (plan.py). Deletions are recorded
-as overlayfs records them — a whiteout, or an opaque directory replacing the real one — when
-a command run on the kernel overlay leaves them in `upper/` (`absorb`, upper.py); the view
-then shows them deleted and `apply` deletes them. It never writes the real tree except
-through `apply`, and never uses a directory it does not own. Thread-safe: one speculation
-thread writes and applies while parallel tool calls read; a lock guards the bookkeeping and
-copies are renamed in whole, so a read sees one version (but of a file a command hard-linked,
-written in place as a real write is).
+checks with the written files — and so does each symlink such a read went through. Before a
+command runs on the kernel overlay, `record_base` notes the whole tree (baseline.py): what
+the command touched that the user changed meanwhile spoils the overlay at `absorb`. Every
+path is resolved with symlinks followed; one outside the project root, through a symlink
+loop, or a symlink inside the overlay, raises OverlayEscape here, and is a Conflict again
+at apply time (plan.py); a tool's write to a real file with other hard links raises
+HardLinked (the copy would be that name alone, the others showing the old content: the gate
+makes it a boundary). Deletions are recorded as overlayfs records them — a whiteout, or an
+opaque directory replacing the real one — when a command run on the kernel overlay leaves
+them in `upper/` (`absorb`, upper.py); the view then shows them deleted and `apply` deletes
+them. It never writes the real tree except through `apply`, and never uses a directory it
+does not own. Thread-safe: one speculation thread writes and applies while parallel tool
+calls read; a lock guards the bookkeeping and copies are renamed in whole, so a read sees
+one version (but of a file a command hard-linked, written in place as a real write is).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from qshell.overlay.base_dir import (
     new_overlay_dir,
     remove_overlay,
 )
-from qshell.overlay.dirfd import READ_FLAGS, PathRefused, open_chain, open_dir
+from qshell.overlay.dirfd import PathRefused, open_chain, open_dir
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded, os_error
 from qshell.overlay.lease import Lease
 from qshell.overlay.plan import plan
@@ -68,6 +70,7 @@ from qshell.overlay.upper import (
     OPAQUE_XATTR,
     UpperRefused,
     changed_paths,
+    copy_mode,
     covered,
     drop,
     merge,
@@ -182,28 +185,17 @@ class Overlay:
         ReadsUnrecorded when a tree has too many files to record."""
         try:
             rel, resolved = self.locate(path)
-            info = os.stat(resolved)
         except (OverlayEscape, OSError):
             return
+        try:
+            found = reads.of_path(rel, resolved, self.root, stop)
+        except reads.TooManyReads as exc:
+            raise ReadsUnrecorded(str(exc)) from None
+        if found is None:
+            return
         self.record_links(path)
-        if stat_module.S_ISDIR(info.st_mode):
-            try:
-                found = list(reads.walk(resolved, self.root, stop))
-            except reads.TooManyReads as exc:
-                raise ReadsUnrecorded(str(exc)) from None
-            for print_ in found:
-                self.record_read(print_)
-            return
-        if not stat_module.S_ISREG(info.st_mode):
-            return
-        try:
-            fd = os.open(resolved, READ_FLAGS | os.O_NONBLOCK)
-        except OSError:
-            return
-        try:
-            self.record_read(reads.of_fd(rel, fd))
-        finally:
-            os.close(fd)
+        for print_ in found:
+            self.record_read(print_)
 
     def record_base(self, *, stop: Callable[[], bool]) -> None:
         """Before a shell command runs on the kernel overlay: note the project tree as it is
@@ -215,14 +207,8 @@ class Overlay:
             base = baseline.take(self.root, stop)
         except reads.TooManyReads as exc:
             raise ReadsUnrecorded(str(exc)) from None
-        for rel, signature in base.files():
-            self.record_read(Fingerprint(rel, 0, "", False, signature))
-        for rel in base.links():
-            with contextlib.suppress(OSError):
-                self.record_read(reads.of_link(rel, os.readlink(self.root / rel)))
-        for rel, names in base.listings.items():
-            if names is not None:
-                self.record_read(reads.of_listing(rel, names))
+        for print_ in base.prints(self.root):
+            self.record_read(print_)
         with self._lock:
             self._base = base
 
@@ -416,7 +402,8 @@ class Overlay:
 
         A path inside a base directory of overlays (a project that contains the temp dir)
         is an escape: an accepted write there could plant a journal or change another
-        session's overlay."""
+        session's overlay. A real file with other hard links raises HardLinked; a copy
+        already in the upper layer keeps its mode (a command's chmod)."""
         rel, resolved = self.locate(path)
         if any(resolved == base or resolved.is_relative_to(base) for base in self._bases):
             raise OverlayEscape(path, "is inside qshell's private speculation directory")
@@ -428,7 +415,7 @@ class Overlay:
                 if rel in self._dirs:
                     raise os_error(errno.EISDIR, path)
                 self._check_parents(parts, path)
-                original = snapshot(rel, resolved, mode)
+                original = snapshot(rel, resolved, mode, sole=True)  # HardLinked
                 self._open_deleted(parts)
             self._copy_up_dirs(parts[:-1])
             with self.upper_dir(parts[:-1], create=True) as parent:
@@ -492,10 +479,13 @@ class Overlay:
                 raise os_error(errno.ENOTDIR, path)
 
     def _put(self, parent: int, name: str, data: bytes, mode: int | None) -> None:
-        """Write a whole copy into `incoming/`, then rename it over `upper/…/name`; one with
-        other links there (a command's `ln`) is written in place, as a real write keeps them."""
+        """Write a whole copy into `incoming/`, then rename it over `upper/…/name` with the
+        mode of the copy there (a command's chmod stays, as a real write keeps a mode), else
+        `mode`; a copy with other links (a command's `ln`) is written in place, likewise."""
         if rewrite_linked(parent, name, data):
             return
+        kept = copy_mode(parent, name)
+        mode = mode if kept is None else kept
         temp = self.directory / INCOMING_DIR_NAME / secrets.token_hex(8)
         fd = os.open(temp, _CREATE_FLAGS, journal.NEW_FILE_MODE)
         try:

@@ -7,21 +7,21 @@ directory) with the digest it had when the speculation deleted it (trees.py), an
 the speculation read with its fingerprint (reads.py). A file or directory at or below a
 deleted one is new, in a directory the apply makes after the deletion (a replaced
 directory); `made` names the directories that must exist even when empty. Each directory
-gets the mode it has in the upper layer (a new one as made there, an existing one whose mode
-a command changed: overlayfs copies it up with the new mode). A setuid or setgid bit, or
-file capabilities, are never brought in from a speculation: a file or directory carrying
+gets the mode it has in the upper layer (a new one as made there, an existing one whose
+mode a command changed: overlayfs copies it up with the new mode). A setuid or setgid bit,
+or file capabilities, are never brought in from a speculation: a file or directory carrying
 one is a conflict (a setgid bit a new directory inherits from its real parent excepted). A
-destination with more than one hard link is edited in place (`Step.in_place`), as a real
-edit would keep the link. Files that are one inode in the upper layer (a command's `ln`: a
-kernel overlay keeps a link made inside its layer) are joined as one `Step.link_group`,
-applied as one inode with every name; a group that would also take in a destination with
-hard links of its own, or that has a name the apply does not bring in, is a conflict. It
-returns the
-journal the apply would follow and every conflict at once; it touches nothing. Write
-permission is judged from the mode bits for this user's class (owner, group, other), not
-`os.access`: for root, which may write anything, a file or directory with no write bit at
-all counts as read-only, since someone made it so. Pure functions over directory
-descriptors; any thread.
+destination with more than one hard link (the user's link made while the speculation ran: a
+speculation's own change to such a file is refused, overlay_run.py and upper.snapshot) is
+edited in place (`Step.in_place`), as a real edit would keep the link. Files that are one
+inode in the upper layer (a command's `ln`: a kernel overlay keeps a link made inside its
+layer) are joined as one `Step.link_group`, applied as one inode with every name; a group
+that would also take in a destination with hard links of its own, or that has a name the
+apply does not bring in, is a conflict. It returns the journal the apply would follow and
+every conflict at once; it touches nothing. Write permission is judged from the mode bits
+for this user's class (owner, group, other), not `os.access`: for root, which may write
+anything, a file or directory with no write bit at all counts as read-only, since someone
+made it so. Pure functions over directory descriptors; any thread.
 """
 
 from __future__ import annotations

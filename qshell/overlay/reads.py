@@ -12,7 +12,8 @@ command), the stat signature (inode, size, mtime_ns, ctime_ns) vouches for the r
 changes with every write and chmod; only a same-size in-place write within one timestamp
 tick, past the hashed prefix, escapes it. A read through a symlink inside the project also
 fingerprints the link itself by its target (`links_on`): re-pointed, it would read another
-file, however alike. Listings and stats are not recorded: they reveal
+file, however alike. A shell command's named read is `of_path` (a file by content, a
+directory by `walk`). Listings and stats are not recorded: they reveal
 names and sizes, not content, and a file created where the user made one meanwhile is a
 conflict of its own. Pure functions and an unshared stream object; any thread.
 """
@@ -164,6 +165,30 @@ def walk(top: Path, root: Path, stop: Callable[[], bool]) -> Iterator[Fingerprin
                 yield of_signature(Path(entry.path).relative_to(root).as_posix(), info)
         if stop():
             return
+
+
+def of_path(
+    rel: str, resolved: Path, root: Path, stop: Callable[[], bool]
+) -> list[Fingerprint] | None:
+    """What a shell command reading the real entry at `resolved` (`rel` below `root`) rests
+    on: a file by its content, a directory by `walk` (`stop()` ends it early; TooManyReads);
+    nothing for a special file, None when there is no entry to read."""
+    try:
+        info = os.stat(resolved)
+    except OSError:
+        return None
+    if stat_module.S_ISDIR(info.st_mode):
+        return list(walk(resolved, root, stop))
+    if not stat_module.S_ISREG(info.st_mode):
+        return []
+    try:
+        fd = os.open(resolved, READ_FLAGS | os.O_NONBLOCK)
+    except OSError:
+        return []
+    try:
+        return [of_fd(rel, fd)]
+    finally:
+        os.close(fd)
 
 
 def unchanged(root_fd: int, print_: Fingerprint) -> bool:

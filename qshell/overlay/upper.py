@@ -10,11 +10,13 @@ special file there; `refuse_privileged` refuses setuid/setgid bits and file capa
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
 the rest into `upper/` as if the command had written it directly (each directory with the
 mode the layer gave it; names the command hard-linked stay one inode, and a tool's write to
-one of them is made in place, `rewrite_linked`); `reconcile` makes the
+one of them is made in place, `rewrite_linked`; a tool's write to any copy keeps the copy's
+mode, `copy_mode`, as a real write keeps a chmod); `reconcile` makes the
 overlay's records from `upper/`, exactly as tool writes would have: each file's original
 read from the real tree (or the original the overlay already had), each whiteout or replaced
-directory a `Removal` of the real entry with its digest (trees.py). Functions over one
-overlay's directories; the overlay's lock serialises them.
+directory a `Removal` of the real entry with its digest (trees.py); `snapshot` is that
+original, and refuses a tool's write to a real file with other hard links (`HardLinked`).
+Functions over one overlay's directories; the overlay's lock serialises them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
-from qshell.overlay.errors import OverlayError, OverlayEscape, os_error
+from qshell.overlay.errors import HardLinked, OverlayError, OverlayEscape, os_error
 from qshell.overlay.metadata import has_capability
 from qshell.overlay.plan import may_write
 from qshell.overlay.records import Original, Removal
@@ -39,6 +41,7 @@ FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
 _REWRITE_FLAGS = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+WRITE_LINKED = "has other hard links, which a speculated write would not keep in step"
 
 
 class UpperRefused(OverlayError):
@@ -216,6 +219,16 @@ def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:
                     os.fchmod(fd, entry.mode)
 
 
+def copy_mode(parent: int, name: str) -> int | None:
+    """The permission bits of the file `name` of an upper directory (a copy a command may
+    have chmodded), None when there is none: a tool's later write keeps them, as a real
+    write keeps the file's mode."""
+    there = lstat_at(parent, name)
+    if there is None or not stat_module.S_ISREG(there.st_mode):
+        return None
+    return stat_module.S_IMODE(there.st_mode)
+
+
 def rewrite_linked(parent: int, name: str, data: bytes) -> bool:
     """Write `data` into the file `name` of an upper directory in place when it has other
     hard links (a command's `ln`: apply joins them, plan.py), as a real write keeps them;
@@ -314,10 +327,12 @@ def _original(
         raise
 
 
-def snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
+def snapshot(rel: str, resolved: Path, mode: int | None, *, sole: bool = False) -> Original:
     """Hash and mode of the real file about to be shadowed, or that it does not exist (the
     one rule for tool writes and a command's): OverlayEscape for a symlink or special file,
-    EACCES when this user could not write it, EISDIR for a directory."""
+    EACCES when this user could not write it, EISDIR for a directory; when `sole` (a tool's
+    write), HardLinked for a file with other hard links, whose other names the copy would
+    leave showing the old content (a command's are refused before, overlay_run.py)."""
     try:
         info = os.lstat(resolved)
     except FileNotFoundError:
@@ -326,6 +341,8 @@ def snapshot(rel: str, resolved: Path, mode: int | None) -> Original:
         raise os_error(errno.EISDIR, resolved)
     if not stat_module.S_ISREG(info.st_mode):
         raise OverlayEscape(resolved, "is not a regular file")
+    if sole and info.st_nlink > 1:
+        raise HardLinked(resolved, WRITE_LINKED)
     with open_dir(resolved.parent) as parent:
         found = hash_at(parent, resolved.name)
         if not may_write(info) or not may_write(os.fstat(parent), directory=True):

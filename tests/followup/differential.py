@@ -354,55 +354,6 @@ def expected_trees(
     return expected
 
 
-def link_groups(tree: Snapshot) -> list[tuple[str, ...]]:
-    """The files of `tree` that share an inode, one group per inode."""
-    groups = {tuple(sorted((rel, *entry[4]))) for rel, entry in tree.items() if entry[4]}
-    return sorted(groups)
-
-
-def _kept_linked(start: Snapshot, group: tuple[str, ...], live_tree: Snapshot) -> list[Snapshot]:
-    """For one hard-linked `group` of the start, the ways the names of it that are still
-    files after the live run may end when the product edits the shared inode in place:
-    all still one inode, each holding the content and mode one of them has in the live run
-    (the one that changed), with the inode's xattrs. `../outside` keeps what `snapshot`
-    reads of it: its content and links only."""
-    kept = tuple(rel for rel in group if rel in live_tree and live_tree[rel][0] == "file")
-    variants = []
-    for writer in kept:
-        _, mode, data, xattrs, _, _ = live_tree[writer]
-        if (mode, data) == start[writer][1:3] or writer == "../outside":
-            continue
-        for tags in {xattrs, start[writer][3]}:
-            variants.append(
-                {
-                    rel: (
-                        "file",
-                        0 if rel == "../outside" else mode,
-                        data,
-                        () if rel == "../outside" else tags,
-                        tuple(r for r in kept if r != rel),
-                        len(kept),
-                    )
-                    for rel in kept
-                }
-            )
-    return variants
-
-
-def with_links_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapshot:
-    """`want`, but for each group of names hard-linked at the start: where `found` kept the
-    link and edited the shared inode in place (as the product does a hard-linked file, a
-    `sed -i` or `mv` over it live breaks the link), the names of that group as in `found`
-    when they are one of the ways `_kept_linked` allows."""
-    out = dict(want)
-    for group in link_groups(start):
-        for variant in _kept_linked(start, group, want):
-            if all(found.get(rel) == entry for rel, entry in variant.items()):
-                out.update(variant)
-                break
-    return with_xattrs_kept(start, out, found)
-
-
 def with_xattrs_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapshot:
     """`want`, but a file that carried the user's xattrs at the start and still is a file
     may keep them: the product keeps them on an edited file (the issue asks it to), where

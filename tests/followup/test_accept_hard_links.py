@@ -6,8 +6,11 @@ upper layer), and the apply joins them again; the question lists both names, and
 lists is what lands. Where applying cannot keep the links a live run keeps — a second call
 that changes one name of a link an earlier call made (the overlay copies that name up
 alone), or a link to a file that already has others (possibly outside the project) — the
-speculation stops at that command. On the real kernel overlay; skipped with the probe's
-reason where none mounts.
+speculation stops at that command. So it does at any change, by a command or a tool, to a
+real file with another name: the overlay's copy would be that name alone, and the others
+would show the old file to the rest of the speculation (`cp hard-a n` copying the old
+content); the live turn then makes the change, and the tree is what a live turn leaves. On
+the real kernel overlay; skipped with the probe's reason where none mounts.
 """
 
 from __future__ import annotations
@@ -26,8 +29,19 @@ from qshell.agent.events import (
     SpeculationAccepted,
 )
 from qshell.config import ApprovalMode
+from qshell.followup.gate import BoundaryType
+from qshell.followup.overlay_run import LINKED_REASON
 from qshell.followup.speculation import Status
 from qshell.sandbox import probe
+from tests.agent.test_conversation import read_call, write_call
+from tests.followup.differential import differences
+from tests.followup.test_accept_tool_writes import (
+    Prepare,
+    accepted_tree,
+    in_a_live_turn,
+    shell_call,
+    speculated,
+)
 from tests.followup.test_consent import accepted_turn, of_type
 from tests.followup.test_overlay_run import project, speculate
 
@@ -113,3 +127,57 @@ def test_linking_a_file_that_has_other_links_is_left_to_the_live_turn(tmp_path, 
     assert "a.txt has other hard links" in run.spec.boundary.detail
     assert not run.overlay.has_writes
     assert not (setup.root / "b.txt").exists()
+
+
+def second_name(where: str) -> Prepare:
+    """A preparation linking a.txt to a second name: in the project, or beside it."""
+
+    def prepare(root: Path) -> None:
+        os.link(root / "a.txt", root / "hard-a.txt" if where == "inside" else root.parent / "a.out")
+
+    return prepare
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+@pytest.mark.parametrize(
+    "commands",
+    [
+        ["printf %s b >> a.txt; cp hard-a.txt n.txt"],  # read through the other name at once
+        ["printf %s b >> a.txt", "cp hard-a.txt n.txt"],  # or by a later call
+        ["chmod 700 a.txt", "stat -c %a hard-a.txt > n.txt"],
+        ["touch a.txt"],
+        ["sed -i s/a/Z/ a.txt"],
+    ],
+)
+def test_a_command_that_changes_a_file_with_another_name_is_left_to_the_live_turn(
+    tmp_path, where, commands
+):
+    """The kernel overlay copies the one name up: every other name would show the old file
+    to the rest of the speculation. Its call runs in the live turn, which lands as live."""
+    steps = [shell_call(c, f"c{i}") for i, c in enumerate(commands)]
+    live = in_a_live_turn(tmp_path, steps, second_name(where))
+    run = speculated(tmp_path, steps, second_name(where))
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary.detail.endswith(f"(a.txt {LINKED_REASON})")
+    assert not run.overlay.has_writes
+    _, found = accepted_tree(run)
+    assert not differences(live, found), differences(live, found)
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_tool_write_to_a_file_with_another_name_is_left_to_the_live_turn(tmp_path, where):
+    """A real write changes the file every name shows (the live write_file writes in place);
+    the overlay's copy would be the one name alone."""
+    steps = [
+        read_call("a.txt", "r0"),
+        write_call("a.txt", "a edited\n", "w0"),
+        shell_call("cp hard-a.txt n.txt", "c0"),
+    ]
+    live = in_a_live_turn(tmp_path, steps, second_name(where))
+    run = speculated(tmp_path, steps, second_name(where))
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary.type is BoundaryType.EDIT
+    assert "a.txt has other hard links" in run.spec.boundary.detail
+    assert not run.overlay.has_writes
+    _, found = accepted_tree(run)
+    assert not differences(live, found), differences(live, found)

@@ -165,11 +165,13 @@ def test_the_users_xattrs_and_acl_on_an_edited_file_are_kept(overlay, project, t
 # --- hard links and holes --------------------------------------------------------------------------
 
 
-def test_a_hard_linked_file_is_edited_in_place(overlay, project, tmp_path):
+def test_a_file_the_user_hard_linked_meanwhile_is_edited_in_place(overlay, project, tmp_path):
+    """A speculation never writes a file with other links (HardLinked, test_hard_links.py);
+    one the user links after the write keeps the link, as the live write would have."""
+    overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
     outside = tmp_path / "outside.txt"
     os.link(project / "notes.txt", outside)
     inode = os.stat(outside).st_ino
-    overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
     overlay.apply()
     assert os.stat(project / "notes.txt").st_ino == inode
     assert outside.read_text() == "notes v2\n"
@@ -179,10 +181,10 @@ def test_a_hard_linked_file_is_edited_in_place(overlay, project, tmp_path):
 def test_a_crashed_in_place_edit_is_rolled_back_into_the_same_inode(
     overlay, project, tmp_path, monkeypatch
 ):
-    outside = tmp_path / "outside.txt"
-    os.link(project / "notes.txt", outside)
     overlay.view.write_bytes(project / "notes.txt", b"notes v2\n")
     overlay.view.write_bytes(project / "new.txt", b"new\n")
+    outside = tmp_path / "outside.txt"
+    os.link(project / "notes.txt", outside)  # the user, meanwhile
     crash_before_the_commit_point(monkeypatch)
     monkeypatch.setattr(journal, "_abort", lambda *args: None)
     with pytest.raises(Crash):

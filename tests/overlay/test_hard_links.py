@@ -6,7 +6,8 @@ the kernel by tests/followup/test_accept_hard_links.py). Taken in and applied, e
 ends as one inode — with the linked file's content, mode and xattrs alone — inside the
 journaled step: a crash at any point recovers to all-old or all-new with no litter. A tool
 write to one name writes the shared inode, as a real write would; a name linked elsewhere
-in the project since is a conflict.
+in the project since is a conflict; a tool write to a real file with other links is
+refused (HardLinked), since the overlay's copy would leave the other names stale.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.overlay import ApplyConflict, Overlay, staging
+from qshell.overlay import ApplyConflict, HardLinked, Overlay, staging
 from qshell.overlay.journal import JOURNAL_NAME, recover_journal
 from qshell.overlay.records import LINKED_TWICE
 from qshell.tools.paths import PathResolver
@@ -163,3 +164,17 @@ def test_a_crash_at_any_step_of_a_linking_apply_recovers(tmp_path, monkeypatch, 
     assert found in (before, after)
     assert no_litter(overlay.root)
     overlay.discard()
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_a_tool_write_to_a_real_file_with_other_links_is_refused(overlay, project, inside):
+    """The overlay's copy would be that one name: the others would show the old content to
+    every later read (an outside name too, where the jail shows it); a real write changes
+    them all. Nothing is written."""
+    other = project / "d" / "again.txt" if inside else project.parent / "outside.txt"
+    os.link(project / "b.txt", other)
+    with pytest.raises(HardLinked) as raised:
+        overlay.view.write_bytes(project / "b.txt", b"b edited\n")
+    assert "has other hard links" in str(raised.value)
+    assert not overlay.has_writes
+    assert list(overlay.upper.iterdir()) == []

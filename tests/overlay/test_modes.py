@@ -1,9 +1,11 @@
 """Modes at apply: a mode changed since the copy is a conflict, and apply never writes what the
-user could not — judged from the mode bits, so the tests mean the same when run as root."""
+user could not — judged from the mode bits, so the tests mean the same when run as root; a
+tool's write keeps the mode a command gave the copy."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +15,7 @@ import pytest
 from qshell.overlay import ApplyConflict, Overlay, plan
 from qshell.overlay.records import DIR_READ_ONLY, MODE_CHANGED, READ_ONLY
 from qshell.tools.paths import PathResolver
+from tests.overlay.test_whiteouts import layer_of
 
 
 @pytest.fixture
@@ -127,3 +130,17 @@ def test_a_file_whose_owner_changed_so_we_may_not_write_it_is_refused(
         overlay.apply()
     assert [(c.path, c.reason) for c in caught.value.conflicts] == [("a.txt", READ_ONLY)]
     assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_a_tool_write_after_a_commands_chmod_keeps_the_copys_mode(overlay, project):
+    """`chmod +x` (a command: the file copied up with the new mode), then write_file: a real
+    write keeps the file's mode, and so does the overlay's, to the apply."""
+    layer = layer_of(overlay)
+    shutil.copy2(project / "a.txt", layer / "a.txt")
+    os.chmod(layer / "a.txt", 0o755)  # what the kernel overlay leaves after `chmod +x a.txt`
+    overlay.absorb(layer)
+    overlay.view.write_bytes(project / "a.txt", b"two\n")
+    assert stat.S_IMODE(overlay.view.stat(project / "a.txt").st_mode) == 0o755
+    overlay.apply()
+    assert (project / "a.txt").read_text() == "two\n"
+    assert stat.S_IMODE((project / "a.txt").stat().st_mode) == 0o755
