@@ -5,8 +5,8 @@ accept, and the user answers `a`.
 `chmod 700` of a directory the command made, or of one that was there, lands as 0700; a
 `chmod u+s` is never applied from the speculation — it is a boundary, asked about live,
 and the bit is set only when the user lets it run; the user's xattrs and ACL on an edited
-file stay, a file with a second hard link outside the project is edited in place (both
-names show the edit), and a sparse file stays sparse. Output under an ignored path
+file stay, an edit of a file with a second hard link (in the project or outside it) is a
+boundary, asked about live, whose live run keeps the link, and a sparse file stays sparse. Output under an ignored path
 (`build/`) is listed and applied, or with `sandbox.applyIgnored` off left out and said to
 be. Skipped with the probe's reason where a user-namespace overlay cannot be mounted.
 """
@@ -37,6 +37,7 @@ from tests.e2e.accepting import (
 from tests.e2e.pty import Term
 from tests.e2e.test_speculation_repl import speculated
 from tests.fakes.llm_server import Reply, has_tool_result
+from tests.overlay.test_overlay import snapshot
 
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
@@ -94,6 +95,29 @@ def test_chmod_700_of_a_new_and_an_existing_directory_lands_as_0700(llm_server, 
     assert mode_of(project / "keys") == 0o700
 
 
+def asked_live(
+    llm_server, project: Path, mode: tuple[str, ...], command: str, marker: str, answer: str
+) -> None:
+    """`command` (printing `marker`) is speculated, but stops there, a boundary: on Tab,
+    Enter it is asked about as a live turn asks, with no apply question, and nothing of it
+    is applied before the user's `answer` runs it (y) or denies it (n)."""
+    before = snapshot(project)
+    llm_server.add_rule(has_tool_result("denied this tool call"), Reply.text("left it alone"))
+    child, _, _ = speculating(llm_server, project, command, marker, *mode)
+    speculated(llm_server, PROMPT)
+    child.send("\t")
+    child.submit("")
+    child.expect(r"Allow shell\?")  # the speculated command never stood
+    assert "Use it?" not in child.text
+    assert snapshot(project) == before
+    child.submit(answer)
+    child.expect("left it alone" if answer == "n" else "all tidy")
+    child.wait_prompt()
+    quit_repl(child)
+    [ended] = speculation_events()
+    assert (ended["status"], ended["boundary_tool"]) == ("boundary", "shell")
+
+
 @pytest.mark.parametrize("answer", ["n", "y"])
 def test_a_speculated_setuid_bit_is_asked_live_and_set_only_when_allowed(
     llm_server, project, mode, answer
@@ -101,21 +125,7 @@ def test_a_speculated_setuid_bit_is_asked_live_and_set_only_when_allowed(
     tool = project / "tool"
     tool.write_text("#!/bin/sh\necho tool\n")
     os.chmod(tool, 0o755)
-    llm_server.add_rule(has_tool_result("denied this tool call"), Reply.text("left it alone"))
-    command = "chmod u+s tool && echo set-it"
-    child, _, _ = speculating(llm_server, project, command, "set-it", *mode)
-    speculated(llm_server, PROMPT)
-    child.send("\t")
-    child.submit("")
-    child.expect(r"Allow shell\?")  # the speculated chmod never stood: asked as a live turn asks
-    assert "Use it?" not in child.text
-    assert mode_of(tool) == 0o755
-    child.submit(answer)
-    child.expect("left it alone" if answer == "n" else "all tidy")
-    child.wait_prompt()
-    quit_repl(child)
-    [ended] = speculation_events()
-    assert (ended["status"], ended["boundary_tool"]) == ("boundary", "shell")
+    asked_live(llm_server, project, mode, "chmod u+s tool && echo set-it", "set-it", answer)
     assert mode_of(tool) == (0o4755 if answer == "y" else 0o755)
 
 
@@ -138,15 +148,20 @@ def test_the_users_xattr_and_acl_on_an_edited_file_stay(llm_server, project, mod
         assert "user:nobody:r--" in shown.stdout
 
 
-def test_a_hard_linked_file_is_edited_in_place(llm_server, project, mode, tmp_path):
+@pytest.mark.parametrize("inside", [True, False])
+def test_an_edit_of_a_hard_linked_file_is_asked_live_and_keeps_the_link(
+    llm_server, project, mode, tmp_path, inside
+):
+    """The overlay's copy-up would break the link (a later read of the other name would
+    see the old content): the speculation stops at the edit, and the live run keeps it."""
     target = project / "f.txt"
     target.write_text("a line\n")
-    outside = tmp_path / "outside.txt"
-    os.link(target, outside)
+    other = project / "hard-f.txt" if inside else tmp_path / "outside.txt"
+    os.link(target, other)
     inode = os.stat(target).st_ino
-    edited(llm_server, project, mode, APPEND, "appended", r"~ f.txt")
-    assert target.read_text() == outside.read_text() == "a line\nmore\n"
-    assert os.stat(target).st_ino == os.stat(outside).st_ino == inode
+    asked_live(llm_server, project, mode, APPEND, "appended", "y")
+    assert target.read_text() == other.read_text() == "a line\nmore\n"
+    assert os.stat(target).st_ino == os.stat(other).st_ino == inode
     assert os.stat(target).st_nlink == 2
 
 
