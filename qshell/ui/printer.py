@@ -77,6 +77,20 @@ class Printer:
         self.model = model
         self.clock = clock
         self._started = clock()
+        # stream-json's tool ids, one per call of the run: a server that numbers calls
+        # `call_0` in every response gets `call_0`, `call_0#2`, … so each pairs one result
+        self._tool_ids: dict[tuple[int, str], str] = {}
+
+    def _tool_id(self, event: ToolStarted | ToolFinished) -> str:
+        known = self._tool_ids.get(event.key)
+        if known is None:
+            taken = set(self._tool_ids.values())
+            known, n = event.call_id, 1
+            while known in taken:
+                n += 1
+                known = f"{event.call_id}#{n}"
+            self._tool_ids[event.key] = known
+        return known
 
     def _emit(self, record: dict[str, Any]) -> None:
         record = {"type": record.pop("type"), "timestamp": _iso(self.clock()), **record}
@@ -95,24 +109,20 @@ class Printer:
                     )
                 case ReasoningDelta(text=text) if self.fmt is OutputFormat.STREAM_JSON:
                     self._emit({"type": "reasoning", "delta": True, "content": text})
-                case ToolStarted(call_id=call_id, name=name, args=args) if (
-                    self.fmt is OutputFormat.STREAM_JSON
-                ):
+                case ToolStarted(name=name, args=args) if self.fmt is OutputFormat.STREAM_JSON:
                     self._emit(
                         {
                             "type": "tool_use",
                             "tool_name": name,
-                            "tool_id": call_id,
+                            "tool_id": self._tool_id(event),
                             "parameters": args,
                         }
                     )
-                case ToolFinished(call_id=call_id, result=result) if (
-                    self.fmt is OutputFormat.STREAM_JSON
-                ):
+                case ToolFinished(result=result) if self.fmt is OutputFormat.STREAM_JSON:
                     self._emit(
                         {
                             "type": "tool_result",
-                            "tool_id": call_id,
+                            "tool_id": self._tool_id(event),
                             "status": "error" if result.error else "success",
                             "output": result.llm_content,
                             "error": result.error.message if result.error else None,

@@ -72,6 +72,27 @@ def test_stream_json_is_one_event_per_line_ending_with_result(llm_server, projec
     assert text == "The file says hello."
 
 
+def test_stream_json_tool_ids_stay_unique_when_the_server_repeats_call_0(llm_server, project):
+    """Some servers number calls `call_0` in every response: each call of the run still
+    gets its own `tool_id`, and each result pairs with its use."""
+    (project / "notes.txt").write_text("remember\n")
+    first = ToolCallSpec("read_file", {"path": "hello.txt"}, id="call_0")
+    second = ToolCallSpec("read_file", {"path": "notes.txt"}, id="call_0")
+    llm_server.add_rule(has_tool_result("remember"), Reply.text("Both read."))
+    llm_server.add_rule(has_tool_result("hello"), Reply.tool_calls([second]))
+    llm_server.add_rule(always(), Reply.tool_calls([first]))
+    run = run_qshell(
+        "-p", "-o", "stream-json", "read both", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    assert run.code == 0, run.stderr
+    events = run.lines()
+    uses = [e["tool_id"] for e in events if e["type"] == "tool_use"]
+    results = [(e["tool_id"], e["output"]) for e in events if e["type"] == "tool_result"]
+    assert uses == ["call_0", "call_0#2"]
+    assert [tool_id for tool_id, _ in results] == uses
+    assert "hello" in results[0][1] and "remember" in results[1][1]
+
+
 def test_stdin_and_the_prompt_are_joined_by_a_blank_line(llm_server, project):
     llm_server.add_rule(always(), Reply.text("ok"))
     run = run_qshell(
