@@ -24,6 +24,7 @@ LEAVES = {
     "qshell.plugins": ("qshell.dirs", "qshell.errors", "qshell.telemetry"),
     "qshell.sandbox": (),
     "qshell.prompts": (),
+    "qshell.redaction": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = (

@@ -7,7 +7,9 @@ cannot attach becomes a problem for the front-end to show. `complete_mention()` 
 Tab completions one directory level at a time. Paths resolve through the PathResolver:
 relative to the project root, `~` allowed, and outside the root too, since the user typed
 them. Each attached file's fingerprint comes back too (`Expanded.seen`): the
-Conversation notes it as read, so the model may edit it without a read of its own. It must
+Conversation notes it as read, so the model may edit it without a read of its own. Each
+block passes the session's redaction vault first (qshell/redaction): a secret in an
+attached file reaches the model as a marker, and `Expanded.redacted` says which. It must
 not attach secret-looking files (the model may still read those through a
 tool, with approval), binary files, or more than the size caps; it never writes. Pure
 functions over the filesystem: safe from any thread.
@@ -21,6 +23,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qshell.redaction import Vault
 from qshell.tools import files, walk
 from qshell.tools.ledger import Seen
 from qshell.tools.paths import PathResolver
@@ -43,6 +46,8 @@ class Expanded:
     # what each attached file held, so the model may edit it without reading it again
     # (tools/ledger.py: the model has seen it whole)
     seen: dict[Path, Seen] = field(default_factory=dict)
+    # the kinds of the secrets replaced by markers, by the name attached
+    redacted: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -52,8 +57,11 @@ class _Budget:
     left: int = MAX_TOTAL_BYTES
 
 
-def expand_mentions(text: str, resolver: PathResolver) -> Expanded:
-    """Attach the files and directories `text` mentions with `@` (see the module doc)."""
+def expand_mentions(text: str, resolver: PathResolver, vault: Vault | None = None) -> Expanded:
+    """Attach the files and directories `text` mentions with `@` (see the module doc),
+    each redacted through `vault` (the session's; a new one when not given)."""
+    vault = Vault() if vault is None else vault
+    redacted: dict[str, tuple[str, ...]] = {}
     blocks: list[str] = []
     attached: list[str] = []
     problems: list[str] = []
@@ -81,10 +89,13 @@ def expand_mentions(text: str, resolver: PathResolver) -> Expanded:
         if problem:
             problems.append(problem)
         elif block:
-            blocks.append(block)
+            done = vault.redact(block)
+            blocks.append(done.text)
             attached.append(name + "/" if path.is_dir() and name != "." else name)
+            if done.findings:
+                redacted[attached[-1]] = done.kinds
     full = text if not blocks else text + "\n\n" + "\n\n".join(blocks)
-    return Expanded(full, attached, problems, held)
+    return Expanded(full, attached, problems, held, redacted)
 
 
 def complete_mention(prefix: str, resolver: PathResolver) -> list[str]:

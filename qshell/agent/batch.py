@@ -5,13 +5,14 @@ kinds side by side (a small pool; one such call runs in the caller's thread), th
 order, each after the runner's decision (and the user's answer to a `PermissionRequested`
 when it asks). A call with a result already known (an accepted speculation ran it) or one
 started while its response streamed (latency/stream_ahead.py) is not run again; events
-and results always come in call order. It returns the result blocks, the turn's answer
-when every result skips the next round, and whether every result is terminal (the
-session's directives, latency/directives.py, say both). Its events carry the history
-index of the message that made the calls (`response`): with the call's id it names the
-call, as ids repeat across responses on some servers. The loop (agent/loop.py) is its
-one caller; it never streams a model response or changes the history. It runs in the
-thread running the turn, apart from the parallel calls.
+and results always come in call order; a result whose secrets were redacted
+(agent/calls.py) is followed by a `SecretsRedacted` line. It returns the result blocks,
+the turn's answer when every result skips the next round, and whether every result is
+terminal (the session's directives, latency/directives.py, say both). Its events carry
+the history index of the message that made the calls (`response`): with the call's id it
+names the call, as ids repeat across responses on some servers. The loop
+(agent/loop.py) is its one caller; it never streams a model response or changes the
+history. It runs in the thread running the turn, apart from the parallel calls.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    SecretsRedacted,
     ToolFinished,
     ToolStarted,
 )
@@ -85,7 +87,7 @@ def run_batch(
         if prepared.result is not None:
             yield ToolStarted(call.id, call.name, _display_args(call), response)
             results[call.id] = prepared.result
-            yield ToolFinished(call.id, call.name, prepared.result, response)
+            yield from _finished(call, prepared.result, response)
             continue
         assert prepared.tool is not None
         if prepared.tool.kind in CONCURRENCY_SAFE_KINDS:
@@ -97,7 +99,7 @@ def run_batch(
         yield ToolStarted(call.id, call.name, _display_args(call), response)
         result = execute(runner, prepared, ctx)
         results[call.id] = result
-        yield ToolFinished(call.id, call.name, result, response)
+        yield from _finished(call, result, response)
     if not cancel.cancelled:
         yield from flush()
     ordered = [results.get(call.id, CANCELLED_RESULT) for call in calls]
@@ -109,6 +111,13 @@ def run_batch(
     pairs = list(zip(tools, ordered, strict=True))
     answer = session.options.directives.skipped_answer(pairs)
     return blocks, answer, all(session.options.directives.terminal(t, r) for t, r in pairs)
+
+
+def _finished(call: ToolCall, result: ToolResult, response: int) -> Iterator[Event]:
+    """The call's end, and the one line saying which secrets its result lost, if any."""
+    yield ToolFinished(call.id, call.name, result, response)
+    if result.redacted:
+        yield SecretsRedacted.of(f"{call.name}'s result", result.redacted)
 
 
 def _permission(
@@ -190,5 +199,4 @@ def _run_parallel(
             future = futures[prepared.call.id]
             assert future is not None
             results[prepared.call.id] = future.result()
-            result = results[prepared.call.id]
-            yield ToolFinished(prepared.call.id, prepared.call.name, result, response)
+            yield from _finished(prepared.call, results[prepared.call.id], response)

@@ -4,7 +4,10 @@
 `result` is set must not run: unknown tool, invalid arguments, later a denial);
 `execute` runs an allowed call through the runner and turns a tool's crash into a failed
 `ToolResult` for the model, while control signals (a cancel, a speculation boundary) pass
-through; `preview` and `unready` are what a tool offers before a permission question (its
+through; every result it returns is `screened`: each secret in what the model and the
+transcript would see is replaced by a marker of the session's vault (qshell/redaction),
+the one place a tool's output — built-in or a plugin's, in a normal turn, a speculation
+or `--print`, started early or in its batch — is redacted before it becomes history; `preview` and `unready` are what a tool offers before a permission question (its
 diff; the failure it meets whatever the answer). Shared by the loop's batches
 (agent/batch.py) and the calls started while a response still streams
 (latency/stream_ahead.py). It must not decide permissions or emit
@@ -15,7 +18,7 @@ tool's own thread rule allows.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,7 +27,8 @@ from qshell.agent.session import Session
 from qshell.errors import ControlSignal
 from qshell.llm.messages import ToolCall
 from qshell.permissions.runner import ToolRunner
-from qshell.tools.base import ErrorType, Tool, ToolResult
+from qshell.redaction import Vault
+from qshell.tools.base import ErrorType, Tool, ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +77,31 @@ def _arg_problem(exc: Exception) -> str:
 def execute(runner: ToolRunner, prepared: Prepared, ctx: Any) -> ToolResult:
     assert prepared.tool is not None
     try:
-        return runner.execute(prepared.tool, prepared.args, ctx)
+        result = runner.execute(prepared.tool, prepared.args, ctx)
     except ControlSignal:
         raise  # a cancel or a speculation boundary ends the turn; it is not a tool failure
     except Exception as exc:  # a tool bug must not end the turn; the model reads it
         log.exception("tool %s crashed", prepared.call.name)
-        return ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
+        result = ToolResult.fail(ErrorType.IO, f"the tool failed unexpectedly: {exc}")
+    return screened(result, ctx.secrets)
+
+
+def screened(result: ToolResult, vault: Vault) -> ToolResult:
+    """`result` with every secret in its text for the model, its text for the user and its
+    error message replaced by the vault's marker; `redacted` names their kinds."""
+    content = vault.redact(result.llm_content)
+    same = result.display == result.llm_content  # a shell's output, often: scanned once
+    display = content if same else vault.redact(result.display)
+    error = result.error
+    message = vault.redact(error.message) if error is not None else None
+    if not (content.findings or display.findings or (message and message.findings)):
+        return result
+    if error is not None and message is not None:
+        error = ToolError(error.type, message.text)
+    kinds = content.kinds or display.kinds or (message.kinds if message else ())
+    return replace(
+        result, llm_content=content.text, display=display.text, error=error, redacted=kinds
+    )
 
 
 def unready(prepared: Prepared, ctx: Any) -> ToolResult | None:

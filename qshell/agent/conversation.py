@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -29,7 +29,7 @@ from qshell.agent import transcript as transcripts
 from qshell.agent.attachments import Expanded, expand_mentions
 from qshell.agent.checkpoints import Checkpoints, UndoReport
 from qshell.agent.compaction import compact
-from qshell.agent.events import Event, FailureKind, TurnFailed
+from qshell.agent.events import Event, FailureKind, SecretsRedacted, TurnFailed
 from qshell.agent.loop import run_turn
 from qshell.agent.plugin_events import observed
 from qshell.agent.session import Session, SessionFactory, SessionRequest
@@ -129,10 +129,16 @@ class Conversation:
         cancel = self._cancel = CancelToken()
         self._started_turn()
         tools = self.session.tool_context
-        expanded = expand_mentions(text, tools.paths)
+        expanded = expand_mentions(text, tools.paths, tools.secrets)
         self.last_expansion = expanded
         for path, seen in expanded.seen.items():  # the model sees them whole in the prompt
             tools.reads.note(tools.view, path, seen)
+        redacted = [SecretsRedacted.of(f"@{name}", k) for name, k in expanded.redacted.items()]
+        if context:
+            screened = tools.secrets.redact(context)
+            if screened.findings:
+                redacted.append(SecretsRedacted.of("the attached context", screened.kinds))
+            context = screened.text
         prompt = f"{expanded.text}\n{context}" if context else expanded.text
         on_screen = on_screen_line(text, shown_suggestion)
         if on_screen is not None:
@@ -140,7 +146,7 @@ class Conversation:
         if self._notes:
             prompt = "\n".join(self._notes) + "\n\n" + prompt
             self._notes.clear()
-        return self._observed(self._turn(prompt, cancel))
+        return self._observed(self._turn(prompt, cancel, redacted))
 
     def _started_turn(self) -> None:
         self._turn_started = time.monotonic()
@@ -154,7 +160,10 @@ class Conversation:
     def _observed(self, events: Iterator[Event]) -> Iterator[Event]:
         return observed(events, self.session.tool_context.plugins)
 
-    def _turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+    def _turn(
+        self, prompt: str, cancel: CancelToken, said: Sequence[Event] = ()
+    ) -> Iterator[Event]:
+        yield from said
         self.checkpoints.begin_turn()
         try:
             yield from run_turn(self.session, prompt, self.runner, cancel, router=self.router)

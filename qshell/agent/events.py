@@ -28,6 +28,7 @@ from qshell.errors import (
     StreamBroken,
 )
 from qshell.llm.messages import FINISHED_STOPS, StopReason, Usage
+from qshell.redaction import counted
 from qshell.tools.base import ToolResult
 
 
@@ -220,6 +221,20 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretsRedacted(Notice):
+    """Secrets were replaced by markers before `source` (a tool's result, an attachment)
+    reached the model: `kinds` names each one's kind. Every front-end shows it as the
+    Notice it is (one dim line); the values are in no event."""
+
+    source: str
+    kinds: tuple[str, ...]
+
+    @classmethod
+    def of(cls, source: str, kinds: tuple[str, ...]) -> SecretsRedacted:
+        return cls(f"redacted {counted(kinds)} from {source}", source, kinds)
+
+
+@dataclass(frozen=True, slots=True)
 class TentativeText:
     """The text of the round that starts now may be withdrawn (a summary round on the fast
     model, D2): a front-end that can should keep it erasable until the turn ends."""
@@ -315,6 +330,7 @@ Event = (
     | ApplyProgress
     | HistoryCompacted
     | Notice
+    | SecretsRedacted
     | TentativeText
     | TextWithdrawn
     | SpeculationAccepted

@@ -3,7 +3,9 @@
 Prompt-cache stability matters more than freshness here: the prompt holds no timestamps,
 no directory listings and nothing else that changes during a session. It is the base
 instructions (with `conciseReplies`, one asking for short final answers), a few stable
-facts (platform, project root), and the project instructions file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one. The instructions' text is in
+facts (platform, project root), and the project instructions file (`AGENTS.md`, else `QSHELL.md`, at the project root) when there is one, its secrets
+redacted (qshell/redaction: a marker the model cannot write back, since no session vault
+holds it). The instructions' text is in
 qshell/prompts/ (`system*.md`); this module only assembles it. Pure.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from qshell.agent.prediction import PREDICTION_PROMPT
 from qshell.config import DEFAULTS
 from qshell.prompts import load
+from qshell.redaction import redact
 
 INSTRUCTION_FILES = ("AGENTS.md", "QSHELL.md")
 MAX_INSTRUCTIONS_CHARS = 40_000
@@ -60,7 +63,7 @@ def build_system_prompt(
         except OSError:
             text = ""
         if text.strip():
-            text = text[:limit]
+            text, _ = redact(text[:limit])
             parts.append(f"Project instructions from {instructions.name}:\n\n{text.strip()}")
     if predict_next:
         parts.append(PREDICTION_PROMPT)

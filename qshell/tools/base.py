@@ -8,7 +8,9 @@ can cause: they return a result whose `error` is filled. They resolve every path
 files only through `ctx.view` (tools/fileview.py): the real disk by default, a
 copy-on-write overlay when a speculation runs them (shell and web_fetch do not use it).
 `ctx.reads` (tools/ledger.py) remembers what the model read, so an existing file is
-overwritten only once it was read and has not changed since.
+overwritten only once it was read and has not changed since; `ctx.secrets` (the session's
+redaction vault, qshell/redaction) holds what the model was shown redacted, so write_file
+and edit put a value back where the model wrote its marker.
 Tools hold no state and are thread-safe; the loop runs concurrency-safe kinds in parallel.
 """
 
@@ -27,6 +29,7 @@ from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS
 from qshell.llm.messages import ToolSpec
 from qshell.plugins import NO_PLUGINS, PluginHost
+from qshell.redaction import Vault
 from qshell.tools.fileview import REAL_VIEW, FileView
 from qshell.tools.ledger import ReadLedger
 from qshell.tools.paths import PathResolver
@@ -65,6 +68,8 @@ class ErrorType(enum.StrEnum):
     NO_CHANGE = "no_change"
     NOT_READ = "not_read"  # an existing file overwritten without a read in this session
     CHANGED_SINCE_READ = "changed_since_read"  # it changed on disk since the model read it
+    # a redaction marker that cannot be put back where the call would write it
+    REDACTION_MARKER = "redaction_marker"
     TIMEOUT = "timeout"
     NONZERO_EXIT = "nonzero_exit"
     NETWORK = "network"
@@ -102,7 +107,10 @@ class ToolResult:
     already in the form the user wants to see, so when every result of a batch says so
     the round that sums them up may stream while the REPL's prompt is back (D3,
     `summarizeInBackground`; agent/loop.py yields `SummaryStarted`).
-    `edit` is the change of a successful edit or write, old and new text whole.
+    `edit` is the change of a successful edit or write, old and new text whole (the
+    file's real text: it is for the user's editor, never sent to the model).
+    `redacted` names the kind of each secret the loop replaced by a marker in
+    `llm_content` and `display` (agent/calls.py `screened`).
     """
 
     llm_content: str
@@ -111,6 +119,7 @@ class ToolResult:
     skip_llm_round: bool = False
     result_is_terminal: bool = False
     edit: FileEdit | None = None
+    redacted: tuple[str, ...] = ()
 
     @classmethod
     def fail(cls, type_: ErrorType, message: str) -> ToolResult:
@@ -161,6 +170,9 @@ class ToolContext:
     # the files the model read in this session (tools/ledger.py), shared by every copy of
     # this context (`replace` keeps it): write_file and edit overwrite only those
     reads: ReadLedger = field(default_factory=ReadLedger)
+    # the session's redactions (marker → value), shared the same way: every result is
+    # redacted through it, and write_file and edit restore markers from it
+    secrets: Vault = field(default_factory=Vault)
 
     @property
     def root(self) -> Path:

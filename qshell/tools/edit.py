@@ -6,7 +6,10 @@ byte-order mark if it had one) and so are CRLF line endings when `new_string` us
 refuses paths that resolve outside the root and never writes there; a failed match never
 writes at all. Like write_file it changes an existing file only when the model has read it
 in this session and it has not changed since (`files.overwrite_refusal`), and notes what
-it wrote (`ctx.reads`). `preview` works the change out the same way and returns the diff without
+it wrote (`ctx.reads`). A redaction marker in old_string or new_string stands for the
+secret the model saw redacted: old_string matches the real bytes, and new_string writes
+the secret back where the file holds it; anywhere else the edit is refused
+(`planned.restored`). `preview` works the change out the same way and returns the diff without
 writing; both carry out the plan through tools/planned.py, as write_file does. Every read,
 existence check and write goes through `ctx.view`. Stateless: one
 instance serves concurrent calls from any thread.
@@ -68,7 +71,10 @@ class EditTool(planned.PlannedWriteTool[EditArgs]):
                 if args.old_string:
                     hint = "To create a new file, pass an empty old_string."
                     return files.not_found(path, ctx, hint=hint)
-                return _EditPlan(path, shown, old="", new=args.new_string, encoder=None, count=0)
+                new = planned.restored(args.new_string, held="", shown=shown, ctx=ctx)
+                if isinstance(new, ToolResult):
+                    return new
+                return _EditPlan(path, shown, old="", new=new, encoder=None, count=0)
             current = ctx.view.read_bytes(path)
         except OSError as exc:
             return files.os_error(exc, shown)
@@ -81,17 +87,21 @@ class EditTool(planned.PlannedWriteTool[EditArgs]):
         if refusal is not None:
             return refusal
         text = decoded.text
-        if not args.old_string:
+        pair = _restored(args, text, shown, ctx)
+        if isinstance(pair, ToolResult):
+            return pair
+        old_string, new_string = pair
+        if not old_string:
             if text:
                 return ToolResult.fail(
                     ErrorType.INVALID_ARGS,
                     f"old_string is empty but {shown} already has content; give the exact text "
                     "to replace, or use write_file to replace the whole file",
                 )
-            return _EditPlan(path, shown, old="", new=args.new_string, encoder=decoded, count=0)
-        hit = _find(text, args.old_string, args.new_string)
+            return _EditPlan(path, shown, old="", new=new_string, encoder=decoded, count=0)
+        hit = _find(text, old_string, new_string)
         if hit is None:
-            return ToolResult.fail(ErrorType.NO_MATCH, _no_match_message(text, args.old_string))
+            return ToolResult.fail(ErrorType.NO_MATCH, _no_match_message(text, old_string))
         old, new, count = hit
         if count > 1 and not args.replace_all:
             return ToolResult.fail(
@@ -132,6 +142,18 @@ class _EditPlan:
         return ToolResult(
             llm_content=f"{summary}\n\n{diff.text}", display=diff.text or summary, edit=edit
         )
+
+
+def _restored(
+    args: EditArgs, text: str, shown: str, ctx: ToolContext
+) -> tuple[str, str] | ToolResult:
+    """old_string and new_string with their redaction markers put back (old_string then
+    matches the file's real bytes), or the failure when a marker cannot be put back."""
+    old = planned.restored(args.old_string, held=text, shown=shown, ctx=ctx)
+    if isinstance(old, ToolResult):
+        return old
+    new = planned.restored(args.new_string, held=text, shown=shown, ctx=ctx)
+    return new if isinstance(new, ToolResult) else (old, new)
 
 
 def _uses_crlf(text: str) -> bool:

@@ -129,14 +129,18 @@ def require_dir(path: Path, ctx: ToolContext) -> ToolResult | None:
     return ToolResult.fail(ErrorType.NOT_A_DIRECTORY, f"{paths.relative(path)} is not a directory")
 
 
-# the failures of a write the model must first read for: no question is worth asking
-READ_FIRST = frozenset({ErrorType.NOT_READ, ErrorType.CHANGED_SINCE_READ})
+# the failures of a write no answer can make succeed (the model must first read the file,
+# or it wrote a redaction marker that cannot be put back there): no question is worth asking
+UNANSWERABLE = frozenset(
+    {ErrorType.NOT_READ, ErrorType.CHANGED_SINCE_READ, ErrorType.REDACTION_MARKER}
+)
 
 
-def read_first(planned: object) -> ToolResult | None:
-    """`planned` (a tool's plan, or the failure it met) when it is a read-first failure."""
+def unanswerable(planned: object) -> ToolResult | None:
+    """`planned` (a tool's plan, or the failure it met) when it is a failure the user's
+    answer cannot change."""
     if isinstance(planned, ToolResult) and planned.error is not None:
-        return planned if planned.error.type in READ_FIRST else None
+        return planned if planned.error.type in UNANSWERABLE else None
     return None
 
 

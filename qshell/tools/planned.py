@@ -5,8 +5,11 @@ or the failure the call meets) and then either carry the plan out or show it. Th
 owns those two steps: `write` puts the planned bytes through `ctx.view`, notes them in
 `ctx.reads` (the model may go on editing what it wrote) and reports the plan's result;
 `preview` gives the diff the result would show, or the failure on one line, writing
-nothing. `PlannedWriteTool` is what both tools are built on: the file they touch, `run`,
-`unready` and `preview`, each from the tool's own `plan`. What a tool plans, and how its
+nothing; `restored` puts the secrets back that the model saw as redaction markers, where
+the file holds them (qshell/redaction `Vault.restore`), or refuses the call, so neither
+tool writes a marker where the file held a secret. `PlannedWriteTool` is what both tools
+are built on: the file they touch, `run`, `unready` and `preview`, each from the tool's
+own `plan`. What a tool plans, and how its
 result reads, stays with the tool. Stateless: safe from any thread.
 """
 
@@ -17,7 +20,7 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from qshell.tools import files
-from qshell.tools.base import Access, ToolContext, ToolResult
+from qshell.tools.base import Access, ErrorType, ToolContext, ToolResult
 
 
 class Planned(Protocol):
@@ -49,6 +52,16 @@ def write(plan: Planned | ToolResult, ctx: ToolContext) -> ToolResult:
     return plan.result()
 
 
+def restored(text: str, *, held: str, shown: str, ctx: ToolContext) -> str | ToolResult:
+    """`text` (what the model wants written into `shown`, whose current text is `held`)
+    with each redaction marker replaced by its secret, or the failure to report when a
+    marker cannot be put back there."""
+    done = ctx.secrets.restore(text, held=held)
+    if done.refused:
+        return ToolResult.fail(ErrorType.REDACTION_MARKER, done.problem(shown))
+    return done.text
+
+
 def preview(plan: Planned | ToolResult) -> str:
     """The diff `write` would report for `plan`, or its failure on one line."""
     if isinstance(plan, ToolResult):
@@ -76,9 +89,10 @@ class PlannedWriteTool(ABC, Generic[ArgsT]):
         return write(self.plan(args, ctx), ctx)
 
     def unready(self, args: ArgsT, ctx: ToolContext) -> ToolResult | None:
-        """The failure this call meets whatever the user would answer, because the model
-        must read the file first; None when it is worth asking about."""
-        return files.read_first(self.plan(args, ctx))
+        """The failure this call meets whatever the user would answer (the model must read
+        the file first, or put a marker where it cannot be restored); None when it is
+        worth asking about."""
+        return files.unanswerable(self.plan(args, ctx))
 
     def preview(self, args: ArgsT, ctx: ToolContext) -> str:
         """The diff `run` would report, or a one-line reason it would fail; writes nothing."""

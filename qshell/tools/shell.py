@@ -8,7 +8,9 @@ sandbox's own session: tools/procgroup.py `Group`). Background processes that ou
 left running, but the tool stops reading their output shortly after the command exits.
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
 it starts the command: `bash -c` runs inside it.
-It does not judge whether a command is safe (that is policy's job). Stateless: each call
+It does not judge whether a command is safe (that is policy's job), but it refuses a
+command holding a redaction marker of this session (`unready`): bash cannot put the
+secret back, so the command would write the marker where a secret was, or send it. Stateless: each call
 owns its process and reader thread, so concurrent calls are independent. A plain `cat`,
 `git status` or `git log` marks its result `result_is_terminal` (tools/base.py).
 """
@@ -108,9 +110,25 @@ class ShellTool:
     def accesses(self, args: ShellArgs, ctx: ToolContext) -> list[Access]:
         return []
 
+    def unready(self, args: ShellArgs, ctx: ToolContext) -> ToolResult | None:
+        """The failure a command meets whatever the user answers: one that holds a marker
+        standing for a secret the model was shown redacted."""
+        markers = ctx.secrets.given(args.command)
+        if not markers:
+            return None
+        return ToolResult.fail(
+            ErrorType.REDACTION_MARKER,
+            f"{', '.join(markers)} stands for a secret qshell hid from you; a shell command "
+            "cannot use it or write it back, so this one did not run. To change a file that "
+            "holds it, use edit or write_file, which put it back in place",
+        )
+
     def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
         if not args.command.strip():
             return ToolResult.fail(ErrorType.INVALID_ARGS, "command must not be empty")
+        refused = self.unready(args, ctx)
+        if refused is not None:
+            return refused
         if ctx.cancel.cancelled:
             return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
         timeout_s = min(args.timeout or ctx.shell_timeout_s, ctx.shell_timeout_cap_s)

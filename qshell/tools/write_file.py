@@ -6,7 +6,8 @@ existence check and write goes through `ctx.view`. It refuses
 any path that resolves outside the project root (symlinks and `..` included) and never
 writes there; it overwrites an existing file only when the model has read it in this
 session and it has not changed since (`files.overwrite_refusal`), and notes what it wrote
-(`ctx.reads`). `preview` works out the same diff without writing; both carry out the plan
+(`ctx.reads`). A redaction marker in the content is written as the secret it stands for
+where the file holds that secret, and refused anywhere else (`planned.restored`). `preview` works out the same diff without writing; both carry out the plan
 through tools/planned.py, as edit does. Approval is the policy
 layer's job via `accesses()`. Stateless: one instance serves concurrent calls from any
 thread.
@@ -61,7 +62,10 @@ class WriteFileTool(planned.PlannedWriteTool[WriteFileArgs]):
         if refusal is not None:
             return refusal
         old = _old_text(current) if existed else ""
-        return _WritePlan(path, shown, existed=existed, old=old, new=args.content)
+        new = planned.restored(args.content, held=old, shown=shown, ctx=ctx)
+        if isinstance(new, ToolResult):
+            return new
+        return _WritePlan(path, shown, existed=existed, old=old, new=new)
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,8 +193,10 @@ def test_reading_a_secret_file_is_denied_in_print_mode_unless_yolo(
     run = run_qshell("-p", *flags, "show .env", cwd=project, env=provider_env(llm_server, "openai"))
     assert run.code == 0
     result = llm_server.requests[1].last_tool_results[0].content
-    assert ("hunter2" in result) is allowed
-    if not allowed:
+    assert "hunter2" not in result  # read in yolo, the value still never reaches the model
+    if allowed:
+        assert result == "     1\tTOKEN=[redacted: token #1]"
+    else:
         assert "secret" in result and "-y" in result
 
 

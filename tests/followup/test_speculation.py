@@ -13,6 +13,7 @@ from qshell.agent.events import (
     PermissionAnswer,
     PermissionReply,
     PermissionRequested,
+    SecretsRedacted,
     SpeculationAccepted,
     TextDelta,
     ToolFinished,
@@ -27,9 +28,11 @@ from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
+from qshell.redaction import marker
 from qshell.tools.read_file import ReadFileTool
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
+from tests.redaction.fakes import github_token
 
 
 def edit_call(id_: str = "e1") -> Message:
@@ -216,3 +219,19 @@ def test_a_speculation_whose_batch_skips_the_round_replays_the_tool_answer(setup
     assert isinstance(end, TurnFinished) and end.text == "next"
     roles = [m.role for m in setup.provider.requests[-1].messages[-3:]]
     assert roles == ["assistant", "user", "user"]  # results, then the new prompt
+
+
+def test_a_speculation_is_sent_markers_and_its_write_back_keeps_the_secret(setup):
+    token = github_token()
+    (setup.root / "config.ini").write_text(f"token = {token}\nname = demo\n")
+    setup.conversation.set_approval_mode(ApprovalMode.AUTO_EDIT)
+    mark = marker("github-token", 1)
+    read = Message.assistant("", [call("read_file", json.dumps({"path": "config.ini"}), "r1")])
+    content = json.dumps({"path": "config.ini", "content": f"token = {mark}\nname = renamed\n"})
+    write = Message.assistant("", [call("write_file", content, "w1")])
+    spec = speculate(setup, "rename it", read, write, Message.assistant("renamed"))
+    assert spec.status is Status.COMPLETED
+    assert any(isinstance(e, SecretsRedacted) for e in spec.events)
+    assert not [r for r in setup.provider.requests if token in r.model_dump_json()]
+    run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert (setup.root / "config.ini").read_text() == f"token = {token}\nname = renamed\n"
