@@ -13,7 +13,8 @@ deleted, replaced or renamed away (`protected_changes`) —, a file with other h
 that it changed, deleted or linked again (`hard_linked_away`: the overlay copies one name up
 alone, so the others would show the old file), a setuid bit or file capability,
 or output that shows a network failure (no result built on a failed download is shown as
-done) is a boundary and its layer is dropped; else the overlay takes the layer in
+done), or an overlay that could not be mounted (a file system mounted inside the project:
+what ran was the failed mount, `OverlayMount.mounted`) is a boundary and its layer is dropped; else the overlay takes the layer in
 (`Overlay.absorb`: writes, whiteouts as deletions, opaque directories as replacements;
 whatever it touched that the user changed since the base makes accept a conflict). Files
 the project ignores (`.gitignore`, `__pycache__`, `.pytest_cache`, …) are taken in too, as
@@ -56,6 +57,9 @@ IGNORED_PARTS = frozenset(
 )
 TOOLCHAIN_ENV = frozenset(
     {"VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONPATH", "NODE_PATH", "GOPATH"}
+)
+UNMOUNTED = (
+    "the project could not be mounted as a kernel overlay (a file system mounted inside it?)"
 )
 LINKED_REASON = "has other hard links, which a speculated change would not keep in step"
 NETWORK_FAILURE = re.compile(
@@ -110,6 +114,8 @@ def run_on_overlay(
             result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
         finally:
             mount.clean()
+        if not _cancelled(result) and not mount.mounted():
+            raise RunRefused(UNMOUNTED)  # what ran was the failed mount, not the command
         skipped = _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
     finally:
         shutil.rmtree(mount.upper, ignore_errors=True)
@@ -130,13 +136,17 @@ def _keeps_ignored(launcher: JailLauncher) -> bool:
     return launcher.commands is not None and launcher.commands.apply_ignored
 
 
+def _cancelled(result: ToolResult) -> bool:
+    return result.error is not None and result.error.type is ErrorType.CANCELLED
+
+
 def _take_in(
     result: ToolResult, ctx: ToolContext, overlay: Overlay, layer: Path, *, keep_ignored: bool
 ) -> list[str]:
     """Bring what a command left in its `layer` into the overlay, or say why it cannot stand;
     the changes left out (sorted), under ignored paths when not `keep_ignored`. A cancelled
     command's partial changes are dropped: its call is answered again live."""
-    if result.error is not None and result.error.type is ErrorType.CANCELLED:
+    if _cancelled(result):
         return []
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:

@@ -123,12 +123,13 @@ def apply_files(
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
     copied: Mapping[str, int] | None = None,
+    chmodded: Mapping[str, int] | None = None,
     progress: Progress | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> ApplyReport:
     """Apply every pending file from `upper` onto `root`, every removal and every directory
     in `made`, all or nothing; any file in `read` that changed since it was read stops it too.
-    `copied` holds the modes upper directories were copied up with (plan.py).
+    `copied` and `chmodded` hold directories' modes the checks need (plan.py).
 
     `progress(done, total)` follows each file staged and swapped in; `cancelled()` is asked
     between them. Raises ApplyConflict (nothing applied), ApplyCancelled or ApplyFailed
@@ -136,7 +137,7 @@ def apply_files(
     """
     started = time.perf_counter()
     try:
-        state, conflicts = plan(root, upper, pending, read, removals, made, copied)
+        state, conflicts = plan(root, upper, pending, read, removals, made, copied, chmodded)
     except (OSError, PathRefused) as exc:
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:

@@ -66,7 +66,6 @@ from qshell.overlay.records import (
 from qshell.overlay.sweep import recover_overlay
 from qshell.overlay.trees import TreeTooLarge
 from qshell.overlay.upper import (
-    DIR,
     OPAQUE_XATTR,
     UpperRefused,
     changed_paths,
@@ -74,6 +73,7 @@ from qshell.overlay.upper import (
     covered,
     drop,
     merge,
+    note_dir_modes,
     reconcile,
     refuse_privileged,
     retouched,
@@ -105,6 +105,7 @@ class Overlay:
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
         self._copied: dict[str, int] = {}  # upper directories copied up by writes → their mode
+        self._chmodded: dict[str, int] = {}  # real directories a command chmodded → mode then
         self._discarded = False
         self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._base: baseline.Base | None = None  # the tree before the running command
@@ -236,7 +237,8 @@ class Overlay:
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
-                return plan(self.root, self.upper, originals, read, removals, made, self._copied)
+                dirs = (self._copied, self._chmodded)
+                return plan(self.root, self.upper, originals, read, removals, made, *dirs)
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
@@ -270,6 +272,7 @@ class Overlay:
                 removals=removals,
                 made=made,
                 copied=self._copied,
+                chmodded=self._chmodded,
                 progress=progress,
                 cancelled=cancelled,
             )
@@ -303,10 +306,7 @@ class Overlay:
                 entries = drop(layer, scan(layer), unwanted)
             except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None
-            moved_modes = set(retouched(self.root, entries))
-            for entry in entries:  # copied up unchanged: the real one keeps its mode
-                if entry.kind == DIR and not entry.opaque and f"{entry.rel}/" not in moved_modes:
-                    self._copied.setdefault(entry.rel, entry.mode)
+            note_dir_modes(self.root, entries, self._copied, self._chmodded)
             try:
                 merge(layer, self.upper, entries)
                 found = reconcile(self.root, scan(self.upper), self._originals, self._removed)

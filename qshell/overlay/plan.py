@@ -244,11 +244,14 @@ def _dir_modes(
     made: Sequence[str],
     existing: Sequence[str],
     copied: Mapping[str, int],
+    chmodded: Mapping[str, int],
 ) -> tuple[list[DirMode], list[Conflict]]:
     """The mode each made directory gets, and each existing one whose mode the upper layer
     changed (with its mode until then); a conflict for a setuid or setgid bit brought in.
     An upper directory that still has the mode it was copied up with (`copied`) changes
-    nothing: the real one keeps its mode, a chmod the user made since included."""
+    nothing: the real one keeps its mode, a chmod the user made since included. One a
+    command chmodded (`chmodded`: the real mode then) whose real mode the user changed since
+    is a conflict: the user's chmod stays."""
     modes: list[DirMode] = []
     conflicts: list[Conflict] = []
     for rel in [*made, *existing]:
@@ -261,6 +264,9 @@ def _dir_modes(
         real = lstat_at(root_fd, rel) if rel in existing else None
         before = None if real is None else stat_module.S_IMODE(real.st_mode)
         if before == mode:
+            continue
+        if before is not None and chmodded.get(rel, before) != before:
+            conflicts.append(Conflict(rel, MODE_CHANGED))
             continue
         parent_info = _dir_info(root_fd, split_rel(rel)[:-1]) if before is None else None
         inherited = (
@@ -281,13 +287,15 @@ def plan(
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
     copied: Mapping[str, int] | None = None,
+    chmodded: Mapping[str, int] | None = None,
 ) -> tuple[JournalState, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing.
 
     `read` holds the fingerprints of the real files the speculation read: any that changed
     is a conflict too; `removals` the real entries it deleted, `made` the directories it
     made (empty ones included), `copied` the mode each upper directory the overlay copied up
-    from a real one had then.
+    from a real one had then, `chmodded` the mode each real directory a command chmodded
+    had then.
     """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
@@ -327,7 +335,9 @@ def plan(
                 dirs.update(dict.fromkeys(needed))
             else:
                 existing.append(rel)
-        state.modes, refused = _dir_modes(root_fd, upper_fd, list(dirs), existing, copied or {})
+        state.modes, refused = _dir_modes(
+            root_fd, upper_fd, list(dirs), existing, copied or {}, chmodded or {}
+        )
         conflicts += refused
         stopped = {c.path for c in conflicts}
         for print_ in read:

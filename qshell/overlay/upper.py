@@ -6,7 +6,8 @@ its path, a deletion as a whiteout (a character device 0:0), and a directory tha
 the one below (its old content gone) with the xattr `user.overlay.opaque=y`. `scan` lists
 those entries through no-follow descriptors and refuses (`UpperRefused`) a symlink or any other
 special file there; `refuse_privileged` refuses setuid/setgid bits and file capabilities;
-`changed_paths` names what they change, `drop` removes those a caller
+`changed_paths` names what they change (`note_dir_modes` notes each plain directory's
+mode, copied up or chmodded), `drop` removes those a caller
 does not want applied (build artefacts the project ignores) from the layer; `merge` moves
 the rest into `upper/` as if the command had written it directly (each directory with the
 mode the layer gave it; names the command hard-linked stay one inode, and a tool's write to
@@ -107,11 +108,28 @@ def retouched(root: Path, entries: list[UpperEntry]) -> list[str]:
     return [
         f"{e.rel}/"
         for e in entries
-        if e.kind == DIR and not e.opaque and e.rel and _dir_mode(root / e.rel) != e.mode
+        if e.kind == DIR and not e.opaque and e.rel and dir_mode(root / e.rel) != e.mode
     ]
 
 
-def _dir_mode(path: Path) -> int | None:
+def note_dir_modes(
+    root: Path, entries: list[UpperEntry], copied: dict[str, int], chmodded: dict[str, int]
+) -> None:
+    """Note the plain directories of a layer: each copied up unchanged in `copied` (its
+    mode then: the real one keeps its mode), each whose mode the command changed in
+    `chmodded` (the real one's mode it replaced: a chmod the user makes later is a conflict,
+    plan.py); the first seen stays."""
+    moved = set(retouched(root, entries))
+    for entry in entries:
+        if entry.kind != DIR or entry.opaque:
+            continue
+        if f"{entry.rel}/" not in moved:
+            copied.setdefault(entry.rel, entry.mode)
+        elif (real := dir_mode(root / entry.rel)) is not None:
+            chmodded.setdefault(entry.rel, real)
+
+
+def dir_mode(path: Path) -> int | None:
     """The permission bits (setuid, setgid and sticky included) of the directory at `path`,
     never through a final symlink; None when there is none."""
     try:

@@ -10,7 +10,10 @@ runs there. Every write, deletion (a whiteout) and replaced directory (an opaque
 in `upper`; the project and the layers are never written. `workdir` is the kernel's scratch
 directory, a sibling of `upper/` on the same file system. `argv` builds the command line,
 `prepare` makes the two directories and `clean` empties the work directory after a command;
-it runs nothing.
+`mounted` tells whether the overlay was mounted at all (the command line makes a marker file
+beside the mount point once it is: a failed mount — a file system mounted inside the project
+cannot be cloned into a user namespace's overlay — exits like a failed command would). It
+runs nothing.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from pathlib import Path
 
 from qshell.sandbox.jail import SandboxUnavailable
 
-# "$1" is the mount options, "$2" the mount point, the rest the command
-_SCRIPT = 'mount -t overlay overlay -o "$1" "$2" && shift 2 && exec "$@"'
+# "$1" is the mount options, "$2" the mount point, "$3" the marker, the rest the command
+_SCRIPT = 'mount -t overlay overlay -o "$1" "$2" && : > "$3" && shift 3 && exec "$@"'
+MARKER_NAME = "mounted"  # beside the mount point: made once the overlay is mounted
 _UNSAFE_IN_OPTIONS = (",", ":", "\\", "\n")
 
 
@@ -63,13 +67,25 @@ class OverlayMount:
             "sh",
             self.options(),
             str(self.merged),
+            str(self.marker),
             *command,
         ]
+
+    @property
+    def marker(self) -> Path:
+        """The file the command line makes once the overlay is mounted, before the command
+        starts: without it, what ran was the failed mount, not the command."""
+        return self.merged.parent / MARKER_NAME
+
+    def mounted(self) -> bool:
+        """Whether the overlay was mounted for the command run since `prepare`."""
+        return self.marker.exists()
 
     def prepare(self) -> None:
         """Make the upper and work directories and the mount point (private to this user)."""
         for path in (self.upper, self.work, self.merged):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.marker.unlink(missing_ok=True)
         if os.stat(self.work).st_dev != os.stat(self.upper).st_dev:
             raise SandboxUnavailable(f"{self.work} is not on the file system of {self.upper}")
 
