@@ -69,6 +69,11 @@ NETWORK_FAILURE = re.compile(
     r"|No route to host|unable to access '|EAI_AGAIN|ENOTFOUND|ENETUNREACH"
 )
 
+# what a command says when the overlay refused what a live run does: a userxattr overlay
+# (all a user namespace may mount) has no redirect_dir, so rename(2) of a directory from
+# the real tree fails with EXDEV (`mv` copies instead; a program calling rename(2) fails)
+OVERLAY_LIMIT = re.compile(r"Invalid cross-device link|\bEXDEV\b|\[Errno 18\]")
+
 
 class RunRefused(QshellError):
     """The command's run cannot stand as a speculated result (`str()` says why)."""
@@ -151,6 +156,9 @@ def _take_in(
     failure = NETWORK_FAILURE.search(result.llm_content)
     if failure is not None:
         raise RunRefused(f"its output shows a network failure ({failure.group()})")
+    limit = OVERLAY_LIMIT.search(result.llm_content)
+    if limit is not None:
+        raise RunRefused(f"its output shows a rename the overlay cannot make ({limit.group()})")
     try:
         changed = overlay.changes_in(layer)
         protected = protected_changes(ctx.paths, changed)

@@ -147,11 +147,9 @@ def test_output_a_command_derives_from_a_secret_file_is_what_live_writes(rig: Ri
     like_live(rig, start, ["sed 's/=.*/=/' .env > env.template"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a userxattr overlay has no redirect_dir: rename(2) of a real directory fails "
-    "with EXDEV in the speculation (a live run renames it) and the failure is taken in",
-)
 def test_a_directory_renamed_with_rename2_is_renamed(rig: Rig) -> None:
+    """A userxattr overlay has no redirect_dir: rename(2) of a real directory fails with
+    EXDEV in the speculation, where a live run renames it; the failure it prints makes the
+    call run live."""
     start = Start((("d/c", b"c\n", 0o644),))
     like_live(rig, start, [_python("import os; os.rename('d', 'd2')")])
