@@ -1,20 +1,25 @@
-"""protect_secrets: files matching your secret globs are never touched, not even in yolo mode.
+"""protect_secrets: secret files are never touched, not even in yolo mode.
 
 qshell already treats `.env`, keys and credential files as secrets: reading one asks
-first — except in yolo mode. This plugin adds your own globs and makes them absolute: a
-call that reads or writes a matching file is denied in every approval mode (and stops a
-speculation at a boundary), so its content never reaches the model. It denies
-- a file tool (`read_file`, `edit`, `write_file`, …) whose path matches;
-- a search or listing (`grep`, `glob`, `ls`) of a directory that holds a matching file,
-  since it would read or show it;
-- a shell command that names a matching file in any word (`cat deploy/prod.vault`,
-  `--config=prod.vault`), names a directory holding one, or searches recursively
-  (`grep -r`, `rg`, `find`, `git grep`, …) in a project that holds one; and one whose
-  reads, as qshell's shell proof sees them (`call.paths`: symlinks resolved, a glob or
-  brace word as its literal leading directory), reach one (`cat deploy/*`, a link).
+first — except in yolo mode. This plugin makes that absolute, for qshell's own secret names
+(`.env`, `*.pem`, `id_rsa`, `~/.ssh`, …: its one list, tools/paths.py, read through
+`qshell_secret`) and for your own globs: a call that would read or write such a file is
+denied in every approval mode (and stops a speculation at a boundary), so its content never
+reaches the model. It denies
+- a file tool (`read_file`, `edit`, `write_file`, …) whose path is one;
+- a shell command that names one in any word or piece of a word (`cat .env`,
+  `--config=deploy/prod.vault`, `open('.env')`, `HEAD:.env`), in a glob or brace word that
+  matches one here (`cat .e*`, `cat .en{v,x}`), or whose reads, as qshell's shell proof sees
+  them (`call.paths`: symlinks resolved), are one (`cat notes.txt` linked to it);
+- a shell command that searches recursively (`grep -r`, `rg`, `find`, `git grep`, …) in a
+  project holding one — for qshell's names unless qshell itself runs the command without
+  asking outside yolo mode: proven read-only, it runs in the jail with the secret masked;
+- for your globs also a search or listing (`grep`, `glob`, `ls`) of a directory that holds
+  a matching file, and a command naming such a directory (qshell's own searches and
+  listings already skip its secret names; a listing shows a name, never a content).
 A command the proof cannot read (an interpreter's `-c` program, a program that builds a
 file name at run time) is matched by its words only — the sandbox's masks and qshell's
-own secret rules are the next fence.
+own secret rules are the next fence, and in yolo mode there is none.
 
 Globs come from the settings, `plugins.options.protect_secrets.patterns` (shell-style,
 matched case-insensitively against the project-relative path and against the file
@@ -26,21 +31,45 @@ name), added to `DEFAULT_PATTERNS`:
 from __future__ import annotations
 
 import fnmatch
+import functools
+import glob
 import itertools
 import os
+import re
 import shlex
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from qshell.plugins import GateCall, GateContext, GateDecision, PluginConfig, hookimpl
+from qshell.plugins import GateCall, GateContext, GateDecision, PluginConfig, Verdict, hookimpl
+from qshell.tools.paths import PathResolver
 
 DEFAULT_PATTERNS = ("*.vault", "*.secret", "credentials.json")
 # commands that read a whole tree when given no path (or given one)
 RECURSIVE_SEARCHERS = frozenset({"rg", "ag", "ack", "find", "tree", "fd", "du"})
 GREPS = frozenset({"grep", "egrep", "fgrep"})
 MAX_FILES = 50_000  # a bigger tree is refused unchecked rather than walked for ever
+MAX_NAMES = 256  # what one glob or brace word may stand for before the rest is ignored
 SKIPPED_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
+# where a path inside one shell word may start or end: `--x=.env`, `open('.env')`, `HEAD:.env`
+_PIECE_BREAKS = re.compile(r"[\s'\"()=:,;<>|&`]+")
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")  # an innermost `{a,b}`
+_GLOB = frozenset("*?[")
 
 _patterns: list[str] = list(DEFAULT_PATTERNS)  # this load's globs (qshell_configure)
+
+Match = Callable[[Path, Path], bool]  # (path, project root) -> is it protected
+
+
+def qshell_secret(path: Path, root: Path) -> bool:
+    """Whether qshell itself takes `path` for a secret: the names of its one list (`.env`,
+    keys, credential files and directories, a process environment). The one line to change
+    should that name move."""
+    return _resolver(root).is_secret(path)
+
+
+@functools.lru_cache(maxsize=8)
+def _resolver(root: Path) -> PathResolver:
+    return PathResolver(root)
 
 
 @hookimpl
@@ -53,14 +82,14 @@ def qshell_configure(config: PluginConfig) -> None:
 
 @hookimpl
 def qshell_tool_gate(call: GateCall, context: GateContext) -> GateDecision | None:
-    found = _touched(call, context.project_root)
+    found = _touched(call, context.project_root) or _touched_qshell(call, context)
     if found is None:
         return None
     return GateDecision.deny(f"protect_secrets: {found} is a protected secret")
 
 
 def _touched(call: GateCall, root: Path) -> str | None:
-    """The secret the call would read or write, or None."""
+    """The file matching your globs the call would read or write, or None."""
     for path in (*call.paths, *call.writes):
         if matches(path, root):
             return _shown(path, root)
@@ -73,21 +102,64 @@ def _touched(call: GateCall, root: Path) -> str | None:
     return None
 
 
+def _touched_qshell(call: GateCall, context: GateContext) -> str | None:
+    """The file qshell takes for a secret that the call would read or write, or None. A
+    recursive search is let through when qshell runs it confined: allowed by qshell itself
+    in a speculation, or as a proven command outside yolo mode (the jail masks it)."""
+    root = context.project_root
+    for path in (*call.paths, *call.writes):
+        if qshell_secret(path, root):
+            return _shown(path, root)
+    if not call.command:
+        return None
+    words = _words(call.command)
+    for path in _named(words, root):
+        if qshell_secret(path, root):
+            return _shown(path, root)
+    allowed = context.builtin.verdict is Verdict.ALLOW
+    confined = allowed and (context.speculative or context.approval_mode != "yolo")
+    if _recursive(words) and not confined:
+        return secret_below(root, root, qshell_secret)
+    return None
+
+
 def _in_command(command: str, root: Path) -> str | None:
     words = _words(command)
+    for path in _named(words, root):
+        if matches(path, root):
+            return _shown(path, root)
+        if path.is_dir():
+            held = secret_below(path, root)
+            if held:
+                return held
+    return secret_below(root, root) if _recursive(words) else None
+
+
+def _named(words: list[str], root: Path) -> Iterator[Path]:
+    """Every path the words may name: each word and each piece of it, and what a glob or
+    brace piece stands for in the project."""
     for word in words:
-        for piece in (word, word.partition("=")[2]):
+        for piece in {word, *_PIECE_BREAKS.split(word)}:
             if not piece:
                 continue
-            path = Path(piece).expanduser()
-            path = path if path.is_absolute() else root / path
-            if matches(path, root):
-                return _shown(path, root)
-            if path.is_dir():
-                held = secret_below(path, root)
-                if held:
-                    return held
-    return secret_below(root, root) if _recursive(words) else None
+            for name in _braces(piece):
+                path = Path(name).expanduser()
+                yield path if path.is_absolute() else root / path
+                if _GLOB & set(name):
+                    found = glob.glob(name, root_dir=root, include_hidden=True)
+                    yield from (root / hit for hit in itertools.islice(found, MAX_NAMES))
+
+
+def _braces(text: str) -> list[str]:
+    """`text` with its `{a,b}` alternatives expanded (innermost first), at most MAX_NAMES."""
+    match = _BRACE.search(text)
+    if match is None:
+        return [text]
+    head, tail = text[: match.start()], text[match.end() :]
+    out: list[str] = []
+    for option in match.group(1).split(","):
+        out += _braces(head + option + tail)
+    return out[:MAX_NAMES]
 
 
 def _recursive(words: list[str]) -> bool:
@@ -123,8 +195,10 @@ def matches(path: Path, root: Path) -> bool:
     return any(fnmatch.fnmatch(c, p.lower()) for c in candidates for p in _patterns)
 
 
-def secret_below(directory: Path, root: Path) -> str | None:
-    """A protected file under `directory` (a directory inside the project), or None."""
+def secret_below(directory: Path, root: Path, match: Match | None = None) -> str | None:
+    """A protected file under `directory` (a directory inside the project), or None:
+    one matching your globs, or what `match` says is protected."""
+    match = match or matches
     if not directory.is_dir():
         return None
     seen = 0
@@ -133,7 +207,7 @@ def secret_below(directory: Path, root: Path) -> str | None:
         for name in files:
             seen += 1
             path = Path(base) / name
-            if matches(path, root):
+            if match(path, root):
                 return _shown(path, root)
         if seen > MAX_FILES:
             return f"{_shown(directory, root)} (too many files to check)"

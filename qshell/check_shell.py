@@ -1,14 +1,18 @@
 """`qshell check-shell`: would qshell run these shell commands without asking, and why not.
 
-An audit of the shell read-only proof and the read scope, for users and reviewers: for
-each command (from the arguments, else one per line of standard input) it prints whether
-qshell runs it without asking in the project `--root` — in default and auto-edit modes,
-and speculatively — and otherwise the reason. It asks the very function the main runner
-and the speculative gate ask (`permissions.policy.shell_concern`), with the tool context a
-session in that root gets (sessions.tool_context, with the gate plugins a run would load, so
-the forms they declare read-only count), so nothing is re-implemented. It runs
-none of the commands (only bash's own expansion of globs, braces and tildes, see
-permissions/shell_scope.py). `--json` prints one object per line: command, auto_run, reason.
+An audit of the shell read-only proof, the read scope and the gate plugins, for users and
+reviewers: for each command (from the arguments, else one per line of standard input) it
+prints whether qshell runs it without asking in the project `--root` — in default and
+auto-edit modes, and speculatively — and otherwise the reason and who decided. It asks the
+very functions the runners ask: `permissions.policy.shell_concern` (the proof and its scope)
+with the tool context a session in that root gets (sessions.tool_context), then the gate
+plugins a session would load (compose.open_plugins: `--plugin` files, the user plugins
+folder, entry points), through permissions/plugin_gate.py `rule` — `consult`'s decision and
+fixed limits, unrecorded since nothing runs — in each of those modes; the strictest live
+answer is the one printed (a plugin that asks in either mode asks), with the plugin named.
+It runs none of the commands (only bash's own expansion of globs, braces and tildes, see
+permissions/shell_scope.py). `--json` prints one object per line: command, auto_run,
+verdict (allow, ask, deny), reason, decided_by (`qshell` or the plugin) and speculates.
 Main thread.
 """
 
@@ -63,7 +67,7 @@ def run_check_shell(
 ) -> int:
     from qshell.compose import open_plugins
     from qshell.config import load_settings, project_root_for
-    from qshell.permissions.policy import shell_concern
+    from qshell.permissions.audit import audit_shell
     from qshell.plugins import PluginRequest
     from qshell.sessions import tool_context
 
@@ -78,14 +82,11 @@ def run_check_shell(
     plugins = open_plugins(settings, request, root=root, environ=environ)
     ctx = tool_context(settings, root=root, environ=environ, plugins=plugins)
     for command in _commands(args.commands, stdin):
-        reason = shell_concern(command, ctx)
+        audit = audit_shell(command, ctx)
         if args.json:
-            record = {"command": command, "auto_run": reason is None, "reason": reason or ""}
-            stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
-        elif reason is None:
-            stdout.write(f"runs without asking: {command}\n")
+            stdout.write(json.dumps(audit.record(), ensure_ascii=False) + "\n")
         else:
-            stdout.write(f"asks: {command}  ({reason})\n")
+            stdout.write(audit.line() + "\n")
     return 0
 
 

@@ -2,8 +2,9 @@
 
 `consult` is the one function both runners ask — `policy.MainToolRunner.decide` and the
 speculative gate's `SpeculativeRunner.decide` — once they have made qshell's own decision
-(`Builtin`). It shows the call to the `qshell_tool_gate` plugins (first answer wins,
-plugins/host.py), then applies the fixed limits, which hold whatever a plugin says:
+(`Builtin`); `rule` is the same decision unrecorded, for `qshell check-shell`'s audit. It
+shows the call to the `qshell_tool_gate` plugins (first answer wins, plugins/host.py), then
+applies the fixed limits, which hold whatever a plugin says:
 - a plugin may tighten anything: its `deny` is a denial and its `ask` a question even in
   yolo mode; in a speculation every answer but `allow` is a boundary, and in the main
   loop a `boundary` is a question;
@@ -83,18 +84,48 @@ def consult(
     speculative: bool,
     unanswerable: str = "",
 ) -> Ruling:
-    """The decision on one call: qshell's own, the first plugin answer, the fixed limits."""
+    """The decision on one call: qshell's own, the first plugin answer, the fixed limits;
+    recorded (`permission`)."""
     call = gate_call(tool, args, accesses, ctx)
     context = GateContext(speculative, str(mode), ctx.root, builtin.decision)
+    ruling = _ruling(tool, ctx, call, context, builtin, unanswerable)
+    _record(ctx, call, context, ruling)
+    return ruling
+
+
+def rule(
+    tool: Tool,
+    args: Any,
+    ctx: ToolContext,
+    builtin: Builtin,
+    *,
+    accesses: Sequence[Access],
+    mode: str,
+    speculative: bool,
+) -> Ruling:
+    """`consult`'s decision, the plugins asked the same way, but not recorded: for an audit
+    that runs nothing (`qshell check-shell`), so no decision was taken."""
+    call = gate_call(tool, args, accesses, ctx)
+    context = GateContext(speculative, str(mode), ctx.root, builtin.decision)
+    return _ruling(tool, ctx, call, context, builtin, "")
+
+
+def _ruling(
+    tool: Tool,
+    ctx: ToolContext,
+    call: GateCall,
+    context: GateContext,
+    builtin: Builtin,
+    unanswerable: str,
+) -> Ruling:
     answer = ctx.plugins.tool_gate(call, context)
-    if speculative:
+    if context.speculative:
         ruling = _speculative(answer, builtin, tool.kind)
     else:
         ruling = _main(answer, builtin, tool.kind, ctx)
     if ruling.verdict is Verdict.ASK and unanswerable:
         denial = GateDecision.deny(f"{ruling.decision.reason}; {unanswerable}")
         ruling = Ruling(denial, ruling.decided_by, ruling.limited)
-    _record(ctx, call, context, ruling)
     return ruling
 
 

@@ -6,9 +6,9 @@ what the command reads, for the caller's read-scope rules: as text (literal path
 the source of paths known only at run time) and as `Read`s that carry the source bash will
 expand and whether the command walks the tree below a path. A command proven read-only is
 run by the caller with `sanitized_env(...)` and at most `SHELL_TIMEOUT_S`. Inside:
-`walker.py` walks statements, `words.py` proves single words, `quoting.py` decodes them as
-bash does, `syntax.py` holds node tables and where bash splits text, `rules/` the per-command
-allowlists, `extra.py` the forms a caller declares read-only (`check(command, extra=…)`,
+`walker.py` walks statements, `cond.py` reads `[[ … ]]` as bash does, `words.py` proves
+single words, `quoting.py` decodes them as bash does, `syntax.py` holds node tables and
+where bash splits text, `rules/` the per-command allowlists, `extra.py` the forms a caller declares read-only (`check(command, extra=…)`,
 for gate plugins) and `env.py` the environment; `reach.py` (`reach(command)`) says whether a line
 that is not read-only plainly needs the network or a person, for speculation.
 Its exceptions are `ShellproofError`s (`Unproven`, which `check` turns into a `Proof`).

@@ -15,8 +15,10 @@ call it; it never looks at a syntax tree. Pure functions; any thread.
 from __future__ import annotations
 
 import re
+import shlex
 
-from qshell.shellproof.rules import Word
+from qshell.shellproof.rules import Read, Word, read_of
+from qshell.shellproof.rules.spec import literal_read, refuse_environ
 from qshell.shellproof.syntax import fail
 
 # piece kinds of a word under construction
@@ -217,6 +219,28 @@ def assemble_word(pieces: list[tuple[int, str]], raw: str) -> Word:
     quiet = (PROCSUB, TILDE, HOME)  # never expand into an option on their own
     flaggable = unquoted or prefix.startswith("-") or (not prefix and kinds[first] not in quiet)
     return Word(text, raw, False, flaggable, splits, prefix)
+
+
+_UNQUOTED_TILDE = re.compile(r"~[^/'\"\\$`]*(?:/|$)")  # up to an unquoted slash, nothing quoted
+
+
+def unexpanded_read(pieces: list[tuple[int, str]], raw: str) -> Read:
+    """The file a word names where bash expands its tilde, parameters and substitutions but
+    neither braces nor globs (`[[ -e ~/x* ]]` tests the file `$HOME/x*`): a `Read` whose
+    `raw` bash expands to that one name, or, with anything known only at run time, the
+    word's own read (which the caller cannot check)."""
+    kinds = {kind for kind, _ in pieces}
+    if kinds & {DYN_QUOTED, DYN_UNQUOTED, PROCSUB}:
+        return read_of(assemble_word(pieces, raw))
+    tilde = pieces[0][1] if pieces and pieces[0][0] in (HOME, TILDE) else ""
+    if not _UNQUOTED_TILDE.match(raw):  # `~"x"`, `~"/x"`: a quoted tilde-prefix stays as typed
+        tilde = ""
+    rest = "".join(piece for _, piece in pieces)[len(tilde) :]
+    if not tilde:
+        return literal_read(rest)
+    refuse_environ(tilde + rest)
+    quoted = "/" + shlex.quote(rest[1:]) if rest[1:] else rest  # the slash ends the prefix
+    return Read(tilde + rest, tilde + quoted, pieces[0][0] == HOME)
 
 
 def _mark_brace(pieces: list[tuple[int, str]], kinds: list[int]) -> None:

@@ -66,12 +66,6 @@ ARITH_NODES = _set(
 ARITH_ASSIGN = _set("= += -= *= /= %= <<= >>= &= ^= |= ++ --")
 
 
-COND_ARITH_OPS = _set("-eq -ne -lt -le -gt -ge")
-
-
-COND_FILE_OPS = _set("-a -b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
-
-
 WORD_NODES = _set(
     "word number string raw_string ansi_c_string concatenation "
     "simple_expansion expansion command_substitution process_substitution "

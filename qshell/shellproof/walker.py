@@ -6,8 +6,9 @@ with tree-sitter-bash and every node is walked: only known statements, words and
 proven too; `cd` only inside a subshell; every environment prefix (`FOO=1 cmd`) is refused, as
 the corpus decides; each simple command must pass its allowlist rule in `rules`. Where
 tree-sitter reads the text otherwise than bash, bash's reading is proven: `[ … ]` is parsed
-again as the simple command bash runs (so `>` there is a redirection and `||` ends it), a
-heredoc ends where bash ends it (delimiters whose quote removal is plain; continued lines of
+again as the simple command bash runs (so `>` there is a redirection and `||` ends it),
+`[[ … ]]` is read as bash's words and grammar (cond.py: `~/x` one word, a file test's
+operand a read), a heredoc ends where bash ends it (delimiters whose quote removal is plain; continued lines of
 an unquoted body joined), and a word glued to a redirection (`{NAME}>…` assigns NAME) is
 refused. Parse errors, unknown node types, text the parser skipped or split differently from
 bash (line continuations, carriage returns, blanks inside a word, two words bash reads as
@@ -28,28 +29,27 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
 
+from qshell.shellproof.cond import prove_conditional
 from qshell.shellproof.extra import ReadOnlyRule, declared
 from qshell.shellproof.rules import TRUSTED_DIRS, Judged, Read, Unproven, Word, judge, read_of
 from qshell.shellproof.syntax import (
     BAD_CHARS,
-    COND_ARITH_OPS,
-    COND_FILE_OPS,
     HEREDOC_DELIMITER,
     MAX_DEPTH,
     NETWORK_DEVICES,
     REDIRECTS,
     STATEMENT_SEPARATORS,
-    WORD_NODES,
     WRITE_OPS,
     Proof,
     Scope,
     check_gaps,
     check_heredoc_body,
-    check_plain_pattern,
     check_separated,
     construct_reason,
     fail,
@@ -372,55 +372,30 @@ class Walker:
         if children[0].type == "[":
             self.bracket(node, scope)
             return
-        for child in children[1:-1]:
-            self.double_test(child, scope)
+        prove_conditional(self, node, scope)
         self.commands.append("[[")
 
     def bracket(self, node: Node, scope: Scope) -> None:
         """Bash runs `[` as a simple command, where `>` and `<` are redirections and `||`, `|`
         and `&` end it; tree-sitter reads a test expression. The text is parsed again as the
         command `\\[ …` and proven like any other (its rule is `test`'s)."""
-        text = b"\\" + (node.text or b"")
+        with self.reparsed(b"\\" + (node.text or b""), "[ … ]") as root:
+            self.statement(root, scope)
+
+    @contextmanager
+    def reparsed(self, text: bytes, what: str) -> Iterator[Node]:
+        """`text` parsed as a line of its own, and read as the source while the caller proves
+        it; `what` names it when it does not parse as what bash runs."""
         root = parser().parse(text).root_node
         if root.has_error:
-            fail("[ … ] does not parse as the simple command bash runs")
+            fail(f"{what} does not parse as what bash runs")
         check_gaps(text, root)
         source, self.source = self.source, text
         try:
-            self.statement(root, scope)
+            yield root
         finally:
             self.source = source
         check_separated(root)
-
-    def double_test(self, node: Node, scope: Scope) -> None:
-        kind = node.type
-        if kind in ("unary_expression", "binary_expression", "parenthesized_expression"):
-            children = node.children
-            operators = [
-                node_text(c)
-                for c in children
-                if c.type == "test_operator" or (not c.is_named and c.type not in ("(", ")"))
-            ]
-            for op in operators:
-                if op in ("-v", "-R"):
-                    fail(f"[[ {op} ]] evaluates an array index as code")
-            operands = [c for c in children if c.is_named and c.type != "test_operator"]
-            if any(op in COND_ARITH_OPS for op in operators):
-                for operand in operands:
-                    if not (operand.type == "number" or node_text(operand).isdigit()):
-                        fail("[[ arithmetic ]] evaluates variables as code")
-            file_test = kind == "unary_expression" and operators[0] in COND_FILE_OPS
-            for operand in operands:
-                if file_test and operand.type in WORD_NODES:
-                    self.read(read_of(self.words.word(operand, scope)), scope)
-                else:
-                    self.double_test(operand, scope)
-        elif kind in ("regex", "extglob_pattern"):
-            check_plain_pattern(node)
-        elif kind in WORD_NODES:
-            self.words.word(node, scope)
-        else:
-            fail(f"unsupported '{kind}' in [[ … ]]")
 
 
 def _proof(command: str, extra: ReadOnlyRule | None) -> Proof:

@@ -28,8 +28,9 @@ from qshell.shellproof.quoting import (
     decode_ansi,
     decode_double,
     decode_unquoted,
+    unexpanded_read,
 )
-from qshell.shellproof.rules import Word
+from qshell.shellproof.rules import Read, Word
 from qshell.shellproof.syntax import (
     ARITH_ASSIGN,
     ARITH_NODES,
@@ -66,13 +67,21 @@ class WordProver:
         self.walker = walker
 
     def word(self, node: Node, scope: Scope) -> Word:
+        return assemble_word(self.proven(node, scope), node_text(node))
+
+    def path(self, node: Node, scope: Scope) -> Read:
+        """The file a `[[ … ]]` operand names: no brace or pathname expansion there."""
+        return unexpanded_read(self.proven(node, scope), node_text(node))
+
+    def proven(self, node: Node, scope: Scope) -> list[tuple[int, str]]:
+        """The pieces of one word node, every substitution in it proven."""
         self.walker.depth += 1
         if self.walker.depth > MAX_DEPTH:
             fail("too deeply nested")
         pieces: list[tuple[int, str]] = []
         self.pieces(node, scope, pieces, quoted=False)
         self.walker.depth -= 1
-        return assemble_word(pieces, node_text(node))
+        return pieces
 
     def pieces(self, node: Node, scope: Scope, out: list[tuple[int, str]], quoted: bool) -> None:
         kind = node.type

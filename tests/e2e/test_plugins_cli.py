@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
-from tests.plugins.helpers import EXAMPLES, entry_point_env, write_plugin
+from tests.plugins.helpers import EXAMPLES, entry_point_env, readme_plugin, write_plugin
 
 SECRET = "vault-token-93be71c04d"
 
@@ -60,6 +60,41 @@ def test_yolo_with_protect_secrets_never_sends_the_secret(llm_server, project):
     assert len(results) == 5
     assert all("protect_secrets: deploy/prod.vault" in r for r in results[:4])
     assert "hello from the project" in results[4]  # the rest of the project stays readable
+
+
+DOTENV_SECRET = "sk-live-5e1f0c2a9b"
+
+
+def test_yolo_with_protect_secrets_keeps_qshells_own_secret_names_too(llm_server, tmp_path):
+    """A user who loads protect_secrets expects `.env` protected, as qshell itself protects
+    it outside yolo: no read of it reaches the model, by file tool or shell."""
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / ".env").write_text(f"API_KEY={DOTENV_SECRET}\n")
+    (project / "hello.txt").write_text("hello from the project\n")
+    commands = [
+        "cat .env",
+        "cat .e*",
+        "head -n 1 .en{v,x}",
+        "grep -rn API_KEY .",
+        "python3 -c \"print(open('.env').read())\"",
+    ]
+    calls = [
+        ToolCallSpec("read_file", {"path": ".env"}),
+        *(ToolCallSpec("shell", {"command": command}) for command in commands),
+        ToolCallSpec("grep", {"pattern": "API_KEY", "path": "."}),  # qshell's grep skips it
+        ToolCallSpec("read_file", {"path": "hello.txt"}),
+    ]
+    calls_then(llm_server, calls, "could not read it")
+    plugin = EXAMPLES / "protect_secrets.py"
+    env = provider_env(llm_server, "openai")
+    run = run_qshell("-y", "--plugin", str(plugin), "-p", "show the key", cwd=project, env=env)
+    assert run.code == 0 and run.stdout == "could not read it\n", run.stderr
+    assert DOTENV_SECRET not in sent(llm_server)
+    results = tool_results(llm_server)
+    assert len(results) == len(calls)
+    assert all("protect_secrets: .env is a protected secret" in r for r in results[:6])
+    assert "hello from the project" in results[-1]
 
 
 @pytest.mark.parametrize("mode", ["-y", "--approval-mode=default"])
@@ -235,11 +270,7 @@ def test_first_answer_wins_in_command_line_order(llm_server, project, answer):
 
 
 def test_the_readme_example_plugin_works_as_written(llm_server, project):
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    section = readme.split("## Writing a gate plugin", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    plugin = project / "no_prod.py"
-    plugin.write_text(code)
+    plugin = readme_plugin(project / "no_prod.py")
     calls = [
         ToolCallSpec("shell", {"command": "ls prod-config"}),
         ToolCallSpec("read_file", {"path": "hello.txt"}),

@@ -206,3 +206,49 @@ def test_a_cd_with_dotdot_through_a_symlink_is_not_followed_physically(project, 
     assert shell_concern("(cd docs/../.. && cat notes.txt)", ctx) is not None
     assert shell_concern("(cd docs && cd ../.. && ls)", ctx) is not None
     assert allowed("(cd docs && cat ../../README.md)", ctx)  # a file's .. is physical
+
+
+FILE_TESTS = [
+    "[[ -d {} ]]",
+    "[ -e {} ]",
+    "test -f {}",
+    "[[ -r {} ]]",
+    "[ -s {} ]",
+    "[ ! -L {} ]",
+    "[ {} -nt README.md ]",
+    "[[ README.md -ot {} ]]",
+    "test README.md -ef {}",
+    "[ -e README.md ] && test -x {}",
+    "[[ -e README.md && ( -O {} || -N README.md ) ]]",
+]
+OPERANDS = [
+    "~/.ssh/id_rsa",
+    "~/x",
+    "/etc/shadow",
+    ".env",
+    "src/../../home/.ssh/id_rsa",
+    '"$HOME/x"',
+    "README.md",
+    "src/app.py",
+    "~+/README.md",
+]
+
+
+@pytest.mark.parametrize("form", FILE_TESTS)
+@pytest.mark.parametrize("operand", OPERANDS)
+def test_a_file_test_is_checked_for_scope_as_cat_is(form, operand, project, ctx):
+    """A file test reveals that a file exists, its type, owner or age: its operand is a read,
+    out of scope exactly when `cat` of it would be."""
+    (project / ".env").write_text("API_KEY=1\n")
+    assert allowed(form.format(operand), ctx) == allowed(f"cat {operand}", ctx)
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["[ {} = x ]", "[[ x == {} ]]", "[[ x != {} ]]", "[ -n {} ]", "[[ -z {} ]]", "[ {} ]"],
+)
+@pytest.mark.parametrize("operand", ["~/.ssh/id_rsa", "/etc/shadow", ".env"])
+def test_a_string_test_reads_no_file(form, operand, project, ctx):
+    (project / ".env").write_text("API_KEY=1\n")
+    assert not allowed(f"cat {operand}", ctx)
+    assert allowed(form.format(operand), ctx)

@@ -1,6 +1,6 @@
-"""Plugins for tests: the example plugins' folder, one-hook plugin files, in-memory plugins
-and their host, and an "installed" example package whose entry point a subprocess finds
-offline.
+"""Plugins for tests: the example plugins' folder, the README's example plugin, one-hook
+plugin files, in-memory plugins and their host, and an "installed" example package whose
+entry point a subprocess finds offline.
 
 `entry_point_env` installs the `qshell-todos` example the way pip would as far as
 `importlib.metadata` can tell: a `.dist-info` directory (its METADATA and an
@@ -30,6 +30,16 @@ from qshell.telemetry import Telemetry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "plugins"
 PACKAGE = EXAMPLES / "qshell-todos"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_plugin(path: Path) -> Path:
+    """The README's example gate plugin (`no_prod`, under "Writing a gate plugin"), saved
+    as `path` exactly as written there."""
+    section = README.read_text().split("## Writing a gate plugin", 1)[1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(section.split("```python\n", 1)[1].split("```", 1)[0])
+    return path
 
 
 def write_plugin(path: Path, signature: str, *body: str) -> Path:

@@ -40,7 +40,10 @@ def root(tmp_path: Path) -> Path:
 
 
 def gate(host, root: Path, **call: object) -> Verdict | None:
-    context = GateContext(False, "yolo", root, GateDecision.allow())
+    return gate_in(host, GateContext(False, "yolo", root, GateDecision.allow()), **call)
+
+
+def gate_in(host, context: GateContext, **call: object) -> Verdict | None:
     answer = host.tool_gate(GateCall(**call), context)  # type: ignore[arg-type]
     return None if answer is None else answer.decision.verdict
 
@@ -75,6 +78,68 @@ def test_protect_secrets_denies_what_would_read_or_write_a_protected_file(root, 
     if "command" in fields:
         fields.update(tool="shell", kind="execute")
     verdict = gate(host, root, **fields)
+    assert verdict is (Verdict.DENY if denied else None)
+
+
+@pytest.fixture
+def dotenv(tmp_path: Path) -> Path:
+    """A project holding qshell's own kind of secret, and none of the plugin's globs."""
+    project = tmp_path / "app"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("x = 1\n")
+    (project / ".env").write_text("API_KEY=1\n")
+    (project / ".env.example").write_text("API_KEY=\n")
+    return project
+
+
+@pytest.mark.parametrize(
+    ("call", "denied"),
+    [
+        ({"tool": "read_file", "kind": "read", "paths": (".env",)}, True),
+        ({"tool": "write_file", "kind": "edit", "writes": ("config/server.pem",)}, True),
+        ({"tool": "read_file", "kind": "read", "paths": (".env.example",)}, False),
+        ({"tool": "grep", "kind": "search", "paths": (".",)}, False),  # qshell's grep skips it
+        ({"tool": "ls", "kind": "read", "paths": (".",)}, False),  # a listing shows names
+        ({"command": "cat .env"}, True),
+        ({"command": "cat .e*"}, True),
+        ({"command": "cat .en{v,x}"}, True),
+        ({"command": "docker run --env-file=.env img"}, True),
+        ({"command": "python3 -c \"print(open('.env').read())\""}, True),
+        ({"command": "git show HEAD:.env"}, True),
+        ({"command": "cat ~/.ssh/id_rsa"}, True),
+        ({"command": "grep -rn API_KEY ."}, True),
+        ({"command": "cat .env.example"}, False),
+        ({"command": "ls -la"}, False),
+        ({"command": "git status"}, False),
+        ({"command": "grep API_KEY src/app.py"}, False),
+    ],
+)
+def test_protect_secrets_covers_qshells_own_secret_names(dotenv, call, denied):
+    host = example("protect_secrets", dotenv)
+    fields = dict(call)
+    for key in ("paths", "writes"):
+        if key in fields:
+            fields[key] = tuple(dotenv / p for p in fields[key])
+    if "command" in fields:
+        fields.update(tool="shell", kind="execute")
+    assert gate(host, dotenv, **fields) is (Verdict.DENY if denied else None)
+
+
+@pytest.mark.parametrize(
+    ("speculative", "mode", "builtin", "denied"),
+    [
+        (False, "yolo", GateDecision.allow(), True),  # yolo runs it unconfined
+        (False, "default", GateDecision.ask("a recursive read would reach .env"), True),
+        (False, "default", GateDecision.allow(), False),  # proven: the jail masks .env
+        (True, "yolo", GateDecision.allow(), False),  # a speculation runs it jailed
+    ],
+)
+def test_a_recursive_search_reaching_dotenv_is_denied_unless_qshell_confines_it(
+    dotenv, speculative, mode, builtin, denied
+):
+    host = example("protect_secrets", dotenv)
+    context = GateContext(speculative, mode, dotenv, builtin)
+    verdict = gate_in(host, context, tool="shell", kind="execute", command="grep -rn x .")
     assert verdict is (Verdict.DENY if denied else None)
 
 

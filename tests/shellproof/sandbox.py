@@ -30,6 +30,7 @@ RUN_TIMEOUT_S = 10.0
 # the syscalls through which a tool reads a file's content or a directory's entries
 READ_CALLS = "read,pread64,readv,preadv,getdents64,mmap,sendfile,splice,copy_file_range"
 FD_PATH = re.compile(r"\d+<(/[^>]*)>")
+FILE_CALL = re.compile(r'^(?:\d+ +)?\w+\((?:AT_FDCWD, |-?\d+, )?"([^"\\]*)"', re.MULTILINE)
 EXECVE = re.compile(r'^(\d+) +execve\("([^"]*)".* = 0$')
 TEXT = b"hello\nworld\nTODO fix\n"
 
@@ -158,6 +159,22 @@ class Sandbox:
         log.unlink()
         work = self.work.resolve()
         return {p for p in found if p == work or work in p.parents}
+
+    def looked_at(self, command: str) -> set[Path] | None:
+        """The paths below the work tree or HOME that bash itself stats, tests for access or
+        opens while running `command` (what a file test reveals), by strace; None when strace
+        is not installed or cannot trace here."""
+        if shutil.which("strace") is None:
+            return None
+        log = self.work.parent / "strace.log"
+        done = self.run(f"strace -qq -e trace=%file -o {log} bash -c {quote(command)}")
+        if not log.exists() or b"ptrace" in done.stderr:
+            return None
+        named = {Path(os.path.normpath(self.work / m)) for m in FILE_CALL.findall(log.read_text())}
+        log.unlink()
+        return {
+            p for p in named if self.work in p.parents or p == self.home or self.home in p.parents
+        }
 
     def expand(self, raw: str) -> list[Path]:
         """What bash makes of a read's source text in the work tree."""

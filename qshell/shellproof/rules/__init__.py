@@ -7,7 +7,7 @@ naming the first thing it cannot prove. The rules model each tool's own argument
 (spec.py: the flag vocabulary and GNU-style parser; plain.py: the table; walkers.py: find,
 tree, grep -r, diff -r; archive.py: compressors, tar, xxd; sed.py, awk.py, jq.py: their
 languages; system.py: network, process and environment listings; git.py; custom.py: xargs,
-printf, env, date, test, …). They are allowlists: a command, flag, git subcommand or script
+printf, env, date, test, …; conditions.py: which words of test, `[` and `[[ … ]]` are files). They are allowlists: a command, flag, git subcommand or script
 construct missing from them is unproven, so a gap costs a false rejection, never a write;
 walks that follow symlinks, name lookups over the network, reads outside the project by
 design and printed process environments are refused. Nothing here parses shell syntax, runs

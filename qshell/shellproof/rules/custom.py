@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from qshell.shellproof.rules.conditions import ANDOR, BINARY, VARIABLE_TESTS, test_files
 from qshell.shellproof.rules.plain import SPECS
 from qshell.shellproof.rules.spec import (
     NONE,
@@ -154,20 +155,20 @@ def date_rule(name: str, args: Sequence[Word]) -> Judged:
     return judged
 
 
-TEST_BINARY = word_set("= == != < > -eq -ne -lt -le -gt -ge -nt -ot -ef -a -o")
-TEST_FILE_OPS = word_set("-b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
+TEST_BINARY = BINARY | ANDOR  # operators whose place does not depend on the words around them
 
 
 def check_test(name: str, args: Sequence[Word]) -> Judged:
     """`test`/`[` arguments: no -v/-R (they evaluate array indexes as code) and, with run-time
-    words, only the argument counts whose meaning does not depend on the words' values."""
+    words, only the argument counts whose meaning does not depend on the words' values. Each
+    word bash's test looks at as a file (conditions.py) is a read, literal or not."""
     words = list(args)
     if name == "[":
         if not words or not words[-1].literal or words[-1].text != "]":
             raise Unproven("[ without a closing ]")
         words.pop()
     for word in words:
-        if word.literal and word.text in ("-v", "-R"):
+        if word.literal and word.text in VARIABLE_TESTS:
             raise Unproven(f"test {word.text} evaluates an array index as code")
         if word.splits:
             raise Unproven(f"test argument {word.raw!r} may expand to several words")
@@ -185,12 +186,8 @@ def check_test(name: str, args: Sequence[Word]) -> Judged:
         )
         if not fixed:
             raise Unproven("test with run-time words where an operator could be")
-    reads = tuple(
-        read_of(words[i + 1])
-        for i in range(len(words) - 1)
-        if words[i].literal and words[i].text in TEST_FILE_OPS and words[i + 1].literal
-    )
-    return Judged("test", reads)
+    files = test_files([word.text for word in words])
+    return Judged("test", tuple(read_of(words[i]) for i in files))
 
 
 WHO_SPEC = Spec(max_operands=2)
