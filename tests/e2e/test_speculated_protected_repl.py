@@ -1,7 +1,7 @@
 """A speculated command that deletes a directory holding protected files, in the full REPL
-(pexpect) in auto-edit mode: `rm -rf .github` (which holds `.github/workflows/`) is a
+(pexpect) in default and auto-edit mode: `rm -rf .github` (which holds `.github/workflows/`) is a
 boundary in the speculation, and Tab, Enter never deletes the workflows — the command is
-asked about live, as a live auto-edit turn asks. Skipped with the probe's reason where a
+asked about live, as a live turn asks. Skipped with the probe's reason where a
 user-namespace overlay cannot be mounted."""
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ pytestmark = [
 WORKFLOW = "on: push\njobs: {}\n"
 
 
-def test_rm_rf_github_is_never_applied_on_accept_in_auto_edit(llm_server, tmp_path: Path):
+@pytest.mark.parametrize(
+    "mode", [(), ("--approval-mode", "auto-edit")], ids=["default", "auto-edit"]
+)
+def test_rm_rf_github_is_never_applied_on_accept(llm_server, tmp_path: Path, mode):
     root = tmp_path / "proj"
     (root / ".github/workflows").mkdir(parents=True)
     (root / ".github/workflows/ci.yml").write_text(WORKFLOW)
@@ -37,14 +40,15 @@ def test_rm_rf_github_is_never_applied_on_accept_in_auto_edit(llm_server, tmp_pa
     llm_server.add_rule(asks("remove the ci config"), Reply.tool_calls([remove]))
     llm_server.add_rule(has_tool_result(), Reply.text("it says hello"))
     llm_server.add_rule(always(), Reply.tool_calls([READ]))
-    child = start(llm_server, root, "--approval-mode", "auto-edit")
+    child = start(llm_server, root, *mode)
     first_turn(child)
     child.expect("remove the ci config")
     speculated(llm_server, "remove the ci config")
     wait_until(lambda: answer.hits > 0, 3.0)  # the command ran (a boundary: no next round)
     child.send("\t")
     child.submit("")
-    child.expect(r"Allow shell\?")  # asked live, as a live auto-edit turn asks
+    child.expect(r"Allow shell\?")  # asked live, as a live turn in either mode asks
+    assert "Use it?" not in child.text
     child.send("n\r")
     child.expect("left the ci config alone")
     child.wait_prompt()
