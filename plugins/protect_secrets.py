@@ -1,9 +1,11 @@
 """protect_secrets: files matching your secret globs are never touched, not even in yolo mode.
 
-qshell already treats `.env`, keys and credential files as secrets: reading one asks
-first — except in yolo mode. This plugin adds your own globs and makes them absolute: a
-call that reads or writes a matching file is denied in every approval mode (and stops a
-speculation at a boundary), so its content never reaches the model. It denies
+qshell already treats `.env`, keys and credential files as secrets (its one list,
+`qshell.secret_names`: `.env`, `*.pem`, `.aws/credentials`, `pip.conf`, `.ssh/`, …):
+reading one asks first — except in yolo mode. This plugin makes that list absolute, with
+your own globs added: a call that reads or writes a file the list or a glob names is
+denied in every approval mode (and stops a speculation at a boundary), so its content
+never reaches the model. It denies
 - a file tool (`read_file`, `edit`, `write_file`, …) whose path matches;
 - a search or listing (`grep`, `glob`, `ls`) of a directory that holds a matching file,
   since it would read or show it;
@@ -18,7 +20,7 @@ own secret rules are the next fence.
 
 Globs come from the settings, `plugins.options.protect_secrets.patterns` (shell-style,
 matched case-insensitively against the project-relative path and against the file
-name), added to `DEFAULT_PATTERNS`:
+name), added to `DEFAULT_PATTERNS` and to qshell's own list:
 
     {"plugins": {"options": {"protect_secrets": {"patterns": ["*.vault", "secrets/*"]}}}}
 """
@@ -32,8 +34,9 @@ import shlex
 from pathlib import Path
 
 from qshell.plugins import GateCall, GateContext, GateDecision, PluginConfig, hookimpl
+from qshell.secret_names import is_secret_name
 
-DEFAULT_PATTERNS = ("*.vault", "*.secret", "credentials.json")
+DEFAULT_PATTERNS = ("*.vault", "*.secret")  # beyond qshell's own list
 # commands that read a whole tree when given no path (or given one)
 RECURSIVE_SEARCHERS = frozenset({"rg", "ag", "ack", "find", "tree", "fd", "du"})
 GREPS = frozenset({"grep", "egrep", "fgrep"})
@@ -114,11 +117,14 @@ def _words(command: str) -> list[str]:
 
 
 def matches(path: Path, root: Path) -> bool:
-    """Whether `path` matches a protected glob, by relative path or by name."""
+    """Whether `path` is a secret of qshell's list or matches a protected glob, by
+    relative path or by name."""
     try:
         relative = path.relative_to(root).as_posix()
     except ValueError:
         relative = path.as_posix()
+    if is_secret_name(relative):
+        return True
     candidates = (relative.lower(), path.name.lower())
     return any(fnmatch.fnmatch(c, p.lower()) for c in candidates for p in _patterns)
 

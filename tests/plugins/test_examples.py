@@ -21,6 +21,7 @@ from qshell.plugins import (
     open_host,
 )
 from tests.plugins.helpers import EXAMPLES
+from tests.secret_files import SECRET_FILES, plant
 
 
 def example(name: str, root: Path, options: dict | None = None):
@@ -76,6 +77,20 @@ def test_protect_secrets_denies_what_would_read_or_write_a_protected_file(root, 
         fields.update(tool="shell", kind="execute")
     verdict = gate(host, root, **fields)
     assert verdict is (Verdict.DENY if denied else None)
+
+
+def test_protect_secrets_holds_qshells_own_secret_names_too(root):
+    """The plugin asks qshell's one list before its globs: each credential file, read by a
+    file tool or a shell command, is denied, and so is a search of the tree holding it."""
+    host = example("protect_secrets", root)
+    assert gate(host, root, tool="grep", kind="search", paths=(root / "src",)) is None
+    for index, rel in enumerate(SECRET_FILES):
+        case = root / f"case{index}"
+        plant(case, (rel,))
+        assert gate(host, root, tool="read_file", kind="read", paths=(case / rel,)), rel
+        command = f"cat case{index}/{rel}"
+        assert gate(host, root, tool="shell", kind="execute", command=command), rel
+        assert gate(host, root, tool="grep", kind="search", paths=(case,)), rel
 
 
 def test_protect_secrets_adds_the_globs_of_its_setting(root):
