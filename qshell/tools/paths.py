@@ -58,7 +58,8 @@ class PathResolver:
         self._inside_secret_dirs = tuple(d + "/" for d in self._secret_dirs)
         # one regex per kind of pattern: the check runs for every file a tree walk meets
         self._secret_name = _any_of([p.lower() for p in extra if "/" not in p])
-        self._secret_path = _any_of([p.lower() for p in extra if "/" in p])
+        by_path = [p.lower() for p in extra if "/" in p]
+        self._secret_path = _any_of(by_path) if by_path else None
         self._secret_system = _any_of(list(PROCESS_SECRETS))
 
     def resolve(self, path: str | os.PathLike[str] | None) -> Path:
@@ -112,7 +113,15 @@ class PathResolver:
         name = path.name.lower()
         if name in GIT_CONFIG_NAMES and ".git" in path.parts and _holds_credentials(path):
             return True
-        return bool(self._secret_name.match(name) or self._secret_path.match(posix.lower()))
+        if self._secret_name.match(name):
+            return True
+        if self._secret_path is None:
+            return False
+        # a `secretPatterns` glob with a slash: against the project-relative path, or the
+        # absolute one outside the project
+        inside = self.is_inside_root(path) and path != self.root
+        shown = path.relative_to(self.root).as_posix() if inside else posix
+        return bool(self._secret_path.match(shown.lower()))
 
     def hidden(self, path: Path) -> bool:
         """True when a tree-wide tool must skip `path`: it, or the file it leads to once
