@@ -22,9 +22,10 @@ LEAVES = {
     "qshell.settings_trust": (),
     "qshell.telemetry": ("qshell.dirs", "qshell.jsonl"),
     "qshell.plugins": ("qshell.dirs", "qshell.errors", "qshell.telemetry"),
-    "qshell.sandbox": (),
+    "qshell.sandbox": ("qshell.secret_names",),
     "qshell.prompts": (),
     "qshell.redaction": (),
+    "qshell.secret_names": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = (

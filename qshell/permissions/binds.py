@@ -11,8 +11,11 @@ beside it (`~/.local/lib` for `pip --user`, `~/.rustup` for `~/.cargo/bin`); and
 environment or package each program there links into (pipx, `uv tool`, Linuxbrew). Also
 the repository directory a worktree's or submodule's `.git` file points to, so git works
 in the jail. Never a home or an emptied directory itself, never a secret; credential
-directories and git configs with a credential inside what comes back are masked.
-Reads the file system and runs `git rev-parse` once; any thread.
+directories and git configs with a credential inside what comes back are masked, and
+`scanned` lists what the jail walks for secret names (sandbox/masks.py): every directory
+given back and every environment on `PATH` the system directories show (a venv in
+`/opt`), so a `pip.conf` or a `credentials.toml` there is masked too. Reads the file
+system and runs `git rev-parse` once; any thread.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pathlib import Path
 
 from qshell.permissions.git_scope import git_output
 from qshell.sandbox import SANDBOX_TMP, private_dirs
-from qshell.tools.paths import GIT_CONFIG_NAMES, SECRET_HOME_DIRS, PathResolver
+from qshell.secret_names import HOME_DIRS
+from qshell.tools.paths import GIT_CONFIG_NAMES, PathResolver
 
 # toolchain managers under a home whose PATH entries (shims, proxies) need their whole tree
 WHOLE_TOOLCHAINS = frozenset(
@@ -47,6 +51,7 @@ class Binds:
     same: tuple[Path, ...] = ()  # bound at their own path
     aliases: tuple[tuple[Path, Path], ...] = ()  # (resolved source, the path PATH names)
     masks: tuple[Path, ...] = ()
+    scanned: tuple[Path, ...] = ()  # walked for secrets: `same`, aliases' paths, environments
 
 
 def binds_for(paths: PathResolver, environ: Mapping[str, str]) -> Binds:
@@ -59,6 +64,7 @@ def binds_for(paths: PathResolver, environ: Mapping[str, str]) -> Binds:
 
     same: list[Path] = []
     aliases: list[tuple[Path, Path]] = []
+    environments: list[Path] = []  # those on PATH that the system's directories show
 
     def keep(path: Path) -> None:
         too_wide = path == Path("/") or path in homes or path in emptied
@@ -73,6 +79,8 @@ def binds_for(paths: PathResolver, environ: Mapping[str, str]) -> Binds:
                 keep(kept)
             for target in _link_targets(path, is_hidden):
                 keep(target)
+        elif (environment := _environment(path, depth=1)) is not None:
+            environments.append(environment)
         named = entry != path and ".." not in entry.parts and is_hidden(entry)
         shown = not is_hidden(path) or any(path.is_relative_to(b) for b in same)
         if named and shown and not paths.is_secret(entry):
@@ -80,7 +88,9 @@ def binds_for(paths: PathResolver, environ: Mapping[str, str]) -> Binds:
     for git_dir in _git_dirs(paths, environ):
         if is_hidden(git_dir) and not git_dir.is_relative_to(paths.root):
             keep(git_dir)
-    return Binds(tuple(same), tuple(aliases), _masks(paths, homes, same))
+    scanned = [*same, *(named for _, named in aliases), *environments]
+    masks = _masks(paths, homes, same)
+    return Binds(tuple(same), tuple(aliases), masks, tuple(dict.fromkeys(scanned)))
 
 
 def homes_of(paths: PathResolver) -> list[Path]:
@@ -157,7 +167,7 @@ def _git_dirs(paths: PathResolver, environ: Mapping[str, str]) -> list[Path]:
 def _masks(paths: PathResolver, homes: list[Path], binds: list[Path]) -> tuple[Path, ...]:
     """Credential directories of a home, and git configs with a credential, that lie
     inside what is given back."""
-    candidates = [home / name for home in homes for name in SECRET_HOME_DIRS]
+    candidates = [home / name for home in homes for name in HOME_DIRS]
     candidates += [b / name for b in binds for name in GIT_CONFIG_NAMES]
     inside = [c for c in candidates if any(c.is_relative_to(b) for b in binds)]
     return tuple(c for c in inside if c.name not in GIT_CONFIG_NAMES or paths.is_secret(c))

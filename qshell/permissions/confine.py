@@ -5,10 +5,12 @@
 the proven commands of the main loop and of speculation get (policy.proven_context puts
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
-(`PathResolver.is_secret`, kept current by a `SecretIndex`), what of the emptied
-directories it gives back is permissions/binds.py's (the programs on `PATH`, qshell's own
-interpreter, a worktree's repository; never a secret), and
-`with_writable` adds files a speculation lets the command write (its private git index),
+(`PathResolver.is_secret` over qshell/secret_names.py, kept current by a `SecretIndex`),
+in the project and in every directory it gives back of the emptied ones — which is
+permissions/binds.py's choice (the programs on `PATH` with their environments, qshell's own
+interpreter, a worktree's repository; never a secret) — and the processes of each command
+are capped by a pids cgroup where one can be made (sandbox/pids.py: the rlimit does not
+bind root). `with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
 command that writes: `OverlayMount`, where the probe found that works and
 `sandbox.speculateCommands` is on — `commands`).
@@ -35,6 +37,8 @@ from qshell.sandbox import (
     filter_file,
     probe,
 )
+from qshell.sandbox.masks import BOUND, Walk
+from qshell.sandbox.pids import PidsCap, open_cap
 from qshell.tools.paths import GIT_CONFIG_NAMES, PathResolver
 
 CPU_MARGIN_S = 5  # CPU seconds beyond the command's wall-clock limit
@@ -55,16 +59,23 @@ class JailLauncher:
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     commands: SandboxSettings | None = None  # set when any command may be speculated
     mount: OverlayMount | None = None  # the project is this kernel overlay's merged view
+    bound: tuple[SecretIndex, ...] = ()  # the secrets of each directory given back
+    pids: PidsCap | None = None  # where each command's process cap is made
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
     ) -> tuple[list[str], dict[str, str]]:
         assert self.found.bwrap is not None
+        bound = [path for index in self.bound for path in index.paths()]
+        try:
+            group = None if self.pids is None else self.pids.group(self.limits.processes)
+        except OSError as exc:
+            raise SandboxUnavailable(f"the command's process cap could not be set: {exc}") from exc
         jail = Jail(
             self.found.bwrap,
             self.paths.root,
             home=self.paths.home,
-            masked=(*self.index.paths(), *self.home_masks),
+            masked=(*self.index.paths(), *self.home_masks, *bound),
             home_binds=self.home_binds,
             alias_binds=self.alias_binds,
             limits=self.limits,
@@ -72,6 +83,7 @@ class JailLauncher:
             writable_files=self.writable,
             seccomp=self.seccomp,
             writable=None if self.mount is None else self.mount.merged,
+            pids_join=group,
         )
         inner = jail.argv(argv)
         return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
@@ -127,8 +139,10 @@ def confinement(
             return Confinement(None, missing, "", f"unavailable: {found.reason}")
         note = f"no sandbox here, shell commands are checked by the proof alone: {found.reason}"
         return Confinement(None, "", note, f"off: {found.reason}")
-    index = SecretIndex(paths.root, paths.is_secret, recheck=_content_decides)
+    index = SecretIndex(paths.root, paths.is_secret, Walk(recheck=_content_decides))
     given = binds_for(paths, environ)
+    walk = replace(BOUND, recheck=_content_decides)
+    bound = tuple(SecretIndex(path, paths.is_secret, walk) for path in given.scanned)
     speculates = settings is not None and settings.speculate_commands and found.overlay
     commands = settings if speculates else None
     seccomp = filter_file(cache_dir) if found.seccomp else None
@@ -141,6 +155,8 @@ def confinement(
         alias_binds=given.aliases,
         seccomp=seccomp,
         commands=commands,
+        bound=bound,
+        pids=open_cap(),
     )
     return Confinement(launcher, "", "", found.mode)
 

@@ -1,14 +1,16 @@
 """The OS sandbox: shell commands qshell runs on its own run inside bubblewrap.
 
-A leaf package: it knows bubblewrap, user namespaces and overlayfs, and nothing of tools,
-policy or speculation. `probe()` says what works on this machine (cached per boot);
-`Jail` is the bubblewrap command line for one command — the root file system read-only,
-fresh `/dev` and `/proc`, private `/tmp` and `$HOME`, no network, a new pid namespace,
-no capabilities, resource limits — with the project bound read-only and its secrets
-masked and Unix sockets refused (seccomp.py); `OverlayMount` runs a command on a kernel
-overlay of the project in new user and mount namespaces (a speculation's writes land in its
-upper layer); `secret_paths` finds what to mask. Its exceptions are `SandboxError`s
-(`SandboxUnavailable` is an OSError as well). See ARCHITECTURE.md.
+A leaf package (it reads only qshell/secret_names.py): it knows bubblewrap, user
+namespaces, cgroups and overlayfs, and nothing of tools, policy or speculation. `probe()`
+says what works on this machine (cached per boot); `Jail` is the bubblewrap command line
+for one command — the system's directories read-only and nothing else of the host, fresh
+`/dev` and `/proc`, private `/tmp` and `$HOME`, no network, a new pid namespace, no
+capabilities, resource limits — with the project bound read-only, its secrets masked and
+Unix sockets and the kernel's keyrings refused (seccomp.py); `PidsCap` caps a command's
+processes where the rlimit does not (root, pids.py); `OverlayMount` runs a command on a
+kernel overlay of the project in new user and mount namespaces (a speculation's writes land
+in its upper layer); `secret_paths` / `SecretIndex` find what to mask. Its exceptions are
+`SandboxError`s (`SandboxUnavailable` is an OSError as well). See ARCHITECTURE.md.
 """
 
 from qshell.sandbox.jail import (

@@ -1,23 +1,28 @@
 """Jail: the bubblewrap command line one sandboxed command runs under.
 
-Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
-namespace is new, so no other process's environment is there to read); `/tmp`, the
-user's home and every top-level directory that is not the system's (`/home`, `/root`,
-`/var`, `/mnt`, `/srv`, a machine's own `/work` or `/data`: SYSTEM_DIRS lists what stays)
-are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
-gone) but for the home directories the command needs to run its programs (`home_binds`,
-read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at
-its own path — or, for a speculation, a writable directory is bound there instead; each
-secret-looking file of the project, and each system secret this user can read
-(`/etc/shadow`, `/etc/ssh`, …), is bound over with an empty file and each secret
-directory with an empty read-only one, so even `grep -r` finds nothing there. The command gets a new user
-namespace with every capability dropped (bubblewrap run by root would otherwise keep
-root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
-new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
-that refuses Unix sockets (seccomp.py: a read-only file system does not stop a connect to
-a daemon's socket), and dies with qshell. `prlimit` caps its CPU time, memory, file size
-and processes. Pure: it builds argument lists, it
-runs nothing.
+Inside, the system's top-level directories (SYSTEM_DIRS: `/usr`, `/etc`, `/opt`, …) are
+bound read-only and the top-level symlinks made again, on a root that is itself read-only;
+no other host mount is there, so `/proc/self/mountinfo` names no host path the command
+cannot see anyway. `/dev` and `/proc` are fresh (the pid namespace is new, so no other
+process's environment is there to read); `/tmp`, the user's home and every top-level
+directory that is not the system's (`/home`, `/root`, `/var`, `/mnt`, `/srv`, a machine's
+own `/work` or `/data`) are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other
+credential directory and other users' files are gone) but for the home directories the
+command needs to run its programs (`home_binds`, read-only: the ones on `PATH`, an
+interpreter's prefix); the project is bound read-only at its own path — or, for a
+speculation, a writable directory is bound there instead; each secret-looking file of the
+project and of what is bound back (`masked`, masks.py, the names of
+qshell/secret_names.py), and each system secret this user can read (`/etc/shadow`,
+`/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
+directory with an empty read-only one, so even `grep -r` finds nothing there. The command
+gets a new user namespace with every capability dropped (bubblewrap run by root would
+otherwise keep root's: a `mount -o remount,rw /` would work), no network, no further user
+namespaces, a new session (no terminal to inject keystrokes into), an empty `/run` and a
+seccomp filter that refuses Unix sockets and the kernel's keyrings (seccomp.py: a
+read-only file system does not stop a connect to a daemon's socket, nor a `keyctl read` of
+the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
+and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
+rlimit does not bind (root). Pure: it builds argument lists, it runs nothing.
 """
 
 from __future__ import annotations
@@ -30,10 +35,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qshell.secret_names import SYSTEM_SECRETS, is_secret_name
+
 GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
 SECCOMP_FD = 9
+CAP_FAILED = 125  # the exit code when the command could not join its pids cgroup
 # the top-level directories that hold the system (programs, libraries, configuration) and
 # the ones the jail makes itself; every other one (/home, /root, /var, /mnt, /srv, a /work
 # or /data of the machine's own) holds someone's data and is emptied
@@ -41,22 +49,9 @@ SYSTEM_DIRS = frozenset(
     {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "nix", "snap"}
     | {"gnu", "boot", "sys", "dev", "proc", "tmp", "run"}
 )
-# the system's own secrets (globs), masked where this user can read them (root: all)
+MADE_DIRS = frozenset({"dev", "proc", "tmp", "run"})  # fresh in every jail, never bound
 # system data kept inside an emptied directory that read-only commands ask about
 SYSTEM_DATA = ("/var/lib/dpkg", "/var/lib/rpm", "/var/lib/pacman", "/var/lib/apt", "/var/lib/dnf")
-SYSTEM_SECRETS = (
-    "/etc/shadow*",
-    "/etc/gshadow*",
-    "/etc/ssh",
-    "/etc/sudoers*",
-    "/etc/ssl/private",
-    "/etc/wireguard",
-    "/etc/NetworkManager/system-connections",
-    "/etc/ipsec.secrets",
-    "/etc/krb5.keytab",
-    "/etc/letsencrypt",
-    "/etc/security/opasswd",
-)
 
 
 class SandboxError(Exception):
@@ -103,13 +98,14 @@ class Jail:
     writable: Path | None = None  # bound read-write at `root` instead of the project
     writable_files: tuple[Path, ...] = ()  # existing files outside it the command may write
     seccomp: Path | None = None  # a compiled filter (seccomp.filter_file) to load
+    pids_join: Path | None = None  # a pids cgroup's file (PidsCap.group) to write 0 to first
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """The full command line that runs `command` in the jail, in the project root."""
-        args = [self.bwrap, *_NAMESPACES, "--ro-bind", "/", "/", "--dev", "/dev"]
-        args += ["--proc", "/proc", "--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP]
-        args += ["--tmpfs", "/run"]
-        hidden = [Path(SANDBOX_TMP), *self._empty_private(args)]
+        args = [self.bwrap, *_NAMESPACES]
+        hidden = [Path(SANDBOX_TMP), *self._top_level(args)]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP, "--tmpfs", "/run"]
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
             args += ["--dir", str(home)]  # empty, like the tmpfs a home elsewhere gets
@@ -127,33 +123,60 @@ class Jail:
         args += self._masks(hidden)
         for path in self.writable_files:
             args += ["--bind", str(path), str(path)]
-        if self.seccomp is not None:  # bwrap reads it from fd 9, opened by sh just before
-            args += ["--seccomp", str(SECCOMP_FD)]
-            args = ["sh", "-c", f'exec "$@" {SECCOMP_FD}<"$0"', str(self.seccomp), *args]
+        args += ["--remount-ro", "/"]
+        args = self._joined(args)
         args += ["--chdir", str(self.root), "--", *command]
         if self.prlimit is None:
             return args
         return [self.prlimit, *self.limits.prlimit_args(), "--", *args]
 
-    def _empty_private(self, args: list[str]) -> list[Path]:
-        """Add to `args` what empties the top-level directories that are not the system's
-        (their symlinks made again), gives back the system's package databases and any
-        system directory that is a symlink into them, and masks the files at the top;
-        returns the emptied directories."""
+    def _top_level(self, args: list[str]) -> list[Path]:
+        """Add to `args` what makes the top of the file system: each system directory bound
+        read-only, each symlink made again, every other directory an empty tmpfs (its
+        symlinks made again) with the system's package databases and any system directory
+        that is a symlink into it given back; the files there are left out. Returns the
+        emptied directories."""
         private = private_dirs()
+        for path in _top_entries():
+            if path.name in MADE_DIRS:
+                continue
+            if path.is_symlink():
+                args += ["--symlink", os.readlink(path), str(path)]
+            elif path.name in SYSTEM_DIRS and path.is_dir():
+                args += ["--ro-bind", str(path), str(path)]
         for path in private:
             args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(path)]
             args += _symlinks_in(path)
         for path in system_inside(private):
             args += ["--ro-bind", str(path), str(path)]
-        for path in top_level_files():
-            args += ["--ro-bind", "/dev/null", str(path)]
         return private
+
+    def _joined(self, args: list[str]) -> list[str]:
+        """`args` (bwrap's) run by a shell that first moves itself into the pids cgroup and
+        opens the seccomp filter on SECCOMP_FD for bwrap to read (neither: `args`)."""
+        names: list[str] = []
+        values: list[str] = []
+        steps: list[str] = []
+        if self.pids_join is not None:
+            names.append("join")
+            values.append(str(self.pids_join))
+            steps.append(f'echo 0 > "$join" || exit {CAP_FAILED}')
+        run = 'exec "$@"'
+        if self.seccomp is not None:
+            names.append("filter")
+            values.append(str(self.seccomp))
+            args = [*args, "--seccomp", str(SECCOMP_FD)]
+            run += f' {SECCOMP_FD}<"$filter"'
+        if not names:
+            return args
+        taken = " ".join(f'{name}="${index}"' for index, name in enumerate(names, 1))
+        script = "; ".join([taken, f"shift {len(names)}", *steps, run])
+        return ["sh", "-c", script, "sh", *values, *args]
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
+        shown = (self.root, *self.home_binds, *(dest for _, dest in self.alias_binds))
         for path in (*self.masked, *system_secrets()):
-            shown = (self.root, *self.home_binds)
             if any(_under(path, h) for h in hidden) and not any(_under(path, s) for s in shown):
                 continue  # an empty tmpfs hides it already
             if path.is_dir() and not path.is_symlink():
@@ -216,22 +239,19 @@ def system_inside(private: list[Path]) -> list[Path]:
     return [p for p in found if any(_under(p, d) for d in private)]
 
 
-def top_level_files(top: Path = Path("/")) -> list[Path]:
-    """The regular files at the top of the file system (a machine's notes, installers):
-    none is the system's, so each is masked."""
+def _top_entries(top: Path = Path("/")) -> list[Path]:
     try:
-        names = sorted(os.listdir(top))
+        return [top / name for name in sorted(os.listdir(top))]
     except OSError:
         return []
-    paths = [top / name for name in names]
-    return [p for p in paths if p.is_file() and not p.is_symlink()]
 
 
 @functools.cache
 def system_secrets() -> tuple[Path, ...]:
     """The system's own secrets this user can read, each masked like a project secret:
-    SYSTEM_SECRETS, and every entry under /etc that others may not read (root can read
-    them all: a service's password, a Wi-Fi key, a registry login). Walked once a process."""
+    SYSTEM_SECRETS, every entry under /etc that others may not read (root can read them
+    all: a service's password, a Wi-Fi key, a registry login) and every one there whose
+    name is secret (secret_names.py: a `pip.conf`, an `npmrc`). Walked once a process."""
     found = [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
     for top, dirs, files in os.walk("/etc"):
         for name in [*dirs, *files]:
@@ -240,9 +260,10 @@ def system_secrets() -> tuple[Path, ...]:
                 info = path.lstat()
             except OSError:
                 continue
-            if stat.S_ISLNK(info.st_mode) or info.st_mode & stat.S_IROTH:
+            if stat.S_ISLNK(info.st_mode):
                 continue
-            found.append(path)
+            if not info.st_mode & stat.S_IROTH or is_secret_name(path):
+                found.append(path)
         dirs[:] = [d for d in dirs if Path(top, d) not in found]  # masked whole
     return tuple(p for p in dict.fromkeys(found) if os.access(p, os.R_OK))
 
@@ -262,4 +283,7 @@ def _symlinks_in(directory: Path) -> list[str]:
 
 
 def _under(path: Path, directory: Path) -> bool:
-    return path == directory or path.is_relative_to(directory)
+    """`path.is_relative_to(directory)` for absolute, normalised paths, as string
+    comparisons (a jail's command line asks it hundreds of times)."""
+    inner, outer = str(path), str(directory)
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")

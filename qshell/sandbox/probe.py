@@ -24,9 +24,9 @@ from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.seccomp import filter_file
 
 PROBE_TIMEOUT_S = 10.0
-PROBE_VERSION = (
-    "4"  # 2: the overlay is tried with the jail inside it; 3: with seccomp; 4: private dirs
-)
+# 2: the overlay is tried with the jail inside it; 3: with seccomp; 4: private dirs;
+# 5: only the system's directories bound, the keyring filter, overlay options by name
+PROBE_VERSION = "5"
 CACHE_NAME = "sandbox-probe.json"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 

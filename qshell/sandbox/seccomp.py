@@ -1,13 +1,17 @@
-"""A seccomp filter that keeps a jailed command off Unix sockets.
+"""A seccomp filter that keeps a jailed command off Unix sockets and the kernel's keyrings.
 
 The jail's file system is read-only, but connecting to a Unix socket writes nothing: a
 command that could reach `/var/run/docker.sock`, an ssh agent or a desktop bus would be
 out of the sandbox in one step. The network namespace already cuts abstract sockets and
 every IP address; this filter makes `socket(AF_UNIX, …)` fail with EPERM (`socketpair`,
-which only connects a process to itself, stays allowed), and refuses every system call
-of another architecture's ABI (x32, 32-bit compat), whose numbers the filter does not
-check. It is a classic BPF program, built here as bytes (struct sock_filter: u16 code,
-u8 jt, u8 jf, u32 k) for bubblewrap's `--seccomp FD`. Pure; no I/O but `filter_file`.
+which only connects a process to itself, stays allowed). The session keyring is not a
+namespace a sandbox can leave behind (a `keyctl read` of a key the user's session holds, a
+token a credential helper stored there), so `keyctl`, `add_key` and `request_key` fail
+with ENOSYS, as on a kernel built without keys, which programs already handle. Every
+system call of another architecture's ABI (x32, 32-bit compat), whose numbers the filter
+does not check, is refused. It is a classic BPF program, assembled here as bytes (struct
+sock_filter: u16 code, u8 jt, u8 jf, u32 k; jumps counted in instructions) for
+bubblewrap's `--seccomp FD`. Pure; no I/O but `filter_file`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import platform
 import struct
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 # BPF instruction classes and fields (linux/filter.h, linux/seccomp.h)
@@ -29,37 +34,69 @@ SECCOMP_RET_ERRNO = 0x00050000
 OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0 = 0, 4, 16
 X32_SYSCALL_BIT = 0x40000000
 AF_UNIX = 1
-# machine -> (AUDIT_ARCH_*, __NR_socket)
-ARCHES: dict[str, tuple[int, int]] = {
-    "x86_64": (0xC000003E, 41),
-    "aarch64": (0xC00000B7, 198),
+
+
+@dataclass(frozen=True, slots=True)
+class Arch:
+    """One architecture's AUDIT_ARCH_* value and the numbers of the calls the filter names."""
+
+    audit: int
+    socket: int
+    keyrings: tuple[int, ...]  # add_key, request_key, keyctl
+
+
+ARCHES: dict[str, Arch] = {
+    "x86_64": Arch(0xC000003E, 41, (248, 249, 250)),
+    "aarch64": Arch(0xC00000B7, 198, (217, 218, 219)),
 }
+ALLOW, REFUSE, NO_KEYS = "allow", "refuse", "no-keys"  # the program's three answers
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+def _assemble(lines: list[tuple[int, int, str | None, str | None] | str]) -> bytes:
+    """Bytes of `lines`: (code, k, label if true, label if false) instructions and the
+    label strings that name the next one; a jump's offset is counted to its label."""
+    where: dict[str, int] = {}
+    ops: list[tuple[int, int, str | None, str | None]] = []
+    for line in lines:
+        if isinstance(line, str):
+            where[line] = len(ops)
+        else:
+            ops.append(line)
+
+    def skip(index: int, label: str | None) -> int:
+        return 0 if label is None else where[label] - index - 1
+
+    return b"".join(
+        _op(code, k, skip(i, true), skip(i, false)) for i, (code, k, true, false) in enumerate(ops)
+    )
+
+
 def program(machine: str | None = None) -> bytes | None:
     """The filter for this machine's architecture; None for one it does not know."""
-    known = ARCHES.get(machine or platform.machine())
-    if known is None:
+    arch = ARCHES.get(machine or platform.machine())
+    if arch is None:
         return None
-    arch, socket_nr = known
-    deny = SECCOMP_RET_ERRNO | errno.EPERM
-    return b"".join(
+    keyrings = [(BPF_JEQ_K, nr, NO_KEYS, None) for nr in arch.keyrings]
+    return _assemble(
         [
-            _op(BPF_LD_W_ABS, OFFSET_ARCH),
-            _op(BPF_JEQ_K, arch, jt=1),  # another ABI: refuse everything
-            _op(BPF_RET_K, deny),
-            _op(BPF_LD_W_ABS, OFFSET_NR),
-            _op(BPF_JGE_K, X32_SYSCALL_BIT, jf=1),  # x32 numbers on x86_64
-            _op(BPF_RET_K, deny),
-            _op(BPF_JEQ_K, socket_nr, jf=3),
-            _op(BPF_LD_W_ABS, OFFSET_ARG0),
-            _op(BPF_JEQ_K, AF_UNIX, jf=1),
-            _op(BPF_RET_K, deny),
-            _op(BPF_RET_K, SECCOMP_RET_ALLOW),
+            (BPF_LD_W_ABS, OFFSET_ARCH, None, None),
+            (BPF_JEQ_K, arch.audit, None, REFUSE),  # another ABI: refuse everything
+            (BPF_LD_W_ABS, OFFSET_NR, None, None),
+            (BPF_JGE_K, X32_SYSCALL_BIT, REFUSE, None),  # x32 numbers on x86_64
+            *keyrings,
+            (BPF_JEQ_K, arch.socket, None, ALLOW),
+            (BPF_LD_W_ABS, OFFSET_ARG0, None, None),
+            (BPF_JEQ_K, AF_UNIX, REFUSE, None),
+            ALLOW,
+            (BPF_RET_K, SECCOMP_RET_ALLOW, None, None),
+            REFUSE,
+            (BPF_RET_K, SECCOMP_RET_ERRNO | errno.EPERM, None, None),
+            NO_KEYS,
+            (BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS, None, None),
         ]
     )
 

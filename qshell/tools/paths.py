@@ -1,15 +1,16 @@
 """PathResolver: the one place a tool argument becomes a real filesystem path.
 
 It resolves against the project root (following symlinks), answers whether a path is
-inside the root, and whether it looks like a secret: names matched case-insensitively
-(`.env`, `.env.*` but not `.env.example`/`.sample`/`.template`, `*.env`, `.envrc`, keys
-and certificates, `.netrc`, `.npmrc`, `.pypirc`, `.git-credentials`, …, plus patterns from
-settings), credential directories in the home directory (`~/.ssh`, `~/.aws`, kube, docker,
-gh, gcloud, …) and process environments (`/proc/*/environ`). Policy builds the read-scope
-rules on these answers; tree-wide tools (`grep`, `glob`) skip files that are secret or lead
-out of the root once symlinks are resolved (`hidden`); the speculation overlay reuses the
-same resolver at redirect and apply time. Pure and thread-safe: it only reads the
-filesystem to follow symlinks.
+inside the root, and whether it looks like a secret: what qshell's one list of secret
+names holds secret (qshell/secret_names.py: `.env` but not `.env.example`, keys and
+key stores, `.netrc`, `.npmrc`, `pip.conf`, `.aws/credentials`, `.ssh/`, …, matched
+case-insensitively, in the project as in the home), the home's credential directories as
+a whole (`~/.docker`, browser profiles, …), process environments (`/proc/*/environ`), a git
+config holding a credential, and the patterns of the `secretPatterns` setting. Policy
+builds the read-scope rules on these answers; tree-wide tools (`grep`, `glob`) skip files
+that are secret or lead out of the root once symlinks are resolved (`hidden`); the
+speculation overlay reuses the same resolver at redirect and apply time. Pure and
+thread-safe: it only reads the filesystem to follow symlinks (and a git config).
 """
 
 from __future__ import annotations
@@ -23,53 +24,8 @@ from pathlib import Path
 import pathspec
 
 from qshell.config import DEFAULT_PROTECTED_PATHS
+from qshell.secret_names import HOME_DIRS, PROCESS_SECRETS, is_secret_name, name_globs
 
-SECRET_NAME_PATTERNS: tuple[str, ...] = (
-    ".env",
-    ".env.*",
-    "*.env",
-    ".envrc",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.keystore",
-    "*.jks",
-    "id_rsa*",
-    "id_dsa*",
-    "id_ecdsa*",
-    "id_ed25519*",
-    ".netrc",
-    "_netrc",
-    ".pgpass",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    ".htpasswd",
-    "*.tfvars",
-    "*.tfstate",
-    "credentials.json",
-    "service-account*.json",
-)
-# templates that document which variables exist, meant to be committed and read
-NOT_SECRET_NAMES: frozenset[str] = frozenset(
-    {".env.example", ".env.sample", ".env.template", ".env.dist", ".env.defaults"}
-)
-SECRET_HOME_DIRS: tuple[str, ...] = (
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".gnupg",
-    ".kube",
-    ".docker",
-    ".password-store",
-    ".config/gcloud",
-    ".config/gh",
-    ".config/hub",
-    ".config/op",
-    ".terraform.d",
-)
-SECRET_PATH_PATTERNS: tuple[str, ...] = ("/proc/*/environ", "/proc/*/task/*/environ")
 # a credential in git's configuration: a password or a token in a URL (`https://u:p@h`,
 # `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key
 GIT_CREDENTIALS = re.compile(
@@ -95,14 +51,16 @@ class PathResolver:
         self.protected_patterns = tuple(protected_patterns)
         self._protected = pathspec.GitIgnoreSpec.from_lines(self.protected_patterns)
         self.home = (home or Path(os.path.expanduser("~"))).resolve()
-        self.secret_patterns: tuple[str, ...] = SECRET_NAME_PATTERNS + tuple(extra_secret_patterns)
-        self._secret_dirs = tuple(str(self.home / d) for d in SECRET_HOME_DIRS)
+        extra = tuple(extra_secret_patterns)
+        # what a search tool may exclude by name before this resolver's own check
+        self.secret_patterns: tuple[str, ...] = name_globs() + extra
+        self._secret_dirs = frozenset(str(self.home / d) for d in HOME_DIRS)
+        self._inside_secret_dirs = tuple(d + "/" for d in self._secret_dirs)
         # one regex per kind of pattern: the check runs for every file a tree walk meets
-        by_name = [p.lower() for p in self.secret_patterns if "/" not in p]
-        by_path = [p.lower() for p in self.secret_patterns if "/" in p]
-        self._secret_name = _any_of(by_name)
-        self._secret_path = _any_of(by_path)
-        self._secret_system = _any_of(list(SECRET_PATH_PATTERNS))
+        self._secret_name = _any_of([p.lower() for p in extra if "/" not in p])
+        by_path = [p.lower() for p in extra if "/" in p]
+        self._secret_path = _any_of(by_path) if by_path else None
+        self._secret_system = _any_of(list(PROCESS_SECRETS))
 
     def resolve(self, path: str | os.PathLike[str] | None) -> Path:
         """The absolute, symlink-resolved path for a tool argument (None = the root).
@@ -143,19 +101,27 @@ class PathResolver:
         return str(path)
 
     def is_secret(self, path: Path) -> bool:
-        """True for secret-looking files, anything inside a secret home directory, and a
-        process's environment. Names are compared without regard to case."""
+        """True for what qshell's one list holds secret by name or place (secret_names.py),
+        anything inside a secret home directory, a process's environment, a git config
+        holding a credential, and what the settings' `secretPatterns` name. Names are
+        compared without regard to case."""
         posix = path.as_posix()
-        if any(posix == d or posix.startswith(d + "/") for d in self._secret_dirs):
+        if posix in self._secret_dirs or posix.startswith(self._inside_secret_dirs):
+            return True
+        if self._secret_system.match(posix) or is_secret_name(posix):
             return True
         name = path.name.lower()
-        if self._secret_system.match(posix):
-            return True
-        if name in NOT_SECRET_NAMES:
-            return False
         if name in GIT_CONFIG_NAMES and ".git" in path.parts and _holds_credentials(path):
             return True
-        return bool(self._secret_name.match(name) or self._secret_path.match(posix.lower()))
+        if self._secret_name.match(name):
+            return True
+        if self._secret_path is None:
+            return False
+        # a `secretPatterns` glob with a slash: against the project-relative path, or the
+        # absolute one outside the project
+        inside = self.is_inside_root(path) and path != self.root
+        shown = path.relative_to(self.root).as_posix() if inside else posix
+        return bool(self._secret_path.match(shown.lower()))
 
     def hidden(self, path: Path) -> bool:
         """True when a tree-wide tool must skip `path`: it, or the file it leads to once

@@ -7,6 +7,7 @@ whose home directory is inside tmp_path. Nothing here runs the commands themselv
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from qshell.permissions.shell_scope import MAX_WALK_ENTRIES, walk_concern
 from qshell.tools.base import Kind, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
+from tests.secret_files import SECRET_FILES, plant
 
 
 @pytest.fixture
@@ -92,6 +94,30 @@ def test_a_recursive_read_must_not_reach_a_secret_or_an_outward_symlink(project,
     (project / "src" / ".env.local").unlink()
     os.symlink(tmp_path / "home", project / "src" / "home")
     assert "would reach" in (shell_concern("find src", ctx) or "")
+
+
+READERS = ("cat {}", "head {}", "awk 1 {}", "sed -n p {}", "jq . {}", "grep -r token {}")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_credential_file_is_out_of_scope_for_every_reader(project, ctx, reader):
+    plant(project)
+    for rel in SECRET_FILES:
+        assert not allowed(reader.format(rel), ctx), rel
+        assert not allowed(reader.format(f"~/{rel}"), ctx), rel
+    assert not allowed("grep -r token .", ctx)  # a recursive read reaches them all
+
+
+def test_a_recursive_read_reaches_each_credential_file_alone(project, ctx):
+    for rel in SECRET_FILES:
+        assert allowed("grep -rn token .", ctx), f"clean before {rel}"
+        plant(project, (rel,))
+        assert not allowed("grep -rn token .", ctx), rel
+        top = project / rel.split("/")[0]
+        if top.is_dir():
+            shutil.rmtree(top)
+        else:
+            top.unlink()
 
 
 def test_a_tree_too_large_to_walk_asks(project, monkeypatch):

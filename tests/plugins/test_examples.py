@@ -21,6 +21,7 @@ from qshell.plugins import (
     open_host,
 )
 from tests.plugins.helpers import EXAMPLES
+from tests.secret_files import SECRET_FILES, plant
 
 
 def example(name: str, root: Path, options: dict | None = None):
@@ -141,6 +142,18 @@ def test_a_recursive_search_reaching_dotenv_is_denied_unless_qshell_confines_it(
     context = GateContext(speculative, mode, dotenv, builtin)
     verdict = gate_in(host, context, tool="shell", kind="execute", command="grep -rn x .")
     assert verdict is (Verdict.DENY if denied else None)
+
+
+def test_protect_secrets_holds_qshells_own_secret_names_too(root):
+    """The plugin asks qshell's one list before its globs: each credential file, read by a
+    file tool or a shell command, is denied (qshell's grep and glob skip them already)."""
+    host = example("protect_secrets", root)
+    for index, rel in enumerate(SECRET_FILES):
+        case = root / f"case{index}"
+        plant(case, (rel,))
+        assert gate(host, root, tool="read_file", kind="read", paths=(case / rel,)), rel
+        command = f"cat case{index}/{rel}"
+        assert gate(host, root, tool="shell", kind="execute", command=command), rel
 
 
 def test_protect_secrets_adds_the_globs_of_its_setting(root):

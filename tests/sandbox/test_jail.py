@@ -24,7 +24,7 @@ from qshell.config import SandboxMode
 from qshell.permissions.confine import confinement
 from qshell.permissions.policy import proven_context
 from qshell.sandbox import private_dirs, probe
-from qshell.sandbox.jail import system_secrets, top_level_files
+from qshell.sandbox.jail import system_secrets
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
@@ -377,11 +377,11 @@ def test_every_etc_entry_others_may_not_read_is_masked():
     assert all(p in masked or any(p.is_relative_to(m) for m in masked) for p in expected)
 
 
-def test_files_at_the_top_of_the_file_system_are_masked(tmp_path):
-    (tmp_path / "notes.json").write_text("{}")
-    (tmp_path / "usr").mkdir()
-    (tmp_path / "link").symlink_to("usr")
-    assert top_level_files(tmp_path) == [tmp_path / "notes.json"]
+def test_files_at_the_top_of_the_file_system_are_not_there(project):
+    """A machine's notes or installers at `/` are nobody's system: the jail's root, made
+    of the system's directories alone, has no file."""
+    out = run(jailed(project), "find / -maxdepth 1 ! -type d ! -type l; ls -d /usr /etc /bin")
+    assert out.splitlines()[:3] == ["/bin", "/etc", "/usr"], out
 
 
 def test_a_path_entry_in_the_home_that_links_to_the_system_is_there(project, tmp_path):

@@ -82,6 +82,17 @@ def test_extra_patterns_from_settings_match_without_regard_to_case(tmp_path: Pat
     assert resolver.is_secret(tmp_path / "Team.VAULT")
 
 
+def test_extra_patterns_with_a_slash_match_the_path_in_the_project(tmp_path: Path) -> None:
+    """`secrets/*` names the project's `secrets/` directory (it never matched: the glob was
+    compared with the absolute path); an absolute glob still names a place outside."""
+    patterns = ["secrets/*", "deploy/*.cfg", str(tmp_path / "keys") + "/*"]
+    resolver = PathResolver(tmp_path / "p", home=tmp_path, extra_secret_patterns=patterns)
+    for secret in ("p/secrets/a.txt", "p/Deploy/prod.CFG", "keys/k"):
+        assert resolver.is_secret(tmp_path / secret), secret
+    for plain in ("p/src/secrets.txt", "p/deploy/notes.md", "p/other/secrets/a.txt"):
+        assert not resolver.is_secret(tmp_path / plain), plain
+
+
 @pytest.fixture
 def linked(root: Path, tmp_path: Path) -> Path:
     """A project whose `notes.txt` links to `.env`, and whose `outside.txt` links out."""
