@@ -5,9 +5,13 @@
 the proven commands of the main loop and of speculation get (policy.proven_context puts
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
-(`PathResolver.is_secret`, kept current by a `SecretIndex`), what of the emptied
-directories it gives back is permissions/binds.py's (the programs on `PATH`, qshell's own
-interpreter, a worktree's repository; never a secret), and
+(`PathResolver.is_secret`, kept current by a `SecretIndex`) — but a git configuration
+holding a credential is shown as a copy without it (permissions/git_credentials.py), so
+git works there and nothing prints the credential; `conceals` and `redacts` tell the
+read-scope rules which secrets a jailed command cannot read, so a recursive read or a git
+command that would reach one runs without asking only where it runs jailed. What of the
+emptied directories it gives back is permissions/binds.py's (the programs on `PATH`,
+qshell's own interpreter, a worktree's repository; never a secret), and
 `with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
 command that writes: `OverlayMount`, where the probe found that works and
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.permissions.binds import binds_for
+from qshell.permissions.git_credentials import RedactedConfigs
 from qshell.sandbox import (
     Jail,
     OverlayMount,
@@ -55,16 +60,26 @@ class JailLauncher:
     limits: ResourceLimits = field(default_factory=ResourceLimits)
     commands: SandboxSettings | None = None  # set when any command may be speculated
     mount: OverlayMount | None = None  # the project is this kernel overlay's merged view
+    configs: RedactedConfigs = field(default_factory=RedactedConfigs)
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
     ) -> tuple[list[str], dict[str, str]]:
         assert self.found.bwrap is not None
+        masked: list[Path] = []
+        replaced: list[tuple[Path, Path]] = []
+        for path in self._masked():
+            copy = self.configs.copy_of(path) if _content_decides(path) else None
+            if copy is None:
+                masked.append(path)
+            else:
+                replaced.append((copy, path))
         jail = Jail(
             self.found.bwrap,
             self.paths.root,
             home=self.paths.home,
-            masked=(*self.index.paths(), *self.home_masks),
+            masked=tuple(masked),
+            replaced=tuple(replaced),
             home_binds=self.home_binds,
             alias_binds=self.alias_binds,
             limits=self.limits,
@@ -75,6 +90,28 @@ class JailLauncher:
         )
         inner = jail.argv(argv)
         return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
+
+    def _masked(self) -> tuple[Path, ...]:
+        return (*self.index.paths(), *self.home_masks)
+
+    def conceals(self, path: Path) -> bool:
+        """Whether a command in this jail cannot read the secret at `path` (absolute, no
+        symlink in it): it, or a directory above it, is masked or shown as a copy without
+        its credentials. False when the project is too large to mask (nothing runs then)."""
+        try:
+            masked = self._masked()
+        except SandboxUnavailable:
+            return False
+        return any(path == m or path.is_relative_to(m) for m in masked)
+
+    def redacts(self, path: Path) -> bool:
+        """Whether this jail shows the file at `path` as a copy with every credential
+        replaced by a marker (a git configuration): git reads it, and so may any command."""
+        try:
+            masked = self._masked()
+        except SandboxUnavailable:
+            return False
+        return path in masked and _content_decides(path) and self.configs.copy_of(path) is not None
 
     def on_overlay(self, layers: tuple[Path, ...], scratch: Path) -> JailLauncher:
         """This launcher, running the command on a kernel overlay of the project under

@@ -10,7 +10,9 @@ read-only: the ones on `PATH`, an interpreter's prefix); the project is bound re
 its own path — or, for a speculation, a writable directory is bound there instead; each
 secret-looking file of the project, and each system secret this user can read
 (`/etc/shadow`, `/etc/ssh`, …), is bound over with an empty file and each secret
-directory with an empty read-only one, so even `grep -r` finds nothing there. The command gets a new user
+directory with an empty read-only one, so even `grep -r` finds nothing there — or, for a
+file the caller gives a copy of (`replaced`: a git configuration without its credentials),
+with that copy. The command gets a new user
 namespace with every capability dropped (bubblewrap run by root would otherwise keep
 root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
 new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
@@ -96,6 +98,7 @@ class Jail:
     root: Path
     home: Path | None = None
     masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
+    replaced: tuple[tuple[Path, Path], ...] = ()  # (copy, file): files shown as the copy
     home_binds: tuple[Path, ...] = ()  # read-only inside the empty home or /tmp
     alias_binds: tuple[tuple[Path, Path], ...] = ()  # (source, where) read-only, likewise
     limits: ResourceLimits = field(default_factory=ResourceLimits)
@@ -152,14 +155,21 @@ class Jail:
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
+        shown = (self.root, *self.home_binds)
+
+        def seen(path: Path) -> bool:  # not hidden by an empty tmpfs already
+            return not any(_under(path, h) for h in hidden) or any(_under(path, s) for s in shown)
+
         for path in (*self.masked, *system_secrets()):
-            shown = (self.root, *self.home_binds)
-            if any(_under(path, h) for h in hidden) and not any(_under(path, s) for s in shown):
-                continue  # an empty tmpfs hides it already
+            if not seen(path):
+                continue
             if path.is_dir() and not path.is_symlink():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
             elif path.exists():
                 args += ["--ro-bind", "/dev/null", str(path)]
+        for copy, path in self.replaced:
+            if seen(path) and path.is_file():
+                args += ["--ro-bind", str(copy), str(path)]
         return args
 
     def environ(self, environ: Mapping[str, str]) -> dict[str, str]:

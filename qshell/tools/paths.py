@@ -71,9 +71,11 @@ SECRET_HOME_DIRS: tuple[str, ...] = (
 )
 SECRET_PATH_PATTERNS: tuple[str, ...] = ("/proc/*/environ", "/proc/*/task/*/environ")
 # a credential in git's configuration: a password or a token in a URL (`https://u:p@h`,
-# `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key
+# `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key —
+# listed (`x.password=`) or in the file (`smtpPass = …`, `oauthtoken = …`; not `askpass`)
 GIT_CREDENTIALS = re.compile(
-    r"://[^/\s@:]+:[^/\s@]+@|://[^/\s@:]{20,}@|extraheader\s*=|\.(password|token)\s*=",
+    r"://[^/\s@:]+:[^/\s@]+@|://[^/\s@:]{20,}@|extraheader\s*=|\.(password|token)\s*="
+    r"|(?:^|\n)[ \t]*[a-z0-9-]*(?<!ask)(?:pass(?:word|wd)?|token|secret)[ \t]*=[ \t]*[^\s;#]",
     re.IGNORECASE,
 )
 GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})
