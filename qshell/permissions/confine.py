@@ -6,11 +6,16 @@ the proven commands of the main loop and of speculation get (policy.proven_conte
 it in their ToolContext), or why there is none. `JailLauncher` wraps each command in a
 `Jail` for the project root: the secrets it masks are the read-scope rule's
 (`PathResolver.is_secret` over qshell/secret_names.py, kept current by a `SecretIndex`),
-in the project and in every directory it gives back of the emptied ones — which is
-permissions/binds.py's choice (the programs on `PATH` with their environments, qshell's own
-interpreter, a worktree's repository; never a secret) — and the processes of each command
-are capped by a pids cgroup where one can be made (sandbox/pids.py: the rlimit does not
-bind root). `with_writable` adds files a speculation lets the command write (its private git index),
+in the project and in every directory it gives back of the emptied ones — but a git
+configuration holding a credential is shown as a copy without it
+(permissions/git_credentials.py), so git works there and nothing prints the credential;
+`conceals` and `redacts` tell the read-scope rules which secrets a jailed command cannot
+read, so a recursive read or a git command that would reach one runs without asking only
+where it runs jailed. What of the emptied directories it gives back is permissions/binds.py's
+(the programs on `PATH` with their environments, qshell's own interpreter, a worktree's
+repository; never a secret); the processes of each command are capped by a pids cgroup
+where one can be made (sandbox/pids.py: the rlimit does not bind root), and
+`with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
 command that writes: `OverlayMount`, where the probe found that works and
 `sandbox.speculateCommands` is on — `commands`).
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.permissions.binds import binds_for
+from qshell.permissions.git_credentials import RedactedConfigs
 from qshell.sandbox import (
     Jail,
     OverlayMount,
@@ -61,21 +67,30 @@ class JailLauncher:
     mount: OverlayMount | None = None  # the project is this kernel overlay's merged view
     bound: tuple[SecretIndex, ...] = ()  # the secrets of each directory given back
     pids: PidsCap | None = None  # where each command's process cap is made
+    configs: RedactedConfigs = field(default_factory=RedactedConfigs)
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
     ) -> tuple[list[str], dict[str, str]]:
         assert self.found.bwrap is not None
-        bound = [path for index in self.bound for path in index.paths()]
         try:
             group = None if self.pids is None else self.pids.group(self.limits.processes)
         except OSError as exc:
             raise SandboxUnavailable(f"the command's process cap could not be set: {exc}") from exc
+        masked: list[Path] = []
+        replaced: list[tuple[Path, Path]] = []
+        for path in self._masked():
+            copy = self.configs.copy_of(path) if _content_decides(path) else None
+            if copy is None:
+                masked.append(path)
+            else:
+                replaced.append((copy, path))
         jail = Jail(
             self.found.bwrap,
             self.paths.root,
             home=self.paths.home,
-            masked=(*self.index.paths(), *self.home_masks, *bound),
+            masked=tuple(masked),
+            replaced=tuple(replaced),
             home_binds=self.home_binds,
             alias_binds=self.alias_binds,
             limits=self.limits,
@@ -87,6 +102,29 @@ class JailLauncher:
         )
         inner = jail.argv(argv)
         return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
+
+    def _masked(self) -> tuple[Path, ...]:
+        bound = [path for index in self.bound for path in index.paths()]
+        return (*self.index.paths(), *self.home_masks, *bound)
+
+    def conceals(self, path: Path) -> bool:
+        """Whether a command in this jail cannot read the secret at `path` (absolute, no
+        symlink in it): it, or a directory above it, is masked or shown as a copy without
+        its credentials. False when the project is too large to mask (nothing runs then)."""
+        try:
+            masked = self._masked()
+        except SandboxUnavailable:
+            return False
+        return any(path == m or path.is_relative_to(m) for m in masked)
+
+    def redacts(self, path: Path) -> bool:
+        """Whether this jail shows the file at `path` as a copy with every credential
+        replaced by a marker (a git configuration): git reads it, and so may any command."""
+        try:
+            masked = self._masked()
+        except SandboxUnavailable:
+            return False
+        return path in masked and _content_decides(path) and self.configs.copy_of(path) is not None
 
     def on_overlay(self, layers: tuple[Path, ...], scratch: Path) -> JailLauncher:
         """This launcher, running the command on a kernel overlay of the project under

@@ -6,8 +6,14 @@ cannot switch off is checked here, with git itself (`config --list`, `rev-parse`
 `ls-files`, `log --name-only`: none runs a program), and any finding makes the command ask:
 - the repository's top is not the project root (git then reads files outside it);
 - the configuration sets an external diff, a textconv or filter driver, a proxy or a work
-  tree elsewhere, or holds a credential (a token in a remote URL, an `extraheader`, a
-  password), which `git remote -v` or `git config` would print;
+  tree elsewhere;
+- the configuration holds a credential (a token in a remote URL, an `extraheader`, a
+  password: permissions/git_credentials.py) and a subcommand prints configuration
+  (`config`, `remote`, `var`: `git remote -v` prints URLs) — unless the command runs in a
+  jail that shows git that file without its credentials (`Sandboxed.redacts`), where no
+  command can print one; one the jail can only hide whole (git would fail there) asks for
+  any subcommand. `status`, `log`, `diff`, `show`, `branch` and the rest print no
+  configuration, and run;
 - a tracked file looks like a secret (git prints tracked content), or — for subcommands
   that print what the history holds (`show`, `log -p`, `diff REV`, `grep REV`, `cat-file`…)
   — any file ever committed does; that scan is cached per state of the refs.
@@ -22,8 +28,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from qshell.permissions.shell_scope import run_quietly
-from qshell.tools.paths import GIT_CREDENTIALS, PathResolver
+from qshell.permissions.git_credentials import holds_credential
+from qshell.permissions.shell_scope import Sandboxed, run_quietly
+from qshell.tools.paths import PathResolver
 
 GIT_TIMEOUT_S = 2.0
 # configuration git would act on even for a read-only subcommand, and that the environment
@@ -63,26 +70,40 @@ NAMES_ONLY = frozenset(
         "check-ref-format",
     ]
 )
+# subcommands that print configuration values: `git config`, `git remote -v`/`get-url`/`show`
+# (URLs), `git var` (GIT_EDITOR and the like); no other prints one (format atoms such as
+# `%(upstream:remotename)` give names, never a URL)
+PRINTS_CONFIG = frozenset(["config", "remote", "var"])
 MAX_CACHED = 32
 _history: dict[tuple[str, str], str | None] = {}
 _history_lock = threading.Lock()
 
 
 def git_concern(
-    root: Path, paths: PathResolver, environ: Mapping[str, str], subcommands: Iterable[str]
+    root: Path,
+    paths: PathResolver,
+    environ: Mapping[str, str],
+    subcommands: Iterable[str],
+    jail: Sandboxed | None = None,
 ) -> str | None:
     """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
-    program, read outside the project, or print a secret; None when they cannot."""
-    listing = git_output(["config", "--list", "-z"], root, environ, ok=(0, 1))  # 1: none at all
+    program, read outside the project, or print a secret; None when they cannot. `jail` is
+    the sandbox they will run in, if they run in one."""
+    subcommands = set(subcommands)
+    args = ["config", "--list", "--show-origin", "-z"]
+    listing = git_output(args, root, environ, ok=(0, 1))  # 1: none at all
     if listing is None:
         return "git's configuration could not be read to check it runs no program"
-    for entry in listing.split("\0"):
-        key, _, value = entry.partition("\n")
+    items = listing.split("\0")[:-1]
+    for origin, entry in zip(items[0::2], items[1::2], strict=False):
+        key, newline, value = entry.partition("\n")
         key = key.lower()
         if GIT_PROGRAM_KEYS.match(key):
             return f"git's configuration sets {key}, which runs a program or reads elsewhere"
-        if GIT_CREDENTIALS.search(f"{key}={value}"):
-            return f"git's configuration holds a credential ({key}), which git would print"
+        if holds_credential(key, value if newline else None):
+            concern = _credential_concern(key, _origin(origin, root), subcommands, jail)
+            if concern:
+                return concern
     top = git_output(["rev-parse", "--show-toplevel"], root, environ, ok=(0, 128))
     if top is None:
         return "git could not tell where the repository is"
@@ -96,8 +117,38 @@ def git_concern(
     secret = _first_secret(tracked.split("\0"), root, paths)
     if secret:
         return f"the tracked file {secret} looks like a secret, and git may print it"
-    if set(subcommands) - NAMES_ONLY:
+    if subcommands - NAMES_ONLY:
         return _history_concern(root, paths, environ)
+    return None
+
+
+def _origin(origin: str, root: Path) -> Path | None:
+    """The file `--show-origin` names (`file:.git/config`, relative to the top of the work
+    tree), or None for another origin (the command line)."""
+    kind, _, where = origin.partition(":")
+    if kind != "file" or not where:
+        return None
+    path = Path(where)
+    return path if path.is_absolute() else root / path
+
+
+def _credential_concern(
+    key: str, origin: Path | None, subcommands: set[str], jail: Sandboxed | None
+) -> str | None:
+    """Why a credential under `key` in `origin` could reach the output of git commands
+    (`subcommands`), or None when it cannot: the jail shows git the file without it, or no
+    subcommand prints configuration."""
+    if jail is not None and origin is not None:
+        if jail.redacts(origin):
+            return None
+        if jail.conceals(origin):
+            return (
+                f"git's configuration holds a credential ({key}) that the sandbox can only "
+                "hide with the whole file, which git needs"
+            )
+    printing = sorted(subcommands & PRINTS_CONFIG)
+    if printing:
+        return f"git's configuration holds a credential ({key}), which git {printing[0]} prints"
     return None
 
 

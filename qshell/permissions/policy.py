@@ -81,7 +81,8 @@ def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
 def shell_concern(command: str, ctx: ToolContext) -> str | None:
     """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
     as bash will expand and walk it, is inside the project root and no secret (the main
-    policy's read-scope rules, permissions/shell_scope.py); otherwise the reason it is not."""
+    policy's read-scope rules, permissions/shell_scope.py) — or a secret the session's jail,
+    which a proven command runs in, keeps from it; otherwise the reason it is not."""
     return judged_shell(command, ctx)[1]
 
 
@@ -94,13 +95,14 @@ def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | Non
     if not proof.read_only:
         return proof, proof.reason
     environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+    jail = ctx.sandbox if isinstance(ctx.sandbox, JailLauncher) else None  # proven_context's
     for read in proof.reads:
-        concern = read_concern(read, ctx.paths, environ)
+        concern = read_concern(read, ctx.paths, environ, jail)
         if concern:
             return proof, concern
     git = [c.partition(" ")[2] for c in proof.commands if c == "git" or c.startswith("git ")]
     if git:
-        return proof, git_concern(ctx.root, ctx.paths, environ, git)
+        return proof, git_concern(ctx.root, ctx.paths, environ, git, jail)
     return proof, None
 
 

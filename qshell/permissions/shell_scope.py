@@ -9,7 +9,12 @@ environment the command will run with — but only a word made of plain characte
 and escapes, which nothing can make run code. Each resulting path, symlinks resolved, must
 be inside the project root and no secret; a read marked recursive (grep -r, rg, find, du,
 tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
-root or to a secret anywhere below it. Anything it cannot decide (a path known only at run
+root or to a secret anywhere below it. Where the command runs in the session's jail
+(`Sandboxed`, permissions/confine.py's JailLauncher), what the jail masks is no concern: a
+recursive read may reach it (`grep -rn TODO .` beside a `.env`; the jail shows the secret
+as an unreadable file), and a git configuration the jail shows without its credentials may
+be read by name too; a secret it does not mask — a symlink out of the root, a secret the
+index does not know — still is. Anything it cannot decide (a path known only at run
 time, an expansion that fails, a tree too large to walk) is a concern: the command asks.
 (A `git` command's own checks are git_scope.py's.) It runs nothing but that `printf`, with
 a short timeout. Thread-safe.
@@ -22,6 +27,7 @@ import re
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
+from typing import Any, Protocol
 
 from qshell import shellproof
 from qshell.shellproof import Read
@@ -38,8 +44,21 @@ MAX_WALK_ENTRIES = 50_000  # a recursive read of a larger tree asks instead
 GIT_DIR_NAME = ".git"
 
 
-def read_concern(read: Read, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
-    """Why `read` leaves the read scope (or cannot be checked), or None when it stays in."""
+class Sandboxed(Protocol):
+    """The jail a proven command will run in, as the read-scope rules ask it."""
+
+    def conceals(self, path: Path) -> bool:
+        """Whether a command in it cannot read the secret at `path` (masked, or a copy)."""
+
+    def redacts(self, path: Path) -> bool:
+        """Whether it shows the file at `path` as a copy without its credentials."""
+
+
+def read_concern(
+    read: Read, paths: PathResolver, environ: Mapping[str, str], jail: Sandboxed | None = None
+) -> str | None:
+    """Why `read` leaves the read scope (or cannot be checked), or None when it stays in;
+    `jail` is the sandbox the command will run in, if it runs in one."""
     base = _base(read, paths)
     if base is None:
         return f"{read.cwd} is only known when the command runs"
@@ -47,9 +66,9 @@ def read_concern(read: Read, paths: PathResolver, environ: Mapping[str, str]) ->
     if isinstance(targets, str):
         return targets
     for target in targets:
-        concern = _path_concern(target, paths)
+        concern = _path_concern(target, paths, jail)
         if concern is None and read.recursive:
-            concern = walk_concern(target, paths)
+            concern = walk_concern(target, paths, jail)
         if concern:
             return concern
     return None
@@ -109,41 +128,51 @@ def expand_word(raw: str, cwd: Path, environ: Mapping[str, str]) -> list[str] | 
 
 
 def run_quietly(
-    argv: list[str], cwd: Path, environ: Mapping[str, str], timeout_s: float
+    argv: list[str],
+    cwd: Path,
+    environ: Mapping[str, str],
+    timeout_s: float,
+    *,
+    given: bytes | None = None,
 ) -> subprocess.CompletedProcess[bytes] | None:
-    """Run a helper command the checks rely on (bash's expansion, `git config`…): no stdin,
-    output captured, at most `timeout_s`; None when it cannot start or takes too long."""
+    """Run a helper command the checks rely on (bash's expansion, `git config`…): no stdin
+    but `given`, output captured, at most `timeout_s`; None when it cannot start or takes
+    too long."""
+    stdin: dict[str, Any] = {"stdin": subprocess.DEVNULL} if given is None else {"input": given}
     try:
         return subprocess.run(
             argv,
             cwd=cwd,
             env=dict(environ),
-            stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=timeout_s,
             check=False,
+            **stdin,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
 
 
-def _path_concern(path: Path, paths: PathResolver) -> str | None:
+def _path_concern(path: Path, paths: PathResolver, jail: Sandboxed | None) -> str | None:
     """Why reading `path` (and what it resolves to) is out of scope, or None."""
-    if paths.is_secret(path):
-        return f"{paths.relative(path)} looks like a secret"
     try:
         resolved = paths.resolve(path)
     except (OSError, RuntimeError):
         return f"{path} cannot be resolved (a symlink loop?)"
+    if jail is not None and paths.is_inside_root(resolved) and jail.redacts(resolved):
+        return None  # `cat .git/config`: the jail shows it without its credentials
+    if paths.is_secret(path):
+        return f"{paths.relative(path)} looks like a secret"
     return paths.read_concern(resolved)
 
 
-def walk_concern(start: Path, paths: PathResolver) -> str | None:
+def walk_concern(start: Path, paths: PathResolver, jail: Sandboxed | None = None) -> str | None:
     """Why a recursive read of `start` could reach a secret or leave the root, or None.
 
     Every entry below it is looked at — hidden and ignored ones too, since not every tool
     honours .gitignore — except inside `.git`; symlinks are not followed but each one must
-    lead to a non-secret inside the root.
+    lead to a non-secret inside the root, or (with `jail`) to one the jail conceals; a
+    secret entry must be one the jail conceals.
     """
     try:
         resolved = paths.resolve(start)
@@ -154,9 +183,23 @@ def walk_concern(start: Path, paths: PathResolver) -> str | None:
     for count, entry in enumerate(_entries(resolved), 1):
         if count > MAX_WALK_ENTRIES:
             return f"the tree below {paths.relative(resolved)} is too large to check"
-        if paths.hidden(entry):
+        if paths.hidden(entry) and not _concealed(entry, paths, jail):
             return f"a recursive read of {paths.relative(resolved)} would reach {paths.relative(entry)}"
     return None
+
+
+def _concealed(entry: Path, paths: PathResolver, jail: Sandboxed | None) -> bool:
+    """Whether `jail` keeps the secret `entry` (a file or a symlink below the root) from a
+    command in it: the file itself, or what the symlink leads to inside the root, is masked."""
+    if jail is None:
+        return False
+    if not entry.is_symlink():
+        return jail.conceals(entry)
+    try:
+        target = entry.resolve(strict=True)
+    except (OSError, RuntimeError):  # a loop, or a link to nothing: the tool may say so
+        return False
+    return paths.is_inside_root(target) and jail.conceals(target)
 
 
 def _entries(top: Path) -> Iterator[Path]:

@@ -1,12 +1,14 @@
 """Secrets recognised by their name: values assigned to secret-sounding keys, in any form.
 
 `password = …`, `"api_key": "…"`, `token: …`, `DB_PASSWORD=…`, git-config's `smtpPass = …`
-and `oauthtoken = …`, npmrc's `_auth=…`, kubeconfig's `client-key-data: …`, `.netrc`'s
-`password …`, and `Authorization: Bearer …` / `Basic …`. Each pattern runs on the
+and `oauthtoken = …` (and `git config --get-regexp`'s `sendemail.smtppass …`,
+`hub.oauthtoken …` lines), npmrc's `_auth=…`, kubeconfig's `client-key-data: …`, `.netrc`'s
+`password …`, and `Authorization: Bearer …` / `Basic …` / `token …`. Each pattern runs on the
 lower-cased text and starts with its keyword (`key`, `token`, `pass`, …), which the key
 must end with, followed by a separator (`=`, `:`, `:=`, `=>`) and a value in double, single
-or no quotes; the judge then checks the key's start (not `bypass`, not `monkey`) and the
-value (judgement.py: not code, not a placeholder, not a name). Pure: safe from any thread.
+or no quotes — or, for a line that is a git key and its value, a space; the judge then
+checks the key's start (not `bypass`, not `monkey`) and the value (judgement.py: not code,
+not a placeholder, not a name). Pure: safe from any thread.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ _AWS_SECRET = re.compile(r"aws[_.-]?secret[_.-]?(?:access[_.-]?)?\Z")
 # prefixes that make a lower-case `pass` a password key (git's `smtppass`)
 _PASS_OWNERS = ("smtp", "db", "ldap", "mysql", "redis", "sql", "root", "admin", "user", "imap")
 _NETRC_BEFORE = re.compile(r"(?:^|\b(?:login|account)[ \t]+\S+)[ \t]*\Z")
+# what starts a `git config --get-regexp` line before the keyword: `sendemail.smtp`, `hub.oauth`,
+# `credential.https://host.` (a section, maybe a subsection, and the start of the name)
+_GIT_KEY_BEFORE = re.compile(r"[a-z][a-z0-9-]*\.(?:\S*\.)?[a-z0-9-]*", re.IGNORECASE)
+_HEADER_BEFORE = re.compile(r"\bauthorization:[ \t]*\Z", re.IGNORECASE)  # `Authorization: token …`
 
 
 def _assigned(match: re.Match[str], text: str) -> tuple[str, str] | None:
@@ -70,19 +76,51 @@ def _keyword(
     return judge
 
 
+def _line_before(match: re.Match[str], text: str) -> str:
+    return text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+
+
+def _git_listed(match: re.Match[str], text: str, group: str) -> bool:
+    """A `git config --get-regexp` line: a git key ending in the keyword, one space, and
+    a value that ends the line."""
+    end = match.end(group)
+    ends_line = end == len(text) or text[end] in "\r\n"
+    return ends_line and _GIT_KEY_BEFORE.fullmatch(_line_before(match, text)) is not None
+
+
 def _password(match: re.Match[str], text: str) -> tuple[Finding, ...]:
-    """`password = …` and the like, or `.netrc`'s `login bob password …`."""
+    """`password = …` and the like, `.netrc`'s `login bob password …`, or a git key's
+    listed value (`sendemail.smtppass …`)."""
     word = match.group("word")
     if word in ("pass", "pwd") and not _short_key(text, match.start()):
         return ()
     if match.group("netrc") is None:
         hit = _assigned(match, text)
         return found("password", match, hit[0]) if hit else ()
-    line = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
-    if word != "password" or not _NETRC_BEFORE.search(line):
+    netrc = word == "password" and _NETRC_BEFORE.search(_line_before(match, text))
+    if not (netrc or _git_listed(match, text, "nv")):
         return ()
     ok = assigned_secret(value(match, text, "nv"), quoted=False)
     return found("password" if ok else None, match, "nv")
+
+
+def _listed_keyword(kind: str) -> Callable[[re.Match[str], str], tuple[Finding, ...]]:
+    """`_keyword(kind)`, or a git key's listed value (`hub.oauthtoken …`), or — for a
+    token — an `Authorization: token …` header's."""
+    assigned = _keyword(kind)
+
+    def judge(match: re.Match[str], text: str) -> tuple[Finding, ...]:
+        if match.group("lv") is None:
+            return assigned(match, text)
+        secret = value(match, text, "lv")
+        if kind == "token" and _HEADER_BEFORE.search(_line_before(match, text)):
+            ok = len(secret) >= MIN_BEARER_CHARS and any(c.isdigit() for c in secret)
+            return found("bearer-token" if ok and random_enough(secret) else None, match, "lv")
+        if not _git_listed(match, text, "lv"):
+            return ()
+        return found(kind if assigned_secret(secret, quoted=False) else None, match, "lv")
+
+    return judge
 
 
 def _key(match: re.Match[str], text: str) -> tuple[Finding, ...]:
@@ -118,13 +156,15 @@ def _scheme(match: re.Match[str], text: str) -> tuple[Finding, ...]:
     return found("basic-auth" if b":" in decoded and decoded.isascii() else None, match)
 
 
-def _assignment(keyword: str) -> re.Pattern[str]:
-    return re.compile(keyword + SEPARATOR + VALUE)
+def _assignment(keyword: str, *, listed: bool = False) -> re.Pattern[str]:
+    """`keyword`, a separator and a value; `listed`: or a space and a word (`lv`)."""
+    other = r"|(?P<gap>[ \t]+)(?P<lv>[^\s]{1,300})" if listed else ""
+    return re.compile(f"{keyword}(?:{SEPARATOR}{VALUE}{other})")
 
 
 ASSIGNMENT_DETECTORS: tuple[Detector, ...] = (
     Detector(_assignment(r"key(?:[_-]?data)?"), _key, folded=True),
-    Detector(_assignment("token"), _keyword("token"), folded=True),
+    Detector(_assignment("token", listed=True), _listed_keyword("token"), folded=True),
     Detector(
         re.compile(
             r"(?P<word>p(?:ass(?:word|wd|phrase|code)?|wd))"
@@ -133,7 +173,7 @@ ASSIGNMENT_DETECTORS: tuple[Detector, ...] = (
         _password,
         folded=True,
     ),
-    Detector(_assignment("secret"), _keyword("secret"), folded=True),
+    Detector(_assignment("secret", listed=True), _listed_keyword("secret"), folded=True),
     Detector(_assignment("auth"), _keyword("auth-token", short=True), folded=True),
     Detector(_assignment("credentials?"), _keyword("credential"), folded=True),
     Detector(

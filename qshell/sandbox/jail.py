@@ -1,28 +1,25 @@
 """Jail: the bubblewrap command line one sandboxed command runs under.
 
-Inside, the system's top-level directories (SYSTEM_DIRS: `/usr`, `/etc`, `/opt`, …) are
-bound read-only and the top-level symlinks made again, on a root that is itself read-only;
-no other host mount is there, so `/proc/self/mountinfo` names no host path the command
-cannot see anyway. `/dev` and `/proc` are fresh (the pid namespace is new, so no other
-process's environment is there to read); `/tmp`, the user's home and every top-level
-directory that is not the system's (`/home`, `/root`, `/var`, `/mnt`, `/srv`, a machine's
-own `/work` or `/data`) are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other
-credential directory and other users' files are gone) but for the home directories the
-command needs to run its programs (`home_binds`, read-only: the ones on `PATH`, an
-interpreter's prefix); the project is bound read-only at its own path — or, for a
-speculation, a writable directory is bound there instead; each secret-looking file of the
-project and of what is bound back (`masked`, masks.py, the names of
-qshell/secret_names.py), and each system secret this user can read (`/etc/shadow`,
-`/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
-directory with an empty read-only one, so even `grep -r` finds nothing there. The command
-gets a new user namespace with every capability dropped (bubblewrap run by root would
-otherwise keep root's: a `mount -o remount,rw /` would work), no network, no further user
-namespaces, a new session (no terminal to inject keystrokes into), an empty `/run` and a
-seccomp filter that refuses Unix sockets and the kernel's keyrings (seccomp.py: a
-read-only file system does not stop a connect to a daemon's socket, nor a `keyctl read` of
-the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
-and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
-rlimit does not bind (root). Pure: it builds argument lists, it runs nothing.
+Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
+namespace is new, so no other process's environment is there to read); `/tmp`, the
+user's home and every top-level directory that is not the system's (`/home`, `/root`,
+`/var`, `/mnt`, `/srv`, a machine's own `/work` or `/data`: SYSTEM_DIRS lists what stays)
+are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
+gone) but for the home directories the command needs to run its programs (`home_binds`,
+read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at
+its own path — or, for a speculation, a writable directory is bound there instead; each
+secret-looking file of the project, and each system secret this user can read
+(`/etc/shadow`, `/etc/ssh`, …), is bound over with an empty file and each secret
+directory with an empty read-only one, so even `grep -r` finds nothing there — or, for a
+file the caller gives a copy of (`replaced`: a git configuration without its credentials),
+with that copy. The command gets a new user
+namespace with every capability dropped (bubblewrap run by root would otherwise keep
+root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
+new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
+that refuses Unix sockets (seccomp.py: a read-only file system does not stop a connect to
+a daemon's socket), and dies with qshell. `prlimit` caps its CPU time, memory, file size
+and processes. Pure: it builds argument lists, it
+runs nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +88,7 @@ class Jail:
     root: Path
     home: Path | None = None
     masked: tuple[Path, ...] = ()  # secret files and directories to hide (masks.py)
+    replaced: tuple[tuple[Path, Path], ...] = ()  # (copy, file): files shown as the copy
     home_binds: tuple[Path, ...] = ()  # read-only inside the empty home or /tmp
     alias_binds: tuple[tuple[Path, Path], ...] = ()  # (source, where) read-only, likewise
     limits: ResourceLimits = field(default_factory=ResourceLimits)
@@ -176,13 +174,20 @@ class Jail:
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
         shown = (self.root, *self.home_binds, *(dest for _, dest in self.alias_binds))
+
+        def seen(path: Path) -> bool:  # not hidden by an empty tmpfs already
+            return not any(_under(path, h) for h in hidden) or any(_under(path, s) for s in shown)
+
         for path in (*self.masked, *system_secrets()):
-            if any(_under(path, h) for h in hidden) and not any(_under(path, s) for s in shown):
-                continue  # an empty tmpfs hides it already
+            if not seen(path):
+                continue
             if path.is_dir() and not path.is_symlink():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
             elif path.exists():
                 args += ["--ro-bind", "/dev/null", str(path)]
+        for copy, path in self.replaced:
+            if seen(path) and path.is_file():
+                args += ["--ro-bind", str(copy), str(path)]
         return args
 
     def environ(self, environ: Mapping[str, str]) -> dict[str, str]:

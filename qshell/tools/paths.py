@@ -27,9 +27,11 @@ from qshell.config import DEFAULT_PROTECTED_PATHS
 from qshell.secret_names import HOME_DIRS, PROCESS_SECRETS, is_secret_name, name_globs
 
 # a credential in git's configuration: a password or a token in a URL (`https://u:p@h`,
-# `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key
+# `https://ghp_…@h`; not ssh's short `git@`), an `extraheader`, a password or token key —
+# listed (`x.password=`) or in the file (`smtpPass = …`, `oauthtoken = …`; not `askpass`)
 GIT_CREDENTIALS = re.compile(
-    r"://[^/\s@:]+:[^/\s@]+@|://[^/\s@:]{20,}@|extraheader\s*=|\.(password|token)\s*=",
+    r"://[^/\s@:]+:[^/\s@]+@|://[^/\s@:]{20,}@|extraheader\s*=|\.(password|token)\s*="
+    r"|(?:^|\n)[ \t]*[a-z0-9-]*(?<!ask)(?:pass(?:word|wd)?|token|secret)[ \t]*=[ \t]*[^\s;#]",
     re.IGNORECASE,
 )
 GIT_CONFIG_NAMES = frozenset({"config", "config.worktree"})

@@ -366,7 +366,7 @@ def test_a_write_through_a_symlink_out_of_the_project_changes_nothing_real(tmp_p
 
 
 @pytest.mark.parametrize("mode", [ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT])
-@pytest.mark.parametrize("command", ["grep -rn TOKEN .", "cat /etc/hostname", "cat ../outside.txt"])
+@pytest.mark.parametrize("command", ["cat .env", "cat /etc/hostname", "cat ../outside.txt"])
 def test_a_read_only_command_that_reads_out_of_scope_stops_instead_of_running_masked(
     tmp_path, mode, command
 ):
@@ -378,3 +378,15 @@ def test_a_read_only_command_that_reads_out_of_scope_stops_instead_of_running_ma
     assert run.spec.status is Status.BOUNDARY
     assert run.spec.boundary is not None and run.spec.boundary.type == "read_scope"
     assert run.spec.runner.overlay_commands == []
+
+
+@pytest.mark.parametrize("before", [[], ["echo more >> a.txt"]])
+def test_a_recursive_read_beside_a_masked_secret_runs_as_it_runs_live(tmp_path, before):
+    """The main loop runs `grep -rn TOKEN .` without asking, jailed, `.env` masked: so does a
+    speculation, on the real tree or — after a command wrote — on the kernel overlay."""
+    setup = project(tmp_path, {".env": "TOKEN=SECRET-42\n", "a.txt": "TOKEN here\n"})
+    run = speculate(setup, [*before, "grep -rn TOKEN ."])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    shown = outputs(run)[-1]
+    assert "a.txt:1:TOKEN here" in shown and ".env: Permission denied" in shown
+    assert "SECRET-42" not in shown

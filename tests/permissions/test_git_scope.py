@@ -76,12 +76,39 @@ def test_a_secret_only_in_the_history_asks_for_commands_that_print_history(repo)
     ],
 )
 def test_a_credential_in_the_git_configuration_is_never_printed(repo, key, value):
+    """With no sandbox, what prints configuration (or reads the file) asks; the rest of
+    git prints none of it and runs."""
     git(repo, "config", key, value)
     ctx = context(repo)
-    for command in ("git remote -v", "git status", "cat .git/config", "grep -rn x ."):
-        assert shell_concern(command, ctx) is not None, command
+    printing = ("git remote -v", "git remote get-url origin", "git config --local -l")
+    for command in (*printing, "git config --get remote.origin.url"):
+        assert "credential" in (shell_concern(command, ctx) or ""), command
+    for command in ("cat .git/config", "grep -rn x ."):
+        assert ".git/config" in (shell_concern(command, ctx) or ""), command
+    for command in ("git status", "git log --oneline", "git branch -vv", "git diff --stat"):
+        assert shell_concern(command, ctx) is None, command
     read = [Access(repo / ".git" / "config")]
     assert decide(ApprovalMode.DEFAULT, Kind.READ, read, ctx).verdict is Verdict.ASK
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("sendemail.smtpPass", "hunter2-x"), ("hub.oauthtoken", "0123456789abcdef" * 2)],
+)
+def test_a_password_or_token_key_is_a_credential_too(repo, key, value):
+    git(repo, "config", key, value)
+    ctx = context(repo)
+    assert "credential" in (shell_concern(f"git config --get {key}", ctx) or "")
+    assert "credential" in (shell_concern("git config --local --list", ctx) or "")
+    assert shell_concern("git status", ctx) is None
+
+
+def test_a_credential_an_included_file_holds_asks_for_what_prints_it(repo):
+    (repo / ".git" / "creds.inc").write_text('[remote "origin"]\n\turl = https://u:p4ssw0rd@h/r\n')
+    git(repo, "config", "include.path", "creds.inc")
+    ctx = context(repo)
+    assert "credential" in (shell_concern("git remote -v", ctx) or "")
+    assert shell_concern("git log --oneline", ctx) is None
 
 
 def test_an_ordinary_remote_is_no_credential(repo):

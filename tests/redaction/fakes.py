@@ -96,6 +96,9 @@ TOKEN_CASES: list[tuple[str, str, str]] = [
     ("url-password", "url = https://deploy:{secret}@github.com/o/r.git\n", body(14)),
     ("url-password", "DATABASE_URL=postgres://app:{secret}@db:5432/app\n", body(16, ALNUM + "!%")),
     ("url-token", "url = https://{secret}@gitlab.example.com/o/r.git\n", body(32)),
+    # what `git remote -v` and `git config -l` print of a remote whose URL holds a password
+    ("url-password", "origin\thttps://alice:{secret}@github.com/o/r.git (fetch)\n", body(20)),
+    ("url-password", "remote.origin.url=https://x-access-token:{secret}@h/r.git\n", body(30)),
     ("bearer-token", "Authorization: Bearer {secret}\n", body(40, ALNUM + "._-")),
     (
         "basic-auth",
@@ -108,6 +111,16 @@ ASSIGNMENT_CASES: list[tuple[str, str, str]] = [
     ("password", "[sendemail]\n\tsmtpPass = {secret}\n", body(12)),
     ("password", "[sendemail]\n\tsmtppass = {secret}\n", body(12)),
     ("token", "[hub]\n\toauthtoken = {secret}\n", body(40, "0123456789abcdef")),
+    # `git config --get-regexp` prints a key and its value with one space between
+    ("password", "sendemail.smtppass {secret}\n", body(12)),
+    ("token", "user.name x\nhub.oauthtoken {secret}\n", body(40, "0123456789abcdef")),
+    ("password", "credential.https://example.com.password {secret}\n", body(10) + "3"),
+    ("secret", "x.clientsecret {secret}", body(24)),
+    (
+        "bearer-token",
+        "http.extraheader=Authorization: token {secret}\n",
+        body(40, "0123456789abcdef"),
+    ),
     ("password", "DB_PASSWORD={secret}\n", "hunter2"),
     ("password", "password: {secret}\n", "S3cr3t!pass"),
     ("password", 'conn = connect(user="app", password="{secret}")\n', "w1nter-is-coming"),
