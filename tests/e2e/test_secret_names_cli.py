@@ -1,7 +1,8 @@
 """Each credential file of tests/secret_files.py, asked for through `qshell -p` the ways a
 model asks — `read_file`, and `cat`, `head`, `awk 1`, `sed -n p`, `jq .` or `grep -r` in
 the shell — is refused (print mode denies what would need a question, saying how to allow
-it), and no request the scripted server receives holds a planted value."""
+it), a recursive `grep -r` of the tree runs (jailed, each of them masked), and no request
+the scripted server receives holds a planted value."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ def test_no_credential_file_reaches_the_model(llm_server, tmp_path: Path):
         for j, rel in enumerate(planted):
             command = f"{reader} README.md {shlex.quote(rel)}"
             calls.append(ToolCallSpec("shell", {"command": command}, id=f"s{i}-{j}"))
-    calls.append(ToolCallSpec("shell", {"command": "grep -rn token ."}, id="grep"))
     controls = [ToolCallSpec("shell", {"command": f"{r} README.md"}, id=r) for r in READERS]
-    calls += controls  # the same readers on a plain file run without asking
+    # the same readers on a plain file run without asking, and so does a recursive grep of
+    # the tree: it runs jailed, every credential file masked
+    controls.append(ToolCallSpec("shell", {"command": "grep -rn token ."}, id="grep"))
+    calls += controls
     llm_server.add_rule(has_tool_result(), Reply.text("done"))
     llm_server.add_rule(always(), Reply.tool_calls(calls))
     run = run_qshell("-p", "look", cwd=project, env=provider_env(llm_server, "openai"))
