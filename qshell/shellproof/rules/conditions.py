@@ -18,7 +18,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from enum import Enum
 
-from qshell.shellproof.rules.spec import Unproven, word_set
+from qshell.shellproof.rules.spec import ShellproofError, Unproven, word_set
 
 FILE_UNARY = word_set("-a -b -c -d -e -f -g -h -k -p -r -s -u -w -x -G -L -N -O -S")
 UNARY = FILE_UNARY | word_set("-n -o -t -v -z -R")  # bash's test_unop
@@ -31,7 +31,7 @@ VARIABLE_TESTS = word_set("-v -R")  # they evaluate an array index as code
 _NUMBER = re.compile(r"\s*[-+]?[0-9]+\s*")  # what bash's legal_number takes (for -t FD)
 
 
-class _Stop(Exception):
+class _Stop(ShellproofError):
     """Bash's test stops here with a syntax error (what it looked at before stays looked at)."""
 
 
