@@ -162,6 +162,8 @@ class ChangeKind(enum.StrEnum):
     CREATED = "created"
     DELETED = "deleted"
     MODE = "mode"  # an existing directory's permission bits
+    ATTRS = "attrs"  # an existing directory's xattrs or ACLs
+    MODE_ATTRS = "mode+attrs"  # both
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from qshell.followup.overlay_run import IGNORED_PARTS
 from qshell.followup.speculation import Speculation, SpeculationOutcome
 from qshell.latency.router import Router
 from qshell.overlay import Overlay
+from qshell.overlay.records import DirMode
 from qshell.permissions.runner import MainToolRunner
 from qshell.tools.base import Kind, ToolContext
 from qshell.tools.paths import PathResolver
@@ -128,7 +129,8 @@ def settled(spec: Speculation) -> bool:
 def changes(overlay: Overlay, paths: PathResolver | None = None) -> tuple[FileChange, ...]:
     """What applying `overlay` would do to the project, path by path: each file written or
     deleted, each directory it makes that no listed path lies in (`dir/`, the deepest of a
-    new chain) and each existing directory whose mode it changes; with `paths`, each names the protected paths at or below it."""
+    new chain) and each existing directory whose mode or attrs (xattrs, ACLs) it changes;
+    with `paths`, each names the protected paths at or below it."""
     removed = set(overlay.removed)
     found = []
     for rel in overlay.written:
@@ -145,9 +147,17 @@ def changes(overlay: Overlay, paths: PathResolver | None = None) -> tuple[FileCh
         if not any(p == rel or p.startswith(f"{rel}/") for p in listed):
             found.append(FileChange(f"{rel}/", ChangeKind.CREATED))
             listed.append(rel)
-    found += [FileChange(f"{m.rel}/", ChangeKind.MODE) for m in overlay.mode_changes()]
+    found += [FileChange(f"{m.rel}/", _dir_kind(m)) for m in overlay.mode_changes()]
     found = [_marked(c, overlay, paths) for c in found]
     return tuple(sorted(found, key=lambda c: c.path))
+
+
+def _dir_kind(step: DirMode) -> ChangeKind:
+    """How the question names an existing directory's change: its permissions, its xattrs
+    or ACLs ("attributes"), or both."""
+    if step.attrs is None:
+        return ChangeKind.MODE
+    return ChangeKind.ATTRS if step.mode == step.before else ChangeKind.MODE_ATTRS
 
 
 def _marked(change: FileChange, overlay: Overlay, paths: PathResolver | None) -> FileChange:

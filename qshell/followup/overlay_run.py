@@ -11,7 +11,8 @@ entry's type, inode, size, times, mode and listing; too many files: a boundary).
 Afterwards a symlink it made, a protected path it changed — or one below a directory it
 deleted, replaced or renamed away (`protected_changes`) —, a file with other hard links
 that it changed, deleted or linked again (`hard_linked_away`: the overlay copies one name up
-alone, so the others would show the old file), a setuid bit or file capability,
+alone, so the others would show the old file), a setuid bit or file capability, a change
+to the project directory's own mode or attrs (`Overlay.prepare_layer`),
 or output that shows a network failure (no result built on a failed download is shown as
 done), or an overlay that could not be mounted (a file system mounted inside the project:
 what ran was the failed mount, `OverlayMount.mounted`) is a boundary and its layer is dropped; else the overlay takes the layer in
@@ -113,6 +114,10 @@ def run_on_overlay(
     assert mount is not None
     shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
     mount.prepare()
+    try:
+        overlay.prepare_layer(mount.upper)  # the project directory's mode and attrs on top
+    except OSError as exc:
+        raise RunRefused(f"cannot prepare the command's layer: {exc}") from None
     environ = command_environ(ctx.environ)
     try:
         try:

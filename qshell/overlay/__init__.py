@@ -15,7 +15,8 @@ left in `upper/`: whiteouts and opaque directories as deletions), `trees.py` (di
 deleted entries), `plan.py` (the checks before an apply), `journal.py` (the journaled apply
 and recovery), `staging.py` (its staged copies, progress and cancel), `durable.py` (one
 syncfs each side of its commit point), `metadata.py` (holes, xattrs, ACLs), `inplace.py`
-(hard-linked files edited in place), `dirmodes.py` (its directories' modes), `unlinks.py`
+(hard-linked files edited in place), `dirnotes.py` (directories' modes and attrs from
+before the speculation), `dirmodes.py` (its directories' attrs and modes), `unlinks.py`
 (its deletions), `trust.py` and `seal.py` (which journals
 recovery follows: this user's qshell's own, sealed, for this project, never from a base
 inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.py`

@@ -1,6 +1,6 @@
 """Where overlays live: a private base directory outside the project, and its pid directories.
 
-Every overlay is a directory `<base>/<pid>/overlay-…/` holding `upper/`, `incoming/` and
+Every overlay is a directory `<base>/<pid>/overlay-…/` holding `upper/` and
 its `lock` (lease.py). The base is, in order, `<tempdir>/qshell-speculation-<uid>`,
 `$XDG_RUNTIME_DIR/qshell-speculation` and `<state dir>/speculation`: the first that does
 not lie inside the project root, since a base inside it could be written by an accepted
@@ -31,7 +31,6 @@ RUNTIME_BASE_NAME = "qshell-speculation"
 STATE_BASE_NAME = "speculation"
 OVERLAY_PREFIX = "overlay-"
 UPPER_DIR_NAME = "upper"
-INCOMING_DIR_NAME = "incoming"
 UNSAFE_MODE_BITS = stat_module.S_IWGRP | stat_module.S_IWOTH
 MAX_PID_DIR_ATTEMPTS = 5  # a sweep may remove an empty pid directory as we open it
 
@@ -99,7 +98,7 @@ def private_dir(path: Path, *, create: bool = True) -> None:
 
 
 def new_overlay_dir(base: Path) -> tuple[Path, Lease]:
-    """A fresh overlay directory (with `upper/`, `incoming/` and its held lock) under `base`."""
+    """A fresh overlay directory (with `upper/` and its held lock) under `base`."""
     with contextlib.suppress(OSError):  # the state dir may not exist yet; private_dir says
         base.parent.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
     private_dir(base)
@@ -129,7 +128,6 @@ def _make_overlay(pid_dir: Path) -> tuple[Path, Lease]:
         raise OverlayUnavailable(f"cannot lock the overlay {directory}: {exc}") from exc
     try:
         os.mkdir(directory / UPPER_DIR_NAME, PRIVATE_DIR_MODE)
-        os.mkdir(directory / INCOMING_DIR_NAME, PRIVATE_DIR_MODE)
     except OSError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         held.release()

@@ -4,14 +4,15 @@ A command run on the kernel overlay (followup/overlay_run.py) may take a while, 
 user may save, create or delete files meanwhile; what the command changed is only known
 afterwards. So before it starts, `take` records in one `scandir` walk that follows no
 symlink every entry of the project — its type, inode, size, mtime_ns, ctime_ns and mode,
-and for a directory its listing — except what lies inside a `.git` directory (protected:
+and for a directory its listing and attrs (the user's xattrs and ACLs, metadata.py: a
+file's ctime tells a change of its own) — except what lies inside a `.git` directory (protected:
 no command's change there is taken in, and git's own state is fingerprinted apart,
 followup/gate.py). When the overlay takes the command's layer in (`Overlay.absorb`),
 `Base.changed` compares a path the command changed, deleted or created — with every
 descendant of a deleted or replaced directory — against the live tree: the first one that
 differs is a conflict (the user's version stays). A directory counts as unchanged while
-its type, inode, mode and listing are (its timestamps move with any temporary file made
-and removed inside). Everything a base holds is also what the command may read
+its type, inode, mode, attrs and listing are (its timestamps move with any temporary file
+made and removed inside). Everything a base holds is also what the command may read
 (`prints`: files by their stat signatures, symlinks by their targets, directories by
 their names). Pure functions over the real tree; any thread.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from qshell.overlay.dirfd import PathRefused, lstat_at, open_chain, open_dir, split_rel
+from qshell.overlay.metadata import attrs_at, attrs_digest
 from qshell.overlay.reads import (
     MAX_TREE_FILES,
     SKIPPED_DIRS,
@@ -77,10 +79,16 @@ def same(known: Stamp | None, info: os.stat_result | None) -> bool:
 @dataclass
 class Base:
     """Every entry below a root by root-relative path ("" is the root), and each directory's
-    names (None: not walked — unreadable, or a `.git` directory)."""
+    names (None: not walked — unreadable, or a `.git` directory) and attrs digest."""
 
     stamps: dict[str, Stamp] = field(default_factory=dict)
     listings: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    attrs: dict[str, str] = field(default_factory=dict)
+
+    def _attrs_moved(self, parent: int, name: str, rel: str) -> bool:
+        """Whether the directory `name` of `parent` has other attrs than the base saw."""
+        found = attrs_at(parent, name, directory=True)
+        return rel in self.attrs and attrs_digest(found or {}) != self.attrs[rel]
 
     def files(self) -> Iterator[tuple[str, Signature]]:
         """(path, stat signature) of every regular file the base holds."""
@@ -114,7 +122,11 @@ class Base:
                 info = lstat_at(parent, parts[-1])
                 if not same(self.stamps.get(rel), info):
                     return rel
-                if not whole or info is None or not stat_module.S_ISDIR(info.st_mode):
+                if info is None or not stat_module.S_ISDIR(info.st_mode):
+                    return None
+                if self._attrs_moved(parent, parts[-1], rel):
+                    return rel
+                if not whole:
                     return None
                 with open_chain(parent, parts[-1:]) as fd:
                     return self._tree_changed(fd, rel)
@@ -154,6 +166,8 @@ class Base:
             if not same(self.stamps.get(child), info):
                 return child
             if info is not None and stat_module.S_ISDIR(info.st_mode):
+                if self._attrs_moved(fd, name, child):
+                    return child
                 with open_chain(fd, [name]) as sub:
                     stack.append((os.dup(sub), child))
         return None
@@ -182,6 +196,7 @@ def take(root: Path, stop: Callable[[], bool]) -> Base:
                 continue
             base.stamps[child] = stamp(info)
             if stat_module.S_ISDIR(info.st_mode):
+                base.attrs[child] = attrs_digest(attrs_at(None, entry.path, directory=True) or {})
                 if entry.name in SKIPPED_DIRS:
                     base.listings[child] = None
                 else:

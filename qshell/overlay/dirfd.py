@@ -106,3 +106,8 @@ def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+
+
+def dir_info(base: int, parts: Sequence[str]) -> os.stat_result | None:
+    """lstat of `base/parts…` (of `base` itself for no parts); None when there is none."""
+    return os.fstat(base) if not parts else lstat_at(base, "/".join(parts))

@@ -7,10 +7,10 @@ commit point, put back on a rollback), makes the new directories (dirmodes.py), 
 file beside its destination (staging.py: streamed, holes, xattrs and ACLs kept, several at
 once), makes all of it durable in one step (durable.py: one syncfs, not one fsync a file),
 journals RENAMING and swaps each staged copy in; a hard-linked destination is written in
-place instead (inplace.py). Then the directories get their modes, one more sync, and the
-journal says COMMITTED. A `progress` callback follows each file staged and swapped, and a
-`cancelled` check before each stops the apply before its commit point (ApplyCancelled,
-rolled back). An existing destination is swapped with
+place instead (inplace.py). Then the directories get their attrs and modes, one more sync,
+and the journal says COMMITTED. A `progress` callback follows each file staged and swapped,
+and a `cancelled` check before each stops the apply before its commit point
+(ApplyCancelled, rolled back). An existing destination is swapped with
 `renameat2(RENAME_EXCHANGE)`: the destination is never missing, and whatever was there at
 that instant — the checked original, or an editor's save that landed after the check — is
 caught under the staged name, not destroyed. It is then verified (the checked content and
@@ -43,7 +43,7 @@ import json
 import os
 import stat as stat_module
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -58,6 +58,7 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.dirnotes import DirNotes
 from qshell.overlay.durable import make_durable
 from qshell.overlay.plan import plan
 from qshell.overlay.reads import Fingerprint
@@ -122,14 +123,13 @@ def apply_files(
     *,
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
-    copied: Mapping[str, int] | None = None,
-    chmodded: Mapping[str, int] | None = None,
+    notes: DirNotes | None = None,
     progress: Progress | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> ApplyReport:
     """Apply every pending file from `upper` onto `root`, every removal and every directory
     in `made`, all or nothing; any file in `read` that changed since it was read stops it too.
-    `copied` and `chmodded` hold directories' modes the checks need (plan.py).
+    `notes` holds directories' modes and attrs the checks need (dirnotes.py).
 
     `progress(done, total)` follows each file staged and swapped in; `cancelled()` is asked
     between them. Raises ApplyConflict (nothing applied), ApplyCancelled or ApplyFailed
@@ -137,7 +137,7 @@ def apply_files(
     """
     started = time.perf_counter()
     try:
-        state, conflicts = plan(root, upper, pending, read, removals, made, copied, chmodded)
+        state, conflicts = plan(root, upper, pending, read, removals, made, notes)
     except (OSError, PathRefused) as exc:
         raise ApplyFailed(f"cannot check the overlay against {root}: {exc}") from exc
     if conflicts:

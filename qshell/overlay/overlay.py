@@ -2,25 +2,28 @@
 
 Writes land in a private directory outside the project (base_dir.py) laid out as a Linux
 overlayfs upper directory: `upper/<project-relative path>` holds each written file and
-nothing else; `meta.jsonl` (each original's sha256 and mode, or that it did not exist),
-`incoming/` (whole copies about to be renamed in), `lock` (held for the overlay's life,
-lease.py) and `journal.json` sit beside it. Its `view` (view.py) is the FileView tools get
-during a speculation; every real file read through it, and every file a speculative shell
-command was known to read (`record_path`), leaves a fingerprint (reads.py) that `apply`
-checks with the written files — and so does each symlink such a read went through. Before a
-command runs on the kernel overlay, `record_base` notes the whole tree (baseline.py): what
+nothing else (a tool's copy is written beside its name, then renamed over it); `meta.jsonl`
+(each original's sha256, mode and attrs, or that it did not exist), `lock` (held for the
+overlay's life, lease.py) and `journal.json` sit beside it. Its `view` (view.py) is the
+FileView tools get during a speculation; every real file read through it, and every file a
+speculative shell command was known to read (`record_path`), leaves a fingerprint (reads.py)
+that `apply` checks with the written files — and so does each symlink such a read went
+through. A tool's first write to a real file copies it up with its xattrs and ACLs, and each
+real directory on its way with its mode and attrs, as overlayfs copies one up (upper.py):
+the upper copy is the one source of what apply gives each (dirnotes.py, staging.py). Before
+a command runs on the kernel overlay, `record_base` notes the whole tree (baseline.py): what
 the command touched that the user changed meanwhile spoils the overlay at `absorb`. Every
 path is resolved with symlinks followed; one outside the project root, through a symlink
-loop, or a symlink inside the overlay, raises OverlayEscape here, and is a Conflict again
-at apply time (plan.py); a tool's write to a real file with other hard links raises
-HardLinked (the copy would be that name alone, the others showing the old content: the gate
-makes it a boundary). Deletions are recorded as overlayfs records them — a whiteout, or an
-opaque directory replacing the real one — when a command run on the kernel overlay leaves
-them in `upper/` (`absorb`, upper.py); the view then shows them deleted and `apply` deletes
-them. It never writes the real tree except through `apply`, and never uses a directory it
-does not own. Thread-safe: one speculation thread writes and applies while parallel tool
-calls read; a lock guards the bookkeeping and copies are renamed in whole, so a read sees
-one version (but of a file a command hard-linked, written in place as a real write is).
+loop, or a symlink inside the overlay, raises OverlayEscape here, and is a Conflict again at
+apply time (plan.py); a tool's write to a real file with other hard links raises HardLinked
+(the copy would be that name alone, the others showing the old content: the gate makes it a
+boundary). Deletions are recorded as overlayfs records them — a whiteout, or an opaque
+directory replacing the real one — when a command run on the kernel overlay leaves them in
+`upper/` (`absorb`, upper.py); the view then shows them deleted and `apply` deletes them. It
+never writes the real tree except through `apply`, and never uses a directory it does not
+own. Thread-safe: one speculation thread writes and applies while parallel tool calls read;
+a lock guards the bookkeeping and copies are renamed in whole, so a read sees one version
+(but of a file a command hard-linked, written in place as a real write is).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import stat as stat_module
 import threading
 from collections.abc import Callable, Collection, Iterator
@@ -40,7 +42,6 @@ from types import TracebackType
 from qshell.dirs import PRIVATE_FILE_MODE
 from qshell.overlay import baseline, journal, reads
 from qshell.overlay.base_dir import (
-    INCOMING_DIR_NAME,
     UPPER_DIR_NAME,
     candidate_bases,
     choose_base,
@@ -48,6 +49,7 @@ from qshell.overlay.base_dir import (
     remove_overlay,
 )
 from qshell.overlay.dirfd import PathRefused, open_chain, open_dir
+from qshell.overlay.dirnotes import DirNotes
 from qshell.overlay.errors import OverlayEscape, OverlayUnavailable, ReadsUnrecorded, os_error
 from qshell.overlay.lease import Lease
 from qshell.overlay.plan import plan
@@ -69,23 +71,25 @@ from qshell.overlay.upper import (
     OPAQUE_XATTR,
     UpperRefused,
     changed_paths,
-    copy_mode,
+    copy_up_dir,
     covered,
+    dress_top,
     drop,
     merge,
-    note_dir_modes,
+    note_dirs,
+    put_copy,
     reconcile,
     refuse_privileged,
     retouched,
-    rewrite_linked,
     scan,
     snapshot,
+    top_changed,
 )
 from qshell.overlay.view import OverlayView
 from qshell.tools.paths import PathResolver
 
 META_NAME = "meta.jsonl"
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+TOP_CHANGED = "holds a change to the project directory's own mode or attributes (not applied)"
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -104,11 +108,11 @@ class Overlay:
         self._removed: dict[str, Removal] = {}  # real entries deleted (or replaced)
         self._reads: dict[str, Fingerprint] = {}
         self._dirs: dict[str, set[str]] = {"": set()}  # each upper directory → child names
-        self._copied: dict[str, int] = {}  # upper directories copied up by writes → their mode
-        self._chmodded: dict[str, int] = {}  # real directories a command chmodded → mode then
+        self._dir_notes = DirNotes()  # directories' modes and attrs before the speculation
         self._discarded = False
         self._spoiled: Conflict | None = None  # why nothing of it may be applied any more
         self._base: baseline.Base | None = None  # the tree before the running command
+        self._tops: dict[Path, tuple[int, str]] = {}  # command layers' tops, as prepared
         self._bases = [
             Path(os.path.realpath(b)) for b in {*candidate_bases(), directory.parent.parent}
         ]
@@ -120,7 +124,9 @@ class Overlay:
         if Path(root).resolve() != resolver.root:
             raise OverlayUnavailable(f"{root} is not the resolver's root {resolver.root}")
         directory, lease = new_overlay_dir(choose_base(resolver.root, base_dir))
-        return cls(resolver, directory, lease)
+        overlay = cls(resolver, directory, lease)
+        dress_top(overlay.upper, overlay.root, mode=False)  # its default ACL, to inherit
+        return overlay
 
     def __enter__(self) -> Overlay:
         return self
@@ -224,8 +230,8 @@ class Overlay:
         return self.preview()[1]
 
     def mode_changes(self) -> list[DirMode]:
-        """The existing directories whose mode applying now would change (a chmod the
-        speculation made), as the apply's plan has them."""
+        """The existing directories whose mode or attrs applying now would change (a chmod,
+        setfattr or setfacl the speculation made), as the apply's plan has them."""
         return [m for m in self.preview()[0].modes if m.before is not None]
 
     def preview(self) -> tuple[JournalState, list[Conflict]]:
@@ -237,8 +243,7 @@ class Overlay:
             try:
                 originals, read = list(self._originals.values()), list(self._reads.values())
                 removals, made = list(self._removed.values()), [d for d in self._dirs if d]
-                dirs = (self._copied, self._chmodded)
-                return plan(self.root, self.upper, originals, read, removals, made, *dirs)
+                return plan(self.root, self.upper, originals, read, removals, made, self._dir_notes)
             except (OSError, PathRefused) as exc:
                 raise ApplyFailed(f"cannot check the overlay: {exc}") from exc
 
@@ -271,17 +276,29 @@ class Overlay:
                 read,
                 removals=removals,
                 made=made,
-                copied=self._copied,
-                chmodded=self._chmodded,
+                notes=self._dir_notes,
                 progress=progress,
                 cancelled=cancelled,
             )
 
+    def prepare_layer(self, layer: Path) -> None:
+        """Before a command runs with the fresh `layer` as its upper layer: its top
+        directory gets the project directory's mode and attrs (upper.dress_top), and
+        `changes_in` refuses the layer if the command changed them (never applied)."""
+        dressed = dress_top(layer, self.root)
+        with self._lock:
+            self._tops[layer] = dressed
+
     def changes_in(self, layer: Path) -> list[str]:
         """The files and deletions a command left in its own upper `layer`, a replaced
         directory with a trailing slash (upper.py), and — trailing slash too — each plain
-        directory it made or whose mode it changed (a chmod copies a directory up);
-        OverlayEscape for a symlink or special file there."""
+        directory it made or whose mode or attrs it changed (a chmod copies one up);
+        OverlayEscape for a symlink or special file there, or a change to the project
+        directory's own mode or attrs (`prepare_layer`)."""
+        with self._lock:
+            dressed = self._tops.get(layer)
+        if dressed is not None and top_changed(layer, dressed):
+            raise OverlayEscape(layer, TOP_CHANGED)
         try:
             entries = scan(layer)
         except UpperRefused as exc:
@@ -306,7 +323,7 @@ class Overlay:
                 entries = drop(layer, scan(layer), unwanted)
             except UpperRefused as exc:
                 raise OverlayEscape(layer, str(exc)) from None
-            note_dir_modes(self.root, entries, self._copied, self._chmodded)
+            note_dirs(self.root, entries, self._dir_notes)
             try:
                 merge(layer, self.upper, entries)
                 found = reconcile(self.root, scan(self.upper), self._originals, self._removed)
@@ -403,23 +420,26 @@ class Overlay:
         A path inside a base directory of overlays (a project that contains the temp dir)
         is an escape: an accepted write there could plant a journal or change another
         session's overlay. A real file with other hard links raises HardLinked; a copy
-        already in the upper layer keeps its mode (a command's chmod)."""
+        already in the upper layer keeps its mode and attrs (a command's chmod, setfattr),
+        a real file's first copy gets the real one's (upper.put_copy)."""
         rel, resolved = self.locate(path)
         if any(resolved == base or resolved.is_relative_to(base) for base in self._bases):
             raise OverlayEscape(path, "is inside qshell's private speculation directory")
         parts = rel.split("/")
         with self._lock:
             self._check_open()
-            original = self._originals.get(rel)
+            original, real = self._originals.get(rel), None
             if original is None:
                 if rel in self._dirs:
                     raise os_error(errno.EISDIR, path)
                 self._check_parents(parts, path)
                 original = snapshot(rel, resolved, mode, sole=True)  # HardLinked
                 self._open_deleted(parts)
+                if original.existed and not covered(rel, self._removed):
+                    real = resolved  # copied up with its xattrs and ACLs
             self._copy_up_dirs(parts[:-1])
             with self.upper_dir(parts[:-1], create=True) as parent:
-                self._put(parent, parts[-1], data, original.mode)
+                put_copy(parent, parts[-1], data, original.mode, real)
             if rel not in self._originals:
                 self._originals[rel] = original
                 for depth, name in enumerate(parts):
@@ -440,26 +460,17 @@ class Overlay:
                     os.setxattr(fd, OPAQUE_XATTR, b"y")
 
     def _copy_up_dirs(self, parts: list[str]) -> None:
-        """Make the upper directories of `parts` that are missing, each with the mode of the
-        real directory at its path (as overlayfs copies one up), or mkdir's default."""
+        """Make the upper directories of `parts` that are missing, each with the mode and
+        attrs of the real directory at its path (as overlayfs copies one up), or mkdir's
+        default."""
         for depth in range(1, len(parts) + 1):
             prefix = "/".join(parts[:depth])
             if prefix in self._dirs or covered(prefix, self._removed):
                 continue
-            try:
-                info = os.lstat(self.root / prefix)
-            except OSError:
-                continue  # missing (made with the file) or unreadable: the default
-            if not stat_module.S_ISDIR(info.st_mode):
-                continue
             with self.upper_dir(parts[: depth - 1], create=True) as parent:
-                try:
-                    os.mkdir(parts[depth - 1], journal.NEW_DIR_MODE, dir_fd=parent)
-                except FileExistsError:
-                    continue
-                with open_chain(parent, parts[depth - 1 : depth]) as fd:
-                    os.fchmod(fd, stat_module.S_IMODE(info.st_mode))
-                self._copied[prefix] = stat_module.S_IMODE(info.st_mode)
+                copied = copy_up_dir(parent, parts[depth - 1], self.root / prefix)
+            if copied is not None:
+                self._dir_notes.note_copy_up(prefix, *copied)
 
     def _check_parents(self, parts: list[str], path: os.PathLike[str] | str) -> None:
         """ENOTDIR when an ancestor is a file in this view, as the OS would say."""
@@ -477,23 +488,3 @@ class Overlay:
                 return  # missing: made with the file
             if not stat_module.S_ISDIR(info.st_mode):
                 raise os_error(errno.ENOTDIR, path)
-
-    def _put(self, parent: int, name: str, data: bytes, mode: int | None) -> None:
-        """Write a whole copy into `incoming/`, then rename it over `upper/…/name` with the
-        mode of the copy there (a command's chmod stays, as a real write keeps a mode), else
-        `mode`; a copy with other links (a command's `ln`) is written in place, likewise."""
-        if rewrite_linked(parent, name, data):
-            return
-        kept = copy_mode(parent, name)
-        mode = mode if kept is None else kept
-        temp = self.directory / INCOMING_DIR_NAME / secrets.token_hex(8)
-        fd = os.open(temp, _CREATE_FLAGS, journal.NEW_FILE_MODE)
-        try:
-            with open(fd, "wb", closefd=True) as out:
-                out.write(data)
-                if mode is not None:
-                    os.fchmod(out.fileno(), mode)
-            os.replace(temp, name, dst_dir_fd=parent)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise

@@ -1,27 +1,27 @@
 """The check before an apply: may every written file go in, and is everything read unchanged?
 
-`plan` compares each written file with the real tree — same content and mode as when the
-overlay copied it (or still absent for a new one), no symlink on the way, and writable by
-this user, as is its directory — each deleted entry (a `Removal`: file, symlink or whole
-directory) with the digest it had when the speculation deleted it (trees.py), and each file
-the speculation read with its fingerprint (reads.py). A file or directory at or below a
-deleted one is new, in a directory the apply makes after the deletion (a replaced
+`plan` compares each written file with the real tree — same content, mode, xattrs and ACLs
+as when the overlay copied it (or still absent for a new one), no symlink on the way, and
+writable by this user, as is its directory — each deleted entry (a `Removal`: file, symlink
+or whole directory) with the digest it had when the speculation deleted it (trees.py), and
+each file the speculation read with its fingerprint (reads.py). A file or directory at or
+below a deleted one is new, in a directory the apply makes after the deletion (a replaced
 directory); `made` names the directories that must exist even when empty. Each directory
-gets the mode it has in the upper layer (a new one as made there, an existing one whose
-mode a command changed: overlayfs copies it up with the new mode). A setuid or setgid bit,
-or file capabilities, are never brought in from a speculation: a file or directory carrying
-one is a conflict (a setgid bit a new directory inherits from its real parent excepted). A
-destination with more than one hard link (the user's link made while the speculation ran: a
-speculation's own change to such a file is refused, overlay_run.py and upper.snapshot) is
-edited in place (`Step.in_place`), as a real edit would keep the link. Files that are one
-inode in the upper layer (a command's `ln`: a kernel overlay keeps a link made inside its
-layer) are joined as one `Step.link_group`, applied as one inode with every name; a group
-that would also take in a destination with hard links of its own, or that has a name the
-apply does not bring in, is a conflict. It returns the journal the apply would follow and
-every conflict at once; it touches nothing. Write permission is judged from the mode bits
-for this user's class (owner, group, other), not `os.access`: for root, which may write
-anything, a file or directory with no write bit at all counts as read-only, since someone
-made it so. Pure functions over directory descriptors; any thread.
+gets the mode and attrs it has in the upper layer where the speculation changed them
+(dirnotes.py: overlayfs copies a directory up with its new mode, xattrs and ACLs). A setuid
+or setgid bit, or file capabilities, are never brought in from a speculation: a file or
+directory carrying one is a conflict (a setgid bit a new directory inherits from its real
+parent excepted). A destination with more than one hard link (the user's link made while the
+speculation ran: a speculation's own change to such a file is refused, overlay_run.py and
+upper.snapshot) is edited in place (`Step.in_place`), as a real edit would keep the link.
+Files that are one inode in the upper layer (a command's `ln`: a kernel overlay keeps a link
+made inside its layer) are joined as one `Step.link_group`, applied as one inode with every
+name; a group that would also take in a destination with hard links of its own, or that has
+a name the apply does not bring in, is a conflict. It returns the journal the apply would
+follow and every conflict at once; it touches nothing. Write permission is judged from the
+mode bits for this user's class (owner, group, other), not `os.access`: for root, which may
+write anything, a file or directory with no write bit at all counts as read-only, since
+someone made it so. Pure functions over directory descriptors; any thread.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat as stat_module
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from qshell.overlay import reads
@@ -38,16 +38,19 @@ from qshell.overlay.dirfd import (
     ESCAPED,
     READ_FLAGS,
     PathRefused,
+    dir_info,
     hash_at,
     lstat_at,
     open_chain,
     open_dir,
     split_rel,
 )
-from qshell.overlay.metadata import has_capability
+from qshell.overlay.dirnotes import DirNotes
+from qshell.overlay.metadata import attrs_at, attrs_digest, has_capability
 from qshell.overlay.reads import Fingerprint
 from qshell.overlay.records import (
     APPEARED,
+    ATTRS_CHANGED,
     BACKUP_PREFIX,
     BAD_COPY,
     CAPABILITY,
@@ -59,10 +62,10 @@ from qshell.overlay.records import (
     READ_CHANGED,
     READ_ONLY,
     SET_ID,
+    SET_ID_BITS,
     STAGE_PREFIX,
     UNJOINED,
     Conflict,
-    DirMode,
     JournalState,
     Original,
     Phase,
@@ -74,7 +77,6 @@ from qshell.overlay.trees import TreeTooLarge, digest_at
 
 _WRITE = 0o2
 _WRITE_AND_SEARCH = 0o3
-SET_ID_BITS = stat_module.S_ISUID | stat_module.S_ISGID
 
 
 def may_write(info: os.stat_result, *, directory: bool = False) -> bool:
@@ -108,10 +110,6 @@ def _inspect(base: int, parts: Sequence[str]) -> tuple[list[str], os.stat_result
     return [], leaf
 
 
-def _dir_info(root_fd: int, parts: Sequence[str]) -> os.stat_result | None:
-    return os.fstat(root_fd) if not parts else lstat_at(root_fd, "/".join(parts))
-
-
 def _check(
     root_fd: int, upper_fd: int, item: Original, token: str, removed: set[str]
 ) -> Conflict | tuple[Step, list[str]]:
@@ -135,7 +133,7 @@ def _check(
         missing, info = _inspect(root_fd, parts)
     except PathRefused as exc:
         return Conflict(item.rel, exc.reason)
-    parent = _dir_info(root_fd, parts[: len(parts) - 1 - len(missing)])
+    parent = dir_info(root_fd, parts[: len(parts) - 1 - len(missing)])
     if parent is None or not may_write(parent, directory=True):
         return Conflict(item.rel, DIR_READ_ONLY)
     staged = f"{STAGE_PREFIX}{token}"
@@ -151,6 +149,8 @@ def _check(
     mode = stat_module.S_IMODE(found[1].st_mode)
     if mode != item.mode:
         return Conflict(item.rel, MODE_CHANGED)
+    if item.attrs is not None and attrs_digest(attrs_at(root_fd, item.rel) or {}) != item.attrs:
+        return Conflict(item.rel, ATTRS_CHANGED)  # the user's setfattr, setfacl: it stays
     if not may_write(found[1]):
         return Conflict(item.rel, READ_ONLY)
     backup = f"{BACKUP_PREFIX}{token}"
@@ -238,47 +238,6 @@ def _check_made(root_fd: int, rel: str, removed: set[str]) -> Conflict | list[st
     return []
 
 
-def _dir_modes(
-    root_fd: int,
-    upper_fd: int,
-    made: Sequence[str],
-    existing: Sequence[str],
-    copied: Mapping[str, int],
-    chmodded: Mapping[str, int],
-) -> tuple[list[DirMode], list[Conflict]]:
-    """The mode each made directory gets, and each existing one whose mode the upper layer
-    changed (with its mode until then); a conflict for a setuid or setgid bit brought in.
-    An upper directory that still has the mode it was copied up with (`copied`) changes
-    nothing: the real one keeps its mode, a chmod the user made since included. One a
-    command chmodded (`chmodded`: the real mode then) whose real mode the user changed since
-    is a conflict: the user's chmod stays."""
-    modes: list[DirMode] = []
-    conflicts: list[Conflict] = []
-    for rel in [*made, *existing]:
-        upper = lstat_at(upper_fd, rel)
-        if upper is None or not stat_module.S_ISDIR(upper.st_mode):
-            continue  # a parent of a new file the upper layer has not got: mkdir's default
-        mode = stat_module.S_IMODE(upper.st_mode)
-        if rel in existing and copied.get(rel) == mode:
-            continue
-        real = lstat_at(root_fd, rel) if rel in existing else None
-        before = None if real is None else stat_module.S_IMODE(real.st_mode)
-        if before == mode:
-            continue
-        if before is not None and chmodded.get(rel, before) != before:
-            conflicts.append(Conflict(rel, MODE_CHANGED))
-            continue
-        parent_info = _dir_info(root_fd, split_rel(rel)[:-1]) if before is None else None
-        inherited = (
-            stat_module.S_ISGID if parent_info and parent_info.st_mode & stat_module.S_ISGID else 0
-        )
-        if mode & SET_ID_BITS & ~inherited & ~(before or 0):
-            conflicts.append(Conflict(rel, SET_ID))
-            continue
-        modes.append(DirMode(rel, mode, before))
-    return modes, conflicts
-
-
 def plan(
     root: Path,
     upper: Path,
@@ -286,16 +245,14 @@ def plan(
     read: Sequence[Fingerprint] = (),
     removals: Sequence[Removal] = (),
     made: Sequence[str] = (),
-    copied: Mapping[str, int] | None = None,
-    chmodded: Mapping[str, int] | None = None,
+    notes: DirNotes | None = None,
 ) -> tuple[JournalState, list[Conflict]]:
     """The journal an apply would follow, and every conflict that stops it. Touches nothing.
 
     `read` holds the fingerprints of the real files the speculation read: any that changed
     is a conflict too; `removals` the real entries it deleted, `made` the directories it
-    made (empty ones included), `copied` the mode each upper directory the overlay copied up
-    from a real one had then, `chmodded` the mode each real directory a command chmodded
-    had then.
+    made (empty ones included), `notes` what the overlay knows of its directories' modes and
+    attrs from before the speculation changed them (dirnotes.py).
     """
     token = secrets.token_hex(6)
     state = JournalState(str(root), Phase.STAGING, [], [])
@@ -335,9 +292,8 @@ def plan(
                 dirs.update(dict.fromkeys(needed))
             else:
                 existing.append(rel)
-        state.modes, refused = _dir_modes(
-            root_fd, upper_fd, list(dirs), existing, copied or {}, chmodded or {}
-        )
+        notes = DirNotes() if notes is None else notes
+        state.modes, refused = notes.changes(root_fd, upper_fd, list(dirs), existing)
         conflicts += refused
         stopped = {c.path for c in conflicts}
         for print_ in read:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import enum
 import os
+import stat as stat_module
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from qshell.overlay.errors import OverlayError
 
 JOURNAL_NAME = "journal.json"
-JOURNAL_VERSION = 5  # 3: sealed (seal.py); 4: removals; 5: directory modes, in-place edits
+JOURNAL_VERSION = 6  # 3: sealed (seal.py); 4: removals; 5: directory modes, in-place edits
+# 6: directory attrs; a version 5 journal is one with none, recovered the same way
+READABLE_VERSIONS = (5, JOURNAL_VERSION)
 STAGE_PREFIX = ".qshell-stage-"
 BACKUP_PREFIX = ".qshell-backup-"
 
@@ -28,6 +31,7 @@ DELETED = "was deleted since it was copied"
 APPEARED = "appeared since the overlay created it"
 BAD_COPY = "its overlay copy is missing or a symlink"
 MODE_CHANGED = "its mode changed since it was copied"
+ATTRS_CHANGED = "its extended attributes or ACLs changed since it was copied"
 READ_ONLY = "is not writable for you"
 DIR_READ_ONLY = "is in a directory that is not writable for you"
 READ_CHANGED = "changed since the speculation read it"
@@ -36,6 +40,7 @@ CAPABILITY = "carries file capabilities, which a speculation never applies"
 LINKED_TWICE = "has other hard links in the project, and the speculation linked it again"
 UNJOINED = "shares its inode with a file the apply does not bring in"
 UNLINKABLE = "cannot be hard-linked to the file it shares its inode with here"
+SET_ID_BITS = stat_module.S_ISUID | stat_module.S_ISGID  # never applied from a speculation
 ROOT_NAME = "the project directory"  # how a conflict names the root, whose path is ""
 
 
@@ -86,6 +91,7 @@ class Original:
     existed: bool
     sha256: str | None  # when it existed
     mode: int | None  # its permission bits; for a new file, those asked for (None: default)
+    attrs: str | None = None  # metadata.attrs_digest of its xattrs and ACLs (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,11 +167,14 @@ class Unlink:
 @dataclass
 class DirMode:
     """A directory's mode as the apply sets it: `before` is its mode until then, None for a
-    directory the apply makes."""
+    directory the apply makes; `attrs` the xattrs and ACLs it gets (metadata.encode_attrs;
+    None: it keeps its own), `attrs_before` an existing one's until then."""
 
     rel: str
     mode: int
     before: int | None = None
+    attrs: dict[str, str] | None = None
+    attrs_before: dict[str, str] | None = None
 
 
 @dataclass
@@ -175,6 +184,6 @@ class JournalState:
     dirs: list[str]
     files: list[Step]
     removals: list[Unlink] = field(default_factory=list)  # done before `dirs` are made
-    modes: list[DirMode] = field(default_factory=list)  # of made dirs and chmodded ones
+    modes: list[DirMode] = field(default_factory=list)  # of made dirs and retouched ones
     version: int = JOURNAL_VERSION
     pid: int = field(default_factory=os.getpid)

@@ -1,17 +1,20 @@
 """Staging an apply: each overlay file copied beside its destination, several at once.
 
-`stage_all` copies every file of a journal's plan from the upper layer to its staged name
-in the destination's directory — streamed and hashed in chunks with its holes kept
-(metadata.py), with the destination's own xattrs and ACLs and the overlay file's mode — and,
-for an in-place edit of a hard-linked file, the original to its backup (inplace.py). The
-files of one `Step.link_group` (one inode in the upper layer) are staged as one: the first
-copied, each other one a hard link of that copy, and with the copy's xattrs alone (a
-command's file carries them from the kernel's copy-up; a destination's own would be put on
-every name). The
-directories are opened once each, never through a symlink, and shared by the worker
-threads; nothing is fsynced here (the journal makes it durable in one step). `Pacer` carries
-the caller's progress callback and cancel check: a cancel stops the staging with
-ApplyCancelled. Functions over directory descriptors; the overlay's lock serialises applies.
+`stage_all` copies every file of a journal's plan from the upper layer to its staged name in
+the destination's directory — streamed and hashed in chunks with its holes kept
+(metadata.py), with the overlay file's mode and exactly its xattrs and ACLs — and, for an
+in-place edit of a hard-linked file, the original to its backup (inplace.py). The upper copy
+is the one source of those attrs: a copy of a real file carries the real file's from its
+copy-up (the kernel's, or the overlay's for a tool's write), with whatever the speculation
+set or removed since, and a new one what it inherited from its upper directory's default ACL
+— the real directory's, copied up with it (upper.py) — so the staged copy's own inherited
+ACL is replaced; plan.py checks the real file's attrs are still those it was copied with.
+The files of one `Step.link_group` (one inode in the upper layer) are staged as one: the
+first copied, each other one a hard link of that copy. The directories are opened once each,
+never through a symlink, and shared by the worker threads; nothing is fsynced here (the
+journal makes it durable in one step). `Pacer` carries the caller's progress callback and
+cancel check: a cancel stops the staging with ApplyCancelled. Functions over directory
+descriptors; the overlay's lock serialises applies.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from qshell.overlay import inplace
 from qshell.overlay.dirfd import READ_FLAGS, open_chain, split_rel
-from qshell.overlay.metadata import copy_stream, copy_user_xattrs
+from qshell.overlay.metadata import copy_attrs, copy_stream
 from qshell.overlay.records import (
     UNLINKABLE,
     ApplyCancelled,
@@ -116,9 +119,7 @@ def _stage(up: int, parent: int, step: Step) -> None:
         out = os.open(step.staged, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent)
         try:
             step.sha256 = copy_stream(source, out)
-            if step.backup is not None and step.link_group is None:
-                _copy_xattrs_from(parent, name, out)  # the user's, on the file it replaces
-            copy_user_xattrs(source, out)  # a command's copy carries them (a rename, setfattr)
+            copy_attrs(source, out)  # exactly: an ACL the staged name inherited goes
             info = os.fstat(out)
             if step.mode is not None and info.st_mode & 0o7777 != step.mode:
                 os.fchmod(out, step.mode)
@@ -129,14 +130,3 @@ def _stage(up: int, parent: int, step: Step) -> None:
         os.close(source)
     if step.in_place:
         inplace.stage_backup(parent, name, step)
-
-
-def _copy_xattrs_from(parent: int, name: str, target: int) -> None:
-    try:
-        fd = os.open(name, READ_FLAGS | os.O_NONBLOCK, dir_fd=parent)
-    except OSError:
-        return  # gone or a symlink now: the swap finds that out
-    try:
-        copy_user_xattrs(fd, target)
-    finally:
-        os.close(fd)

@@ -23,7 +23,7 @@ from qshell.overlay.dirfd import READ_FLAGS, PathRefused, split_rel
 from qshell.overlay.errors import OverlayError
 from qshell.overlay.records import (
     BACKUP_PREFIX,
-    JOURNAL_VERSION,
+    READABLE_VERSIONS,
     STAGE_PREFIX,
     DirMode,
     JournalState,
@@ -101,7 +101,7 @@ def parse(path: Path, data: bytes) -> JournalState:
     names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
     names += [step.backup for step in state.removals]
     if (
-        state.version != JOURNAL_VERSION
+        state.version not in READABLE_VERSIONS
         or not Path(state.root).is_absolute()
         or any("/" in n or not n.startswith((STAGE_PREFIX, BACKUP_PREFIX)) for n in names)
     ):

@@ -22,8 +22,10 @@ Functions over one overlay's directories; the overlay's lock serialises them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import shutil
 import stat as stat_module
 from collections.abc import Collection, Iterator, Mapping
@@ -31,16 +33,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.overlay.dirfd import PathRefused, hash_at, lstat_at, open_chain, open_dir, split_rel
+from qshell.overlay.dirnotes import DirNotes
 from qshell.overlay.errors import HardLinked, OverlayError, OverlayEscape, os_error
-from qshell.overlay.metadata import has_capability
+from qshell.overlay.metadata import (
+    ACL_XATTRS,
+    attrs_at,
+    attrs_digest,
+    entry_path,
+    has_capability,
+    write_attrs,
+)
 from qshell.overlay.plan import may_write
 from qshell.overlay.records import Original, Removal
+from qshell.overlay.staging import NEW_FILE_MODE
 from qshell.overlay.trees import digest_at
 
 OPAQUE_XATTR = "user.overlay.opaque"
 FILE, WHITEOUT, DIR = "file", "whiteout", "dir"
 MAX_UPPER_ENTRIES = 100_000
 NEW_DIR_MODE = 0o777  # before the umask, as mkdir -p makes directories
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+INCOMING_PREFIX = ".qshell-incoming-"  # a tool's copy being written, beside its name
 _REWRITE_FLAGS = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 WRITE_LINKED = "has other hard links, which a speculated write would not keep in step"
 
@@ -55,6 +68,7 @@ class UpperEntry:
     kind: str  # FILE | WHITEOUT | DIR
     mode: int = 0  # permission bits (with setuid, setgid, sticky) of a file or directory
     opaque: bool = False  # a directory that replaces the real one
+    attrs: str = ""  # a directory's metadata.attrs_digest (its user xattrs and ACLs)
 
 
 def scan(upper: Path) -> list[UpperEntry]:
@@ -80,8 +94,9 @@ def _walk(fd: int, prefix: str) -> Iterator[UpperEntry]:
         elif stat_module.S_ISCHR(mode) and info.st_rdev == 0:
             yield UpperEntry(rel, WHITEOUT)
         elif stat_module.S_ISDIR(mode):
+            attrs = attrs_digest(attrs_at(fd, name, directory=True) or {})
             with open_chain(fd, [name]) as child:
-                yield UpperEntry(rel, DIR, stat_module.S_IMODE(mode), _opaque(child))
+                yield UpperEntry(rel, DIR, stat_module.S_IMODE(mode), _opaque(child), attrs)
                 yield from _walk(child, rel)
         else:
             what = "a symlink" if stat_module.S_ISLNK(mode) else "a special file"
@@ -102,31 +117,58 @@ def changed_paths(entries: list[UpperEntry]) -> list[str]:
 
 
 def retouched(root: Path, entries: list[UpperEntry]) -> list[str]:
-    """The plain (not opaque) directories of a layer that a command made or whose mode it
-    changed (a chmod copies a directory up), each with a trailing slash: changes of their
-    own, which `changed_paths` does not name."""
+    """The plain (not opaque) directories of a layer that a command made or whose mode or
+    attrs it changed (a chmod, setfattr or setfacl copies a directory up), each with a
+    trailing slash: changes of their own, which `changed_paths` does not name."""
     return [
         f"{e.rel}/"
         for e in entries
-        if e.kind == DIR and not e.opaque and e.rel and dir_mode(root / e.rel) != e.mode
+        if e.kind == DIR and not e.opaque and e.rel and _real_dir(root / e.rel) != (e.mode, e.attrs)
     ]
 
 
-def note_dir_modes(
-    root: Path, entries: list[UpperEntry], copied: dict[str, int], chmodded: dict[str, int]
-) -> None:
-    """Note the plain directories of a layer: each copied up unchanged in `copied` (its
-    mode then: the real one keeps its mode), each whose mode the command changed in
-    `chmodded` (the real one's mode it replaced: a chmod the user makes later is a conflict,
-    plan.py); the first seen stays."""
-    moved = set(retouched(root, entries))
+def note_dirs(root: Path, entries: list[UpperEntry], notes: DirNotes) -> None:
+    """Note in `notes` each plain directory of a layer that the real tree at `root` has:
+    its mode and attrs, as copied up unchanged or as the command changed them from the real
+    one's (dirnotes.py; a change the user makes later is a conflict, plan.py)."""
     for entry in entries:
-        if entry.kind != DIR or entry.opaque:
+        if entry.kind != DIR or entry.opaque or not entry.rel:
             continue
-        if f"{entry.rel}/" not in moved:
-            copied.setdefault(entry.rel, entry.mode)
-        elif (real := dir_mode(root / entry.rel)) is not None:
-            chmodded.setdefault(entry.rel, real)
+        real = _real_dir(root / entry.rel)
+        if real is not None:
+            notes.note_layer_dir(entry.rel, entry.mode, entry.attrs, *real)
+
+
+def _real_dir(path: Path) -> tuple[int, str] | None:
+    """(mode, attrs digest) of the directory at `path`, never through a final symlink;
+    None when there is none."""
+    mode = dir_mode(path)
+    if mode is None:
+        return None
+    return mode, attrs_digest(attrs_at(None, path, directory=True) or {})
+
+
+def dress_top(top: Path, root: Path, *, mode: bool = True) -> tuple[int, str]:
+    """Give an upper layer's top directory `top` the attrs — and with `mode` the mode — of
+    the project directory `root`, since overlayfs shows a layer's own top directory in place
+    of the project's: `.` is then the project's to a command, and what a command or a tool
+    makes at the top inherits the project's default ACL there, as it would in the project.
+    Without `mode` only the default ACL is given (the overlay's private `upper/`). Returns
+    the (mode, attrs digest) `top` then has, for `_real_dir` to compare with afterwards."""
+    real = attrs_at(None, root, directory=True) or {}
+    wanted = real if mode else {k: v for k, v in real.items() if k == ACL_XATTRS[1]}
+    given = stat_module.S_IMODE(os.stat(root if mode else top).st_mode)
+    write_attrs(os.fspath(top), wanted, directory=True)
+    os.chmod(top, given)  # after the attrs: an access ACL sets the mode bits
+    found = _real_dir(top)
+    assert found is not None
+    return found
+
+
+def top_changed(top: Path, dressed: tuple[int, str]) -> bool:
+    """Whether a command changed the mode or attrs of its layer's top directory `top` (the
+    project directory's own, to it) from those `dress_top` gave it."""
+    return _real_dir(top) != dressed
 
 
 def dir_mode(path: Path) -> int | None:
@@ -231,9 +273,16 @@ def merge(layer: Path, upper: Path, entries: list[UpperEntry]) -> None:
                 os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
                 if entry.kind == DIR:
                     moved.add(entry.rel)
-        for entry in reversed(entries):  # the layer's directory modes, once all is in
+        for entry in reversed(entries):  # the layer's directory attrs and modes, once all is in
             if entry.kind == DIR and not entry.opaque and not covered(entry.rel, moved):
-                with open_chain(top_upper, split_rel(entry.rel)) as fd:
+                parts = split_rel(entry.rel)
+                with (
+                    open_chain(top_layer, parts[:-1]) as source,
+                    open_chain(top_upper, parts[:-1]) as target,
+                    open_chain(target, parts[-1:]) as fd,
+                ):
+                    wanted = attrs_at(source, parts[-1], directory=True) or {}
+                    write_attrs(entry_path(target, parts[-1]), wanted, directory=True)
                     os.fchmod(fd, entry.mode)
 
 
@@ -245,6 +294,60 @@ def copy_mode(parent: int, name: str) -> int | None:
     if there is None or not stat_module.S_ISREG(there.st_mode):
         return None
     return stat_module.S_IMODE(there.st_mode)
+
+
+def put_copy(parent: int, name: str, data: bytes, mode: int | None, real: Path | None) -> None:
+    """A tool's write of `data` to the file `name` of an upper directory: made whole under
+    a temporary name beside it — so a new file inherits the directory's default ACL, as it
+    would in the project — then renamed over `name`. It gets exactly the attrs and mode of
+    the copy there (a command's chmod or setfattr stays, as a real write keeps them), else
+    of the real file `real` being copied up (as overlayfs copies one up), else `mode`; a
+    copy with other links (a command's `ln`) is written in place, likewise."""
+    if rewrite_linked(parent, name, data):
+        return
+    kept = copy_mode(parent, name)
+    mode = mode if kept is None else kept
+    if kept is not None:
+        attrs = attrs_at(parent, name)
+    else:
+        attrs = None if real is None else attrs_at(None, real)
+    temp = f"{INCOMING_PREFIX}{secrets.token_hex(8)}"
+    fd = os.open(temp, _CREATE_FLAGS, NEW_FILE_MODE, dir_fd=parent)
+    try:
+        with open(fd, "wb", closefd=True) as out:
+            out.write(data)
+            if attrs is not None:  # exactly: an ACL the new name inherited goes
+                write_attrs(out.fileno(), attrs)
+            if mode is not None:
+                os.fchmod(out.fileno(), mode)
+        os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=parent)
+        raise
+
+
+def copy_up_dir(parent: int, name: str, real: Path) -> tuple[int, str] | None:
+    """Make the directory `name` of an upper directory as a copy of the real directory
+    `real` — its mode and attrs, as overlayfs copies one up —: (mode, attrs digest), or
+    None when `real` is no directory (a missing one is made with the file, mkdir's default)
+    or `name` exists already."""
+    try:
+        info = os.lstat(real)
+    except OSError:
+        return None
+    if not stat_module.S_ISDIR(info.st_mode):
+        return None
+    try:
+        os.mkdir(name, NEW_DIR_MODE, dir_fd=parent)
+    except FileExistsError:
+        return None
+    attrs = attrs_at(None, real, directory=True) or {}
+    write_attrs(entry_path(parent, name), attrs, directory=True)
+    mode = stat_module.S_IMODE(info.st_mode)
+    with open_chain(parent, [name]) as fd:
+        os.fchmod(fd, mode)
+    return mode, attrs_digest(attrs)
 
 
 def rewrite_linked(parent: int, name: str, data: bytes) -> bool:
@@ -365,6 +468,8 @@ def snapshot(rel: str, resolved: Path, mode: int | None, *, sole: bool = False) 
         found = hash_at(parent, resolved.name)
         if not may_write(info) or not may_write(os.fstat(parent), directory=True):
             raise os_error(errno.EACCES, resolved)  # as the write itself would fail (plan.py)
-    if found is None:
+        attrs = attrs_at(parent, resolved.name)
+    if found is None or attrs is None:
         raise OverlayEscape(resolved, "changed while it was being copied")
-    return Original(rel, True, found[0], stat_module.S_IMODE(found[1].st_mode))
+    mode = stat_module.S_IMODE(found[1].st_mode)
+    return Original(rel, True, found[0], mode, attrs_digest(attrs))

@@ -49,6 +49,14 @@ _CHANGE_MARKS = {
     ChangeKind.CREATED: "+",
     ChangeKind.DELETED: "-",
     ChangeKind.MODE: "m",
+    ChangeKind.ATTRS: "m",
+    ChangeKind.MODE_ATTRS: "m",
+}
+_CHANGE_NOTES = {
+    ChangeKind.DELETED: "deleted",
+    ChangeKind.MODE: "permissions changed",
+    ChangeKind.ATTRS: "attributes changed",
+    ChangeKind.MODE_ATTRS: "permissions and attributes changed",
 }
 SUMMARY_KEYS = ("command", "pattern", "url", "query", "path")
 # C0 controls but tab and newline, DEL and C1 (0x9b is a one-byte CSI on some terminals)
@@ -284,10 +292,9 @@ def _stands_out(change: FileChange) -> bool:
 
 
 def _change_line(change: FileChange) -> str:
-    """`- notes.txt (deleted)`, `- pkg (deleted; protected: pkg/.husky)`, `~ a.py`."""
-    notes = {ChangeKind.DELETED: ["deleted"], ChangeKind.MODE: ["permissions changed"]}.get(
-        change.kind, []
-    )
+    """`- notes.txt (deleted)`, `- pkg (deleted; protected: pkg/.husky)`, `~ a.py`,
+    `m keys/ (permissions changed)`."""
+    notes = [_CHANGE_NOTES[change.kind]] if change.kind in _CHANGE_NOTES else []
     if change.protected:
         notes.append(f"protected: {', '.join(clean(p) for p in change.protected)}")
     note = f" ({'; '.join(notes)})" if notes else ""

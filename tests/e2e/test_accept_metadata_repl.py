@@ -5,7 +5,8 @@ accept, and the user answers `a`.
 `chmod 700` of a directory the command made, or of one that was there, lands as 0700; a
 `chmod u+s` is never applied from the speculation — it is a boundary, asked about live,
 and the bit is set only when the user lets it run; the user's xattrs and ACL on an edited
-file stay, an edit of a file with a second hard link (in the project or outside it) is a
+file stay, xattrs a command sets on a directory or removes from it are listed ("attributes
+changed") and land, an edit of a file with a second hard link (in the project or outside it) is a
 boundary, asked about live, whose live run keeps the link, and a sparse file stays sparse. Output under an ignored path
 (`build/`) is listed and applied, or with `sandbox.applyIgnored` off left out and said to
 be. Skipped with the probe's reason where a user-namespace overlay cannot be mounted.
@@ -146,6 +147,24 @@ def test_the_users_xattr_and_acl_on_an_edited_file_stay(llm_server, project, mod
         assert os.getxattr(target, ACL) == acl
         shown = subprocess.run(["getfacl", "-c", str(target)], capture_output=True, text=True)
         assert "user:nobody:r--" in shown.stdout
+
+
+@pytest.mark.skipif(shutil.which("setfattr") is None, reason="no setfattr here")
+def test_xattrs_a_command_sets_and_removes_on_a_directory_are_listed_and_land(
+    llm_server, project, mode
+):
+    keys = project / "keys"
+    keys.mkdir()
+    try:
+        os.setxattr(keys, "user.old", b"drop me")
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            pytest.skip(f"no user xattrs on this filesystem: {exc}")
+        raise
+    command = "setfattr -n user.note -v kept keys && setfattr -x user.old keys && echo tagged"
+    edited(llm_server, project, mode, command, "tagged", r"m keys/ \(attributes changed\)")
+    assert os.getxattr(keys, "user.note") == b"kept"
+    assert "user.old" not in os.listxattr(keys)
 
 
 @pytest.mark.parametrize("inside", [True, False])

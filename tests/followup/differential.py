@@ -2,14 +2,16 @@
 
 A `Start` is a small starting tree: files with their bytes and modes, directories with
 theirs, symlinks inside the tree, hard links (one pair inside the tree, one file linked to a
-file outside it), user xattrs, nested protected paths (`.github/workflows/ci.yml`,
+file outside it), user xattrs and ACLs (a directory's default ACL too), nested protected
+paths (`.github/workflows/ci.yml`,
 `pkg/.husky/pre-commit`, `.gitattributes`) and, when `git` is set, a repository whose
 `.gitignore` ignores `build/` and `*.log`. `build` makes it under a directory, the same way
 every time, so the live copy and the speculated one start byte-identical with the same link
 structure. The Hypothesis strategies draw starts, shell calls (one to three operations each:
 create, append, overwrite, delete, rename, copy, mkdir/rmdir, chmod with modes such as 700,
-600 and 755 — never setuid —, symlinks and hard links, `sed -i`, `touch`) over one pool of
-paths, and `UserEdit`s: what the user does to the real tree while a speculation runs.
+600 and 755 — never setuid —, symlinks and hard links, `sed -i`, `touch`, `setfattr` and
+`setfacl -b`) over one pool of paths, and `UserEdit`s: what the user does to the real tree
+while a speculation runs (a `setfattr` among them).
 `live` runs calls with real bash; `snapshot` reads a tree with its metadata (entry types,
 bytes, modes, symlink targets, xattrs, which paths share an inode and each file's link
 count, the outside file's content) and `differences` says how two snapshots differ, one
@@ -18,6 +20,7 @@ line per path. Test helpers only; no product code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -41,6 +44,8 @@ FILE_MODES = (0o644, 0o600, 0o755, 0o444, 0o700)
 DIR_MODES = (0o755, 0o700, 0o750, 0o555)
 CHMODS = ("700", "600", "755", "644", "444", "500", "711", "640", "u+x", "go-rwx")
 XATTR = "user.qshell.test"
+HAVE_SETFACL = shutil.which("setfacl") is not None  # else no starting tree has an ACL
+ACL_USER = os.getuid()  # whom the starting trees' ACL entries name: the jail maps this user
 GITIGNORE = "build/\n*.log\n"
 GIT = ("git", "-c", "init.defaultBranch=main", "init", "-q")
 
@@ -57,7 +62,9 @@ class Start:
     symlinks: tuple[str, ...] = ()  # names from SYMLINKS
     hard_link: bool = False  # HARD_LINK[1] is a second name of HARD_LINK[0] (when it exists)
     outside: bool = False  # OUTSIDE shares its inode with a file beside the tree
-    xattrs: tuple[str, ...] = ()  # files that carry XATTR
+    xattrs: tuple[str, ...] = ()  # files (or directories) that carry XATTR
+    acls: tuple[str, ...] = ()  # files or directories ("" the top one) with an ACL entry
+    acl_user: int = ACL_USER  # whom that entry names
     git: bool = False
 
 
@@ -67,7 +74,7 @@ class UserEdit:
     took its base) when `before`, else after it; an `at` past the last call that ran is
     made just before the apply."""
 
-    kind: str  # write | append | delete | chmod | mkdir
+    kind: str  # write | append | delete | chmod | mkdir | setfattr
     path: str
     at: int
     before: bool
@@ -84,6 +91,8 @@ class UserEdit:
                     path.chmod(0o700)
             elif self.kind == "mkdir":
                 path.mkdir(parents=True, exist_ok=True)
+            elif self.kind == "setfattr":  # never through a symlink: a link has no user xattrs
+                os.setxattr(path, XATTR, b"the user's", follow_symlinks=False)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 with open(path, "ab" if self.kind == "append" else "wb") as out:
@@ -102,6 +111,9 @@ def build(root: Path, start: Start) -> None:
     root.mkdir(exist_ok=True)
     for child in list(root.iterdir()):
         _remove(child)
+    for name in os.listxattr(root):  # a start may give the top directory xattrs or ACLs
+        if name.startswith(("user.", "system.posix_acl_")):
+            os.removexattr(root, name)
     outside = outside_of(root)
     outside.unlink(missing_ok=True)
     root.chmod(0o755)
@@ -123,6 +135,10 @@ def build(root: Path, start: Start) -> None:
         os.chmod(root / rel, mode)
     for rel in start.xattrs:
         os.setxattr(root / rel, XATTR, f"tag of {rel}".encode())
+    for rel in start.acls:  # a directory gets a default ACL too
+        entry = f"u:{start.acl_user}:r-x"
+        extra = ["-m", f"d:{entry}"] if (root / rel).is_dir() else []
+        subprocess.run(["setfacl", "-m", entry, *extra, str(root / rel)], check=True)
     if start.git:
         (root / ".gitignore").write_text(GITIGNORE)
         subprocess.run(GIT, cwd=root, check=True, capture_output=True)
@@ -270,6 +286,9 @@ OPERATIONS = st.one_of(
     st.builds(lambda a, b: f"ln {_quoted(a, b)}", PATH, PATH),
     st.builds(lambda p: f"sed -i s/a/Z/ {_quoted(p)}", PATH),
     st.builds(lambda p: f"touch {_quoted(p)}", PATH),
+    st.builds(lambda p, t: f"setfattr -n {XATTR} -v {_quoted(t)} {_quoted(p)}", PATH, TEXT),
+    st.builds(lambda p: f"setfattr -x {XATTR} {_quoted(p)}", PATH),
+    st.builds(lambda p: f"setfacl -b {_quoted(p)}", PATH),
 )
 CALL = st.lists(OPERATIONS, min_size=1, max_size=3).map("; ".join)
 CALLS = st.lists(CALL, min_size=1, max_size=4)
@@ -285,14 +304,16 @@ def starts(draw: st.DrawFn) -> Start:
     parents = {str(p) for rel in chosen for p in Path(rel).parents if str(p) != "."}
     extra = draw(st.lists(st.sampled_from(START_DIRS), unique=True, max_size=3))
     dirs = tuple((rel, draw(st.sampled_from(DIR_MODES))) for rel in sorted({*parents, *extra}))
+    tagged = st.sampled_from(sorted({*chosen, *(rel for rel, _ in dirs)}) or ["a"])
     return Start(
         files=files,
         dirs=dirs,
         symlinks=tuple(draw(st.lists(st.sampled_from(sorted(SYMLINKS)), unique=True))),
         hard_link=draw(st.booleans()),
         outside=draw(st.booleans()),
-        xattrs=tuple(draw(st.lists(st.sampled_from(sorted(chosen) or ["a"]), unique=True)))
-        if chosen
+        xattrs=tuple(draw(st.lists(tagged, unique=True))) if chosen or dirs else (),
+        acls=tuple(draw(st.lists(tagged, unique=True, max_size=2)))
+        if (chosen or dirs) and HAVE_SETFACL
         else (),
         git=draw(st.booleans()),
     )
@@ -302,7 +323,7 @@ def user_edits(calls: int) -> st.SearchStrategy[UserEdit]:
     """A user edit at any point of a run of `calls` calls."""
     return st.builds(
         UserEdit,
-        kind=st.sampled_from(("write", "append", "delete", "chmod", "mkdir")),
+        kind=st.sampled_from(("write", "append", "delete", "chmod", "mkdir", "setfattr")),
         path=PATH,
         at=st.integers(0, calls),
         before=st.booleans(),
@@ -354,28 +375,16 @@ def expected_trees(
     return expected
 
 
-def with_xattrs_kept(start: Snapshot, want: Snapshot, found: Snapshot) -> Snapshot:
-    """`want`, but a file that carried the user's xattrs at the start and still is a file
-    may keep them: the product keeps them on an edited file (the issue asks it to), where
-    a replace-style command (`sed -i`) live drops them with the old inode."""
-    out = dict(want)
-    for rel, entry in want.items():
-        before, seen = start.get(rel), found.get(rel)
-        if before is None or seen is None or entry[0] != "file" or before[0] != "file":
-            continue
-        if before[3] and seen[3] == before[3] and seen == (*entry[:3], before[3], *entry[4:]):
-            out[rel] = seen
-    return out
-
-
 def replay(before: Snapshot, after: Snapshot, root: Path) -> None:
     """Make under `root` the change that turned `before` into `after` (the user's edit as
-    it happened: the same entries with the same type, mode and bytes, or gone)."""
+    it happened: the same entries with the same type, mode and bytes, or gone, and the
+    user's xattrs set or removed as they were)."""
     for rel in sorted({*before, *after}):
         old, new = before.get(rel), after.get(rel)
-        if old is not None and new is not None and old[:3] == new[:3]:
-            continue  # only its links changed: another entry's change says it
         path = outside_of(root) if rel == "../outside" else root / rel
+        if old is not None and new is not None and old[:3] == new[:3]:
+            _replay_xattrs(old, new, path)
+            continue  # else only its links changed: another entry's change says it
         if new is None:
             _remove(path)
         elif new[0] == "dir":
@@ -390,3 +399,18 @@ def replay(before: Snapshot, after: Snapshot, root: Path) -> None:
             path.write_bytes(new[2])
             if rel != "../outside":
                 path.chmod(new[1])
+
+
+def _replay_xattrs(old: Entry, new: Entry, path: Path) -> None:
+    """The user's xattrs (`user.*`) that `new` has otherwise than `old`, set on `path` (or
+    removed); ACLs change with a chmod, which replaying the mode says."""
+    was = {name: value for name, value in old[3] if name.startswith("user.")}
+    now = {name: value for name, value in new[3] if name.startswith("user.")}
+    if was == now or not os.path.lexists(path) or path.is_symlink():
+        return
+    for name in sorted(set(was) - set(now)):
+        with contextlib.suppress(OSError):
+            os.removexattr(path, name)
+    for name, value in sorted(now.items()):
+        if was.get(name) != value:
+            os.setxattr(path, name, value)

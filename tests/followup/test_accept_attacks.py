@@ -8,10 +8,12 @@ another — `run_on_overlay` on the real kernel overlay, then `Overlay.apply()` 
 product refuses (RunRefused: the boundary, the call then runs live) or a reported conflict
 (the prompt then runs live) is a right answer; a tree other than the live one is not. The
 ones marked xfail are breaks found and not fixed (the reason names the cause); the others
-guard the two fixed here: a project with a file system mounted inside it, where no overlay
-can be mounted and the mount's failure stood as the command's output, and a chmod the user
-made of a directory after a command chmodded it, which accept put back. Skipped with the
-probe's reason where a user-namespace overlay cannot be mounted.
+guard those fixed: a project with a file system mounted inside it, where no overlay can be
+mounted and the mount's failure stood as the command's output, a chmod the user made of a
+directory after a command chmodded it, which accept put back, and an xattr (or ACL) a
+command removed from a file, which came back, or set on a directory, which was dropped
+(test_accept_attrs.py has more of those). Skipped with the probe's reason where a
+user-namespace overlay cannot be mounted.
 """
 
 from __future__ import annotations
@@ -93,30 +95,15 @@ def test_a_users_chmod_of_a_directory_a_command_chmodded_is_kept(rig: Rig) -> No
     assert (rig.root / "d").stat().st_mode & 0o777 == 0o700
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="staging._stage copies the real file's user xattrs onto the copy, then the "
-    "upper's: an xattr (or ACL) the command removed comes back",
-)
 def test_an_xattr_the_command_removed_stays_removed(rig: Rig) -> None:
     like_live(rig, TAGGED, [_python("import os; os.removexattr('b', 'user.qshell.test')")])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="upper.retouched and dirmodes.py carry a directory's mode only: an xattr a "
-    "command set on an existing directory is dropped",
-)
 def test_an_xattr_the_command_set_on_a_directory_is_applied(rig: Rig) -> None:
     like_live(rig, TAGGED, [_python("import os; os.setxattr('d', 'user.qshell.test', b'v')")])
 
 
 @pytest.mark.skipif(shutil.which("setfacl") is None, reason="no setfacl here")
-@pytest.mark.xfail(
-    strict=True,
-    reason="a directory's ACLs (system.posix_acl_access/default) are not carried by the "
-    "apply; only its mode is (plan._dir_modes, dirmodes.set_modes)",
-)
 def test_a_default_acl_the_command_set_on_a_directory_is_applied(rig: Rig) -> None:
     owner = os.getuid()
     like_live(rig, TAGGED, [f"setfacl -d -m u:{owner}:r d"])

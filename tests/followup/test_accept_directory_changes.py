@@ -1,9 +1,10 @@
 """What a speculated command does to directories themselves, and to the links a read goes
 through, is shown, checked and kept out of protected places like any file change.
 
-A `chmod` of a directory leaves no file change, only a directory copied up with another
-mode: on a protected directory (`.git`, `.qshell`, `.github/workflows`, `.husky`) that is a
-boundary, since a live turn asks about it; elsewhere the accept's question lists it. A
+A `chmod` (or `setfattr`, `setfacl`) of a directory leaves no file change, only a directory
+copied up with another mode (or xattrs, ACLs): on a protected directory (`.git`, `.qshell`,
+`.github/workflows`, `.husky`) that is a boundary, since a live turn asks about it;
+elsewhere the accept's question lists it ("permissions", "attributes" changed). A
 proven read-only `cat link` that read through a symlink is stale once the link points
 elsewhere, and `ls`, `find`, `grep -r` or `git branch` once a file (or a ref) appears where
 they listed. On the real kernel overlay; skipped with the probe's reason where none mounts.
@@ -12,6 +13,7 @@ they listed. On the real kernel overlay; skipped with the probe's reason where n
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 
@@ -46,12 +48,18 @@ def mode_of(path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
+NO_SETFATTR = pytest.mark.skipif(shutil.which("setfattr") is None, reason="no setfattr here")
+
+
 @pytest.mark.parametrize("target", [".git", ".git/hooks", ".qshell", ".github/workflows", ".husky"])
 @pytest.mark.parametrize("mode", [ApprovalMode.AUTO_EDIT, ApprovalMode.DEFAULT])
-def test_a_chmod_of_a_protected_directory_is_left_to_the_live_turn(tmp_path, target, mode):
+@pytest.mark.parametrize(
+    "change", ["chmod 777", pytest.param("setfattr -n user.note -v 1", marks=NO_SETFATTR)]
+)
+def test_a_chmod_of_a_protected_directory_is_left_to_the_live_turn(tmp_path, target, mode, change):
     setup = project(tmp_path, {"a.txt": "a\n", **PROTECTED})
     before = mode_of(setup.root / target)
-    run = speculate(setup, [f"chmod 777 {target}"], mode=mode)
+    run = speculate(setup, [f"{change} {target}"], mode=mode)
     assert run.spec.status is Status.BOUNDARY
     assert target in run.spec.boundary.detail
     assert not run.overlay.has_writes  # nothing of the command was taken in
@@ -68,6 +76,28 @@ def test_the_question_lists_a_directory_whose_mode_the_command_changed(tmp_path)
     assert question.changes == (FileChange("secrets/", ChangeKind.MODE),)
     assert of_type(events, SpeculationAccepted)
     assert mode_of(setup.root / "secrets") == 0o700
+
+
+@NO_SETFATTR
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("setfattr -n user.note -v 1 secrets", ChangeKind.ATTRS),
+        ("setfattr -n user.note -v 1 secrets && chmod 700 secrets", ChangeKind.MODE_ATTRS),
+    ],
+)
+def test_the_question_lists_a_directory_whose_attributes_the_command_changed(
+    tmp_path, command, kind
+):
+    setup = project(tmp_path, {"secrets/key.txt": "k\n", "a.txt": "a\n"})
+    os.chmod(setup.root / "secrets", 0o755)
+    run = speculate(setup, [command], mode=ApprovalMode.DEFAULT)
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    events = accepted_turn(run, ApplyChoice.APPLY)
+    question = of_type(events, ApplyRequested)[0]
+    assert question.changes == (FileChange("secrets/", kind),)
+    assert of_type(events, SpeculationAccepted)
+    assert os.getxattr(setup.root / "secrets", "user.note") == b"1"
 
 
 def test_a_read_through_a_symlink_is_stale_once_the_link_points_elsewhere(tmp_path):

@@ -301,7 +301,10 @@ def test_an_unwritable_directory_fails_the_apply_and_changes_nothing(overlay, pr
 # --- crash recovery --------------------------------------------------------------------------
 
 CRASH_POINTS = 60  # more than the mutations of one apply of NEW_CONTENT
-MUTATIONS = ("mkdir", "link", "replace", "rename", "unlink", "rmdir", "write", "fsync", "fchmod")
+MUTATIONS = (
+    *("mkdir", "link", "replace", "rename", "unlink", "rmdir", "write", "fsync", "fchmod"),
+    *("setxattr", "removexattr"),
+)
 
 
 class Crash(BaseException):

@@ -221,3 +221,23 @@ def test_a_base_inside_the_project_is_never_swept(tmp_path, outside):
     assert sweep_stale(base, root=outside) == 0
     assert (outside / "precious.txt").read_text() == "do not delete\n"
     assert planted.exists()
+
+
+def test_a_journal_from_before_directory_attrs_is_still_recovered(tmp_path, project):
+    """A version 5 journal (no directory attrs) is rolled back as it always was."""
+    (project / "sub").mkdir()
+    os.chmod(project / "sub", 0o700)  # the crashed apply's chmod
+    journal = {
+        "root": str(project),
+        "phase": "renaming",
+        "dirs": [],
+        "files": [],
+        "modes": [{"rel": "sub", "mode": 0o700, "before": 0o755}],
+        "version": 5,
+        "pid": DEAD_PID,
+    }
+    assert JOURNAL_VERSION != 5
+    planted = plant(tmp_path / "base", journal)
+    recovery = recover_journal(planted / JOURNAL_NAME, project)
+    assert recovery is not None and recovery.direction == "rolled back"
+    assert os.stat(project / "sub").st_mode & 0o777 == 0o755

@@ -79,6 +79,20 @@ def test_a_plain_directory_is_compared_without_its_listing(root: Path) -> None:
     assert changed(root, base, "out") == "out"
 
 
+def test_a_directorys_xattrs_changed_since_the_base_are_found(root: Path) -> None:
+    """A directory's ctime moves with every file made in it, so its attrs are recorded."""
+    try:
+        os.setxattr(root / "out/sub", "user.tag", b"v1")
+    except OSError as exc:
+        pytest.skip(f"this filesystem refuses user xattrs: {exc}")
+    base = take(root, never)
+    os.setxattr(root / "out/sub", "user.tag", b"the user's")
+    assert changed(root, base, "out/sub", whole=False) == "out/sub"
+    assert changed(root, base, "out") == "out/sub"
+    os.setxattr(root / "out/sub", "user.tag", b"v1")
+    assert changed(root, base, "out") is None
+
+
 @pytest.fixture
 def overlay(root: Path, tmp_path: Path):
     with Overlay.create(root, PathResolver(root), base_dir=tmp_path / "base") as ov:

@@ -196,6 +196,7 @@ def test_the_upper_directory_holds_only_written_files_at_their_paths(overlay, pr
         "existed": False,
         "sha256": None,
         "mode": None,
+        "attrs": None,
     }
 
 

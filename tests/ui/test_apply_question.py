@@ -79,3 +79,17 @@ def test_build_cache_files_are_one_line_after_the_others():
         "+ 31 files in build caches (.pytest_cache, __pycache__)",
     ]
     assert view.more == 0
+
+
+def test_a_directorys_own_change_says_what_changed():
+    changes = (
+        FileChange("keys/", ChangeKind.MODE),
+        FileChange("tags/", ChangeKind.ATTRS),
+        FileChange("both/", ChangeKind.MODE_ATTRS),
+    )
+    view = apply_view(ApplyRequested("p", ("x",), changes, Future()))
+    assert sorted(view.files) == [
+        "m both/ (permissions and attributes changed)",
+        "m keys/ (permissions changed)",
+        "m tags/ (attributes changed)",
+    ]
