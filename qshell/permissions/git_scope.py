@@ -3,7 +3,8 @@
 The environment a proven command runs in switches off fsmonitor, hooks, pagers, credential
 helpers, signature checks, lazy fetches and every transport (shellproof/env.py). What it
 cannot switch off is checked here, with git itself (`config --list`, `rev-parse`,
-`ls-files`, `log --name-only`: none runs a program), and any finding makes the command ask:
+`ls-files`, `log --name-only`, `fsck`: none runs a program), and any finding makes the
+command ask:
 - the repository's top is not the project root (git then reads files outside it);
 - the configuration sets an external diff, a textconv or filter driver, a proxy or a work
   tree elsewhere;
@@ -16,7 +17,13 @@ cannot switch off is checked here, with git itself (`config --list`, `rev-parse`
   configuration, and run;
 - a tracked file looks like a secret (git prints tracked content), or — for subcommands
   that print what the history holds (`show`, `log -p`, `diff REV`, `grep REV`, `cat-file`…)
-  — any file ever committed does; that scan is cached per state of the refs.
+  — any file ever committed does, in what a branch, a tag, the stash or the reflog reaches
+  (a commit reset away); that scan is cached per state of the refs;
+- such a subcommand names an object by id (`git show 3f2a9c`, `cat-file -p`) that no ref,
+  reflog or the index reaches (a `.env` staged then unstaged: a blob with no name to judge),
+  or takes objects named at run time or all of them (`--stdin`, `cat-file --batch`,
+  `--batch-all-objects`) while any is unreachable (`git fsck --connectivity-only`); cached
+  per state of the refs, the index and the object store.
 `git_state` names the files whose change makes a git command's answer stale (HEAD, the
 index, the refs), for a speculation to fingerprint. Thread-safe: the cache is guarded by a lock.
 """
@@ -25,7 +32,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 
 from qshell.permissions.git_credentials import holds_credential
@@ -75,7 +83,7 @@ NAMES_ONLY = frozenset(
 # `%(upstream:remotename)` give names, never a URL)
 PRINTS_CONFIG = frozenset(["config", "remote", "var"])
 MAX_CACHED = 32
-_history: dict[tuple[str, str], str | None] = {}
+_history: dict[tuple[str, ...], str | None] = {}
 _history_lock = threading.Lock()
 
 
@@ -85,10 +93,12 @@ def git_concern(
     environ: Mapping[str, str],
     subcommands: Iterable[str],
     jail: Sandboxed | None = None,
+    objects: Iterable[str] = (),
 ) -> str | None:
     """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
     program, read outside the project, or print a secret; None when they cannot. `jail` is
-    the sandbox they will run in, if they run in one."""
+    the sandbox they will run in, if they run in one; `objects` the objects they name by id
+    (`Proof.objects`: raw ids, `*` for ones named at run time)."""
     subcommands = set(subcommands)
     args = ["config", "--list", "--show-origin", "-z"]
     listing = git_output(args, root, environ, ok=(0, 1))  # 1: none at all
@@ -118,7 +128,7 @@ def git_concern(
     if secret:
         return f"the tracked file {secret} looks like a secret, and git may print it"
     if subcommands - NAMES_ONLY:
-        return _history_concern(root, paths, environ)
+        return _history_concern(root, paths, environ) or _objects_concern(root, environ, objects)
     return None
 
 
@@ -152,29 +162,117 @@ def _credential_concern(
     return None
 
 
-def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
-    """Why the history could show a secret (a secret-looking file was ever committed)."""
+def _refs_state(root: Path, environ: Mapping[str, str]) -> str | None:
+    """What the refs and HEAD point at, as one string (a key for the caches), or None."""
     refs = git_output(["for-each-ref", "--format=%(objectname) %(refname)"], root, environ, ok=(0,))
     head = git_output(["rev-parse", "-q", "--verify", "HEAD"], root, environ, ok=(0, 1))
-    if refs is None or head is None:
-        return "git's history could not be checked for secrets"
-    key = (str(root), refs + head)
+    return None if refs is None or head is None else refs + head
+
+
+def _cached(key: tuple[str, ...], compute: Callable[[], str | None]) -> str | None:
     with _history_lock:
         if key in _history:
             return _history[key]
-    names = git_output(
-        ["log", "--all", "--format=", "--name-only", "-z"], root, environ, ok=(0, 128)
-    )
-    if names is None:
-        concern: str | None = "git's history is too large to check for secrets in time"
-    else:
-        secret = _first_secret(names.replace("\n", "\0").split("\0"), root, paths)
-        concern = f"{secret}, which looks like a secret, is in git's history" if secret else None
+    concern = compute()
     with _history_lock:
         if len(_history) >= MAX_CACHED:
             _history.clear()
         _history[key] = concern
     return concern
+
+
+def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
+    """Why the history could show a secret: a secret-looking file was committed in what a
+    branch, a tag, the stash or the reflog reaches (a commit reset away stays in the reflog)."""
+    state = _refs_state(root, environ)
+    if state is None:
+        return "git's history could not be checked for secrets"
+
+    def scan() -> str | None:
+        args = ["log", "--all", "--reflog", "-m", "--format=", "--name-only", "-z"]
+        names = git_output(args, root, environ, ok=(0, 128))
+        if names is None:
+            return "git's history is too large to check for secrets in time"
+        secret = _first_secret(names.replace("\n", "\0").split("\0"), root, paths)
+        return f"{secret}, which looks like a secret, is in git's history" if secret else None
+
+    return _cached(("history", str(root), state), scan)
+
+
+def _objects_concern(root: Path, environ: Mapping[str, str], objects: Iterable[str]) -> str | None:
+    """Why an object a command names (a raw id, or `*`: named at run time or all of them)
+    could be one no branch, tag, stash, reflog or the index reaches — a file staged then
+    unstaged, a commit whose reflog entry expired — which has no file name to judge, so
+    its content is unchecked. Cached per state of the refs, the index and the object store."""
+    objects = list(objects)
+    if not objects:
+        return None
+    state = _refs_state(root, environ)
+    store = git_output(["count-objects", "-v"], root, environ, ok=(0,))
+    if state is None or store is None:
+        return "git's objects could not be checked for ones no branch or reflog reaches"
+    index = _index_stamp(root, environ)
+    for name in objects:
+        key = ("object", str(root), state + store + index, name)
+        concern = _cached(key, partial(_unreached, root, environ, name))
+        if concern:
+            return concern
+    return None
+
+
+def _index_stamp(root: Path, environ: Mapping[str, str]) -> str:
+    found = [p for p in git_state(root, environ) if p.name == "index"]
+    try:
+        info = found[0].stat()
+    except (IndexError, OSError):
+        return ""
+    return f"{info.st_mtime_ns} {info.st_size}"
+
+
+UNREACHED = "git holds objects no branch, tag or reflog reaches"
+
+
+def _unreached(root: Path, environ: Mapping[str, str], name: str) -> str | None:
+    """Why `name` (a raw id; `*`: any object) may be content no ref, reflog or the index
+    reaches, checked with git; None when it is reachable or names no object."""
+    if name == "*":
+        args = ["fsck", "--connectivity-only", "--unreachable", "--no-progress"]
+        found = git_output(args, root, environ, ok=(0,))
+        if found is None:
+            return f"{UNREACHED} maybe (git fsck could not tell in time); the command may print any"
+        return f"{UNREACHED}, and the command may print any" if found.strip() else None
+    spec = f"{name}^{{object}}"
+    full = git_output(
+        ["rev-parse", "-q", "--verify", "--end-of-options", spec], root, environ, ok=(0, 1, 128)
+    )
+    if full is None:
+        return f"git could not tell whether a branch or the reflog reaches the object {name}"
+    full = full.strip()
+    if not full:
+        return None  # no such object: git takes it for something else, or fails
+    kind = git_output(["cat-file", "-t", full], root, environ, ok=(0,))
+    if kind is not None and kind.strip() == "commit":
+        args = ["rev-list", "-n", "1", full, "--not", "--all", "--reflog"]
+    else:
+        args = [
+            "rev-list",
+            "--objects",
+            "--no-object-names",
+            "--all",
+            "--reflog",
+            "--indexed-objects",
+        ]
+    found = git_output(args, root, environ, ok=(0,))
+    if found is None:
+        return (
+            f"git could not tell in time whether a branch or the reflog reaches the object {name}"
+        )
+    reached = not found.strip() if args[1] == "-n" else full in found.split()
+    return (
+        None
+        if reached
+        else f"the object {name} is one no branch, tag or reflog reaches, unchecked for secrets"
+    )
 
 
 def _first_secret(names: Iterable[str], root: Path, paths: PathResolver) -> str | None:

@@ -102,7 +102,7 @@ def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | Non
             return proof, concern
     git = [c.partition(" ")[2] for c in proof.commands if c == "git" or c.startswith("git ")]
     if git:
-        return proof, git_concern(ctx.root, ctx.paths, environ, git, jail)
+        return proof, git_concern(ctx.root, ctx.paths, environ, git, jail, proof.objects)
     return proof, None
 
 

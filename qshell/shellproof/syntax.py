@@ -112,6 +112,7 @@ class Proof:
     # named inside another file (`$(<list)`) or on stdin (`$(</dev/stdin)`, from xargs)
     dynamic_paths: tuple[str, ...] = ()
     reads: tuple[Read, ...] = ()  # every path it reads, with what bash expands and how deep
+    objects: tuple[str, ...] = ()  # objects named to git: raw ids, `*` for run time (Judged)
 
 
 @dataclass(slots=True)

@@ -86,6 +86,7 @@ class Walker:
         self.paths: list[str] = []
         self.dynamic: list[str] = []
         self.reads: list[Read] = []
+        self.objects: list[str] = []
         self.depth = 0
         self.heredocs = 0
         self.words = WordProver(self)
@@ -210,6 +211,7 @@ class Walker:
             fail("git after cd (another directory's git config can run programs)")
         judged = self.judge(name, args)
         self.commands.append(judged.label)
+        self.objects += judged.objects
         for read in judged.reads:
             self.read(read, scope)
 
@@ -425,6 +427,7 @@ def _proof(command: str, extra: ReadOnlyRule | None) -> Proof:
         tuple(dict.fromkeys(walker.paths)),
         tuple(dict.fromkeys(walker.dynamic)),
         tuple(dict.fromkeys(walker.reads)),
+        tuple(dict.fromkeys(walker.objects)),
     )
 
 

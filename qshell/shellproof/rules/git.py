@@ -88,6 +88,35 @@ def _git_paths(operands: Sequence[Word], reads: list[Read]) -> None:
                 reads.append(literal_read(last))  # -L :<func>:<file> given as two words
 
 
+# a revision expression's object id as written (`3f2a9c`, `^3f2a9c`, `3f2a9c~2`, `3f2a9c:path`),
+# in each side of a range (`a..b`, `a...b`)
+RAW_OBJECT = re.compile(r"\^?([0-9a-fA-F]{4,40})(?=$|[\^~:@])")
+RANGE_SPLIT = re.compile(r"\.\.\.?")
+# options that make git read object names at run time (stdin) or take every object there is
+RUNTIME_OBJECTS = re.compile(r"--(stdin|batch(=.*)?|batch-command(=.*)?|batch-all-objects)")
+
+
+def _git_objects(rest: Sequence[Word]) -> tuple[str, ...]:
+    """The objects a git subcommand's arguments name by id (`Judged.objects`): each raw id in
+    an operand before `--`, and `*` for a computed operand or an option that reads names at
+    run time (`--stdin`, `cat-file --batch`) or takes them all (`--batch-all-objects`)."""
+    found: list[str] = []
+    for word in rest:
+        if word.literal and word.text == "--":
+            break
+        if not word.literal:
+            if not word.fixed_option:
+                found.append("*")
+        elif RUNTIME_OBJECTS.fullmatch(word.text):
+            found.append("*")
+        elif not word.text.startswith("-"):
+            for side in RANGE_SPLIT.split(word.text):
+                raw = RAW_OBJECT.match(side)
+                if raw:
+                    found.append(raw.group(1).lower())
+    return tuple(dict.fromkeys(found))
+
+
 GREP_PATTERN_OPTION = re.compile(r"-[A-Za-z]*[ef]")  # -e/-f, maybe last in a cluster
 GREP_FILE_ATTACHED = re.compile(r"-[A-Za-z]*?f(.+)")
 
@@ -298,6 +327,11 @@ def _git_config(rest: Sequence[Word]) -> list[Read]:
 
 
 def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
+    judged = _git_sub_reads(sub, rest)
+    return Judged(judged.label, judged.reads, _git_objects(rest))
+
+
+def _git_sub_reads(sub: str, rest: Sequence[Word]) -> Judged:
     reads: list[Read] = []
     label = f"git {sub}"
     if sub == "grep":

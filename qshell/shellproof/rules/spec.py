@@ -115,6 +115,10 @@ class Judged:
 
     label: str
     reads: tuple[Read, ...] = ()
+    # objects named to git by id (`3f2a9c`, as written) or at run time (`*`: a computed
+    # operand, `--stdin`, `cat-file --batch-all-objects`); permissions/git_scope.py checks
+    # a branch, tag or the reflog reaches each
+    objects: tuple[str, ...] = ()
 
     @property
     def paths(self) -> tuple[str, ...]:
