@@ -1,11 +1,13 @@
 """Sandbox start-up overhead per command: plain, in the jail, and on a kernel overlay.
 
-Run: `python -m bench.sandbox_overhead [--runs 30] [--files 200]`. In a throwaway project of
+Run: `python -m bench.sandbox_overhead [--runs 30] [--files 200] [--secrets 0]`. In a throwaway project of
 `--files` small files it runs `bash -c true` three ways, interleaved so that machine noise
 hits all alike: as is, in the bubblewrap jail of proven commands (permissions/confine.py), and in
 the jail on a kernel overlay as a speculated command runs (sandbox/mount.py: `unshare -rm`,
 overlayfs, the jail inside; the whole-project read fingerprint a speculated command takes
-first is included). Prints median and p99 of each and the overheads against the plain run.
+first, the stand-ins of its secrets (`--secrets N` puts N `.env` files in the project) and the
+checks after it — what it wrote outside the project, which stand-ins it touched — included).
+Prints median and p99 of each and the overheads against the plain run.
 Skips what the machine's probe says cannot run.
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import tempfile
@@ -23,10 +24,13 @@ from pathlib import Path
 
 from bench.stats import report
 from qshell.config import SandboxMode, SandboxSettings
+from qshell.followup.overlay_reach import refusal
 from qshell.followup.overlay_run import SCRATCH_DIR
 from qshell.overlay import Overlay
 from qshell.permissions.confine import JailLauncher, confinement
 from qshell.sandbox import probe
+from qshell.sandbox.outside import remove_tree
+from qshell.sandbox.standins import plant
 from qshell.tools.paths import PathResolver
 
 COMMAND = ["bash", "-c", "true"]
@@ -50,13 +54,23 @@ def on_overlay(launcher: JailLauncher, overlay: Overlay, root: Path) -> Callable
         overlay.record_path(root, stop=lambda: False)
         jailed = launcher.on_overlay((overlay.upper,), overlay.directory / SCRATCH_DIR)
         assert jailed.mount is not None
+        remove_tree(jailed.mount.upper)
         jailed.mount.prepare()
+        masked = launcher.masked()
+        planted = plant(jailed.mount.upper, root, masked, jailed.mount.layers)
+        jailed = jailed.hiding(planted.paths)
+        mount = jailed.mount
+        assert mount is not None
         argv, environ = jailed.wrap(COMMAND, dict(os.environ))
         try:
             runner(argv, environ, root)()
         finally:
-            jailed.mount.clean()
-            shutil.rmtree(jailed.mount.upper, ignore_errors=True)
+            mount.clean()
+        why = refusal("", mount, planted, launcher, masked)
+        assert why is None, why
+        planted.remove()
+        remove_tree(mount.upper)
+        mount.discard_outside()
 
     return run
 
@@ -65,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--secrets", type=int, default=0, help="secret files (`.env`s) in it")
     options = parser.parse_args()
     found = probe()
     with tempfile.TemporaryDirectory(prefix="qshell-bench-") as temp:
@@ -73,6 +88,8 @@ def main() -> None:
             path = root / f"pkg{i % 10}" / f"m{i}.py"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"x = {i}\n")
+        for i in range(options.secrets):
+            (root / f"pkg{i % 10}" / (".env" if i < 10 else f"k{i}.env")).write_text("K=v\n")
         paths = PathResolver(root)
         confined = confinement(
             SandboxMode.AUTO, paths, os.environ, None, settings=SandboxSettings()

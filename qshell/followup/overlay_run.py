@@ -5,9 +5,17 @@ is on (the session's `JailLauncher` then carries `commands`), the gate no longer
 a shell command that may write: `run_on_overlay` runs it in the jail with the project
 replaced by a kernel overlay whose upper layer is the speculation overlay's `upper/`
 (sandbox.OverlayMount), so its writes, deletions and replaced directories land there and
-nothing real changes. Since what such a command reads is unknown, the whole project is
-fingerprinted first, and its base taken (`Overlay.record_base`, overlay/baseline.py: each
-entry's type, inode, size, times, mode and listing; too many files: a boundary).
+nothing real changes; the project's secrets are stand-ins in that layer rather than masks
+(sandbox/standins.py) and the directories the jail empties are shown from an outside view
+whose writes are seen (sandbox/outside.py). A command whose words name a masked secret is a
+boundary before it runs (overlay_reach.named_secret); one that read, wrote or removed a
+secret's stand-in — by whatever name it computed —, wrote outside the project (but for
+temporary files: new in /tmp, or in ~/.cache), or whose output shows a write refused as
+read-only or a failure on a secret or a hidden path outside the project is one after it
+(overlay_reach.refusal): its live run, unjailed, would not have done the same. Since what
+such a command reads is unknown, the whole project is fingerprinted first, and its base
+taken (`Overlay.record_base`, overlay/baseline.py: each entry's type, inode, size, times,
+mode and listing; too many files: a boundary).
 Afterwards a symlink it made, a protected path it changed — or one below a directory it
 deleted, replaced or renamed away (`protected_changes`) —, a file with other hard links
 that it changed, deleted or linked again (`hard_linked_away`: the overlay copies one name up
@@ -32,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat as stat_module
 import subprocess
 from collections.abc import Mapping
@@ -42,11 +49,14 @@ from typing import Any
 
 from qshell import shellproof
 from qshell.errors import QshellError
+from qshell.followup.overlay_reach import BLIND, SECRET_REASON, named_secret, refusal
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
 from qshell.permissions.git_scope import GIT_TIMEOUT_S
 from qshell.permissions.policy import PROTECTED_REASON
 from qshell.sandbox import SandboxUnavailable
+from qshell.sandbox.outside import remove_tree
+from qshell.sandbox.standins import plant
 from qshell.tools.base import ErrorType, Tool, ToolContext, ToolResult
 from qshell.tools.paths import PathResolver
 
@@ -101,6 +111,13 @@ def run_on_overlay(
     then take what it changed into `overlay`; RunRefused when its result cannot stand (the
     caller makes that a boundary; nothing of it is then taken in)."""
     try:
+        masked = launcher.masked()
+    except SandboxUnavailable as exc:  # too many files to find the secrets in
+        raise RunRefused(str(exc)) from None
+    secret = named_secret(str(getattr(args, "command", "")), launcher.paths, masked)
+    if secret is not None:
+        raise RunRefused(f"it names {secret}, {SECRET_REASON}")
+    try:
         overlay.record_base(stop=lambda: ctx.cancel.cancelled)
     except ReadsUnrecorded as exc:
         raise RunRefused(str(exc)) from None
@@ -108,27 +125,40 @@ def run_on_overlay(
     scratch = overlay.directory / SCRATCH_DIR
     try:
         jailed = launcher.timed(limit).on_overlay((overlay.upper,), scratch)
-    except SandboxUnavailable as exc:
+        assert jailed.mount is not None
+        remove_tree(jailed.mount.upper)  # a fresh layer for this command
+        jailed.mount.prepare()
+        overlay.prepare_layer(jailed.mount.upper)  # the project directory's mode and attrs
+        planted = plant(jailed.mount.upper, launcher.paths.root, masked, jailed.mount.layers)
+    except (SandboxUnavailable, OSError) as exc:
         raise RunRefused(str(exc)) from None
+    if planted.planted and planted.blind:
+        raise RunRefused(BLIND)
+    jailed = jailed.hiding(planted.paths)
     mount = jailed.mount
     assert mount is not None
-    shutil.rmtree(mount.upper, ignore_errors=True)  # a fresh layer for this command
-    mount.prepare()
-    try:
-        overlay.prepare_layer(mount.upper)  # the project directory's mode and attrs on top
-    except OSError as exc:
-        raise RunRefused(f"cannot prepare the command's layer: {exc}") from None
     environ = command_environ(ctx.environ)
     try:
         try:
             result = tool.run(args, replace(ctx, environ=environ, launcher=jailed))
         finally:
             mount.clean()
-        if not _cancelled(result) and not mount.mounted():
-            raise RunRefused(UNMOUNTED)  # what ran was the failed mount, not the command
+        if not _cancelled(result):
+            if not mount.mounted():
+                raise RunRefused(UNMOUNTED)  # what ran was the failed mount, not the command
+            why = refusal(result.llm_content, mount, planted, launcher, masked)
+            if why is not None:
+                raise RunRefused(why)
+            try:
+                planted.remove()  # what is left in the layer is what the command did
+            except OSError as exc:
+                raise RunRefused(str(exc)) from None
         skipped = _take_in(result, ctx, overlay, mount.upper, keep_ignored=_keeps_ignored(launcher))
     finally:
-        shutil.rmtree(mount.upper, ignore_errors=True)
+        with contextlib.suppress(SandboxUnavailable):
+            remove_tree(mount.upper)
+        with contextlib.suppress(SandboxUnavailable):
+            mount.discard_outside()
     return not_applied(result, skipped) if skipped else result
 
 

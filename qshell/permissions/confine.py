@@ -18,7 +18,10 @@ where one can be made (sandbox/pids.py: the rlimit does not bind root), and
 `with_writable` adds files a speculation lets the command write (its private git index),
 and `on_overlay` runs the command on a kernel overlay of the project instead (a speculated
 command that writes: `OverlayMount`, where the probe found that works and
-`sandbox.speculateCommands` is on — `commands`).
+`sandbox.speculateCommands` is on — `commands`), the directories the jail empties shown
+from an outside view whose skeleton `wrap` makes for each command (sandbox/outside.py), and
+with `hiding` the project's secrets left to stand-ins in the command's upper layer
+(sandbox/standins.py) instead of masks.
 Thread-safe: a launcher is immutable but for its index, which locks.
 """
 
@@ -43,7 +46,9 @@ from qshell.sandbox import (
     filter_file,
     probe,
 )
+from qshell.sandbox.jail import system_secrets
 from qshell.sandbox.masks import BOUND, Walk
+from qshell.sandbox.outside import layout
 from qshell.sandbox.pids import PidsCap, open_cap
 from qshell.tools.paths import GIT_CONFIG_NAMES, PathResolver
 
@@ -77,9 +82,13 @@ class JailLauncher:
             group = None if self.pids is None else self.pids.group(self.limits.processes)
         except OSError as exc:
             raise SandboxUnavailable(f"the command's process cap could not be set: {exc}") from exc
+        mount = self.mount
+        standins = frozenset() if mount is None else mount.standins
         masked: list[Path] = []
         replaced: list[tuple[Path, Path]] = []
         for path in self._masked():
+            if path in standins:
+                continue  # the command's own layer holds a stand-in for it (standins.py)
             copy = self.configs.copy_of(path) if _content_decides(path) else None
             if copy is None:
                 masked.append(path)
@@ -97,11 +106,22 @@ class JailLauncher:
             prlimit=self.found.prlimit,
             writable_files=self.writable,
             seccomp=self.seccomp,
-            writable=None if self.mount is None else self.mount.merged,
+            writable=None if mount is None else mount.merged,
             pids_join=group,
+            outside=None if mount is None else mount.outside_merged,
         )
-        inner = jail.argv(argv)
-        return (inner if self.mount is None else self.mount.argv(inner)), jail.environ(environ)
+        made = jail.bwrap_args()
+        inner = jail.argv(argv, made)
+        if mount is None:
+            return inner, jail.environ(environ)
+        if mount.outside is not None:
+            mount.furnish(layout(made, mount.outside / "merged"))
+        return mount.argv(inner), jail.environ(environ)
+
+    def masked(self) -> tuple[Path, ...]:
+        """Every path the jail hides behind a mask: the project's secrets, the credential
+        directories and secrets of what is bound back, the system's readable secrets."""
+        return (*self._masked(), *system_secrets())
 
     def _masked(self) -> tuple[Path, ...]:
         bound = [path for index in self.bound for path in index.paths()]
@@ -135,8 +155,15 @@ class JailLauncher:
         if self.commands is None or unshare is None or mount is None:
             raise SandboxUnavailable("commands are not speculated here")
         parts = (scratch / "upper", scratch / "work", scratch / "merged")
-        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers=layers)
+        outside = scratch / "outside"
+        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers, outside)
         return replace(self, mount=where)
+
+    def hiding(self, standins: frozenset[Path]) -> JailLauncher:
+        """This launcher on its overlay, binding no mask over the secrets in `standins`:
+        the command's upper layer holds a stand-in for each (sandbox/standins.py)."""
+        assert self.mount is not None
+        return replace(self, mount=replace(self.mount, standins=standins))
 
     def with_writable(self, *paths: Path) -> JailLauncher:
         """This launcher, letting the command write `paths` too (files outside the root)."""

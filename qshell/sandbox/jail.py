@@ -1,25 +1,32 @@
 """Jail: the bubblewrap command line one sandboxed command runs under.
 
-Inside, the whole file system is bound read-only; `/dev` and `/proc` are fresh (the pid
-namespace is new, so no other process's environment is there to read); `/tmp`, the
-user's home and every top-level directory that is not the system's (`/home`, `/root`,
-`/var`, `/mnt`, `/srv`, a machine's own `/work` or `/data`: SYSTEM_DIRS lists what stays)
-are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other credential directory and other users' files are
-gone) but for the home directories the command needs to run its programs (`home_binds`,
-read-only: the ones on `PATH`, an interpreter's prefix); the project is bound read-only at
-its own path — or, for a speculation, a writable directory is bound there instead; each
-secret-looking file of the project, and each system secret this user can read
-(`/etc/shadow`, `/etc/ssh`, …), is bound over with an empty file and each secret
+Inside, the system's top-level directories (SYSTEM_DIRS: `/usr`, `/etc`, `/opt`, …) are
+bound read-only and the top-level symlinks made again, on a root that is itself read-only;
+no other host mount is there, so `/proc/self/mountinfo` names no host path the command
+cannot see anyway. `/dev` and `/proc` are fresh (the pid namespace is new, so no other
+process's environment is there to read); `/tmp`, the user's home and every top-level
+directory that is not the system's (`/home`, `/root`, `/var`, `/mnt`, `/srv`, a machine's
+own `/work` or `/data`) are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, every other
+credential directory and other users' files are gone) but for the home directories the
+command needs to run its programs (`home_binds`, read-only: the ones on `PATH`, an
+interpreter's prefix); the project is bound read-only at its own path — or, for a
+speculation, a writable directory is bound there instead, and the emptied directories are
+shown from the `outside` overlay's merged view rather than tmpfs (outside.py: what the
+command writes there can then be seen after it ended); each secret-looking file of the
+project and of what is bound back (`masked`, masks.py, the names of
+qshell/secret_names.py), and each system secret this user can read (`/etc/shadow`,
+`/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
 directory with an empty read-only one, so even `grep -r` finds nothing there — or, for a
-file the caller gives a copy of (`replaced`: a git configuration without its credentials),
-with that copy. The command gets a new user
-namespace with every capability dropped (bubblewrap run by root would otherwise keep
-root's: a `mount -o remount,rw /` would work), no network, no further user namespaces, a
-new session (no terminal to inject keystrokes into), an empty `/run` and a seccomp filter
-that refuses Unix sockets (seccomp.py: a read-only file system does not stop a connect to
-a daemon's socket), and dies with qshell. `prlimit` caps its CPU time, memory, file size
-and processes. Pure: it builds argument lists, it
-runs nothing.
+file the caller gives a copy of (`replaced`: a git configuration without its
+credentials), with that copy. The command
+gets a new user namespace with every capability dropped (bubblewrap run by root would
+otherwise keep root's: a `mount -o remount,rw /` would work), no network, no further user
+namespaces, a new session (no terminal to inject keystrokes into), an empty `/run` and a
+seccomp filter that refuses Unix sockets and the kernel's keyrings (seccomp.py: a
+read-only file system does not stop a connect to a daemon's socket, nor a `keyctl read` of
+the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
+and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
+rlimit does not bind (root). Pure: it builds argument lists, it runs nothing.
 """
 
 from __future__ import annotations
@@ -97,18 +104,31 @@ class Jail:
     writable_files: tuple[Path, ...] = ()  # existing files outside it the command may write
     seccomp: Path | None = None  # a compiled filter (seccomp.filter_file) to load
     pids_join: Path | None = None  # a pids cgroup's file (PidsCap.group) to write 0 to first
+    # the merged view (outside the jail) the emptied directories are bound from, each at
+    # its own path below it, instead of a tmpfs each (outside.py; a speculated command)
+    outside: Path | None = None
 
-    def argv(self, command: Sequence[str]) -> list[str]:
-        """The full command line that runs `command` in the jail, in the project root."""
+    def argv(self, command: Sequence[str], made: Sequence[str] | None = None) -> list[str]:
+        """The full command line that runs `command` in the jail, in the project root
+        (`made`: what `bwrap_args` gave, if the caller has it already)."""
+        args = self._joined(list(self.bwrap_args() if made is None else made))
+        args += ["--chdir", str(self.root), "--", *command]
+        if self.prlimit is None:
+            return args
+        return [self.prlimit, *self.limits.prlimit_args(), "--", *args]
+
+    def bwrap_args(self) -> list[str]:
+        """bubblewrap and the options that make the jail's file system (no command yet)."""
         args = [self.bwrap, *_NAMESPACES]
         hidden = [Path(SANDBOX_TMP), *self._top_level(args)]
         args += ["--dev", "/dev", "--proc", "/proc"]
-        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_TMP, "--tmpfs", "/run"]
+        args += self._emptied(Path(SANDBOX_TMP), self.limits.tmp_bytes)
+        args += self._emptied(Path("/run"), None)
         home = self.home
         if home is not None and _under(home, Path(SANDBOX_TMP)):
             args += ["--dir", str(home)]  # empty, like the tmpfs a home elsewhere gets
         elif home is not None and home != Path("/") and home not in hidden:
-            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(home)]
+            args += self._emptied(home, self.limits.home_bytes)
             hidden.append(home)
         binds = [(path, path) for path in self.home_binds] + list(self.alias_binds)
         for source, dest in binds:
@@ -122,11 +142,14 @@ class Jail:
         for path in self.writable_files:
             args += ["--bind", str(path), str(path)]
         args += ["--remount-ro", "/"]
-        args = self._joined(args)
-        args += ["--chdir", str(self.root), "--", *command]
-        if self.prlimit is None:
-            return args
-        return [self.prlimit, *self.limits.prlimit_args(), "--", *args]
+        return args
+
+    def _emptied(self, path: Path, size: int | None) -> list[str]:
+        """The options that make `path` an empty directory: a tmpfs (of `size` bytes), or
+        on a speculation, its skeleton in the `outside` view bound there."""
+        if self.outside is not None:
+            return ["--bind", str(self.outside / str(path).lstrip("/")), str(path)]
+        return [*([] if size is None else ["--size", str(size)]), "--tmpfs", str(path)]
 
     def _top_level(self, args: list[str]) -> list[Path]:
         """Add to `args` what makes the top of the file system: each system directory bound
@@ -143,8 +166,10 @@ class Jail:
             elif path.name in SYSTEM_DIRS and path.is_dir():
                 args += ["--ro-bind", str(path), str(path)]
         for path in private:
-            args += ["--size", str(self.limits.home_bytes), "--tmpfs", str(path)]
-            args += _symlinks_in(path)
+            args += self._emptied(path, self.limits.home_bytes)
+            if self.outside is None:  # else the skeleton has them (`layout`)
+                for target, link in symlinks_in(path):
+                    args += ["--symlink", target, link]
         for path in system_inside(private):
             args += ["--ro-bind", str(path), str(path)]
         return private
@@ -273,18 +298,18 @@ def system_secrets() -> tuple[Path, ...]:
     return tuple(p for p in dict.fromkeys(found) if os.access(p, os.R_OK))
 
 
-def _symlinks_in(directory: Path) -> list[str]:
-    """`--symlink` arguments that make `directory`'s symlinks again inside its tmpfs (/var
-    has /var/run and /var/lock pointing at /run)."""
-    args: list[str] = []
+def symlinks_in(directory: Path) -> list[tuple[str, str]]:
+    """(target, path) of each of `directory`'s symlinks, made again inside its tmpfs or
+    skeleton (/var has /var/run and /var/lock pointing at /run)."""
+    found: list[tuple[str, str]] = []
     try:
         children = sorted(directory.iterdir())
     except OSError:
-        return args
+        return found
     for child in children:
         if child.is_symlink():
-            args += ["--symlink", os.readlink(child), str(child)]
-    return args
+            found.append((os.readlink(child), str(child)))
+    return found
 
 
 def _under(path: Path, directory: Path) -> bool:

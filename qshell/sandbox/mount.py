@@ -17,7 +17,11 @@ directories and those links (kept from one command to the next), and `clean` rem
 work directory after a command; `mounted` tells whether the overlay was mounted at all (the
 command line makes a marker file beside the mount point once it is: a failed mount — a file
 system mounted inside the project cannot be cloned into a user namespace's overlay — exits
-like a failed command would). It runs nothing.
+like a failed command would). With `outside` (a speculated command's jail, outside.py) the
+command line mounts a second overlay the same way, at `outside/merged`: the skeleton of the
+directories the jail empties as its lower layer (`furnish`, made fresh for each command),
+`outside/upper` a fresh private directory for what the command writes there, `writes`
+what it left. It runs nothing.
 """
 
 from __future__ import annotations
@@ -30,11 +34,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.sandbox.jail import SandboxUnavailable
+from qshell.sandbox.outside import Made, Writes, furnish, remove_tree, writes
 
 # "$1" is the mount options, "$2" the mount point, "$3" the directory of the links the
-# options name, "$4" the marker, the rest the command
+# options name, "$4" the marker, the rest the command ("$5" and "$6" the outside view's
+# options and mount point, when there is one)
 _SCRIPT = 'cd "$3" && mount -t overlay overlay -o "$1" "$2" && : > "$4" && shift 4 && exec "$@"'
+_OUTSIDE_SCRIPT = (
+    'cd "$3" && mount -t overlay overlay -o "$1" "$2" && mount -t overlay overlay -o "$5" "$6"'
+    ' && : > "$4" && shift 6 && exec "$@"'
+)
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
+OUTSIDE_NAMES = ("outside-lower", "outside-upper", "outside-work")  # its links in `names`
 MARKER_NAME = "mounted"  # beside the mount point: made once the overlay is mounted
 
 
@@ -50,6 +61,8 @@ class OverlayMount:
     work: Path
     merged: Path
     layers: tuple[Path, ...] = ()
+    outside: Path | None = None  # the outside view's directory (lower, upper, work, merged)
+    standins: frozenset[Path] = frozenset()  # secrets the upper layer hides (standins.py)
 
     @property
     def names(self) -> Path:
@@ -60,29 +73,36 @@ class OverlayMount:
         """The symlinks `prepare` makes in `names`: each layer, the project, the upper layer
         and the work directory."""
         found = {LAYER_NAME.format(i): layer for i, layer in enumerate(self.layers)}
-        return {**found, LOWER_NAME: self.lower, UPPER_NAME: self.upper, WORK_NAME: self.work}
+        found = {**found, LOWER_NAME: self.lower, UPPER_NAME: self.upper, WORK_NAME: self.work}
+        if self.outside is not None:
+            found.update(zip(OUTSIDE_NAMES, self._outside_parts()[:3], strict=True))
+        return found
 
     def options(self) -> str:
         lowers = ":".join([*(LAYER_NAME.format(i) for i in range(len(self.layers))), LOWER_NAME])
         return f"userxattr,lowerdir={lowers},upperdir={UPPER_NAME},workdir={WORK_NAME}"
 
     def argv(self, command: Sequence[str]) -> list[str]:
-        """The command line that mounts the overlay, then runs `command` (argv) on it."""
-        script = _SCRIPT.replace("mount ", f"{self.mount} ", 1)
-        return [
-            self.unshare,
-            "-rm",
-            "--",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            self.options(),
-            str(self.merged),
-            str(self.names),
-            str(self.marker),
-            *command,
-        ]
+        """The command line that mounts the overlay (and the outside view), then runs
+        `command` (argv) on it."""
+        script = _SCRIPT if self.outside is None else _OUTSIDE_SCRIPT
+        script = script.replace("mount ", f"{self.mount} ")
+        mounted = [self.options(), str(self.merged), str(self.names), str(self.marker)]
+        if self.outside is not None:
+            lower, upper, work = OUTSIDE_NAMES
+            mounted += [f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"]
+            mounted += [str(self.outside_merged)]
+        return [self.unshare, "-rm", "--", "sh", "-c", script, "sh", *mounted, *command]
+
+    @property
+    def outside_merged(self) -> Path | None:
+        """Where the outside view is mounted (the jail binds its directories from there)."""
+        return None if self.outside is None else self.outside / "merged"
+
+    def _outside_parts(self) -> tuple[Path, Path, Path, Path]:
+        assert self.outside is not None
+        top = self.outside
+        return top / "lower", top / "upper", top / "work", top / "merged"
 
     @property
     def marker(self) -> Path:
@@ -102,6 +122,13 @@ class OverlayMount:
         self.marker.unlink(missing_ok=True)
         if os.stat(self.work).st_dev != os.stat(self.upper).st_dev:
             raise SandboxUnavailable(f"{self.work} is not on the file system of {self.upper}")
+        if self.outside is not None:  # a fresh upper: nothing an earlier command wrote
+            lower, upper, work, merged = self._outside_parts()
+            remove_tree(upper)
+            remove_tree(work)
+            self.outside.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for path in (lower, upper, work, merged):
+                path.mkdir(mode=0o700, exist_ok=True)
         links = self.links()
         if _links_in(self.names) == {name: str(target) for name, target in links.items()}:
             return  # made for the command before, as they are
@@ -111,12 +138,36 @@ class OverlayMount:
             (self.names / name).symlink_to(target)
 
     def clean(self) -> None:
-        """Empty the work directory (the kernel leaves a mode-000 `work/` in it); the
+        """Remove the work directories (the kernel leaves a mode-000 `work/` in each); the
         links stay for the next command."""
-        inner = self.work / "work"
-        with contextlib.suppress(OSError):
-            os.chmod(inner, 0o700)
-        shutil.rmtree(self.work, ignore_errors=True)
+        works = [self.work] if self.outside is None else [self.work, self.outside / "work"]
+        for work in works:
+            with contextlib.suppress(OSError):
+                os.chmod(work / "work", 0o700)
+            shutil.rmtree(work, ignore_errors=True)
+
+    def furnish(self, made: dict[str, Made]) -> None:
+        """Make the outside view's skeleton `made` (outside.layout) for the next command."""
+        if self.outside is not None:
+            furnish(self.outside / "lower", made)
+
+    def writes(self, caches: Sequence[Path] = ()) -> Writes | None:
+        """What the command left outside the project (outside.writes, the `caches`
+        directories' content temporary); None without an outside view, or when its layers
+        are not there to read."""
+        if self.outside is None:
+            return None
+        lower, upper = self.outside / "lower", self.outside / "upper"
+        if not (lower.is_dir() and upper.is_dir()):
+            return None
+        return writes(upper, lower, caches)
+
+    def discard_outside(self) -> None:
+        """Remove what the command wrote outside the project (after it); the skeleton,
+        which no command writes, stays for the next one."""
+        if self.outside is not None:
+            remove_tree(self.outside / "upper")
+            remove_tree(self.outside / "work")
 
 
 def _links_in(directory: Path) -> dict[str, str] | None:

@@ -5,7 +5,8 @@ one shell command; `finished` waits until that speculation got its command's res
 was answered; `apply_on_accept` accepts it (Tab, Enter), checks the apply question lists
 what it should, answers `a` and waits for the replayed answer; `quit_repl` leaves with
 Ctrl-D; `speculation_events` reads what qshell recorded of each speculation's end
-(local telemetry: its status, boundary type). `MODES` holds the command-line arguments of the approval modes in which such a
+(local telemetry: its status, boundary type); `asked_live` checks that a speculated
+command that stopped at a boundary is asked about on accept as a live turn asks. `MODES` holds the command-line arguments of the approval modes in which such a
 command asks on accept (default and auto-edit), for `pytest.mark.parametrize`.
 """
 
@@ -19,9 +20,10 @@ from typing import Any
 from qshell.dirs import Dirs
 from qshell.telemetry import Telemetry, read_events
 from tests.e2e.pty import Term
-from tests.e2e.test_speculation_repl import READ, first_turn, start, suggests
+from tests.e2e.test_speculation_repl import READ, first_turn, speculated, start, suggests
 from tests.fakes.llm_server import Reply, Rule, ToolCallSpec, always, has_tool_result
 from tests.fakes.llm_server import last_user_text_contains as asks
+from tests.overlay.test_overlay import snapshot
 from tests.waiting import wait_until
 
 PROMPT, ANSWER = "tidy up", "all tidy"
@@ -82,3 +84,26 @@ def speculation_events() -> list[dict[str, Any]]:
     path = Telemetry.for_state_dir(Dirs.from_environ(os.environ).state).path
     assert path is not None
     return [e for e in read_events(path) if e["event"] == "speculation"]
+
+
+def asked_live(
+    llm_server, project: Path, mode: tuple[str, ...], command: str, marker: str, answer: str
+) -> None:
+    """`command` (printing `marker`) is speculated, but stops there, a boundary: on Tab,
+    Enter it is asked about as a live turn asks, with no apply question, and nothing of it
+    is applied before the user's `answer` runs it (y) or denies it (n)."""
+    before = snapshot(project)
+    llm_server.add_rule(has_tool_result("denied this tool call"), Reply.text("left it alone"))
+    child, _, _ = speculating(llm_server, project, command, marker, *mode)
+    speculated(llm_server, PROMPT)
+    child.send("\t")
+    child.submit("")
+    child.expect(r"Allow shell\?")  # the speculated command never stood
+    assert "Use it?" not in child.text
+    assert snapshot(project) == before
+    child.submit(answer)
+    child.expect("left it alone" if answer == "n" else "all tidy")
+    child.wait_prompt()
+    quit_repl(child)
+    [ended] = speculation_events()
+    assert (ended["status"], ended["boundary_tool"]) == ("boundary", "shell")

@@ -28,17 +28,13 @@ from qshell.followup.overlay_run import NOT_APPLIED
 from qshell.sandbox import probe
 from tests.e2e.accepting import (
     MODES,
-    PROMPT,
     apply_on_accept,
+    asked_live,
     finished,
     quit_repl,
     speculating,
-    speculation_events,
 )
 from tests.e2e.pty import Term
-from tests.e2e.test_speculation_repl import speculated
-from tests.fakes.llm_server import Reply, has_tool_result
-from tests.overlay.test_overlay import snapshot
 
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
@@ -94,29 +90,6 @@ def test_chmod_700_of_a_new_and_an_existing_directory_lands_as_0700(llm_server, 
     )
     assert mode_of(project / "secrets") == 0o700
     assert mode_of(project / "keys") == 0o700
-
-
-def asked_live(
-    llm_server, project: Path, mode: tuple[str, ...], command: str, marker: str, answer: str
-) -> None:
-    """`command` (printing `marker`) is speculated, but stops there, a boundary: on Tab,
-    Enter it is asked about as a live turn asks, with no apply question, and nothing of it
-    is applied before the user's `answer` runs it (y) or denies it (n)."""
-    before = snapshot(project)
-    llm_server.add_rule(has_tool_result("denied this tool call"), Reply.text("left it alone"))
-    child, _, _ = speculating(llm_server, project, command, marker, *mode)
-    speculated(llm_server, PROMPT)
-    child.send("\t")
-    child.submit("")
-    child.expect(r"Allow shell\?")  # the speculated command never stood
-    assert "Use it?" not in child.text
-    assert snapshot(project) == before
-    child.submit(answer)
-    child.expect("left it alone" if answer == "n" else "all tidy")
-    child.wait_prompt()
-    quit_repl(child)
-    [ended] = speculation_events()
-    assert (ended["status"], ended["boundary_tool"]) == ("boundary", "shell")
 
 
 @pytest.mark.parametrize("answer", ["n", "y"])

@@ -114,25 +114,42 @@ def test_a_later_call_sees_what_an_earlier_command_wrote(tmp_path):
     assert (setup.root / "a.txt").read_text() == "alpha\n"
 
 
-def test_writes_to_tmp_home_and_etc_change_nothing_real(tmp_path):
+def test_a_temporary_file_in_tmp_stands_and_changes_nothing_real(tmp_path):
+    """A new file directly in /tmp is a temporary file (outside.py): the command stands,
+    and neither it nor its accept writes the real /tmp."""
     setup = project(tmp_path, {"a.txt": "a\n"})
     name = f"qshell-test-{secrets.token_hex(4)}"
-    home = Path(setup.conversation.session.tool_context.paths.home)
-    command = f"echo t > /tmp/{name}; echo h > ~/{name}; echo e > /etc/{name}; true"
-    run = speculate(setup, [command])
+    run = speculate(setup, [f"echo t > /tmp/{name} && cat /tmp/{name} > copied.txt"])
     assert run.spec.status is Status.COMPLETED, run.spec.boundary
     run.accept()
     assert not Path("/tmp", name).exists()
-    assert not (home / name).exists()
-    assert not Path("/etc", name).exists()
-    assert not any(name in rel for rel in tree(setup.root))
+    assert (setup.root / "copied.txt").read_text() == "t\n"
 
 
-def test_a_masked_secret_is_not_readable_with_grep_r(tmp_path):
+@pytest.mark.parametrize("where", ["~/{name}", "/etc/{name}"])
+def test_a_write_to_the_home_or_etc_stops_the_speculation_and_changes_nothing_real(tmp_path, where):
+    """The home is seen as the command left it (a boundary: live, the file stays); /etc is
+    read-only in the jail, and the output saying so is a boundary too."""
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    name = f"qshell-test-{secrets.token_hex(4)}"
+    home = Path(setup.conversation.session.tool_context.paths.home)
+    run = speculate(setup, [f"echo x > {where.format(name=name)}; echo done > a.txt"])
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary is not None and "outside the project" in run.spec.boundary.detail
+    assert not (home / name).exists() and not Path("/etc", name).exists()
+    assert (setup.root / "a.txt").read_text() == "a\n"
+    assert not run.spec.runner.overlay_commands  # nothing of it was taken in
+
+
+def test_a_masked_secret_read_by_grep_r_stops_the_speculation_unread(tmp_path):
+    """A speculated command that writes runs unjailed live, so its read of the masked .env
+    (a stand-in in the jail) is a boundary; nothing of the secret reaches the overlay."""
     setup = project(tmp_path, {".env": "TOKEN=SECRET-42\n", "a.txt": "a\n"})
-    run = speculate(setup, ["grep -r SECRET-42 . > found.txt; cat .env >> found.txt; true"])
-    assert run.spec.status is Status.COMPLETED, run.spec.boundary
-    assert b"SECRET-42" not in run.overlay.view.read_bytes(setup.root / "found.txt")
+    run = speculate(setup, ["grep -r TOKEN . > found.txt; true"])
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary is not None and ".env" in run.spec.boundary.detail
+    assert not run.spec.runner.overlay_commands
+    assert not (setup.root / "found.txt").exists()
 
 
 def test_a_command_that_needs_the_network_is_a_boundary_without_running(tmp_path):
