@@ -112,7 +112,8 @@ class SpeculativeRunner:
         self.overlay_started = 0  # commands started on the kernel overlay (taken in or not)
         self.started: list[SpeculatedCall] = []  # every call it started, in order
         self.kept: list[SpeculatedCall] = []  # those whose results stand (not cancelled)
-        self._on_overlay: dict[int, Any] = {}  # the args of calls decided for the overlay
+        # the calls decided for the overlay: their args, and whether proven read-only
+        self._on_overlay: dict[int, tuple[Any, bool]] = {}
         self._lock = threading.Lock()
 
     def decide(self, tool: Tool, args: Any, ctx: ToolContext) -> Decision:
@@ -183,6 +184,7 @@ class SpeculativeRunner:
             # it reads what the main loop would ask about (a secret, a file outside the
             # project): that is the user's to give, and a masked run would answer otherwise
             raise Boundary(BoundaryType.READ_SCOPE, tool.name, f"{command} ({concern})")
+        proven = concern is None  # read-only: it runs jailed as live, its secrets masked
         concern = concern or "the shell would not see pending edits"
         if self.mode not in COMMAND_MODES:  # plan mode changes nothing
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({concern})")
@@ -190,7 +192,7 @@ class SpeculativeRunner:
         if outside is not None:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({outside})")
         with self._lock:
-            self._on_overlay[id(args)] = args
+            self._on_overlay[id(args)] = (args, proven)
         return ALLOW
 
     def _private_index(self, ctx: ToolContext) -> ToolContext:
@@ -232,9 +234,9 @@ class SpeculativeRunner:
 
     def _execute(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
         with self._lock:
-            on_overlay = self._on_overlay.pop(id(args), None) is args
-        if on_overlay:
-            return self._on_kernel_overlay(tool, args, ctx)
+            queued = self._on_overlay.pop(id(args), None)
+        if queued is not None and queued[0] is args:
+            return self._on_kernel_overlay(tool, args, ctx, proven=queued[1])
         if tool.kind is Kind.EXECUTE:
             command = str(getattr(args, "command", ""))
             proof = prove(command, ctx)
@@ -259,8 +261,12 @@ class SpeculativeRunner:
         except (OverlayEscape, HardLinked) as exc:  # a path the overlay cannot write as asked
             raise Boundary(BoundaryType.EDIT, tool.name, str(exc)) from None
 
-    def _on_kernel_overlay(self, tool: Tool, args: Any, ctx: ToolContext) -> ToolResult:
-        """Run a command that may write on a kernel overlay (followup/overlay_run.py)."""
+    def _on_kernel_overlay(
+        self, tool: Tool, args: Any, ctx: ToolContext, *, proven: bool
+    ) -> ToolResult:
+        """Run a command that may write on a kernel overlay (followup/overlay_run.py); a
+        `proven` read-only one (on the overlay only to see pending edits) with the masks a
+        live run has."""
         command = str(getattr(args, "command", ""))
         launcher = overlay_launcher(ctx)
         if launcher is None:
@@ -270,7 +276,7 @@ class SpeculativeRunner:
         try:
             if _runs_git(prove(command, ctx).commands):
                 self._record_git(ctx)
-            result = run_on_overlay(tool, args, ctx, self.overlay, launcher)
+            result = run_on_overlay(tool, args, ctx, self.overlay, launcher, proven=proven)
         except (RunRefused, ReadsUnrecorded) as exc:
             raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
         if result.error is None or result.error.type is not ErrorType.CANCELLED:

@@ -105,16 +105,26 @@ def outside_world(command: str) -> str | None:
 
 
 def run_on_overlay(
-    tool: Tool, args: Any, ctx: ToolContext, overlay: Overlay, launcher: JailLauncher
+    tool: Tool,
+    args: Any,
+    ctx: ToolContext,
+    overlay: Overlay,
+    launcher: JailLauncher,
+    *,
+    proven: bool = False,
 ) -> ToolResult:
     """Run the shell call on a kernel overlay of the project and the speculation's changes,
     then take what it changed into `overlay`; RunRefused when its result cannot stand (the
-    caller makes that a boundary; nothing of it is then taken in)."""
+    caller makes that a boundary; nothing of it is then taken in). A `proven` read-only
+    command (here only to see the pending edits) runs as live, its secrets masked rather
+    than stood in for: reading past them is what its live run does too."""
     try:
         masked = launcher.masked()
     except SandboxUnavailable as exc:  # too many files to find the secrets in
         raise RunRefused(str(exc)) from None
-    secret = named_secret(str(getattr(args, "command", "")), launcher.paths, masked)
+    secret = (
+        None if proven else named_secret(str(getattr(args, "command", "")), launcher.paths, masked)
+    )
     if secret is not None:
         raise RunRefused(f"it names {secret}, {SECRET_REASON}")
     try:
@@ -129,7 +139,8 @@ def run_on_overlay(
         remove_tree(jailed.mount.upper)  # a fresh layer for this command
         jailed.mount.prepare()
         overlay.prepare_layer(jailed.mount.upper)  # the project directory's mode and attrs
-        planted = plant(jailed.mount.upper, launcher.paths.root, masked, jailed.mount.layers)
+        hidden = () if proven else masked
+        planted = plant(jailed.mount.upper, launcher.paths.root, hidden, jailed.mount.layers)
     except (SandboxUnavailable, OSError) as exc:
         raise RunRefused(str(exc)) from None
     if planted.planted and planted.blind:
@@ -146,7 +157,7 @@ def run_on_overlay(
         if not _cancelled(result):
             if not mount.mounted():
                 raise RunRefused(UNMOUNTED)  # what ran was the failed mount, not the command
-            why = refusal(result.llm_content, mount, planted, launcher, masked)
+            why = refusal(result.llm_content, mount, planted, launcher, () if proven else masked)
             if why is not None:
                 raise RunRefused(why)
             try:

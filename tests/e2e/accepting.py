@@ -87,14 +87,20 @@ def speculation_events() -> list[dict[str, Any]]:
 
 
 def asked_live(
-    llm_server, project: Path, mode: tuple[str, ...], command: str, marker: str, answer: str
+    llm_server,
+    project: Path,
+    mode: tuple[str, ...],
+    command: str,
+    marker: str,
+    answer: str,
+    env: dict[str, str] | None = None,
 ) -> None:
     """`command` (printing `marker`) is speculated, but stops there, a boundary: on Tab,
     Enter it is asked about as a live turn asks, with no apply question, and nothing of it
     is applied before the user's `answer` runs it (y) or denies it (n)."""
     before = snapshot(project)
     llm_server.add_rule(has_tool_result("denied this tool call"), Reply.text("left it alone"))
-    child, _, _ = speculating(llm_server, project, command, marker, *mode)
+    child, _, _ = speculating(llm_server, project, command, marker, *mode, env=env)
     speculated(llm_server, PROMPT)
     child.send("\t")
     child.submit("")

@@ -1,11 +1,9 @@
-"""What a speculated command the proof cannot read sees of the user's toolchains, through
-the full REPL (pexpect, scripted server): a virtual environment and a Node install on
-PATH carry a token in `pip.conf`, `.pypirc`, `credentials.toml` and `etc/npmrc`; the
-suggested prompt's `cat … | tee /dev/stderr` runs in the speculation's jail, where the
-jail binds those toolchains back with their credential files masked, so no request the
-server receives — the speculation's rounds included — holds a planted value, while the
-toolchains' own programs still run there. The jail is the fence tested here: each read is
-refused, so the content scanner behind it has nothing to redact. Nor does such a command
+"""What a speculated command the proof cannot read reaches of the user's secrets, through
+the full REPL (pexpect, scripted server). A virtual environment and a Node install on PATH
+carry a token in `pip.conf`, `.pypirc`, `credentials.toml` and `etc/npmrc`; the suggested
+prompt's `cat … | tee /dev/stderr`, its names computed at run time, meets the masks the
+jail binds over them, and that failure makes the call a boundary: on accept it is asked
+live, and no request the server receives holds a planted value. Nor does such a command
 reach a key of the user's session keyring (the jail's seccomp filter refuses the keyring
 calls). Skipped where no overlay sandbox works."""
 
@@ -18,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qshell.sandbox import probe
-from tests.e2e.accepting import finished, quit_repl, speculating
+from tests.e2e.accepting import asked_live, finished, quit_repl, speculating
 from tests.sandbox.test_closed import NUMBERS, READ_KEY, SECRET
 from tests.sandbox.test_masked_names import toolchains
 from tests.secret_files import leaked
@@ -30,7 +28,7 @@ pytestmark = [
 ]
 
 
-def test_a_speculated_command_reads_no_toolchain_credential(
+def test_a_speculated_command_reading_a_toolchain_credential_stops_there(
     llm_server, tmp_path: Path, isolated_home: Path
 ):
     project = tmp_path / "proj"
@@ -38,20 +36,11 @@ def test_a_speculated_command_reads_no_toolchain_credential(
     (project / "hello.txt").write_text("hello world\n")
     entries, planted = toolchains(isolated_home)
     path = ":".join([*map(str, entries), os.environ["PATH"]])
-    command = f"venv-tool; node-tool; cat {shlex.join(planted)} | tee /dev/stderr; echo read-them"
-    child, answer, _ = speculating(
-        llm_server, project, command, "read-them", "--yolo", env={"PATH": path}
-    )
-    finished(llm_server, child, answer)
-    quit_repl(child)
-    seen = [r.raw.decode("utf-8", "replace") for r in llm_server.requests]
-    results = [m["content"] for r in llm_server.requests for m in r.body["messages"]]
-    result = next(str(c) for c in results if "read-them" in str(c))
-    assert "venv tool ran" in result and "node tool ran" in result  # the toolchains are there
-    assert "No such file" not in result, result  # and so are the files, masked:
-    assert result.count("Permission denied") == len(planted), result  # read by none,
-    assert "[redacted" not in result  # so the scanner, the second fence, had nothing to do
-    assert all(leaked(body, planted) == [] for body in seen)
+    # each name computed, so no word of the command names the file: the jail's mask is met
+    names = " ".join(f"$(printf %s {shlex.quote(p[:-2])} {shlex.quote(p[-2:])})" for p in planted)
+    command = f"venv-tool; node-tool; cat {names} | tee /dev/stderr; echo read-them"
+    asked_live(llm_server, project, (), command, "read-them", "n", env={"PATH": path})
+    assert all(leaked(r.raw.decode("utf-8", "replace"), planted) == [] for r in llm_server.requests)
 
 
 # joins a fresh session keyring holding a key as qshell starts (then forgets the secret):
