@@ -71,16 +71,22 @@ def test_in_default_mode_the_question_lists_the_deletion(llm_server, project):
     assert (project / "notes.txt").read_text() == "remember\n"
 
 
-def test_accepting_while_the_command_runs_waits_for_it_and_shows_it_once(llm_server, project):
+@pytest.mark.parametrize("mode", [("--yolo",), (), ("--approval-mode", "auto-edit")])
+def test_accepting_while_the_command_runs_waits_for_it_and_shows_it_once(llm_server, project, mode):
+    """In yolo mode the kept work is applied at once; in default and auto-edit mode the
+    command is one a live turn asks about, so the question comes once it has finished."""
     command = "sleep 3 && echo built > out.txt && echo built-it"
-    child, answer, prompt = speculating(llm_server, project, command, "built-it", "--yolo")
+    child, answer, prompt = speculating(llm_server, project, command, "built-it", *mode)
     assert wait_until(lambda: prompt.hits > 0, 60.0), "the speculation never asked"
     time.sleep(0.5)  # its command is running now
     assert answer.hits == 0
     child.send("\t")
     child.submit("")
     child.expect("finishing the prepared command")
-    child.expect("saved")
+    if mode != ("--yolo",):
+        child.expect("Use it")
+        child.submit("a")
+    child.expect("s saved")  # the kept command, then the round after it, live
     child.expect("all tidy")
     child.wait_prompt()
     child.send("\x04")
