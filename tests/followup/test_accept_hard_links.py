@@ -157,7 +157,7 @@ def test_a_command_that_changes_a_file_with_another_name_is_left_to_the_live_tur
     steps = [shell_call(c, f"c{i}") for i, c in enumerate(commands)]
     live = in_a_live_turn(tmp_path, steps, second_name(where))
     run = speculated(tmp_path, steps, second_name(where))
-    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.status is Status.BOUNDARY and run.spec.boundary is not None
     assert run.spec.boundary.detail.endswith(f"(a.txt {LINKED_REASON})")
     assert not run.overlay.has_writes
     _, found = accepted_tree(run)
@@ -175,7 +175,7 @@ def test_a_tool_write_to_a_file_with_another_name_is_left_to_the_live_turn(tmp_p
     ]
     live = in_a_live_turn(tmp_path, steps, second_name(where))
     run = speculated(tmp_path, steps, second_name(where))
-    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.status is Status.BOUNDARY and run.spec.boundary is not None
     assert run.spec.boundary.type is BoundaryType.EDIT
     assert "a.txt has other hard links" in run.spec.boundary.detail
     assert not run.overlay.has_writes

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.agent.events import ApplyChoice, SpeculationAccepted, TurnFinished
+from qshell.agent.events import ApplyChoice, Event, SpeculationAccepted, TurnFinished
 from qshell.config import ApprovalMode
 from qshell.followup.speculation import Status
 from qshell.llm.messages import Message
@@ -69,7 +69,7 @@ def speculated(tmp_path: Path, steps: Sequence[Message], prepare: Prepare = _unc
     return speculate(setup, [], mode=ApprovalMode.AUTO_EDIT)
 
 
-def accepted_tree(run: Run) -> tuple[list[object], Snapshot]:
+def accepted_tree(run: Run) -> tuple[list[Event], Snapshot]:
     """The prepared turn's events once the speculation is accepted (apply chosen if asked),
     as the REPL drives it, and the tree it leaves."""
     events = accepted_turn(run, ApplyChoice.APPLY)
