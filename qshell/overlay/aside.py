@@ -7,7 +7,7 @@ into a folder of qshell's state directory (`set-aside/<time>-<pid>/`), under the
 the file it was the earlier version of, and returns where they went, so the one warning
 line can say it. Every step goes through no-follow directory descriptors from the root
 (dirfd.py); only a regular file is moved (a rename where the two are on one filesystem,
-else a copy made durable before the original is unlinked). A file that cannot be moved
+else a copy, holes kept, made durable before the original is unlinked). A file that cannot be moved
 stays where it is, and is named as such. Stateless; any thread.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from qshell.overlay.dirfd import (
     open_dir,
     split_rel,
 )
+from qshell.overlay.metadata import copy_stream
 
 ASIDE_DIR = "set-aside"
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -85,10 +85,12 @@ def _move_out(root: Path, rel: str, target: Path) -> None:
 
 
 def _copy_out(parent: int, name: str, target: Path, mode: int) -> None:
-    """Copy `name` to `target` and make it durable (another filesystem)."""
+    """Copy `name` to `target` as an apply stages a file (metadata.copy_stream: holes
+    kept) and make it durable (another filesystem)."""
     with contextlib.ExitStack() as stack:
-        source = stack.enter_context(open(os.open(name, READ_FLAGS, dir_fd=parent), "rb"))
-        out = stack.enter_context(open(os.open(target, _WRITE_FLAGS, mode & 0o777), "wb"))
-        shutil.copyfileobj(source, out)
-        out.flush()
-        os.fsync(out.fileno())
+        source = os.open(name, READ_FLAGS, dir_fd=parent)
+        stack.callback(os.close, source)
+        out = os.open(target, _WRITE_FLAGS, mode & 0o777)
+        stack.callback(os.close, out)
+        copy_stream(source, out)
+        os.fsync(out)
