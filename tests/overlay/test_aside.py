@@ -35,7 +35,7 @@ def test_the_earlier_version_leaves_the_project_whole(tmp_path, monkeypatch, acr
                 raise OSError(errno.EXDEV, "Invalid cross-device link")
             return real_rename(src, dst, **kwargs)
 
-        monkeypatch.setattr(aside.os, "rename", other_file_system)
+        monkeypatch.setattr(os, "rename", other_file_system)
     found = set_aside(root, [pair], tmp_path / "state")
     assert found.moved == ("src/app.py",) and found.stayed == ()
     assert found.folder is not None
