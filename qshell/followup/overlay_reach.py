@@ -16,7 +16,8 @@ back read-only, `~/.local/bin`; a system directory, which root may write live); 
 naming a masked path beside a failure (`cat: /etc/shadow: Permission denied`, a lookup in a
 masked directory), or a path outside the project that the jail hid but that is there
 (`cp tool ~/.local/bin/` where that directory exists: "No such file or directory" in the
-jail only). Reads the file system (stat only); any thread.
+jail only); last, output showing a network failure (the jail has no network) or a rename
+the overlay cannot make (EXDEV). Reads the file system (stat only); any thread.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ MAX_NAMED = 5  # paths named in a refusal; the rest counted
 CACHE_DIR = ".cache"  # in the home: what a live run leaves there may be deleted any time
 MAX_WORDS = 2_000  # words of a command line looked at
 READ_ONLY = re.compile(r"Read-only file system|\bEROFS\b|\[Errno 30\]")
+NETWORK_FAILURE = re.compile(
+    r"Could not resolve host|Network is unreachable|Temporary failure in name resolution"
+    r"|Name or service not known|No address associated with hostname|getaddrinfo failed"
+    r"|Failed to establish a new connection|Could not connect to|Connection refused"
+    r"|No route to host|unable to access '|EAI_AGAIN|ENOTFOUND|ENETUNREACH"
+)
+# what a command says when the overlay refused what a live run does: a userxattr overlay
+# (all a user namespace may mount) has no redirect_dir, so rename(2) of a directory from
+# the real tree fails with EXDEV (`mv` copies instead; a program calling rename(2) fails)
+OVERLAY_LIMIT = re.compile(r"Invalid cross-device link|\bEXDEV\b|\[Errno 18\]")
 FAILED = re.compile(
     r"Permission denied|\[Errno 13\]|\bEACCES\b|No such file or directory|\[Errno 2\]"
     r"|\bENOENT\b|Operation not permitted|\[Errno 1\]"
@@ -96,6 +107,12 @@ def refusal(
     hidden = _hidden_failure(output, launcher.paths, mount.outside / "lower", shown)
     if hidden is not None:
         return f"its output shows a failure on {hidden}, {HIDDEN_REASON}"
+    failure = NETWORK_FAILURE.search(output)
+    if failure is not None:
+        return f"its output shows a network failure ({failure.group()})"
+    limit = OVERLAY_LIMIT.search(output)
+    if limit is not None:
+        return f"its output shows a rename the overlay cannot make ({limit.group()})"
     return None
 
 
