@@ -51,7 +51,7 @@ from qshell.errors import QshellError
 from qshell.followup.overlay_reach import BLIND, SECRET_REASON, named_secret, refusal
 from qshell.overlay import Overlay, OverlayEscape, ReadsUnrecorded
 from qshell.permissions.confine import JailLauncher
-from qshell.permissions.git_scope import GIT_TIMEOUT_S
+from qshell.permissions.git_credentials import GIT_TIMEOUT_S
 from qshell.permissions.policy import PROTECTED_REASON
 from qshell.sandbox import SandboxUnavailable
 from qshell.sandbox.outside import remove_tree

@@ -41,7 +41,7 @@ CREDENTIAL_NAME = re.compile(r"(?:extraheader|(?<!ask)pass(?:word|wd)?|token|sec
 # the user information of a URL: all up to the last `@` before the path
 _USERINFO = re.compile(r"(?i)(?<=://)([^/\s]+)@")
 _PLAIN_USER = re.compile(r"[A-Za-z0-9._-]{1,19}")  # a user name; longer is a token (paths.py)
-GIT_TIMEOUT_S = 2.0
+GIT_TIMEOUT_S = 2.0  # any git helper command the checks run (git_scope.py too)
 _PLAIN_VALUE = re.compile(r"[^\s\"\\#;]+(?:[ ][^\s\"\\#;]+)*")  # written without quotes
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\b": "\\b"}
 

@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
 
-from qshell.permissions.git_credentials import holds_credential
+from qshell.permissions.git_credentials import GIT_TIMEOUT_S, holds_credential
 from qshell.permissions.shell_scope import Sandboxed, run_quietly
 from qshell.tools.paths import PathResolver
 
-GIT_TIMEOUT_S = 2.0
 # configuration git would act on even for a read-only subcommand, and that the environment
 # of a proven command cannot switch off
 GIT_PROGRAM_KEYS = re.compile(

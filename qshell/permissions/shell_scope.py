@@ -11,7 +11,7 @@ be inside the project root and no secret; a read marked recursive (grep -r, rg, 
 tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
 root or to a secret anywhere below it. Where the command runs in the session's jail
 (`Sandboxed`, permissions/confine.py's JailLauncher), what the jail masks is no concern: a
-recursive read may reach it (`grep -rn TODO .` beside a `.env`; the jail shows the secret
+recursive read may reach it (`grep -rn main .` beside a `.env`; the jail shows the secret
 as an unreadable file), and a git configuration the jail shows without its credentials may
 be read by name too; a secret it does not mask — a symlink out of the root, a secret the
 index does not know — still is. Anything it cannot decide (a path known only at run
