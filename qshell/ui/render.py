@@ -262,10 +262,10 @@ def apply_view(request: ApplyRequested) -> ApplyView:
     )
     # the changes that stand out come first, so a long list never hides them; a build
     # cache's files (compiled bytecode, a test runner's cache) are one line at the end
-    caches = [c for c in request.changes if c.cache and not _stands_out(c)]
-    listed = sorted(
-        (c for c in request.changes if c not in caches), key=lambda c: not _stands_out(c)
-    )
+    folded = [bool(c.cache) and not _stands_out(c) for c in request.changes]
+    caches = [c for c, fold in zip(request.changes, folded, strict=True) if fold]
+    kept = (c for c, fold in zip(request.changes, folded, strict=True) if not fold)
+    listed = sorted(kept, key=lambda c: not _stands_out(c))
     files = [_change_line(c) for c in listed[:APPLY_FILES]]
     if caches:
         files.append(_caches_line(caches))
