@@ -27,14 +27,17 @@ Thread-safe: a launcher is immutable but for its index, which locks.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.permissions.binds import binds_for
+from qshell.permissions.file_secrets import Copies, holds_secret
 from qshell.permissions.git_credentials import RedactedConfigs
 from qshell.sandbox import (
     Jail,
@@ -73,6 +76,7 @@ class JailLauncher:
     bound: tuple[SecretIndex, ...] = ()  # the secrets of each directory given back
     pids: PidsCap | None = None  # where each command's process cap is made
     configs: RedactedConfigs = field(default_factory=RedactedConfigs)
+    contents: Copies = field(default_factory=Copies)  # of files that hold a secret
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
@@ -89,7 +93,7 @@ class JailLauncher:
         for path in self._masked():
             if path in standins:
                 continue  # the command's own layer holds a stand-in for it (standins.py)
-            copy = self.configs.copy_of(path) if _content_decides(path) else None
+            copy = self._copy(path)
             if copy is None:
                 masked.append(path)
             else:
@@ -139,12 +143,23 @@ class JailLauncher:
 
     def redacts(self, path: Path) -> bool:
         """Whether this jail shows the file at `path` as a copy with every credential
-        replaced by a marker (a git configuration): git reads it, and so may any command."""
+        replaced by a marker (a git configuration, a file holding a secret): git reads it,
+        and so may any command."""
         try:
             masked = self._masked()
         except SandboxUnavailable:
             return False
-        return path in masked and _content_decides(path) and self.configs.copy_of(path) is not None
+        return path in masked and self._copy(path) is not None
+
+    def _copy(self, path: Path) -> Path | None:
+        """The copy this jail shows in place of the secret at `path`, if it shows one: a
+        git configuration without its credentials, a project file that holds a secret with
+        each one a marker (permissions/file_secrets.py); None: it is masked."""
+        if _content_decides(path):
+            return self.configs.copy_of(path)
+        if path in self.index.by_content():
+            return self.contents.copy_of(path)
+        return None
 
     def on_overlay(self, layers: tuple[Path, ...], scratch: Path) -> JailLauncher:
         """This launcher, running the command on a kernel overlay of the project under
@@ -204,7 +219,11 @@ def confinement(
             return Confinement(None, missing, "", f"unavailable: {found.reason}")
         note = f"no sandbox here, shell commands are checked by the proof alone: {found.reason}"
         return Confinement(None, "", note, f"off: {found.reason}")
-    index = SecretIndex(paths.root, paths.is_secret, Walk(recheck=_content_decides))
+    walk = Walk(recheck=_content_decides, content=holds_secret)
+    index = SecretIndex(paths.root, paths.is_secret, walk)
+    # the first walk reads every file of the project: started now, it is done (or under
+    # way, the first command waiting on its lock) by the time a command needs it
+    threading.Thread(target=_warm, args=(index,), name="qshell-secret-index", daemon=True).start()
     given = binds_for(paths, environ)
     walk = replace(BOUND, recheck=_content_decides)
     bound = tuple(SecretIndex(path, paths.is_secret, walk) for path in given.scanned)
@@ -224,6 +243,11 @@ def confinement(
         pids=open_cap(),
     )
     return Confinement(launcher, "", "", found.mode)
+
+
+def _warm(index: SecretIndex) -> None:
+    with contextlib.suppress(SandboxUnavailable):
+        index.paths()
 
 
 def _content_decides(path: Path) -> bool:

@@ -20,15 +20,11 @@ Thread-safe: the copies are made under a lock.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
-import tempfile
-import threading
-import weakref
 from pathlib import Path
 
+from qshell.permissions.file_secrets import Copies
 from qshell.permissions.shell_scope import run_quietly
 from qshell.redaction import marker, scan
 from qshell.tools.paths import GIT_CREDENTIALS, MAX_GIT_CONFIG_BYTES
@@ -134,34 +130,15 @@ def _quoted(value: str) -> str:
     return '"' + "".join(_ESCAPES.get(char, char) for char in value) + '"'
 
 
-class RedactedConfigs:
-    """Credential-free copies of git configuration files, one per content, kept in a
-    private directory for as long as this object lives (a session's JailLauncher holds it)."""
+class RedactedConfigs(Copies):
+    """Credential-free copies of git configuration files (file_secrets.py's `Copies`)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._made: dict[str, Path | None] = {}
-        self._directory: Path | None = None
+    limit = MAX_GIT_CONFIG_BYTES
+    prefix = "qshell-git-config-"
 
-    def copy_of(self, path: Path) -> Path | None:
-        """The copy of the configuration file at `path` as it is now, or None when there
-        is none to give (unreadable, too large, or git does not read the copy back as the
-        credential-free entries)."""
-        try:
-            with path.open("rb") as source:
-                data = source.read(MAX_GIT_CONFIG_BYTES + 1)
-        except OSError:
-            return None
-        if len(data) > MAX_GIT_CONFIG_BYTES:
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        with self._lock:
-            if digest not in self._made:
-                self._made[digest] = self._make(digest, data)
-            return self._made[digest]
-
-    def _make(self, digest: str, data: bytes) -> Path | None:
-        directory = self._private()
+    def shown(self, data: bytes, directory: Path) -> bytes | None:
+        """The configuration in `data` without its credentials, or None when git does not
+        read that back as the credential-free entries."""
         entries = _listed(data, directory)
         if entries is None:
             return None
@@ -173,15 +150,7 @@ class RedactedConfigs:
         back = _listed(made, directory)
         if back != expected or any(_still_secret(key, value) for key, value in back):
             return None
-        copy = directory / f"{digest}.config"
-        copy.write_bytes(made)
-        return copy
-
-    def _private(self) -> Path:
-        if self._directory is None:
-            self._directory = Path(tempfile.mkdtemp(prefix="qshell-git-config-"))
-            weakref.finalize(self, shutil.rmtree, self._directory, True)
-        return self._directory
+        return made
 
 
 def _listed(data: bytes, cwd: Path) -> list[Entry] | None:

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 
 from qshell.permissions.git_credentials import GIT_TIMEOUT_S, holds_credential
+from qshell.permissions.git_history import secret_blob
 from qshell.permissions.shell_scope import Sandboxed, run_quietly
 from qshell.tools.paths import PathResolver
 
@@ -93,11 +94,15 @@ def git_concern(
     subcommands: Iterable[str],
     jail: Sandboxed | None = None,
     objects: Iterable[str] = (),
+    *,
+    reshaped: bool = False,
 ) -> str | None:
     """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
     program, read outside the project, or print a secret; None when they cannot. `jail` is
     the sandbox they will run in, if they run in one; `objects` the objects they name by id
-    (`Proof.objects`: raw ids, `*` for ones named at run time)."""
+    (`Proof.objects`: raw ids, `*` for ones named at run time); `reshaped` says lines of the
+    history's files may reach the output in a shape the output scanner cannot judge
+    (`git grep`, or `git show` piped on): then no blob may hold a secret (git_history.py)."""
     subcommands = set(subcommands)
     args = ["config", "--list", "--show-origin", "-z"]
     listing = git_output(args, root, environ, ok=(0, 1))  # 1: none at all
@@ -127,7 +132,11 @@ def git_concern(
     if secret:
         return f"the tracked file {secret} looks like a secret, and git may print it"
     if subcommands - NAMES_ONLY:
-        return _history_concern(root, paths, environ) or _objects_concern(root, environ, objects)
+        concern = _history_concern(root, paths, environ) or _objects_concern(root, environ, objects)
+        if concern or not reshaped:
+            return concern
+        state = (_refs_state(root, environ) or "") + (_objects_state(root, environ) or "")
+        return _cached(("content", str(root), state), partial(secret_blob, root, environ))
     return None
 
 
@@ -207,7 +216,7 @@ def _objects_concern(root: Path, environ: Mapping[str, str], objects: Iterable[s
     if not objects:
         return None
     state = _refs_state(root, environ)
-    store = git_output(["count-objects", "-v"], root, environ, ok=(0,))
+    store = _objects_state(root, environ)
     if state is None or store is None:
         return "git's objects could not be checked for ones no branch or reflog reaches"
     index = _index_stamp(root, environ)
@@ -217,6 +226,11 @@ def _objects_concern(root: Path, environ: Mapping[str, str], objects: Iterable[s
         if concern:
             return concern
     return None
+
+
+def _objects_state(root: Path, environ: Mapping[str, str]) -> str | None:
+    """How many objects and packs the store holds, as one string (a key for the caches)."""
+    return git_output(["count-objects", "-v"], root, environ, ok=(0,))
 
 
 def _index_stamp(root: Path, environ: Mapping[str, str]) -> str:

@@ -102,7 +102,14 @@ def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | Non
             return proof, concern
     git = [c.partition(" ")[2] for c in proof.commands if c == "git" or c.startswith("git ")]
     if git:
-        return proof, git_concern(ctx.root, ctx.paths, environ, git, jail, proof.objects)
+        # what git prints of the history, picked into lines or reshaped by what it is piped to
+        reshaped = proof.history == "lines" or (
+            proof.history == "whole" and len(git) < len(proof.commands)
+        )
+        concern = git_concern(
+            ctx.root, ctx.paths, environ, git, jail, proof.objects, reshaped=reshaped
+        )
+        return proof, concern
     return proof, None
 
 

@@ -9,7 +9,9 @@ environment the command will run with — but only a word made of plain characte
 and escapes, which nothing can make run code. Each resulting path, symlinks resolved, must
 be inside the project root and no secret; a read marked recursive (grep -r, rg, find, du,
 tree, ls -R) must not be able to reach a secret file or a symlink that leads out of the
-root or to a secret anywhere below it. Where the command runs in the session's jail
+root or to a secret anywhere below it. A file whose name is no secret's may still hold
+one, or be a secret under another name (a hard link): without a jail, reading it asks too.
+Where the command runs in the session's jail
 (`Sandboxed`, permissions/confine.py's JailLauncher), what the jail masks is no concern: a
 recursive read may reach it (`grep -rn main .` beside a `.env`; the jail shows the secret
 as an unreadable file), and a git configuration the jail shows without its credentials may
@@ -24,12 +26,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from qshell import shellproof
+from qshell.permissions.file_secrets import holds_secret
 from qshell.shellproof import Read
 from qshell.tools.paths import PathResolver
 
@@ -163,7 +167,27 @@ def _path_concern(path: Path, paths: PathResolver, jail: Sandboxed | None) -> st
         return None  # `cat .git/config`: the jail shows it without its credentials
     if paths.is_secret(path):
         return f"{paths.relative(path)} looks like a secret"
-    return paths.read_concern(resolved)
+    return paths.read_concern(resolved) or _unjailed_concern(resolved, paths, jail)
+
+
+def _unjailed_concern(path: Path, paths: PathResolver, jail: Sandboxed | None) -> str | None:
+    """Why a command that runs without a jail may not read the regular file `path`, though
+    its name is no secret's: it holds a secret (permissions/file_secrets.py), or it has
+    other names, which may be a secret's (`ln .env notes.txt`). The jail shows the first as
+    a copy without it and masks the second by every name (sandbox/masks.py)."""
+    if jail is not None:
+        return None
+    try:
+        info = path.lstat()
+    except OSError:
+        return None  # nothing there to read
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    if info.st_nlink > 1:
+        return f"{paths.relative(path)} has other hard links, which may be a secret's"
+    if holds_secret(path, info):
+        return f"{paths.relative(path)} holds a secret"
+    return None
 
 
 def walk_concern(start: Path, paths: PathResolver, jail: Sandboxed | None = None) -> str | None:
@@ -185,6 +209,9 @@ def walk_concern(start: Path, paths: PathResolver, jail: Sandboxed | None = None
             return f"the tree below {paths.relative(resolved)} is too large to check"
         if paths.hidden(entry) and not _concealed(entry, paths, jail):
             return f"a recursive read of {paths.relative(resolved)} would reach {paths.relative(entry)}"
+        concern = _unjailed_concern(entry, paths, jail)
+        if concern:
+            return f"a recursive read of {paths.relative(resolved)}: {concern}"
     return None
 
 

@@ -60,6 +60,7 @@ from qshell.shellproof.syntax import (
 from qshell.shellproof.words import WordProver
 
 MAX_COMMAND_BYTES = 8192
+HISTORY_RANK = ("", "whole", "lines")  # Judged.history, least to most
 
 
 _LANGUAGE = Language(tree_sitter_bash.language())
@@ -87,6 +88,7 @@ class Walker:
         self.dynamic: list[str] = []
         self.reads: list[Read] = []
         self.objects: list[str] = []
+        self.history = ""
         self.depth = 0
         self.heredocs = 0
         self.words = WordProver(self)
@@ -212,6 +214,7 @@ class Walker:
         judged = self.judge(name, args)
         self.commands.append(judged.label)
         self.objects += judged.objects
+        self.history = max(self.history, judged.history, key=HISTORY_RANK.index)
         for read in judged.reads:
             self.read(read, scope)
 
@@ -428,6 +431,7 @@ def _proof(command: str, extra: ReadOnlyRule | None) -> Proof:
         tuple(dict.fromkeys(walker.dynamic)),
         tuple(dict.fromkeys(walker.reads)),
         tuple(dict.fromkeys(walker.objects)),
+        walker.history,
     )
 
 

@@ -34,6 +34,7 @@ from qshell.sandbox import probe
 from tests.agent.scripted import call
 from tests.agent.test_conversation import Setup, make_conversation
 from tests.followup.test_speculation_properties import Tree, tree
+from tests.redaction.fakes import pem_block
 
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
@@ -407,3 +408,26 @@ def test_a_recursive_read_beside_a_masked_secret_runs_as_it_runs_live(tmp_path, 
     shown = outputs(run)[-1]
     assert "a.txt:1:TOKEN here" in shown and ".env: Permission denied" in shown
     assert "SECRET-42" not in shown
+
+
+def test_a_speculated_command_that_reads_a_key_under_another_name_stops_unread(tmp_path):
+    """`backup_key.txt` holds a private key: the jail treats it as the secret it is (a stand-in
+    on the overlay), so a command that writes and reads it is a boundary, whatever it makes
+    of the key (`tail -n +2` strips the header the output scanner knows it by)."""
+    setup = project(tmp_path, {"backup_key.txt": pem_block() + "\n", "a.txt": "a\n"})
+    run = speculate(setup, ["tail -n +2 backup_key.txt | tee copy.txt"])
+    assert run.spec.status is Status.BOUNDARY
+    assert run.spec.boundary is not None and "backup_key.txt" in run.spec.boundary.detail
+    assert not run.spec.runner.overlay_commands
+    assert not (setup.root / "copy.txt").exists()
+
+
+def test_a_proven_read_of_a_key_under_another_name_runs_on_a_copy_without_it(tmp_path):
+    """The main loop runs `tail -n +2 backup_key.txt` jailed, on the copy with the key a
+    marker: so does a speculation, after a command wrote, on the kernel overlay."""
+    setup = project(tmp_path, {"backup_key.txt": pem_block() + "\n", "a.txt": "a\n"})
+    run = speculate(setup, ["echo more >> a.txt", "rev backup_key.txt"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    shown = outputs(run)[-1]
+    assert "[redacted: private-key #0]"[::-1] in shown
+    assert not any(line[::-1] in shown for line in pem_block().splitlines()[1:-1])

@@ -326,9 +326,44 @@ def _git_config(rest: Sequence[Word]) -> list[Read]:
     return paths
 
 
+# subcommands that print files of the history whole (patches, blobs) or pick lines of them
+GIT_PRINTS_HISTORY = word_set(
+    "show diff diff-tree diff-files diff-index range-diff whatchanged cat-file stash reflog notes"
+)
+GIT_PICKS_LINES = word_set("grep blame annotate")
+# options that make `log` print patches, and those that pick a few lines of each
+GIT_PATCH_LONGS = word_set(
+    "patch patch-with-stat patch-with-raw cc dd remerge-diff word-diff color-words binary "
+    "unified function-context"
+)
+GIT_PATCH_SHORT = frozenset("pucUL")
+GIT_LINE_PICKERS = re.compile(r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff-regex\b)")
+
+
+def _git_history(sub: str, rest: Sequence[Word]) -> str:
+    """What of the history's files `git SUB REST` prints (`Judged.history`): "lines" for
+    `grep`, `blame` and any option that picks lines (`-L`, `-U0`), "whole" for patches and
+    blobs (`show`, `diff`, `log -p`), "" for none (`log --oneline`, `status`)."""
+    options = [w.text for w in rest if w.literal and w.text.startswith("-")]
+    computed = any(not w.literal for w in rest)
+    if sub in GIT_PICKS_LINES or any(GIT_LINE_PICKERS.match(text) for text in options):
+        return "lines"
+    if sub in GIT_PRINTS_HISTORY or computed:
+        return "whole"
+    if sub == "log" and any(_patch_option(text) for text in options):
+        return "whole"
+    return ""
+
+
+def _patch_option(text: str) -> bool:
+    if text.startswith("--"):
+        return text[2:].partition("=")[0] in GIT_PATCH_LONGS
+    return any(char in GIT_PATCH_SHORT for char in text[1:])
+
+
 def _git_sub(sub: str, rest: Sequence[Word]) -> Judged:
     judged = _git_sub_reads(sub, rest)
-    return Judged(judged.label, judged.reads, _git_objects(rest))
+    return Judged(judged.label, judged.reads, _git_objects(rest), _git_history(sub, rest))
 
 
 def _git_sub_reads(sub: str, rest: Sequence[Word]) -> Judged:
