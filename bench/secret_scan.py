@@ -1,6 +1,6 @@
 """The secret scanner's cost and false positives, on this repository's own text.
 
-Run: `python -m bench.secret_scan [--repeat 5] [--chunks 0]`. Every file git tracks here
+Run: `python -m bench.secret_scan [--repeat 5] [--chunks 0] [--also DIR]`. Every file git tracks here
 that is UTF-8 text is read; for the cost they are concatenated and cut into 100 kB chunks,
 and `Vault.redact` (scan plus markers, as every tool result pays it) is timed on each
 chunk `--repeat` times; the same for shell-output-like text (this repository's own
@@ -10,7 +10,9 @@ nothing but `…_TOKEN=` lines. Prints the median and
 p99 in ms per 100 kB against the 2 ms budget. For false positives each file is scanned on
 its own and every finding is printed as `path:line kind` with the value's first four
 characters and its length (never the value), files under tests/ apart: those are
-deliberate fake secrets of tests. Asserts nothing.
+deliberate fake secrets of tests. `--also DIR` counts the same way the findings in the
+text files under another tree (a virtual environment's `site-packages`: other people's
+code, where a finding is almost always a false one). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -100,27 +102,49 @@ def line_of(text: str, finding: Finding) -> int:
     return text.count("\n", 0, finding.start) + 1
 
 
-def false_positives(texts: dict[str, str]) -> None:
+TEXT_SUFFIXES = (".py", ".pyi", ".md", ".rst", ".txt", ".json", ".toml", ".cfg", ".ini")
+TEXT_SUFFIXES += (".yaml", ".yml", ".xml", ".html", ".js", ".sh")
+
+
+def texts_under(root: Path) -> dict[str, str]:
+    """Each UTF-8 text file under `root` (by its suffix), by its path below `root`."""
+    texts = {}
+    for path in sorted(root.rglob("*")):
+        if path.suffix in TEXT_SUFFIXES and path.is_file():
+            try:
+                texts[str(path.relative_to(root))] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    return texts
+
+
+def print_findings(title: str, group: dict[str, list[Finding]], texts: dict[str, str]) -> None:
+    count = sum(len(f) for f in group.values())
+    print(f"  {title}: {count} findings in {len(group)} files")
+    for name, findings in sorted(group.items()):
+        text = texts[name]
+        for f in findings:
+            value = text[f.start : f.end]
+            print(f"    {name}:{line_of(text, f)} {f.kind} {value[:4]!r}… ({len(value)} chars)")
+
+
+def false_positives(texts: dict[str, str], where: str = "this repository") -> None:
+    """Every finding in `texts`, those under tests/ apart."""
     found = {name: scan(text) for name, text in texts.items()}
     hits = {name: f for name, f in found.items() if f}
     in_tests = {n: f for n, f in hits.items() if n.startswith("tests/")}
     elsewhere = {n: f for n, f in hits.items() if not n.startswith("tests/")}
     size = sum(len(t) for t in texts.values())
-    print(f"\nfalse positives: {len(texts)} files, {size / 1e6:.2f} MB scanned one by one")
-    for title, group in (("outside tests/", elsewhere), ("in tests/ (fake secrets)", in_tests)):
-        count = sum(len(f) for f in group.values())
-        print(f"  {title}: {count} findings in {len(group)} files")
-        for name, findings in sorted(group.items()):
-            text = texts[name]
-            for f in findings:
-                value = text[f.start : f.end]
-                print(f"    {name}:{line_of(text, f)} {f.kind} {value[:4]!r}… ({len(value)} chars)")
+    print(f"\nfalse positives in {where}: {len(texts)} files, {size / 1e6:.2f} MB one by one")
+    print_findings("outside tests/", elsewhere, texts)
+    print_findings("in tests/ (fake secrets)", in_tests, texts)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.secret_scan")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each chunk")
     parser.add_argument("--chunks", type=int, default=0, help="at most this many (0: all)")
+    parser.add_argument("--also", type=Path, action="append", default=[], help="another tree")
     args = parser.parse_args(argv)
     texts = tracked_texts()
     source = chunks("".join(texts.values()), args.chunks)
@@ -132,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     print(row("prose, no anchor", timed([prose()], args.repeat * 4, vault.redact)))
     print(row("assignments only (worst)", timed([settings_lines()], args.repeat * 4, vault.redact)))
     false_positives(texts)
+    for tree in args.also:
+        false_positives(texts_under(tree), str(tree))
     return 0
 
 

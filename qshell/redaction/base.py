@@ -3,10 +3,11 @@
 A `Detector` is one regular expression that starts with a literal (so the engine's own
 prefix search skips text that cannot match, at memory speed) and a judge that turns each
 match into its `Finding`s (most often none: turned down). It searches a copy of the text
-of one byte per character (what is beyond Latin-1 becomes `?`: same length, same
-offsets, and the engine's fastest strings) or, when `folded`, that copy lower-cased;
-judges read values from the text itself. Nothing here knows a secret format (tokens.py, assignments.py do).
-Pure: safe from any thread.
+in ASCII (`narrowed`: what is beyond it becomes `?`: same length, same offsets, and the
+engine's fastest strings) or, when `folded`, that copy lower-cased; judges read values
+from the text itself. `VALUE` is how a value is written after a key or an option (double,
+single or no quotes). Nothing here knows a secret format (tokens.py, assignments.py,
+commands.py do). Pure: safe from any thread.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from dataclasses import dataclass
 
 WORD_CHARS = frozenset(string.ascii_letters + string.digits + "_")
 TOKEN_CHARS = WORD_CHARS | {"-"}
+# a value: double-quoted, single-quoted or bare; a bare one ends before a backslash (in
+# source code that is an escape: `"TOKEN=x\\n"`) and loses trailing `,` and `;`
+VALUE = (
+    r"(?:\"(?P<dq>(?:[^\"\\\n]|\\.){1,300})\"|'(?P<sq>(?:[^'\\\n]|\\.){1,300})'"
+    r"|(?P<bare>[^\s\"'`\\]{1,300}?)[,;]*(?![^\s\"'`\\]))"
+)
+VALUE_GROUPS = ("dq", "sq", "bare")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,18 @@ def value(match: re.Match[str], text: str, group: str = "secret") -> str:
     """What `group` of `match` covers in the text itself (case kept)."""
     start, end = match.span(group) if group in match.re.groupindex else match.span()
     return text[start:end]
+
+
+def narrowed(text: str) -> str:
+    """`text` as ASCII, every offset kept: what is beyond it becomes `?`. (Lower-casing
+    ASCII keeps its length, so the folded copy keeps the offsets too; and it is about three
+    times faster than lower-casing Latin-1: 0.08 against 0.25 ms per 100 kB.)"""
+    return text if text.isascii() else text.encode("ascii", "replace").decode("ascii")
+
+
+def quoted_group(match: re.Match[str]) -> str | None:
+    """Which of `VALUE`'s groups matched (`dq`, `sq`, `bare`), if any."""
+    return next((g for g in VALUE_GROUPS if match.group(g) is not None), None)
 
 
 def starts_word(text: str, start: int, chars: frozenset[str] = TOKEN_CHARS) -> bool:

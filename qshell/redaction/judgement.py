@@ -2,11 +2,15 @@
 
 A token format (`ghp_…`, `AKIA…`) is judged by how random its body looks (`random_enough`);
 a value assigned to a secret-sounding key (`password = …`, `"token": "…"`) by whether it
-could be anything but code, a placeholder or a path (`assigned_secret`); a password in a
-URL by `url_password`. The rules lean towards leaving ordinary code alone: a bare word
-that reads like an identifier, a type name, an expression, an environment lookup or a
-template is not a secret, and neither is a documentation placeholder. Pure functions of
-their arguments: safe from any thread.
+could be anything but code, a placeholder or a path (`assigned_secret`); a password where
+only a password can be (in a URL, after `mysql -p`) by `explicit_password`. The rules lean
+towards leaving ordinary code alone: a bare word that reads like an identifier, a type
+name, an expression, an environment lookup or a template is not a secret, and neither is a
+documentation placeholder. Under a strong key (`password`, `secret`), where the value
+stands alone as a literal, a plain lower-case word (`correcthorsebattery`) or a
+passphrase of lower-case words is one too — people choose those; a label
+(`"Password"`, `"Enter your password"`) or a name with the key's word in it is not. Pure
+functions of their arguments: safe from any thread.
 """
 
 from __future__ import annotations
@@ -71,16 +75,36 @@ PLACEHOLDER_WORDS = frozenset(
         "unset",
         "prompt",
         "environment",
+        "boolean",
+        "number",
+        "object",
+        "unknown",
+        "integer",
+        "invalid",
+        "missing",
+        "incorrect",
     }
 )
+# parts that make a plain word a name: of the key (`mypassword`, `clientsecret`: a label or
+# a reference to the secret) or of a variable in code (`username`, `plaintext`, `hashed`)
+NAME_PARTS = ("pass", "pwd", "secret", "user", "name", "value", "field", "input", "hash", "text")
+# words of prose and labels that a chosen passphrase does not hold
+PROSE_WORDS = frozenset(
+    {"the", "and", "for", "you", "your", "are", "not", "with", "this", "that", "from", "will"}
+    | {"must", "can", "has", "have", "was", "all", "any", "use", "used", "its", "our"}
+    | {"enter", "please", "new", "old", "confirm"}
+)
+MIN_PASSPHRASE_WORDS = 3
 # a bare value that starts with one of these is a reference, an operator, a template or
 # markup; a quoted one only with the template and path ones
 CODE_STARTS = frozenset("$%&*@!|>.~/\\=:#?^+-")
 QUOTED_CODE_STARTS = frozenset("$%~/.")
 CODE_CHARS = frozenset("(){}[]<>")
+_PLACEHOLDER = re.compile("|".join(map(re.escape, PLACEHOLDER_PARTS)))
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_WORDS = re.compile(r"[A-Za-z]+(?:[_.-]+[A-Za-z]+)*_*")
+_WORDS = re.compile(r"[^\W\d_]+(?:[_.-]+[^\W\d_]+)*_*")  # letters of any script
+_PASSPHRASE_WORD = re.compile(r"[a-z]{3,}")
 _FILE_NAME = re.compile(
     r"[\w.-]+\.(?:py|js|ts|json|ya?ml|toml|ini|cfg|conf|txt|md|pem|key|crt|env|sh)"
 )
@@ -99,7 +123,7 @@ def is_placeholder(value: str) -> bool:
     low = value.lower()
     if low in PLACEHOLDER_WORDS or len(set(low)) <= 2:
         return True
-    return any(part in low for part in PLACEHOLDER_PARTS)
+    return _PLACEHOLDER.search(low) is not None
 
 
 def random_enough(body: str, *, min_distinct: int = 8) -> bool:
@@ -123,7 +147,7 @@ def mixed_random(body: str) -> bool:
 def _code_like(value: str, *, quoted: bool) -> bool:
     """An expression, a reference, a type or a name of something else, not a literal."""
     starts = QUOTED_CODE_STARTS if quoted else CODE_STARTS
-    if value[0] in starts or any(c in CODE_CHARS for c in value):
+    if value[0] in starts or not CODE_CHARS.isdisjoint(value):
         return True
     if _DOTTED_NAME.fullmatch(value) or _ENV_NAME.fullmatch(value):
         return True
@@ -133,31 +157,57 @@ def _code_like(value: str, *, quoted: bool) -> bool:
 
 
 def _wordlike(value: str) -> bool:
-    """Words without digits, maybe joined (`my_token`, `tokenValue`, `bench-key`)."""
+    """Words without digits, maybe joined (`my_token`, `tokenValue`, `bench-key`,
+    `Contraseña`)."""
     return _WORDS.fullmatch(value) is not None
 
 
-def assigned_secret(value: str, *, quoted: bool) -> bool:
+def plain_word(value: str) -> bool:
+    """One lower-case ASCII word that does not name its key (`correcthorsebattery`, not
+    `mypassword`, `Passwort`, `user_password` or `PasswordStrength`): under a password key,
+    where it stands alone, a password someone chose."""
+    if not (value.isascii() and value.isalpha() and value.islower()):
+        return False
+    return not any(part in value for part in NAME_PARTS)
+
+
+def passphrase(value: str) -> bool:
+    """Lower-case words, one space apart, none of them a word of prose or of the key
+    (`correct horse battery staple`, not `Enter your password` or `used for the session`)."""
+    words = value.split(" ")
+    if len(words) < MIN_PASSPHRASE_WORDS:
+        return False
+    return all(_PASSPHRASE_WORD.fullmatch(w) and w not in PROSE_WORDS for w in words) and not any(
+        part in value for part in NAME_PARTS
+    )
+
+
+def assigned_secret(value: str, *, quoted: bool, strong: bool = False) -> bool:
     """The value of a secret-sounding key that is worth hiding: long enough, not code, not
     a placeholder, and either not shaped like a name or random like a generated key.
     A value shaped like an identifier needs a digit as well: in code it is a variable far
-    more often than a password."""
-    if len(value) < MIN_ASSIGNED_CHARS or any(c.isspace() for c in value):
+    more often than a password — unless the key is `strong` (a password or secret whose
+    value stands alone as a literal), where a plain word or, quoted, a passphrase is one."""
+    if len(value) < MIN_ASSIGNED_CHARS:
         return False
     if _code_like(value, quoted=quoted) or is_placeholder(value):
         return False
+    if any(c.isspace() for c in value):
+        return strong and quoted and passphrase(value)
     if _wordlike(value):
         mixed_case = value != value.lower() and value != value.upper()
-        return (
+        random_word = (
             len(value) >= MIN_WORDLIKE_CHARS
             and mixed_case
             and bits_per_char(value) >= MIN_WORDLIKE_BITS_PER_CHAR
         )
+        return random_word or (strong and plain_word(value))
     return True
 
 
-def url_password(value: str) -> bool:
-    """The password part of `scheme://user:password@host`: not a placeholder or template."""
+def explicit_password(value: str) -> bool:
+    """A password where only a password can be (`scheme://user:password@host`, `mysql
+    -p…`, `sshpass -p …`, `curl -u user:…`): not a placeholder or template."""
     if len(value) < 3 or value[0] in "$%{<*" or is_placeholder(value):
         return False
     return value.lower() not in {"pass", "pwd", "pw"}

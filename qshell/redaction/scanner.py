@@ -1,27 +1,23 @@
 """`scan`: every secret in a text, found by all detectors, none overlapping another.
 
-The detectors (tokens.py by shape, then assignments.py by name) run in that order over the
-text and its lower-cased copy; where findings overlap, the one that starts first wins,
-then the longer, then the earlier detector (a GitHub token assigned to `GITHUB_TOKEN` is a
-`github-token`, not a `token`). Both search a copy of one byte per character, every offset
-kept (narrowed: what is beyond Latin-1 becomes `?`), and its lower-cased form; on 2-byte
-text that makes each pattern's scan about a fifth faster, for 0.1 ms per 100 kB. It finds, it never replaces
-(vault.py does). Pure: safe from any thread.
+The detectors (tokens.py by shape, assignments.py by name, then commands.py by place in a
+command line) run in that order over the text and its lower-cased copy; where findings
+overlap, the one that starts first wins, then the longer, then the earlier detector (a
+GitHub token assigned to `GITHUB_TOKEN` is a `github-token`, not a `token`). Both search
+a copy of one byte per character, every offset kept (`narrowed`: what is beyond ASCII
+becomes `?`), and its lower-cased form; on 2-byte text that makes each pattern's scan
+about a fifth faster, and lower-casing it three times faster (0.17 ms per 100 kB saved).
+It finds, it never replaces (vault.py does). Pure: safe from any thread.
 """
 
 from __future__ import annotations
 
 from qshell.redaction.assignments import ASSIGNMENT_DETECTORS
-from qshell.redaction.base import Detector, Finding
+from qshell.redaction.base import Detector, Finding, narrowed
+from qshell.redaction.commands import COMMAND_DETECTORS
 from qshell.redaction.tokens import TOKEN_DETECTORS
 
-DETECTORS: tuple[Detector, ...] = TOKEN_DETECTORS + ASSIGNMENT_DETECTORS
-
-
-def narrowed(text: str) -> str:
-    """`text` as one byte per character, every offset kept: beyond Latin-1, `?`. (Latin-1
-    text keeps its length when lower-cased, so the folded copy keeps the offsets too.)"""
-    return text if text.isascii() else text.encode("latin-1", "replace").decode("latin-1")
+DETECTORS: tuple[Detector, ...] = TOKEN_DETECTORS + ASSIGNMENT_DETECTORS + COMMAND_DETECTORS
 
 
 def scan(text: str) -> list[Finding]:

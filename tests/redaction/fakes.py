@@ -14,6 +14,8 @@ import string
 ALNUM = string.ascii_letters + string.digits
 UPPER = string.ascii_uppercase + string.digits
 BASE64 = ALNUM + "+/"
+HEX = "0123456789abcdef"
+URLSAFE = ALNUM + "-_"
 
 
 def body(length: int, alphabet: str = ALNUM, *, seed: int = 0) -> str:
@@ -50,6 +52,10 @@ def putty_key() -> str:
 
 def kube_key_data() -> str:
     return base64.b64encode(pem_block().encode()).decode()
+
+
+def azure_storage_key() -> str:
+    return base64.b64encode(body(64, BASE64, seed=5).encode()).decode()[:86] + "=="
 
 
 def jwt() -> str:
@@ -100,6 +106,29 @@ TOKEN_CASES: list[tuple[str, str, str]] = [
     ("url-password", "origin\thttps://alice:{secret}@github.com/o/r.git (fetch)\n", body(20)),
     ("url-password", "remote.origin.url=https://x-access-token:{secret}@h/r.git\n", body(30)),
     ("bearer-token", "Authorization: Bearer {secret}\n", body(40, ALNUM + "._-")),
+    ("sendgrid-key", "SENDGRID_API_KEY={secret}\n", f"SG.{body(22, URLSAFE)}.{body(43, URLSAFE)}"),
+    ("twilio-api-key", "twilio:\n  key_sid: {secret}\n", "SK" + body(32, HEX)),
+    (
+        "twilio-auth-token",
+        f'client = Client("AC{body(32, HEX, seed=3)}", "{{secret}}")\n',
+        body(32, HEX),
+    ),
+    (
+        "private-key-id",
+        '{{"type": "service_account", "private_key_id": "{secret}", "client_id": "1"}}',
+        body(40, HEX),
+    ),
+    ("mailgun-key", "MAILGUN_API_KEY={secret}\n", "key-" + body(32, HEX)),
+    ("shopify-token", "X-Shopify-Access-Token: {secret}\n", "shpat_" + body(32, HEX)),
+    ("shopify-token", "SHOPIFY_SECRET={secret}\n", "shpss_" + body(32, HEX)),
+    ("digitalocean-token", "DIGITALOCEAN_TOKEN={secret}\n", "dop_v1_" + body(64, HEX)),
+    ("databricks-token", "host = x\ntoken = {secret}\n", "dapi" + body(32, HEX)),
+    (
+        "azure-key",
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={secret};"
+        "EndpointSuffix=core.windows.net\n",
+        azure_storage_key(),
+    ),
     (
         "basic-auth",
         "Authorization: Basic {secret}\n",
@@ -137,4 +166,31 @@ ASSIGNMENT_CASES: list[tuple[str, str, str]] = [
     ("password", "machine host\n  login bob\n  password {secret}\n", body(10) + "7"),
     ("credential", 'credentials = "{secret}"\n', body(30)),
     ("api-key", "[default]\napikey = {secret}\n", body(32, "0123456789abcdef")),
+    # under a password or secret key a chosen word is a password, where it stands alone
+    ("password", "password: {secret}\n", "correcthorsebattery"),
+    ("password", "DB_PASSWORD={secret}\n", "hunterhunter"),
+    ("password", '{{"password": "{secret}"}}\n', "summertime"),
+    ("password", 'passphrase: "{secret}"\n', "correct horse battery staple"),
+    ("password", "[client]\nuser = app\npassword = {secret}  # set by ops\n", "bluebirds"),
+    ("secret", "client_secret = {secret}\n", "wintersnow"),
+    ("password", "PGPASSWORD={secret} psql -h db app\n", "wintersnow"),
+    ("password", "mysql --password={secret} app\n", "wintersnow"),
+    ("password", "docker login --password {secret} reg.io\n", body(12) + "7"),
+    # XML elements, .NET settings and connection strings
+    ("password", "<password>{secret}</password>\n", "s3cr3tP4ss"),
+    ("password", "<db:Password>{secret}</db:Password>\n", "wintersnow"),
+    ("api-key", '<add key="ApiKey" value="{secret}" />\n', body(32, HEX)),
+    ("password", '<add key="SmtpPassword" value="{secret}" />\n', "wintersnow"),
+    ("password", "Server=db;User Id=sa;Password={secret};Database=app\n", "Pa55w0rd!"),
+    ("password", "Server=db;Uid=sa;Pwd={secret};\n", "wintersnow"),
+    ("password", 'conn = "Host=db;Username=app;Password={secret}"\n', "wintersnow"),
+]
+# passwords given to a command line's options
+COMMAND_CASES: list[tuple[str, str, str]] = [
+    ("password", "mysql -u root -p{secret} app\n", "S3cretPass"),
+    ("password", "docker exec -it db mysqldump -uroot -p'{secret}' app > dump.sql\n", body(10)),
+    ("password", "curl -u deploy:{secret} https://api.example.org/v1\n", body(14)),
+    ("password", "curl -fsS --user 'ci:{secret}' https://h/x\n", body(14)),
+    ("password", "sshpass -p '{secret}' ssh deploy@host\n", "S3cret99"),
+    ("password", "sshpass -e -p {secret} scp f host:\n", body(9)),
 ]

@@ -8,12 +8,20 @@ from pathlib import Path
 import pytest
 
 from qshell.redaction import marker, redact, scan
-from tests.redaction.fakes import ASSIGNMENT_CASES, TOKEN_CASES, aws_key_id, github_token
+from tests.redaction.fakes import (
+    ASSIGNMENT_CASES,
+    COMMAND_CASES,
+    TOKEN_CASES,
+    aws_key_id,
+    github_token,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize(("kind", "template", "secret"), TOKEN_CASES + ASSIGNMENT_CASES)
+@pytest.mark.parametrize(
+    ("kind", "template", "secret"), TOKEN_CASES + ASSIGNMENT_CASES + COMMAND_CASES
+)
 def test_each_known_format_is_replaced_by_its_marker_and_nothing_else_changes(
     kind, template, secret
 ):
