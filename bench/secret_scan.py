@@ -102,8 +102,8 @@ def line_of(text: str, finding: Finding) -> int:
     return text.count("\n", 0, finding.start) + 1
 
 
-TEXT_SUFFIXES = (".py", ".pyi", ".md", ".rst", ".txt", ".json", ".toml", ".cfg", ".ini")
-TEXT_SUFFIXES += (".yaml", ".yml", ".xml", ".html", ".js", ".sh")
+TEXT_SUFFIXES: tuple[str, ...] = (".py", ".pyi", ".md", ".rst", ".txt", ".json", ".toml")
+TEXT_SUFFIXES += (".cfg", ".ini", ".yaml", ".yml", ".xml", ".html", ".js", ".sh")
 
 
 def texts_under(root: Path) -> dict[str, str]:

@@ -46,7 +46,8 @@ from qshell.agent.session import Session, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import load_settings
 from qshell.followup.acceptance import accept
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import Status
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner
 from qshell.ui.driver import drive

@@ -35,7 +35,8 @@ from qshell.agent.prompt import build_system_prompt
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import Message

@@ -180,6 +180,11 @@ def _local_provider(
 
 def provider_config(settings: Settings, environ: Mapping[str, str]) -> ProviderConfig:
     """The resolved provider; the embedded model counts when its extra is installed."""
+    return resolve_provider(settings, environ, local_available=_local_available)
+
+
+def _local_available() -> bool:
+    """llm/local.py's answer, imported only when asked (it loads httpx: start-up cost)."""
     from qshell.llm.local import local_available
 
-    return resolve_provider(settings, environ, local_available=local_available)
+    return local_available()

@@ -33,7 +33,8 @@ from qshell.agent.events import (
 from qshell.agent.loop import PendingCalls, run_turn
 from qshell.agent.session import Session, check_history
 from qshell.cancel import CancelToken
-from qshell.followup.speculation import RunStep, Speculation, SpeculationOutcome, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import RunStep, SpeculationOutcome, Status
 from qshell.latency.router import Router
 from qshell.llm.messages import Message
 from qshell.overlay import ApplyCancelled, ApplyConflict

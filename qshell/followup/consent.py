@@ -40,7 +40,8 @@ from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.followup.gate import SpeculatedCall
 from qshell.followup.overlay_run import IGNORED_PARTS
-from qshell.followup.speculation import Speculation, SpeculationOutcome
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import SpeculationOutcome
 from qshell.latency.router import Router
 from qshell.overlay import Overlay
 from qshell.overlay.records import DirMode

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from qshell.agent.conversation import Conversation
 from qshell.agent.events import Event, FailureKind, TurnFailed, TurnFinished
@@ -42,7 +43,6 @@ from qshell.followup.controller import Scheduler, SuggestionController, Threadin
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.gating import ConfidenceGate, GatingResult
 from qshell.followup.guards import background_enabled
-from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
 from qshell.followup.suggestion import (
     GuardInputs,
@@ -55,6 +55,9 @@ from qshell.followup.suggestion import (
 from qshell.llm.fork import CacheSafeParams
 from qshell.plugins import SuggestionCheck
 from qshell.telemetry import Telemetry
+
+if TYPE_CHECKING:  # loaded with the first speculation, not at start-up (speculator.py)
+    from qshell.followup.speculation import Speculation
 
 BACKGROUND_WORKERS = 2
 CONSEQUENTIAL = "consequential"  # the suppression reason: a kind the user never asked for

@@ -23,12 +23,10 @@ stamped with when it arrived, so accept counts as saved only the work it keeps
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 
 from qshell.agent.events import (
     Event,
@@ -41,9 +39,10 @@ from qshell.agent.events import (
 from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
-from qshell.config import DEFAULTS, SpeculationSettings
+from qshell.config import DEFAULTS
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
+from qshell.followup.states import RunStep, SpeculationLimits, Status
 from qshell.llm.messages import ToolCall
 from qshell.overlay import Overlay
 from qshell.tools.base import ErrorType
@@ -51,54 +50,6 @@ from qshell.tools.base import ErrorType
 log = logging.getLogger(__name__)
 
 ACCEPT_WAIT_S = 5.0  # how long accept waits for a cancelled round to stop before giving up
-
-
-class Status(enum.StrEnum):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    BOUNDARY = "boundary"
-    LIMIT = "limit"
-    FAILED = "failed"
-    ABORTED = "aborted"
-
-
-class RunStep(enum.StrEnum):
-    """What an accept found the run doing (`finish_step`), which it lets end first."""
-
-    OVER = "over"  # ended, or never started: nothing to finish
-    ROUND = "round"  # a model round streams: it ends, its calls do not start
-    BATCH = "batch"  # a tool batch runs: its calls finish, the next round does not start
-
-
-class SpeculationOutcome(enum.StrEnum):
-    """How a speculation ended for the user: what `accept` returns, or that it was aborted.
-    The value is the `outcome` of its telemetry event."""
-
-    ACCEPTED = "accepted"  # its work joined the session (continued live if it stopped early)
-    CONFLICT = "conflict"  # a file it wrote changed meanwhile: nothing applied, prompt ran
-    FAILED = "error"  # unusable or broken: the prompt ran as a normal turn
-    ABORTED = "aborted"  # the user typed or submitted something else
-    RERUN = "rerun"  # asked about its commands, the user had the prompt run for real
-    DISCARDED = "discarded"  # asked about its commands, the user dropped it (or cancelled)
-
-
-@dataclass(frozen=True, slots=True)
-class SpeculationLimits:
-    """How far a speculation may run: model rounds, new messages, seconds, output tokens."""
-
-    max_rounds: int
-    max_messages: int
-    wall_clock_s: float
-    output_tokens: int
-
-    @classmethod
-    def of(cls, settings: SpeculationSettings) -> SpeculationLimits:
-        return cls(
-            max_rounds=settings.max_rounds,
-            max_messages=settings.max_messages,
-            wall_clock_s=settings.wall_clock_s,
-            output_tokens=settings.output_tokens,
-        )
 
 
 class Speculation:

@@ -22,25 +22,23 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from qshell.agent.conversation import Conversation, PreparedTurn
 from qshell.agent.events import ApplyChoice, Event, Notice, ToolFinished, TurnFinished
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import Settings
-from qshell.followup import applying, consent
-from qshell.followup.acceptance import APPLYING, LARGE_APPLY, Acceptance, accept, take_over
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
-from qshell.followup.speculation import (
-    Speculation,
-    SpeculationLimits,
-    SpeculationOutcome,
-    Status,
-)
-from qshell.overlay import Overlay, OverlayUnavailable
-from qshell.permissions.runner import MainToolRunner
+from qshell.followup.states import SpeculationLimits, SpeculationOutcome, Status
 from qshell.telemetry import Telemetry
+
+if TYPE_CHECKING:  # the run's machinery loads with the first speculation (start-up cost)
+    from qshell.followup import applying
+    from qshell.followup.acceptance import Acceptance
+    from qshell.followup.speculation import Speculation
+    from qshell.permissions.runner import MainToolRunner
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +110,9 @@ class Speculator:
         session = self.conversation.session
         if not self.enabled or suggestion.startswith("/") or session.cache_safe is None:
             return
+        from qshell.followup.speculation import Speculation
+        from qshell.overlay import Overlay, OverlayUnavailable
+
         try:
             overlay = Overlay.create(session.project_root, session.tool_context.paths)
         except OverlayUnavailable as exc:
@@ -164,6 +165,8 @@ class Speculator:
 
     def prepared_turn(self, spec: Speculation) -> PreparedTurn:
         """The Conversation-side turn for an accepted speculation (see Conversation.run_prepared)."""
+        from qshell.followup import applying, consent
+        from qshell.followup.acceptance import APPLYING, LARGE_APPLY, accept, take_over
 
         def run(
             runner: MainToolRunner, cancel: CancelToken, checkpoint: Callable[[list[str]], None]

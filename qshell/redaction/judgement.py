@@ -147,7 +147,8 @@ def mixed_random(body: str) -> bool:
 def _code_like(value: str, *, quoted: bool) -> bool:
     """An expression, a reference, a type or a name of something else, not a literal."""
     starts = QUOTED_CODE_STARTS if quoted else CODE_STARTS
-    if value[0] in starts or not CODE_CHARS.isdisjoint(value):
+    value = value.lstrip("\\\"'")  # a quote escaped inside a string: `"\\"$var\\""`
+    if not value or value[0] in starts or not CODE_CHARS.isdisjoint(value):
         return True
     if _DOTTED_NAME.fullmatch(value) or _ENV_NAME.fullmatch(value):
         return True

@@ -28,7 +28,7 @@ from qshell.agent.events import (
     SpeculationAccepted,
 )
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Status
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.sandbox import probe
 from tests.followup.test_consent import accepted_turn, of_type

@@ -31,7 +31,7 @@ from qshell.agent.events import (
 from qshell.config import ApprovalMode
 from qshell.followup.gate import BoundaryType
 from qshell.followup.overlay_run import LINKED_REASON
-from qshell.followup.speculation import Status
+from qshell.followup.states import Status
 from qshell.sandbox import probe
 from tests.agent.test_conversation import read_call, write_call
 from tests.followup.differential import differences

@@ -24,8 +24,8 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, Settings
 from qshell.followup import applying
 from qshell.followup.acceptance import LARGE_APPLY
-from qshell.followup.speculation import Status
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import Status
 from qshell.permissions.runner import MainToolRunner
 from qshell.sandbox import probe
 from qshell.telemetry import Telemetry

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from qshell.agent.events import ToolFinished, ToolStarted, TurnFinished
 from qshell.agent.session import check_history
-from qshell.followup.speculation import SpeculationOutcome, Status
+from qshell.followup.states import SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from tests.followup.test_speculation import edit_call, read_call, run_accept, setup, speculate
 

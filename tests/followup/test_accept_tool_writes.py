@@ -19,7 +19,7 @@ import pytest
 
 from qshell.agent.events import ApplyChoice, Event, SpeculationAccepted, TurnFinished
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import Status
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.sandbox import probe
 from tests.agent.scripted import call

@@ -24,8 +24,9 @@ from qshell.agent.events import (
 )
 from qshell.config import ApprovalMode, Settings
 from qshell.followup.acceptance import FINISHING
-from qshell.followup.speculation import Speculation, SpeculationLimits, Status
+from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import SpeculationLimits, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.sandbox import probe

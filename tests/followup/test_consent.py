@@ -36,8 +36,9 @@ from qshell.config import ApprovalMode, Settings
 from qshell.followup import overlay_run
 from qshell.followup.acceptance import FINISHING
 from qshell.followup.consent import DISCARD_NOTICE, RERUN_NOTICE
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.sandbox import probe

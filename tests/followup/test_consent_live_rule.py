@@ -25,8 +25,9 @@ from qshell.agent.events import (
 )
 from qshell.config import ApprovalMode, Settings
 from qshell.followup import consent
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.sandbox import probe

@@ -16,7 +16,8 @@ from qshell.agent.loop import run_turn
 from qshell.agent.session import Session
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, BackgroundReasoning
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import Status
 from qshell.followup.suggestion import SUGGESTION_MARKER, SUGGESTION_PROMPT, generate_suggestion
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay

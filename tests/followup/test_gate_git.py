@@ -13,7 +13,8 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
-from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import SpeculationOutcome, Status
 from qshell.llm.base import StreamDone
 from qshell.llm.messages import Message, Usage
 from qshell.overlay import Overlay

@@ -18,7 +18,7 @@ import pytest
 
 from qshell.agent.events import Notice, SpeculationAccepted
 from qshell.followup import overlay_run
-from qshell.followup.speculation import Status
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from tests.followup.test_overlay_run import FOUND, Run, project, speculate
 from tests.followup.test_speculation_properties import tree

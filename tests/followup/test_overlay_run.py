@@ -25,7 +25,8 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.overlay_run import IGNORED_PARTS, NOT_APPLIED
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.confine import JailLauncher

@@ -8,7 +8,7 @@ import pytest
 
 from qshell.agent.events import ToolFinished
 from qshell.config import ApprovalMode
-from qshell.followup.speculation import SpeculationOutcome, Status
+from qshell.followup.states import SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.tools.base import ErrorType
 from qshell.tools.write_file import WriteFileArgs, WriteFileTool

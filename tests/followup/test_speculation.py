@@ -24,7 +24,8 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import SpeculationOutcome, Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.permissions.runner import MainToolRunner

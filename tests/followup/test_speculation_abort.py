@@ -16,8 +16,9 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode, Settings
 from qshell.followup.gate import SpeculativeRunner
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import Status
 from qshell.llm.messages import Message
 from qshell.overlay import Overlay
 from qshell.telemetry import Telemetry

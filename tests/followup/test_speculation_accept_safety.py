@@ -19,7 +19,8 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Speculation, SpeculationOutcome, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import SpeculationOutcome, Status
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, StopReason, Usage
 from qshell.overlay import Overlay, base_dir, sweep_stale

@@ -23,8 +23,9 @@ import pytest
 from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.errors import Cancelled
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
 from qshell.followup.speculator import Speculator
+from qshell.followup.states import Status
 from qshell.llm.base import StreamEvent
 from qshell.llm.messages import ChatRequest
 from qshell.telemetry import Telemetry

@@ -30,7 +30,8 @@ from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.followup.acceptance import accept
 from qshell.followup.gate import BoundaryType
-from qshell.followup.speculation import Speculation, Status
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import Status
 from qshell.llm.base import StreamDone, StreamEvent
 from qshell.llm.messages import ChatRequest, Message, Usage
 from qshell.overlay import Overlay

@@ -16,6 +16,8 @@ from tests.redaction.fakes import HEX, body
 
 STRONG_KEYS = [
     "password = get_password()",
+    '$last_update_token = "\\"$last_update_token\\"";',  # git's fsmonitor hook sample
+    'token = "\\"${TOKEN}\\""',
     "password: str",
     "password: SecretStr",
     "password: OAuthFlowPassword | None = None",
