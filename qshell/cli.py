@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from qshell import gcpause
 from qshell.arguments import (
     CHECK_SHELL,
     SUBCOMMANDS,
@@ -161,6 +162,7 @@ def _run_front_end(
         conversations = compose.open_acp(
             settings, request, opener=opener, flags=settings_flags(args)
         )
+        gcpause.resume()
         return run_acp(conversations, notes=opener.plugins.startup_notes)
     stdin_is_tty = is_tty(stdin)
     if not args.print and stdin_is_tty:
@@ -195,6 +197,7 @@ def _run_front_end(
     for note in opener.plugins.startup_notes:  # the REPL shows them under its banner
         stderr.write(f"qshell: {note}\n")
     run = compose.open_print(settings, request, open_session=opener, environ=environ)
+    gcpause.resume()
     return run_print(run, prompt, output_format=args.output_format, stdout=stdout, stderr=stderr)
 
 
@@ -214,4 +217,5 @@ def _opener(
 
 
 def entry() -> None:
+    gcpause.pause()  # each front-end resumes it as it starts (gcpause.py)
     sys.exit(main())

@@ -24,19 +24,46 @@ inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.p
 `base_dir.py` (where overlays live) and `sweep.py` (stale overlays). Every exception class
 it defines is an `OverlayError` (errors.py), so a caller may catch the one type; the
 system's own errors (`OSError`, and `ValueError` from a journal it cannot trust, which
-recovery reports) pass through as they are.
+recovery reports) pass through as they are. The names here load their modules when first
+asked for (start-up sweeps without loading the rest).
 """
 
-from qshell.overlay.errors import (
-    HardLinked,
-    OverlayError,
-    OverlayEscape,
-    OverlayUnavailable,
-    ReadsUnrecorded,
-)
-from qshell.overlay.overlay import Overlay
-from qshell.overlay.records import ApplyCancelled, ApplyConflict, ApplyFailed, Conflict
-from qshell.overlay.sweep import recover, sweep_stale
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qshell.overlay.errors import (
+        HardLinked,
+        OverlayError,
+        OverlayEscape,
+        OverlayUnavailable,
+        ReadsUnrecorded,
+    )
+    from qshell.overlay.overlay import Overlay
+    from qshell.overlay.records import ApplyCancelled, ApplyConflict, ApplyFailed, Conflict
+    from qshell.overlay.sweep import recover, sweep_stale
+
+# where each name lives: the package loads a module when a name of it is first asked for,
+# so that start-up's sweep (sweep.py) does not load the overlay and its apply
+_HOMES = {
+    **dict.fromkeys(
+        ("HardLinked", "OverlayError", "OverlayEscape", "OverlayUnavailable", "ReadsUnrecorded"),
+        "errors",
+    ),
+    "Overlay": "overlay",
+    **dict.fromkeys(("ApplyCancelled", "ApplyConflict", "ApplyFailed", "Conflict"), "records"),
+    **dict.fromkeys(("recover", "sweep_stale"), "sweep"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "ApplyCancelled",

@@ -24,10 +24,10 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from qshell.dirs import Dirs
-from qshell.overlay import lease, trust
-from qshell.overlay.aside import SetAside, set_aside
+from qshell.overlay import lease
 from qshell.overlay.base_dir import (
     candidate_bases,
     existing_base,
@@ -37,8 +37,10 @@ from qshell.overlay.base_dir import (
     remove_overlay,
 )
 from qshell.overlay.errors import OverlayUnavailable
-from qshell.overlay.journal import recover_journal
 from qshell.overlay.records import JOURNAL_NAME
+
+if TYPE_CHECKING:
+    from qshell.overlay.aside import SetAside
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,12 @@ def _wait_for_dying(overlay: Path) -> lease.Lease | None:
 def recover_overlay(directory: Path, root: Path | None) -> bool:
     """Finish or roll back an interrupted apply of the project at `root` (None: the caller
     owns the overlay). False when the journal stays: another project's, untrusted, or
-    recovery failed (with a warning)."""
+    recovery failed (with a warning). (The journal's machinery loads only here: a start
+    with nothing to recover does without it.)"""
+    from qshell.overlay import trust
+    from qshell.overlay.aside import set_aside
+    from qshell.overlay.journal import recover_journal
+
     try:
         outcome = recover_journal(directory / JOURNAL_NAME, root)
     except trust.ForeignJournal as exc:

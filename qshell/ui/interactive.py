@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from qshell import gcpause
 from qshell.agent.conversation import Conversation
 from qshell.ui.terminal import is_tty
 
@@ -47,6 +48,7 @@ def run_interactive(
         from qshell.ui.simple import SimpleFrontEnd
 
         front = SimpleFrontEnd(conversation, stdin=stdin, stdout=stdout, followup=followup)
+        gcpause.resume()
         return front.run(first)
     from qshell.ui.repl import Repl
 
@@ -58,4 +60,5 @@ def run_interactive(
         stdout=stdout,
         followup=followup,
     )
+    gcpause.resume()
     return repl.run(first)

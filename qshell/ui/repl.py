@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -150,7 +151,6 @@ class Repl(FollowupHooks):
             style=GHOST_STYLE,
         )
         self.session.app.ttimeoutlen = ESCAPE_TIMEOUT_S
-        self.questions: PromptSession[str] = PromptSession()
         self.typeahead = ""
         self.keys_help = KEYS_HELP
         self.followup = followup(self.on_suggestion) if followup else None
@@ -243,6 +243,11 @@ class Repl(FollowupHooks):
 
     def confirm(self, request: ApplyRequested) -> ApplyChoice:
         return self._ask(APPLY_QUESTION, parse_apply, APPLY_RETRY, ApplyChoice.DISCARD)
+
+    @functools.cached_property
+    def questions(self) -> PromptSession[str]:
+        """The prompt permission and apply questions are read with, made when first asked."""
+        return PromptSession()
 
     def _ask(self, question: str, parse: Callable[[str], T | None], retry: str, at_end: T) -> T:
         self.typeahead += typeahead_text(take_typeahead(self.fd))
