@@ -251,7 +251,7 @@ class SpeculativeRunner:
                 raise Boundary(BoundaryType.BASH, tool.name, f"{command} ({exc})") from None
             if ctx.cancel.cancelled:
                 return ToolResult.fail(ErrorType.CANCELLED, "cancelled before the command started")
-            ctx = proven_context(ctx)
+            ctx = proven_context(ctx, proof)
             if _runs_git(proof.commands):
                 ctx = self._private_index(ctx)
         else:

@@ -77,6 +77,7 @@ class JailLauncher:
     pids: PidsCap | None = None  # where each command's process cap is made
     configs: RedactedConfigs = field(default_factory=RedactedConfigs)
     contents: Copies = field(default_factory=Copies)  # of files that hold a secret
+    copies: bool = True  # show those as copies; False: as they are (`showing_files`)
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
@@ -90,9 +91,10 @@ class JailLauncher:
         standins = frozenset() if mount is None else mount.standins
         masked: list[Path] = []
         replaced: list[tuple[Path, Path]] = []
+        shown = frozenset() if self.copies else self.index.by_content()
         for path in self._masked():
-            if path in standins:
-                continue  # the command's own layer holds a stand-in for it (standins.py)
+            if path in standins or path in shown:
+                continue  # a stand-in in the command's own layer (standins.py), or as it is
             copy = self._copy(path)
             if copy is None:
                 masked.append(path)
@@ -179,6 +181,13 @@ class JailLauncher:
         the command's upper layer holds a stand-in for each (sandbox/standins.py)."""
         assert self.mount is not None
         return replace(self, mount=replace(self.mount, standins=standins))
+
+    def showing_files(self) -> JailLauncher:
+        """This launcher, showing the files that hold a secret as they are, not as copies
+        without it: for a line of git commands, which would take a copy for a change (a
+        tracked file as `M` in `git status`) and whose output reaches the scanner whole
+        (permissions/policy.py)."""
+        return replace(self, copies=False)
 
     def with_writable(self, *paths: Path) -> JailLauncher:
         """This launcher, letting the command write `paths` too (files outside the root)."""

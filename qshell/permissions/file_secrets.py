@@ -10,8 +10,9 @@ changed. The jail shows such a file as `Copies.copy_of`'s copy — each secret t
 scanner found replaced by a `#0` marker, which the file tools never write anywhere, every
 other byte kept — so `tail`, `rev` and `base64` there transform only markers; without a
 jail, a proven command that would read such a file asks (permissions/shell_scope.py).
-Files larger than `MAX_SCANNED_BYTES` (data, models, archives) are not judged: the output
-scanner alone covers what a command prints of them. Thread-safe: the verdicts and the
+A file in UTF-16 or gzip is judged by the text it decodes to too (`decoded`), and masked
+whole when that holds a secret. Files larger than `MAX_SCANNED_BYTES` (data, models,
+archives) are not judged: the output scanner alone covers what a command prints of them. Thread-safe: the verdicts and the
 copies are kept under a lock.
 """
 
@@ -24,12 +25,15 @@ import stat
 import tempfile
 import threading
 import weakref
+import zlib
 from pathlib import Path
 
 from qshell.redaction import Finding, marker, scan
 from qshell.sandbox.masks import Signature, signature
 
 MAX_SCANNED_BYTES = 8 * 1024 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+GZIP_WINDOW = 16 + zlib.MAX_WBITS  # zlib's window bits that read a gzip header
 MAX_VERDICTS = 200_000  # verdicts remembered; past that the oldest are dropped
 
 _lock = threading.Lock()
@@ -52,7 +56,7 @@ def holds_secret(path: Path, info: os.stat_result | None = None) -> bool:
     if known is not None and known[0] == mark:
         return known[1]
     data = _read(path)
-    verdict = data is not None and bool(findings(data))
+    verdict = data is not None and (bool(findings(data)) or any(map(scan, decoded(data))))
     with _lock:
         if len(_verdicts) >= MAX_VERDICTS:
             _verdicts.pop(next(iter(_verdicts)))
@@ -63,6 +67,28 @@ def holds_secret(path: Path, info: os.stat_result | None = None) -> bool:
 def findings(data: bytes) -> list[Finding]:
     """The secrets in `data`, at byte offsets."""
     return scan(data.decode("latin-1"))
+
+
+def decoded(data: bytes) -> list[str]:
+    """The text `data` holds in an encoding the scanner cannot read through: UTF-16 (a byte
+    order mark, or every other byte zero) and gzip (`zcat` prints it). A file that holds a
+    secret only so is masked whole: a copy could not put markers in its bytes."""
+    texts: list[str] = []
+    head = data[:4096]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or head.count(0) * 3 > len(head):
+        order = (
+            "utf-16-be"
+            if head.startswith(b"\xfe\xff") or head[1::2].count(0) < head[::2].count(0)
+            else "utf-16-le"
+        )
+        texts.append(data.decode(order, "replace"))
+    if head.startswith(GZIP_MAGIC):
+        try:
+            inflated = zlib.decompressobj(GZIP_WINDOW).decompress(data, MAX_SCANNED_BYTES)
+        except zlib.error:
+            inflated = b""
+        texts.append(inflated.decode("latin-1"))
+    return texts
 
 
 def without_secrets(data: bytes) -> bytes:

@@ -37,7 +37,7 @@ from functools import partial
 from pathlib import Path
 
 from qshell.permissions.git_credentials import GIT_TIMEOUT_S, holds_credential
-from qshell.permissions.git_history import secret_blob
+from qshell.permissions.git_history import FILES_AND_MESSAGES, MESSAGES, secret_object
 from qshell.permissions.shell_scope import Sandboxed, run_quietly
 from qshell.tools.paths import PathResolver
 
@@ -95,14 +95,15 @@ def git_concern(
     jail: Sandboxed | None = None,
     objects: Iterable[str] = (),
     *,
-    reshaped: bool = False,
+    reshaped: str = "",
 ) -> str | None:
     """Why git commands (`subcommands`: `log`, `status`…) in `root` could run a configured
     program, read outside the project, or print a secret; None when they cannot. `jail` is
     the sandbox they will run in, if they run in one; `objects` the objects they name by id
-    (`Proof.objects`: raw ids, `*` for ones named at run time); `reshaped` says lines of the
-    history's files may reach the output in a shape the output scanner cannot judge
-    (`git grep`, or `git show` piped on): then no blob may hold a secret (git_history.py)."""
+    (`Proof.objects`: raw ids, `*` for ones named at run time); `reshaped` says what of the
+    history may reach the output in a shape the output scanner cannot judge ("files":
+    `git grep`, `git show` piped on; "messages": `git log --oneline | rev`): then no object
+    of that kind may hold a secret (git_history.py)."""
     subcommands = set(subcommands)
     args = ["config", "--list", "--show-origin", "-z"]
     listing = git_output(args, root, environ, ok=(0, 1))  # 1: none at all
@@ -133,11 +134,14 @@ def git_concern(
         return f"the tracked file {secret} looks like a secret, and git may print it"
     if subcommands - NAMES_ONLY:
         concern = _history_concern(root, paths, environ) or _objects_concern(root, environ, objects)
-        if concern or not reshaped:
+        if concern:
             return concern
-        state = (_refs_state(root, environ) or "") + (_objects_state(root, environ) or "")
-        return _cached(("content", str(root), state), partial(secret_blob, root, environ))
-    return None
+    if not reshaped:
+        return None
+    state = (_refs_state(root, environ) or "") + (_objects_state(root, environ) or "")
+    kinds = MESSAGES if reshaped == "messages" else FILES_AND_MESSAGES
+    cache_key = ("content", str(root), state, reshaped)
+    return _cached(cache_key, partial(secret_object, root, environ, kinds))
 
 
 def _origin(origin: str, root: Path) -> Path | None:

@@ -78,6 +78,9 @@ def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
     return Decision(Verdict.ASK, f"tools of kind '{kind}' need approval")
 
 
+PASSES_ON = frozenset({"head"})  # commands that keep what git printed in its shape
+
+
 def shell_concern(command: str, ctx: ToolContext) -> str | None:
     """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
     as bash will expand and walk it, is inside the project root and no secret (the main
@@ -100,29 +103,54 @@ def judged_shell(command: str, ctx: ToolContext) -> tuple[shellproof.Proof | Non
         concern = read_concern(read, ctx.paths, environ, jail)
         if concern:
             return proof, concern
-    git = [c.partition(" ")[2] for c in proof.commands if c == "git" or c.startswith("git ")]
+    git = [c.partition(" ")[2] for c in proof.commands if _is_git(c)]
     if git:
-        # what git prints of the history, picked into lines or reshaped by what it is piped to
-        reshaped = proof.history == "lines" or (
-            proof.history == "whole" and len(git) < len(proof.commands)
-        )
         concern = git_concern(
-            ctx.root, ctx.paths, environ, git, jail, proof.objects, reshaped=reshaped
+            ctx.root, ctx.paths, environ, git, jail, proof.objects, reshaped=_reshaped(proof)
         )
         return proof, concern
     return proof, None
 
 
-def proven_context(ctx: ToolContext) -> ToolContext:
+def _is_git(label: str) -> bool:
+    return label == "git" or label.startswith("git ")
+
+
+def _reshaped(proof: shellproof.Proof) -> str:
+    """What of git's history may reach the output in a shape the output scanner cannot
+    judge: "files" for lines picked out of its files, or their patches passed on to a
+    command that may change them; "messages" for commit and tag messages passed on so;
+    "" for nothing (`head` only keeps the start of what git printed, in its shape)."""
+    if proof.history == "lines":
+        return "files"
+    others = [c for c in proof.commands if not _is_git(c)]
+    if not any(c not in PASSES_ON for c in others):
+        return ""
+    return {"whole": "files", "messages": "messages"}.get(proof.history, "")
+
+
+def _git_sees_files(proof: shellproof.Proof | None) -> bool:
+    """A line of git commands only, none picking lines out of what it prints: git reads the
+    work tree as it is (the jail's copies of files that hold a secret would read to git as
+    changes no one made), and what it prints reaches the output scanner whole."""
+    if proof is None or not proof.commands or proof.history == "lines":
+        return False
+    return all(_is_git(c) for c in proof.commands)
+
+
+def proven_context(ctx: ToolContext, proof: shellproof.Proof | None = None) -> ToolContext:
     """How a shell command that runs because it was proven read-only runs (main loop and
     speculation alike): in the session's sandbox when there is one (permissions/confine.py: the
     project read-only, its secrets masked, no network — a wrong proof is then harmless),
     with the sanitised environment (no pager, hardened git, no API keys or other secrets),
-    and at most `shellproof.SHELL_TIMEOUT_S` whatever the call asks for."""
+    and at most `shellproof.SHELL_TIMEOUT_S` whatever the call asks for. `proof` is the
+    command's: a line of git commands sees the files that hold a secret as they are."""
     limit = min(ctx.shell_timeout_s, shellproof.SHELL_TIMEOUT_S)
     sandbox = ctx.sandbox
     if isinstance(sandbox, JailLauncher):
         sandbox = sandbox.timed(limit)
+        if _git_sees_files(proof):
+            sandbox = sandbox.showing_files()
     return replace(
         ctx,
         environ=shellproof.sanitized_env(ctx.environ, root=str(ctx.root)),

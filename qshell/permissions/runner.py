@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from qshell.config import ApprovalMode
-from qshell.permissions.plugin_gate import Builtin, consult
+from qshell.permissions.plugin_gate import Builtin, consult, prove
 from qshell.permissions.policy import (
     ALLOW,
     EDIT_KINDS,
@@ -158,5 +158,5 @@ class MainToolRunner:
             with self._lock:
                 proven = getattr(args, "command", None) in self._proven
             if proven:  # it runs without asking, so it runs as speculation runs it
-                ctx = proven_context(ctx)
+                ctx = proven_context(ctx, prove(str(args.command), ctx))
         return tool.run(args, ctx)

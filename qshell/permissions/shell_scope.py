@@ -167,7 +167,18 @@ def _path_concern(path: Path, paths: PathResolver, jail: Sandboxed | None) -> st
         return None  # `cat .git/config`: the jail shows it without its credentials
     if paths.is_secret(path):
         return f"{paths.relative(path)} looks like a secret"
+    if _in_object_store(resolved):
+        return f"{paths.relative(resolved)} is git's object store: the history, read with git"
     return paths.read_concern(resolved) or _unjailed_concern(resolved, paths, jail)
+
+
+def _in_object_store(path: Path) -> bool:
+    """Inside a `.git/objects` directory: the history compressed, whose secrets only git's
+    own commands are checked for (git_history.py)."""
+    parts = path.parts
+    return any(
+        parts[i] == GIT_DIR_NAME and parts[i + 1] == "objects" for i in range(len(parts) - 1)
+    )
 
 
 def _unjailed_concern(path: Path, paths: PathResolver, jail: Sandboxed | None) -> str | None:

@@ -110,6 +110,10 @@ _FILE_NAME = re.compile(
 )
 
 
+# a value made only of runs everyone types as a stand-in: `abc`, `xyz`, `123…`, `qwerty`
+_RUNS = re.compile(r"(?:abc(?:def?)?|xyz|qwerty|asdf|1234?5?6?7?8?9?0?|0123|foo|bar|baz)+")
+
+
 def bits_per_char(text: str) -> float:
     """The Shannon entropy of `text`'s characters, in bits per character."""
     if not text:
@@ -119,9 +123,12 @@ def bits_per_char(text: str) -> float:
 
 
 def is_placeholder(value: str) -> bool:
-    """A stand-in: a documented placeholder, a template, one character repeated."""
+    """A stand-in: a documented placeholder, a template, one character repeated, or a run
+    of the keyboard or the alphabet (`abc123`, `123456`, `qwerty`)."""
     low = value.lower()
     if low in PLACEHOLDER_WORDS or len(set(low)) <= 2:
+        return True
+    if _RUNS.fullmatch(low):
         return True
     return _PLACEHOLDER.search(low) is not None
 

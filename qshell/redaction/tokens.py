@@ -40,6 +40,29 @@ def _token(kind: str, prefix: int, check: Callable[[str], bool] = random_enough)
     return judge
 
 
+# a line of a key's body as a command may leave it: base64, maybe prefixed (`+`, `cat -n`)
+_BODY_LINE = re.compile(r"[ \t+-]*(?:\d+\t)?[A-Za-z0-9+/=]{16,}[ \t]*")
+_LINE_PREFIX = re.compile(r"[ \t+-]*(?:\d+\t)?")
+MAX_BODY_LINES = 400  # a 16 kB key at 40 characters a line
+
+
+def _key_before_end(match: re.Match[str], text: str) -> tuple[Finding, ...]:
+    """The END line of a private key whose BEGIN line is gone (`tail -n +2 key.pem`): the
+    finding reaches back over the body lines above it."""
+    start = match.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    if _LINE_PREFIX.fullmatch(text, line_start, start):  # `+-----END …` in a patch
+        start = line_start
+    for _ in range(MAX_BODY_LINES):
+        if start == 0 or text[start - 1] != "\n":
+            break
+        line_start = text.rfind("\n", 0, start - 1) + 1
+        if not _BODY_LINE.fullmatch(text, line_start, start - 1):
+            break
+        start = line_start
+    return (Finding("private-key", start, match.end()),)
+
+
 def _base64_private_key(match: re.Match[str], text: str) -> tuple[Finding, ...]:
     """A base64-encoded PEM block (kubeconfig's `client-key-data`) holding a private key."""
     head = match.group()[:64]
@@ -138,6 +161,7 @@ TOKEN_DETECTORS: tuple[Detector, ...] = (
         ),
         _always("private-key"),
     ),
+    Detector(re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), _key_before_end),
     Detector(re.compile(r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2}"), _base64_private_key),
     Detector(
         re.compile(

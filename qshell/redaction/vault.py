@@ -59,10 +59,11 @@ class Restoration:
     text: str
     unknown: tuple[str, ...] = ()
     elsewhere: tuple[str, ...] = ()
+    exposed: tuple[str, ...] = ()  # markers whose value would stand where none can find it
 
     @property
     def refused(self) -> bool:
-        return bool(self.unknown or self.elsewhere)
+        return bool(self.unknown or self.elsewhere or self.exposed)
 
     def problem(self, shown: str) -> str:
         """Why `shown` was not written, and what to do instead."""
@@ -71,6 +72,13 @@ class Restoration:
                 f"{', '.join(self.unknown)} in the text for {shown} stands for no secret qshell "
                 "redacted in this session; it was not written. Write the file's real text, "
                 "or read the file again and keep each redaction marker exactly as shown"
+            )
+        if self.exposed:
+            return (
+                f"{', '.join(self.exposed)} stands for a secret qshell hid from you; put back "
+                f"where the text for {shown} has it, the secret would no longer read as one "
+                "(glued to other text, or under another name). Nothing was written; keep "
+                "each marker where the file had it, standing alone"
             )
         return (
             f"{', '.join(self.elsewhere)} stands for a secret qshell hid from you, and {shown} "
@@ -124,9 +132,14 @@ class Vault:
     def restore(self, text: str, *, held: str) -> Restoration:
         """`text` with each marker replaced by its value, where `held` (the file's current
         text) holds that value; a marker `held` holds literally, and the vault never gave,
-        is the file's own text and stays."""
+        is the file's own text and stays. Each value put back must read as a secret where
+        it lands (the scanner finds it there), or the file would show it to the next read:
+        a marker moved into a word (`x[redacted: … #1]`) is refused."""
         unknown: list[str] = []
         elsewhere: list[str] = []
+        spans: list[tuple[int, int, str]] = []  # where each value landed, and its marker
+        parts: list[str] = []
+        last = 0
 
         def value(match: re.Match[str]) -> str:
             found = match.group()
@@ -140,8 +153,34 @@ class Vault:
                 elsewhere.append(found)
             return secret
 
-        restored = MARKER_RE.sub(value, text)
-        return Restoration(restored, tuple(dict.fromkeys(unknown)), tuple(dict.fromkeys(elsewhere)))
+        for match in MARKER_RE.finditer(text):
+            parts.append(text[last : match.start()])
+            at = sum(map(len, parts))
+            put = value(match)
+            if put != match.group():
+                spans.append((at, at + len(put), match.group()))
+            parts.append(put)
+            last = match.end()
+        restored = "".join(parts) + text[last:]
+        exposed = _exposed(restored, spans)
+        return Restoration(
+            restored,
+            tuple(dict.fromkeys(unknown)),
+            tuple(dict.fromkeys(elsewhere)),
+            tuple(dict.fromkeys(exposed)),
+        )
+
+
+def _exposed(text: str, spans: list[tuple[int, int, str]]) -> list[str]:
+    """The markers of `spans` whose value, where it stands in `text`, no finding covers."""
+    if not spans:
+        return []
+    findings = scan(text)
+    return [
+        made
+        for start, end, made in spans
+        if not any(f.start <= start and end <= f.end for f in findings)
+    ]
 
 
 def as_held(value: str) -> str:

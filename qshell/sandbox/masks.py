@@ -32,12 +32,12 @@ from qshell.sandbox.jail import SandboxUnavailable
 
 MAX_ENTRIES = 500_000
 REJUDGE_S = 0.2  # how long a content verdict stands before its file is looked at again
-# a directory holding one of these is an installed environment or a tool's cache (the
-# CACHEDIR.TAG convention: mypy, pytest, ruff), rebuilt from files judged themselves: what
-# is below it is not judged by content
-UNJUDGED_MARKS = frozenset({"pyvenv.cfg", "conda-meta", "CACHEDIR.TAG"})
+# a directory below the root holding one of these, as its tool writes it, is an installed
+# environment or a tool's cache (the CACHEDIR.TAG convention: mypy, pytest, ruff), rebuilt
+# from files judged themselves: what is below it is not judged by content
+CACHEDIR_SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 CONTENT_SKIPPED = frozenset({"node_modules"})
-GIT_PACKED = frozenset({"objects", "lfs"})  # of `.git`: compressed, judged by git_scope.py
+GIT_PACKED = frozenset({"objects"})  # of `.git`: compressed; git_history.py judges them
 Signature = tuple[int, int, int, int, int]
 BOUND_DEPTH = 5  # the levels of a bound directory walked: `versions/node/v22/etc/npmrc`
 # directories of a bound toolchain that hold installed packages' own files, not walked
@@ -88,6 +88,8 @@ class _Tree:
     volatile: list[Path] = field(default_factory=list)
     watched: dict[Path, Signature] = field(default_factory=dict)
     inodes: dict[int, list[Path]] = field(default_factory=dict)
+    # judged files with other links: their inode and how many names it has
+    linked: dict[Path, tuple[int, int]] = field(default_factory=dict)
 
 
 def _walk(root: Path, is_secret: Callable[[Path], bool], walk: Walk) -> _Tree:
@@ -107,7 +109,7 @@ def _walk(root: Path, is_secret: Callable[[Path], bool], walk: Walk) -> _Tree:
             raise SandboxUnavailable(
                 f"{root} has more than {walk.max_entries:,} files to check for secrets"
             )
-        judged = judged and not any(entry.name in UNJUDGED_MARKS for entry in entries)
+        judged = judged and (directory == root or not any(map(_installed_mark, entries)))
         for entry in entries:
             if _secret_entry(entry, is_secret, walk, tree, judged):
                 continue
@@ -148,10 +150,34 @@ def _secret_entry(
         except OSError:
             return True
         tree.watched[path] = signature(info)
+        if info.st_nlink > 1:
+            tree.linked[path] = (info.st_ino, info.st_nlink)
         if walk.content(path, info):
             tree.found.add(path)
             tree.by_content.add(path)
     return True
+
+
+def _installed_mark(entry: os.DirEntry[str]) -> bool:
+    """Whether `entry` marks its directory as an installed environment or a cache, written
+    as the tool that makes one writes it: a `pyvenv.cfg` file naming its interpreter's
+    `home`, a `CACHEDIR.TAG` file opening with the convention's signature, a `conda-meta`
+    directory with its `history`. (A name alone would let any directory opt out.)"""
+    name = entry.name
+    try:
+        if name == "conda-meta":
+            return entry.is_dir(follow_symlinks=False) and os.path.isfile(
+                os.path.join(entry.path, "history")
+            )
+        if name not in ("pyvenv.cfg", "CACHEDIR.TAG") or not entry.is_file(follow_symlinks=False):
+            return False
+        with open(entry.path, "rb") as source:
+            head = source.read(4096)
+    except OSError:
+        return False
+    if name == "CACHEDIR.TAG":
+        return head.startswith(CACHEDIR_SIGNATURE)
+    return any(line.split(b"=")[0].strip() == b"home" for line in head.splitlines())
 
 
 def _content_skipped(directory: Path, name: str) -> bool:
@@ -166,7 +192,13 @@ def _content_skipped(directory: Path, name: str) -> bool:
 def _add_links(tree: _Tree) -> None:
     """Add to `tree.found` every other name of a secret file with more than one hard link:
     `ln .env notes.txt` makes `notes.txt` the same file — masked whole, as `.env` is, even
-    where what it holds was found by content."""
+    where what it holds was found by content; and every judged file some of whose names are
+    outside the project (`ln ~/.pgpass pg.txt`), which may be a secret's there. (Installed
+    environments, whose files a package manager hard-links from its store, are not judged.)"""
+    for path, (inode, count) in tree.linked.items():  # a name outside: maybe a secret's
+        if len(tree.inodes.get(inode, ())) < count:
+            tree.found.add(path)
+            tree.by_content.discard(path)
     for path in list(tree.found - tree.by_content):
         try:
             info = path.lstat()

@@ -113,7 +113,7 @@ class Proof:
     dynamic_paths: tuple[str, ...] = ()
     reads: tuple[Read, ...] = ()  # every path it reads, with what bash expands and how deep
     objects: tuple[str, ...] = ()  # objects named to git: raw ids, `*` for run time (Judged)
-    history: str = ""  # what of git's history's files it prints: "", "whole", "lines" (Judged)
+    history: str = ""  # what of git's history it prints: "", "messages", "whole", "lines"
 
 
 @dataclass(slots=True)

@@ -60,7 +60,7 @@ from qshell.shellproof.syntax import (
 from qshell.shellproof.words import WordProver
 
 MAX_COMMAND_BYTES = 8192
-HISTORY_RANK = ("", "whole", "lines")  # Judged.history, least to most
+HISTORY_RANK = ("", "messages", "whole", "lines")  # Judged.history, least to most
 
 
 _LANGUAGE = Language(tree_sitter_bash.language())

@@ -15,7 +15,7 @@ from qshell.permissions.policy import shell_concern
 from qshell.redaction import redact
 from tests.permissions.test_git_scope import context, git
 from tests.permissions.test_git_unreachable import clean  # noqa: F401 (a fixture)
-from tests.redaction.fakes import pem_block
+from tests.redaction.fakes import github_token, pem_block
 
 KEY = pem_block() + "\n"
 WHOLE = [
@@ -73,3 +73,36 @@ def test_commands_that_print_no_file_of_the_history_run(removed_key, command):
 @pytest.mark.parametrize("command", [*WHOLE[:2], "git log -p | rev", "git grep -h print HEAD~1"])
 def test_a_history_without_secrets_runs_every_form(clean, command):  # noqa: F811
     assert shell_concern(command, context(clean)) is None
+
+
+@pytest.fixture
+def token_in_message(clean: Path) -> Path:  # noqa: F811 (the fixture it extends)
+    (clean / "notes.txt").write_text("notes\n")
+    git(clean, "add", "notes.txt")
+    git(clean, "commit", "-qm", f"deploy with {github_token()}")
+    return clean
+
+
+@pytest.mark.parametrize(
+    ("command", "asks"),
+    [
+        ("git log --format=%B | rev", True),
+        ("git branch -v | rev", True),
+        ("git log --oneline", False),
+        ("git log --oneline | head -3", False),
+        ("git status | rev", False),
+    ],
+)
+def test_a_commit_message_holding_a_token_is_not_passed_on_reshaped(
+    token_in_message, command, asks
+):
+    concern = shell_concern(command, context(token_in_message))
+    assert (concern is not None and "holds a secret" in concern) is asks, concern
+
+
+def test_the_object_store_is_read_with_git_only(removed_key):
+    objects = removed_key / ".git" / "objects"
+    loose = next(p for p in objects.glob("??/*") if p.is_file())
+    rel = loose.relative_to(removed_key).as_posix()
+    concern = shell_concern(f"base64 {rel}", context(removed_key))
+    assert concern is not None and "git's object store" in concern

@@ -76,3 +76,22 @@ def test_the_vault_never_shows_a_value_in_its_repr():
     vault = Vault()
     vault.redact(CONFIG)
     assert TOKEN not in repr(vault) and repr(vault) == "Vault(1 held)"
+
+
+def test_a_marker_moved_where_its_value_would_not_read_as_a_secret_is_refused():
+    """The model may put a marker back glued to a word (`x[redacted: … #1]`) or under a key
+    that names no secret: written, the file would hold `xghp_…`, which no scanner finds on
+    the next read. In place, standing alone, it comes back."""
+    vault = Vault()
+    token = github_token()
+    held = f"token: {token}\n"
+    shown = vault.redact(held).text
+    made = marker("github-token", 1)
+    done = vault.restore(f"note: x{made}\n", held=held)
+    assert done.refused and done.exposed == (made,)
+    assert "standing alone" in done.problem("deploy.cfg")
+    kept = vault.restore(shown + "more: 1\n", held=held)
+    assert not kept.refused and kept.text == held + "more: 1\n"
+    word = "password: correcthorse\n"  # found only for its key
+    chosen = vault.redact(word).text.removeprefix("password: ").strip()
+    assert vault.restore(f"note: {chosen}\n", held=word).exposed == (chosen,)

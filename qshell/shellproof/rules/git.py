@@ -331,19 +331,24 @@ GIT_PRINTS_HISTORY = word_set(
     "show diff diff-tree diff-files diff-index range-diff whatchanged cat-file stash reflog notes"
 )
 GIT_PICKS_LINES = word_set("grep blame annotate")
+# subcommands that print commit or tag messages (`log --oneline`, `branch -v`, `tag -n`)
+GIT_PRINTS_MESSAGES = word_set(
+    "log shortlog rev-list tag for-each-ref branch cherry show-branch describe"
+)
 # options that make `log` print patches, and those that pick a few lines of each
 GIT_PATCH_LONGS = word_set(
     "patch patch-with-stat patch-with-raw cc dd remerge-diff word-diff color-words binary "
     "unified function-context"
 )
 GIT_PATCH_SHORT = frozenset("pucUL")
-GIT_LINE_PICKERS = re.compile(r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff-regex\b)")
+GIT_LINE_PICKERS = re.compile(r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff-regex\b|-binary\b)")
 
 
 def _git_history(sub: str, rest: Sequence[Word]) -> str:
-    """What of the history's files `git SUB REST` prints (`Judged.history`): "lines" for
-    `grep`, `blame` and any option that picks lines (`-L`, `-U0`), "whole" for patches and
-    blobs (`show`, `diff`, `log -p`), "" for none (`log --oneline`, `status`)."""
+    """What of the history `git SUB REST` prints (`Judged.history`): "lines" for `grep`,
+    `blame` and any option that picks lines (`-L`, `-U0`) or encodes them (`--binary`),
+    "whole" for patches and blobs (`show`, `diff`, `log -p`), "messages" for commit and
+    tag messages (`log --oneline`, `branch -v`), "" for none (`status`, `ls-files`)."""
     options = [w.text for w in rest if w.literal and w.text.startswith("-")]
     computed = any(not w.literal for w in rest)
     if sub in GIT_PICKS_LINES or any(GIT_LINE_PICKERS.match(text) for text in options):
@@ -352,7 +357,7 @@ def _git_history(sub: str, rest: Sequence[Word]) -> str:
         return "whole"
     if sub == "log" and any(_patch_option(text) for text in options):
         return "whole"
-    return ""
+    return "messages" if sub in GIT_PRINTS_MESSAGES else ""
 
 
 def _patch_option(text: str) -> bool:

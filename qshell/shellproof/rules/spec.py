@@ -119,9 +119,10 @@ class Judged:
     # operand, `--stdin`, `cat-file --batch-all-objects`); permissions/git_scope.py checks
     # a branch, tag or the reflog reaches each
     objects: tuple[str, ...] = ()
-    # what of the files in git's history it prints: "" none, "whole" patches or blobs whole
-    # (as the output scanner sees them), "lines" lines picked out of them (`git grep`,
-    # `blame`, `log -L`, `-U0`); permissions/git_history.py judges what the history holds
+    # what of git's history it prints: "" nothing, "messages" commit and tag messages,
+    # "whole" files' patches or blobs whole (as the output scanner sees them), "lines" lines
+    # picked out of them (`git grep`, `blame`, `log -L`, `-U0`); permissions/git_history.py
+    # judges what the history holds
     history: str = ""
 
     @property
