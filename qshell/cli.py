@@ -109,9 +109,11 @@ def _dispatch(
     if args.max_turns is not None and args.max_turns < 1:
         raise InputError("--max-turns must be at least 1")
     if args.acp:  # before plugins load: nothing they print may reach the JSON stream
+        from qshell.acp.handshake import answer_early
         from qshell.acp.streams import claim
 
-        claim()
+        pipes = claim()
+        answer_early(pipes.incoming, pipes.outgoing)  # before the rest of start-up
     loaded = assemble_settings(project_root=root, environ=environ, flags=settings_flags(args))
     settings = loaded.settings
     plugins = plugin_host(args, settings, root, environ, notes=loaded.notes)

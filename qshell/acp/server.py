@@ -35,18 +35,15 @@ from acp import (
 )
 from acp.interfaces import Agent, Client
 from acp.schema import (
-    AgentCapabilities,
     AuthenticateResponse,
     ClientCapabilities,
     Implementation,
-    McpCapabilities,
-    PromptCapabilities,
     SessionMode,
     SessionModeState,
 )
+from pydantic import ValidationError
 
-from qshell import __version__
-from qshell.acp import streams, updates
+from qshell.acp import handshake, streams, updates
 from qshell.acp.bridge import ClientFiles
 from qshell.acp.prompting import INTERNAL_ERROR, INVALID_PARAMS, AcpSession, PromptRun, prompt_text
 from qshell.agent.conversation import Conversation
@@ -55,7 +52,6 @@ from qshell.errors import InputError, QshellError
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
 STDIO_LIMIT_BYTES = 50 * 1024 * 1024  # one JSON-RPC line: a whole file read through the client
 MODES = {
     ApprovalMode.DEFAULT: ("Default", "asks before edits, commands and fetches"),
@@ -113,17 +109,17 @@ class QshellAgent:
         **_: Any,
     ) -> InitializeResponse:
         self._caps = client_capabilities or ClientCapabilities()
-        capabilities = AgentCapabilities(
-            load_session=True,
-            prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-            mcp_capabilities=McpCapabilities(http=False, sse=False),
-        )
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,  # the one qshell speaks, whatever was asked
-            agent_capabilities=capabilities,
-            auth_methods=[],
-            agent_info=Implementation(name="qshell", title="qshell", version=__version__),
-        )
+        # the protocol qshell speaks, whatever was asked, and what it can do: the answer
+        # cli.py gives before the SDK loads when `initialize` comes first (handshake.py)
+        return InitializeResponse.model_validate(handshake.initialize_result())
+
+    def initialized(self, params: dict[str, Any]) -> None:
+        """`initialize` was answered before the SDK loaded (handshake.py): keep what the
+        client said it can do, as `initialize` does."""
+        try:
+            self._caps = ClientCapabilities.model_validate(params.get("clientCapabilities") or {})
+        except ValidationError:
+            self._caps = ClientCapabilities()
 
     async def authenticate(self, method_id: str, **_: Any) -> AuthenticateResponse | None:
         """Nothing to authenticate: qshell advertises no method, the provider's key comes
@@ -236,6 +232,11 @@ class QshellAgent:
 async def _serve(agent: QshellAgent) -> None:
     with streams.opened():  # a stray print or a child's output cannot reach the client
         reader, writer = await stdio_streams(limit=STDIO_LIMIT_BYTES)
+    early = handshake.taken()  # cli.py answered `initialize` before qshell loaded
+    if early.rest:
+        reader.feed_data(early.rest)
+    if early.params is not None:
+        agent.initialized(early.params)
     try:
         # the SDK answers "method not found" for what the agent does not define
         await run_agent(cast(Agent, agent), writer, reader)

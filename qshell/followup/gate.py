@@ -226,7 +226,8 @@ class SpeculativeRunner:
         call = SpeculatedCall(tool, args)
         with self._lock:
             self.started.append(call)
-        result = self._execute(tool, args, ctx)
+        # on the user's spare CPU only: its commands yield to everything else (tools/shell.py)
+        result = self._execute(tool, args, replace(ctx, background=True))
         if result.error is None or result.error.type is not ErrorType.CANCELLED:
             with self._lock:  # a cancelled call left nothing: it is answered live
                 self.kept.append(call)

@@ -163,6 +163,9 @@ class ToolContext:
     launcher: Launcher | None = None
     sandbox: Launcher | None = None
     sandbox_missing: str = ""
+    # work the user is not waiting for (a speculation's): its commands run at the lowest
+    # priority, so they take only CPU nothing else wants (tools/shell.py)
+    background: bool = False
     sandbox_mode: str = "off"  # for /stats and `qshell doctor`
     sandbox_note: str = ""  # said once at start-up: why there is no sandbox
     # the run's gate plugins (plugins/host.py): the policies and the shell proof ask them

@@ -7,7 +7,10 @@ terminated (SIGTERM, then SIGKILL), and with it every group its processes made (
 sandbox's own session: tools/procgroup.py `Group`). Background processes that outlive a normal exit are
 left running, but the tool stops reading their output shortly after the command exits.
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
-it starts the command: `bash -c` runs inside it.
+it starts the command: `bash -c` runs inside it. A `background` context's command (a
+speculation's) runs under the idle scheduling class (`chrt --idle 0`; `nice -n 19` where
+there is no chrt), with all it starts: it takes only CPU nothing else wants, so the
+user's own turn never waits on a guess.
 It does not judge whether a command is safe (that is policy's job), but it refuses a
 command holding a redaction marker of this session (`unready`): bash cannot put the
 secret back, so the command would write the marker where a secret was, or send it. Stateless: each call
@@ -17,10 +20,12 @@ owns its process and reader thread, so concurrent calls are independent. A plain
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import threading
@@ -137,6 +142,8 @@ class ShellTool:
         try:
             if ctx.launcher is not None:
                 argv, environ = ctx.launcher.wrap(argv, environ)
+            if ctx.background:
+                argv = [*yielding(), *argv]
             proc = subprocess.Popen(
                 argv,
                 cwd=ctx.paths.root,
@@ -159,6 +166,17 @@ class ShellTool:
         reader.finish(POST_EXIT_DRAIN_S)
         result = _result(output.text(), proc.returncode, stop, timeout_s)
         return replace(result, result_is_terminal=is_terminal_command(args.command))
+
+
+@functools.cache
+def yielding() -> tuple[str, ...]:
+    """What runs a command at the lowest priority: the idle scheduling class, or the
+    highest niceness where there is no `chrt`."""
+    chrt = shutil.which("chrt")
+    if chrt is not None:
+        return (chrt, "--idle", "0")
+    nice = shutil.which("nice")
+    return (nice, "-n", "19") if nice is not None else ()
 
 
 def _wait(

@@ -52,7 +52,6 @@ from qshell.agent.events import (
     TurnFinished,
 )
 from qshell.ui.live import FRAME_S, LiveBlock
-from qshell.ui.model_markdown import finished_blocks, model_markdown
 from qshell.ui.render import (
     EXPAND_HINT,
     NOTHING_CUT,
@@ -118,7 +117,7 @@ class RichRenderer:
         self._started = False  # anything printed this turn
         self._spinning = False
         live = console.is_terminal and not console.is_dumb_terminal
-        self._live = LiveBlock(console, model_markdown, clock=clock) if live else None
+        self._live = LiveBlock(console, _markdown, clock=clock) if live else None
         self._clock = clock
         self._spun_at: tuple[float, float] | None = None  # (clock, elapsed) of the last spin
         self._live_open = False  # the live block's lines (or their gap) are on screen
@@ -362,7 +361,7 @@ class RichRenderer:
             self._clear_spinner()
             self._pending += clean(text)
             if "\n" in text and not self._holding:
-                self._flush_text(finished_blocks(self._pending))
+                self._flush_text(_finished_blocks(self._pending))
             self._show_pending()
 
     def _flush_text(self, length: int) -> None:
@@ -377,7 +376,7 @@ class RichRenderer:
         else:
             if self._started:
                 self.console.line()
-            self.console.print(model_markdown(markup))
+            self.console.print(_markdown(markup))
         self._in_text = self._started = True
         self._tools.header_shown = None
 
@@ -424,3 +423,17 @@ def _diff_style(line: str) -> str:
     if line.startswith("@@"):
         return "cyan"
     return ""
+
+
+# Markdown (rich's, markdown-it, pygments for code) loads with the first answer, not with
+# the first prompt: model_markdown.py builds its classes at import
+def _markdown(markup: str) -> RenderableType:
+    from qshell.ui.model_markdown import model_markdown
+
+    return model_markdown(markup)
+
+
+def _finished_blocks(text: str) -> int:
+    from qshell.ui.model_markdown import finished_blocks
+
+    return finished_blocks(text)

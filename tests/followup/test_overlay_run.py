@@ -432,3 +432,13 @@ def test_a_proven_read_of_a_key_under_another_name_runs_on_a_copy_without_it(tmp
     shown = outputs(run)[-1]
     assert "[redacted: private-key #0]"[::-1] in shown
     assert not any(line[::-1] in shown for line in pem_block().splitlines()[1:-1])
+
+
+def test_a_speculated_command_runs_on_spare_cpu_only(tmp_path):
+    """Its processes run under the idle scheduling class (or at niceness 19): a typed turn
+    never waits on a guess (tools/shell.py `yielding`)."""
+    setup = project(tmp_path, {"a.txt": "a\n"})
+    run = speculate(setup, ["awk '{print $41, $19}' /proc/self/stat > sched.txt"])
+    assert run.spec.status is Status.COMPLETED, run.spec.boundary
+    run.accept()
+    assert (setup.root / "sched.txt").read_text() in ("5 0\n", "0 19\n")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import signal
 import threading
 from collections.abc import Iterator
@@ -242,3 +243,16 @@ def test_a_cat_result_is_terminal_but_never_skips_the_round(root: Path, ctx: Too
     assert result.llm_content.startswith("hello") and result.result_is_terminal
     assert not result.skip_llm_round
     assert not sh(ctx, "echo hi").result_is_terminal
+
+
+def test_a_background_command_runs_at_the_lowest_priority_with_all_it_starts(
+    ctx: ToolContext,
+) -> None:
+    """A speculation's command takes only CPU nothing else wants: the idle scheduling class
+    (policy 5 in /proc's stat) or, without chrt, niceness 19 — its children too."""
+    stat = "awk '{print $41, $19}' /proc/self/stat"
+    command = f"{stat}; bash -c {shlex.quote(stat)}"
+    quiet = sh(ctx, command)
+    background = sh(dataclasses.replace(ctx, background=True), command)
+    assert quiet.llm_content.splitlines()[:2] == ["0 0", "0 0"]
+    assert background.llm_content.splitlines()[:2] in (["5 0", "5 0"], ["0 19", "0 19"])
