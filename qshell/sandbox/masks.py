@@ -88,8 +88,6 @@ class _Tree:
     volatile: list[Path] = field(default_factory=list)
     watched: dict[Path, Signature] = field(default_factory=dict)
     inodes: dict[int, list[Path]] = field(default_factory=dict)
-    # judged files with other links: their inode and how many names it has
-    linked: dict[Path, tuple[int, int]] = field(default_factory=dict)
 
 
 def _walk(root: Path, is_secret: Callable[[Path], bool], walk: Walk) -> _Tree:
@@ -150,8 +148,6 @@ def _secret_entry(
         except OSError:
             return True
         tree.watched[path] = signature(info)
-        if info.st_nlink > 1:
-            tree.linked[path] = (info.st_ino, info.st_nlink)
         if walk.content(path, info):
             tree.found.add(path)
             tree.by_content.add(path)
@@ -192,13 +188,9 @@ def _content_skipped(directory: Path, name: str) -> bool:
 def _add_links(tree: _Tree) -> None:
     """Add to `tree.found` every other name of a secret file with more than one hard link:
     `ln .env notes.txt` makes `notes.txt` the same file — masked whole, as `.env` is, even
-    where what it holds was found by content; and every judged file some of whose names are
-    outside the project (`ln ~/.pgpass pg.txt`), which may be a secret's there. (Installed
-    environments, whose files a package manager hard-links from its store, are not judged.)"""
-    for path, (inode, count) in tree.linked.items():  # a name outside: maybe a secret's
-        if len(tree.inodes.get(inode, ())) < count:
-            tree.found.add(path)
-            tree.by_content.discard(path)
+    where what it holds was found by content. (A name outside the project is not known:
+    `ln ~/.pgpass pg.txt` is judged by what it holds, as any file; masking every file with
+    a link elsewhere would hide whole trees a backup or a package store links.)"""
     for path in list(tree.found - tree.by_content):
         try:
             info = path.lstat()

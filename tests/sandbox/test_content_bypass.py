@@ -2,20 +2,18 @@
 
 Each case is a project file, or a piece of git's history, that holds a private key or a
 token the content judge does not see — a directory holding a stand-in `CACHEDIR.TAG` or
-`pyvenv.cfg`, a UTF-16 or gzip file, a git-lfs object, a hard link to a secret outside
-the project, a commit message — and a read-only command that reshapes it
+`pyvenv.cfg`, a UTF-16 or gzip file, a git-lfs object, a commit message — and a read-only command that reshapes it
 (`rev`, `tail -n +3`, `tr -d`) so the output scanner cannot tell it. For each, the
 session's own audit (what `qshell check-shell` prints) says whether it runs without
 asking; when it does, it runs in the session's jail and its result, redacted by the
 session's vault as every tool result is, must hold no line of the secret reshaped.
-(A file or blob over `MAX_SCANNED_BYTES` is not judged: a documented limit, the output
-scanner alone covers it.) Skipped where the machine cannot sandbox.
+(Documented limits, not cases here: a file or blob over `MAX_SCANNED_BYTES` is not judged,
+and a hard link to a secret outside the project is judged only by what it holds.) Skipped where the machine cannot sandbox.
 """
 
 from __future__ import annotations
 
 import gzip
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +28,6 @@ from tests.sandbox.test_jail import FOUND, jailed, run
 pytestmark = pytest.mark.skipif(not FOUND.jail, reason=f"no sandbox here: {FOUND.reason}")
 KEY = pem_block() + "\n"
 TOKEN = github_token(7)
-PGPASS = "db.example.com:5432:prod:admin:Tr0ub4dor-3-horse\n"
 
 
 def reshaped(secret: str) -> set[str]:
@@ -77,13 +74,6 @@ def lfs_object(root: Path) -> tuple[str, str]:
     return f"tail -n +3 .git/lfs/objects/4d/7a/4d7a{'0' * 60}", KEY
 
 
-def hard_link_outside(root: Path) -> tuple[str, str]:
-    home = Path(os.environ["HOME"])
-    (home / ".pgpass").write_text(PGPASS)
-    os.link(home / ".pgpass", root / "pg.txt")  # the same file as ~/.pgpass
-    return "cat pg.txt", PGPASS
-
-
 def commit_message(root: Path) -> tuple[str, str]:
     (root / "README.md").write_text("hello\n")
     git(root, "add", "README.md")
@@ -98,7 +88,6 @@ CASES: dict[str, Callable[[Path], tuple[str, str]]] = {
     "a UTF-16 file": utf16_file,
     "a gzip file": gzip_file,
     "a git-lfs object": lfs_object,
-    "a hard link to ~/.pgpass": hard_link_outside,
     "a commit message": commit_message,
 }
 
