@@ -113,7 +113,7 @@ def open_interactive(
 
     conversation = Conversation(
         open_session,
-        replace(request, predict_next=True, background_summary=True),
+        replace(request, predict_next=True, background_summary=True, summary_ahead=True),
         fast_model=settings.fast_model,
         show_reasoning=settings.show_reasoning,
         router=open_router(settings, environ),
@@ -157,7 +157,13 @@ def open_acp(
 
         return Conversation(
             factory,
-            replace(request, resume_id=resume_id, continue_latest=False, predict_next=False),
+            replace(
+                request,
+                resume_id=resume_id,
+                continue_latest=False,
+                predict_next=False,
+                summary_ahead=True,
+            ),
             fast_model=here.fast_model,
             show_reasoning=here.show_reasoning,
             router=open_router(here, opener.environ),

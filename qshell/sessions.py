@@ -223,6 +223,7 @@ def session_options(
         background_reasoning=settings.background_reasoning,
         summarizes_in_background=request.background_summary and settings.summarize_in_background,
         stream_ahead=settings.stream_ahead_tools,
+        summary_ahead=request.summary_ahead,
     )
 
 

@@ -4,7 +4,9 @@
 system prompt, tools and message prefix, so the provider's prompt cache still applies)
 plus a request for a thorough summary, then restarts the history as [summary, short
 acknowledgement] and records that in the transcript. `needs_compaction()` decides when a
-turn should compact first, and the two `*_turn` helpers are the hooks `run_turn` calls.
+turn should compact first, and the two `*_turn` helpers are the hooks `run_turn` calls;
+`prepare_summary` (after a turn, in a session that asks for it) starts that summary round
+ahead, in the background, so the turn that compacts takes it instead (summary_ahead.py).
 It must not change the history unless the summary round succeeded: provider errors and
 `Cancelled` propagate with the history untouched, and tool calls in the summary reply are
 ignored. Like the Session it works on, it runs in the thread running the turn.
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 
 from qshell.agent.events import HistoryCompacted
 from qshell.agent.session import Session
+from qshell.agent.summary_ahead import prepares
 from qshell.cancel import CancelToken
 from qshell.errors import QshellError, StreamBroken
 from qshell.llm.base import StreamDone
@@ -66,10 +69,29 @@ def compact(
 def compact_before_turn(
     session: Session, prompt: str, cancel: CancelToken
 ) -> HistoryCompacted | None:
-    """Compact before `prompt` is appended when the history is near the context window."""
+    """Compact before `prompt` is appended when the history is near the context window,
+    with the summary written ahead when there is one for it (summary_ahead.py)."""
     if not needs_compaction(session, prompt):
         return None
-    return compact(session, cancel, reason=NEAR_LIMIT_REASON)
+    ahead = session.summary_ahead.take(session.history, cancel)
+    if ahead is None:
+        return compact(session, cancel, reason=NEAR_LIMIT_REASON)
+    earlier = session.history[: len(session.history) - len(ahead.rest)]
+    return _compact(session, cancel, NEAR_LIMIT_REASON, "", earlier, list(ahead.rest), ahead.done)
+
+
+def prepare_summary(session: Session) -> bool:
+    """After a turn: when the history is near the point where the next turn compacts, start
+    its summary round in the background (summary_ahead.py); True when one was started."""
+    if not session.options.summary_ahead or not session.can_compact:
+        return False
+    if len(session.history) < MIN_MESSAGES_TO_COMPACT:
+        return False
+    if not prepares(session.stats.last_prompt_tokens, threshold_tokens(session)):
+        return False
+    earlier = list(session.history)
+    request = session.request().model_copy(update={"messages": _with_summary_request(earlier, "")})
+    return session.summary_ahead.after_turn(earlier, session.provider, request)
 
 
 def can_retry_compacted(session: Session) -> bool:
@@ -97,15 +119,13 @@ def _compact(
     instructions: str,
     earlier: list[Message],
     tail: list[Message],
+    done: StreamDone | None = None,
 ) -> HistoryCompacted:
+    """Summarise `earlier` (with the round `done` when it was sent ahead) and restart the
+    history from the summary and `tail`."""
     before = len(session.history)
-    request = session.request().model_copy(
-        update={"messages": _with_summary_request(earlier, instructions)}
-    )
-    done: StreamDone | None = None
-    for chunk in session.provider.stream(request, cancel):
-        if isinstance(chunk, StreamDone):
-            done = chunk
+    if done is None:
+        done = _summary_round(session, cancel, earlier, instructions)
     if done is None:
         raise StreamBroken("the model stream ended before the summary was complete")
     session.record_round(done.usage)
@@ -129,6 +149,19 @@ def _compact(
     )
     session.stats.last_prompt_tokens = estimate
     return HistoryCompacted(reason=reason, messages_before=before, messages_after=len(messages))
+
+
+def _summary_round(
+    session: Session, cancel: CancelToken, earlier: list[Message], instructions: str
+) -> StreamDone | None:
+    request = session.request().model_copy(
+        update={"messages": _with_summary_request(earlier, instructions)}
+    )
+    done: StreamDone | None = None
+    for chunk in session.provider.stream(request, cancel):
+        if isinstance(chunk, StreamDone):
+            done = chunk
+    return done
 
 
 def _with_summary_request(earlier: list[Message], instructions: str) -> list[Message]:

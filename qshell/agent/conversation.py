@@ -28,7 +28,7 @@ from datetime import datetime
 from qshell.agent import transcript as transcripts
 from qshell.agent.attachments import Expanded, expand_mentions
 from qshell.agent.checkpoints import Checkpoints, UndoReport
-from qshell.agent.compaction import compact
+from qshell.agent.compaction import compact, prepare_summary
 from qshell.agent.events import Event, FailureKind, SecretsRedacted, TurnFailed
 from qshell.agent.loop import run_turn
 from qshell.agent.plugin_events import observed
@@ -167,6 +167,7 @@ class Conversation:
         self.checkpoints.begin_turn()
         try:
             yield from run_turn(self.session, prompt, self.runner, cancel, router=self.router)
+            prepare_summary(self.session)  # the next turn's compaction, if it nears
         finally:
             self.checkpoints.end_turn()
 
@@ -189,6 +190,7 @@ class Conversation:
                     self.checkpoints.save(root / name)
 
             yield from prepared(self.runner, cancel, checkpoint)
+            prepare_summary(self.session)
         finally:
             self.checkpoints.end_turn()
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from qshell.agent.summary_ahead import SummaryAhead
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode, BackgroundReasoning
 from qshell.latency.directives import HONOURED, Directives
@@ -50,6 +51,8 @@ class SessionRequest:
     # an interactive REPL session: a summary round may stream in background (D3), if the
     # `summarizeInBackground` setting is on
     background_summary: bool = False
+    # more turns will follow (the REPL, ACP): compaction's summary is written ahead
+    summary_ahead: bool = False
 
 
 SessionFactory = Callable[[SessionRequest], "Session"]
@@ -114,6 +117,9 @@ class SessionOptions:
     summarizes_in_background: bool = False
     # D4: a read call starts while its response still streams (latency/stream_ahead.py)
     stream_ahead: bool = DEFAULTS.stream_ahead_tools
+    # the summary compaction needs is written ahead, after the turn that nears it
+    # (agent/summary_ahead.py): sessions with a next turn to wait for (the REPL, ACP)
+    summary_ahead: bool = False
 
 
 @dataclass(slots=True)
@@ -192,6 +198,7 @@ class Session:
         self.is_fork = False
         self.forked_from: CacheSafeParams | None = None
         self._fork_rounds: list[tuple[Usage, str | None]] = []
+        self.summary_ahead = SummaryAhead()  # compaction's summary, written ahead
 
     @property
     def can_compact(self) -> bool:
@@ -314,5 +321,6 @@ class Session:
         self.append(Message(role="user", content=list(results)))
 
     def close(self) -> None:
+        self.summary_ahead.cancel()
         if self.transcript is not None:
             self.transcript.close()

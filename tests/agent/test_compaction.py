@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,11 @@ from qshell.agent import transcript as transcripts
 from qshell.agent.compaction import (
     ACKNOWLEDGEMENT,
     SUMMARY_HEADER,
+    SUMMARY_REQUEST,
     CompactionError,
     compact,
     needs_compaction,
+    prepare_summary,
 )
 from qshell.agent.events import FailureKind, HistoryCompacted, TurnFailed, TurnFinished
 from qshell.agent.loop import run_turn
@@ -238,3 +241,73 @@ def test_print_mode_continue_compacts_a_long_session_first(llm_server, tmp_path)
     texts = [turn.text for turn in real_request.turns if turn.role != "system"]
     assert texts[0] == f"{SUMMARY_HEADER}\n\nSUMMARY: read hello.txt"
     assert texts[1:] == [ACKNOWLEDGEMENT, "and now?"]
+
+
+def wait_for_requests(provider: ScriptedProvider, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(provider.requests) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(provider.requests) >= count
+
+
+def test_the_summary_written_ahead_is_what_the_turn_that_compacts_takes(tmp_path):
+    """After a turn at 45 of a 50-token threshold (past 0.8 of it) the summary round goes
+    out in the background; the next turn, past the threshold, takes it: no round of its
+    own before the prompt, the same history after."""
+    steps = [Message.assistant("the summary"), Message.assistant("answer")]
+    session, provider = make_session(
+        tmp_path,
+        steps,
+        context_window=100,
+        compact_threshold=0.5,
+        last_prompt_tokens=45,
+        summary_ahead=True,
+    )
+    assert prepare_summary(session)
+    assert not prepare_summary(session)  # one for this history already
+    wait_for_requests(provider, 1)
+    assert provider.requests[0].messages[:4] == EARLIER
+    assert SUMMARY_REQUEST in provider.requests[0].messages[-1].text
+    session.stats.last_prompt_tokens = 60
+    events = drive(session, "next step")
+    assert isinstance(events[0], HistoryCompacted)
+    assert len(provider.requests) == 2
+    assert [m.text for m in provider.requests[1].messages] == [
+        f"{SUMMARY_HEADER}\n\nthe summary",
+        ACKNOWLEDGEMENT,
+        "next step",
+    ]
+
+
+def test_a_summary_of_a_history_that_changed_since_is_dropped(tmp_path):
+    steps = [Message.assistant("old summary"), Message.assistant("new summary")]
+    steps.append(Message.assistant("answer"))
+    session, provider = make_session(
+        tmp_path,
+        steps,
+        context_window=100,
+        compact_threshold=0.5,
+        last_prompt_tokens=60,
+        summary_ahead=True,
+    )
+    assert prepare_summary(session)
+    wait_for_requests(provider, 1)
+    session.history[0] = Message.user("add two flags")  # /undo, a resumed edit: not the same
+    events = drive(session, "next step")
+    assert isinstance(events[0], HistoryCompacted)
+    assert len(provider.requests) == 3  # it compacted itself
+    assert provider.requests[2].messages[0].text == f"{SUMMARY_HEADER}\n\nnew summary"
+
+
+@pytest.mark.parametrize(("tokens", "ahead"), [(30, True), (45, False)])
+def test_nothing_is_written_ahead_below_its_point_or_where_not_asked(tmp_path, tokens, ahead):
+    session, provider = make_session(
+        tmp_path,
+        [Message.assistant("summary")],
+        context_window=100,
+        compact_threshold=0.5,
+        last_prompt_tokens=tokens,
+        summary_ahead=ahead,
+    )
+    assert not prepare_summary(session)
+    assert provider.requests == []
