@@ -5,7 +5,8 @@ CPU-bound shell command (`python -c` summing `--work` squares) run through the s
 as a normal turn runs it; `--load` CPU-bound processes keep the machine busy throughout (a
 loaded 2-core machine). Interleaved, each run times it: alone; beside a wrong guess's
 speculated command doing the same work as a speculation runs it (`ToolContext.background`:
-the idle scheduling class, tools/shell.py `yielding`); and beside the same command at
+the idle scheduling class in a niceness-19 autogroup, tools/shell.py `yielding`); and beside
+the same command at
 normal priority, as speculation ran before. Prints median and p99 of each and the ratios
 to alone (Roadmap 17's goal: ≤ 1.02 with the speculation beside it). Asserts nothing.
 """

@@ -9,8 +9,9 @@ left running, but the tool stops reading their output shortly after the command 
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
 it starts the command: `bash -c` runs inside it. A `background` context's command (a
 speculation's) runs under the idle scheduling class (`chrt --idle 0`; `nice -n 19` where
-there is no chrt), with all it starts: it takes only CPU nothing else wants, so the
-user's own turn never waits on a guess.
+there is no chrt), with all it starts, in a session whose autogroup is at niceness 19
+(the kernel shares the CPU between sessions first): it takes only CPU nothing else
+wants, so the user's own turn never waits on a guess.
 It does not judge whether a command is safe (that is policy's job), but it refuses a
 command holding a redaction marker of this session (`unready`): bash cannot put the
 secret back, so the command would write the marker where a secret was, or send it. Stateless: each call
@@ -168,15 +169,23 @@ class ShellTool:
         return replace(result, result_is_terminal=is_terminal_command(args.command))
 
 
+# a command starts a session of its own, and with it an autogroup, which the kernel gives a
+# fair share of the CPU whatever its tasks' classes: the group's own niceness first
+_AUTOGROUP = 'echo 19 > /proc/self/autogroup 2>/dev/null; exec "$@"'
+
+
 @functools.cache
 def yielding() -> tuple[str, ...]:
-    """What runs a command at the lowest priority: the idle scheduling class, or the
-    highest niceness where there is no `chrt`."""
+    """What runs a command at the lowest priority: its autogroup (the session it starts)
+    at niceness 19 where the kernel groups by session, then the idle scheduling class, or
+    the highest niceness where there is no `chrt`."""
+    shell = shutil.which("sh")
+    group = (shell, "-c", _AUTOGROUP, "sh") if shell is not None else ()
     chrt = shutil.which("chrt")
     if chrt is not None:
-        return (chrt, "--idle", "0")
+        return (*group, chrt, "--idle", "0")
     nice = shutil.which("nice")
-    return (nice, "-n", "19") if nice is not None else ()
+    return (*group, nice, "-n", "19") if nice is not None else group
 
 
 def _wait(

@@ -249,10 +249,13 @@ def test_a_background_command_runs_at_the_lowest_priority_with_all_it_starts(
     ctx: ToolContext,
 ) -> None:
     """A speculation's command takes only CPU nothing else wants: the idle scheduling class
-    (policy 5 in /proc's stat) or, without chrt, niceness 19 — its children too."""
+    (policy 5 in /proc's stat) or, without chrt, niceness 19 — its children too — and its
+    session's autogroup at niceness 19 where the kernel has autogroups."""
     stat = "awk '{print $41, $19}' /proc/self/stat"
-    command = f"{stat}; bash -c {shlex.quote(stat)}"
-    quiet = sh(ctx, command)
-    background = sh(dataclasses.replace(ctx, background=True), command)
-    assert quiet.llm_content.splitlines()[:2] == ["0 0", "0 0"]
-    assert background.llm_content.splitlines()[:2] in (["5 0", "5 0"], ["0 19", "0 19"])
+    command = f"{stat}; bash -c {shlex.quote(stat)}; cat /proc/self/autogroup 2>/dev/null"
+    quiet = sh(ctx, command).llm_content.splitlines()
+    background = sh(dataclasses.replace(ctx, background=True), command).llm_content.splitlines()
+    assert quiet[:2] == ["0 0", "0 0"]
+    assert background[:2] in (["5 0", "5 0"], ["0 19", "0 19"])
+    if os.path.exists("/proc/self/autogroup"):
+        assert quiet[2].endswith(" nice 0") and background[2].endswith(" nice 19")
