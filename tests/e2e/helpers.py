@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from qshell.followup.suggestion import SUGGESTION_MARKER
-from tests.fakes.llm_server import Match, Reply, ScriptedLLMServer, ToolCallSpec, always
+from tests.fakes.llm_server import (
+    Match,
+    Reply,
+    ScriptedLLMServer,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+)
 from tests.fakes.recording import RecordedRequest
 
 
@@ -103,3 +110,23 @@ def read_first(server: ScriptedLLMServer, path: str, then: ToolCallSpec) -> None
 def main_requests(server: ScriptedLLMServer) -> list[RecordedRequest]:
     """The requests of the turns themselves: every one but those asking for a suggestion."""
     return [r for r in server.requests if SUGGESTION_MARKER not in r.last_user_text]
+
+
+def shell_calls(
+    server: ScriptedLLMServer,
+    commands: list[str],
+    *,
+    cwd: Path,
+    prompt: str = "look around",
+    env: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """`qshell -p PROMPT` in `cwd` where the model asks for each of `commands` in one round
+    and then answers: each command's tool result, by command (the run must succeed)."""
+    calls = [ToolCallSpec("shell", {"command": c}, id=f"s{n}") for n, c in enumerate(commands)]
+    server.add_rule(has_tool_result(), Reply.text("looked"))
+    server.add_rule(always(), Reply.tool_calls(calls))
+    run = run_qshell("-p", prompt, cwd=cwd, env={**provider_env(server, "openai"), **(env or {})})
+    assert run.code == 0, run.stderr
+    assert len(server.requests) == 2
+    results = [t.content for t in server.requests[1].last_tool_results]
+    return dict(zip(commands, results, strict=True))

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from qshell.sandbox import probe
-from tests.e2e.helpers import provider_env, run_qshell
-from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.e2e.helpers import run_qshell, shell_calls
 from tests.permissions.test_git_scope import git
 from tests.redaction.fakes import github_token, pem_block
 
@@ -77,15 +76,9 @@ def session(llm_server, root: Path, sandbox: str) -> dict[str, str]:
     with draft.open("a") as out:
         out.write(f"token = {github_token()}\n")
     secret_lines = leaked_lines(root)
-    calls = [ToolCallSpec("shell", {"command": c}, id=f"s{n}") for n, c in enumerate(COMMANDS)]
-    llm_server.add_rule(has_tool_result(), Reply.text("looked"))
-    llm_server.add_rule(always(), Reply.tool_calls(calls))
-    env = {**provider_env(llm_server, "openai"), "QSHELL_SANDBOX__ENABLED": sandbox}
-    run = run_qshell("-p", "look at the backups", cwd=root, env=env)
-    assert run.code == 0, run.stderr
-    assert len(llm_server.requests) == 2
-    results = [t.content for t in llm_server.requests[1].last_tool_results]
-    sent = "\n".join(results)
+    env = {"QSHELL_SANDBOX__ENABLED": sandbox}
+    shown = shell_calls(llm_server, COMMANDS, cwd=root, prompt="look at the backups", env=env)
+    sent = "\n".join(shown.values())
     for line in secret_lines:
         assert line not in sent, f"{line[:6]}… reached the model"
     for request in llm_server.requests:
@@ -93,7 +86,7 @@ def session(llm_server, root: Path, sandbox: str) -> dict[str, str]:
         assert PASSWORD[::-1].encode() not in request.raw
         assert PLAIN_SECRET.encode() not in request.raw
         assert github_token()[::-1].encode() not in request.raw
-    return dict(zip(COMMANDS, results, strict=True))
+    return shown
 
 
 @pytest.mark.skipif(not FOUND.jail, reason=f"no sandbox here: {FOUND.reason}")
@@ -133,17 +126,10 @@ def test_a_key_removed_from_the_history_is_never_sent_reshaped(llm_server, tmp_p
     git(root, "rm", "-q", "backup_key.txt")
     git(root, "commit", "-qm", "oops")
     reshaped = ["git show HEAD~1:backup_key.txt | tail -n +2", "git grep -h A HEAD~1"]
-    commands = [*reshaped, "git log -p"]
-    calls = [ToolCallSpec("shell", {"command": c}, id=f"s{n}") for n, c in enumerate(commands)]
-    llm_server.add_rule(has_tool_result(), Reply.text("looked"))
-    llm_server.add_rule(always(), Reply.tool_calls(calls))
-    run = run_qshell("-p", "look at the history", cwd=root, env=provider_env(llm_server, "openai"))
-    assert run.code == 0, run.stderr
+    shown = shell_calls(llm_server, [*reshaped, "git log -p"], cwd=root, prompt="the history")
     for request in llm_server.requests:
         for line in pem_block().splitlines()[1:-1]:
             assert line.encode() not in request.raw
-    results = [t.content for t in llm_server.requests[1].last_tool_results]
-    shown = dict(zip(commands, results, strict=True))
     for command in reshaped:
         assert "print mode cannot ask for approval" in shown[command], shown[command]
     assert "[redacted: private-key" in shown["git log -p"]

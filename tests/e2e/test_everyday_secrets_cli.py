@@ -14,8 +14,7 @@ import pytest
 
 from bench.everyday_commands import SecretProject, secret_project
 from qshell.sandbox import probe
-from tests.e2e.helpers import provider_env, run_qshell
-from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.e2e.helpers import shell_calls
 
 FOUND = probe(None)
 COMMANDS = ["git status", "git remote -v", "grep -rn KEY .", "cat .git/config"]
@@ -28,18 +27,12 @@ def project(tmp_path: Path) -> SecretProject:
 
 def session(llm_server, project: SecretProject, sandbox: str) -> dict[str, str]:
     """Run the four commands through `qshell -p`; each command's result by command."""
-    calls = [ToolCallSpec("shell", {"command": c}, id=f"s{n}") for n, c in enumerate(COMMANDS)]
-    llm_server.add_rule(has_tool_result(), Reply.text("looked"))
-    llm_server.add_rule(always(), Reply.tool_calls(calls))
-    env = {**provider_env(llm_server, "openai"), "QSHELL_SANDBOX__ENABLED": sandbox}
-    run = run_qshell("-p", "look around the repository", cwd=project.root, env=env)
-    assert run.code == 0, run.stderr
-    assert len(llm_server.requests) == 2
+    env = {"QSHELL_SANDBOX__ENABLED": sandbox}
+    shown = shell_calls(llm_server, COMMANDS, cwd=project.root, env=env)
     for request in llm_server.requests:
         for secret in project.secrets:
             assert secret[4:16].encode() not in request.raw, f"{secret[:4]}… reached the model"
-    results = [t.content for t in llm_server.requests[1].last_tool_results]
-    return dict(zip(COMMANDS, results, strict=True))
+    return shown
 
 
 @pytest.mark.skipif(not FOUND.jail, reason=f"no sandbox here: {FOUND.reason}")

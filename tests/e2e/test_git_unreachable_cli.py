@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.helpers import provider_env, run_qshell
-from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.e2e.helpers import shell_calls
 from tests.permissions.test_git_scope import git
 from tests.permissions.test_git_unreachable import output, reset_key, unstage_env
 from tests.redaction.fakes import pem_block
@@ -32,20 +31,12 @@ def test_history_the_branches_do_not_reach_is_never_sent(llm_server, tmp_path: P
         "git cat-file --batch-all-objects --batch",
         f"git show {blob}",
     ]
-    commands = [*leaking, "git status"]
-    calls = [ToolCallSpec("shell", {"command": c}, id=f"s{n}") for n, c in enumerate(commands)]
-    llm_server.add_rule(has_tool_result(), Reply.text("looked"))
-    llm_server.add_rule(always(), Reply.tool_calls(calls))
-    run = run_qshell("-p", "look at the history", cwd=root, env=provider_env(llm_server, "openai"))
-    assert run.code == 0, run.stderr
-    assert len(llm_server.requests) == 2
+    shown = shell_calls(llm_server, [*leaking, "git status"], cwd=root, prompt="the history")
     key_line = pem_block().splitlines()[1]
     for request in llm_server.requests:
         assert b"hunter2" not in request.raw
         assert key_line.encode() not in request.raw
         assert b"PRIVATE KEY" not in request.raw
-    results = [t.content for t in llm_server.requests[1].last_tool_results]
-    shown = dict(zip(commands, results, strict=True))
     for command in leaking:
         assert "print mode cannot ask for approval" in shown[command], (command, shown[command])
     assert "On branch" in shown["git status"]

@@ -143,13 +143,24 @@ def test_a_write_to_the_home_or_etc_stops_the_speculation_and_changes_nothing_re
     assert not run.spec.runner.overlay_commands  # nothing of it was taken in
 
 
-def test_a_masked_secret_read_by_grep_r_stops_the_speculation_unread(tmp_path):
-    """A speculated command that writes runs unjailed live, so its read of the masked .env
+@pytest.mark.parametrize(
+    ("secret", "held", "command"),
+    [
+        (".env", "TOKEN=SECRET-42\n", "grep -r TOKEN . > found.txt; true"),
+        # a key under a name that tells nothing: a secret for what it holds, a stand-in too,
+        # whatever the command makes of it (`tail -n +2` strips the header the scanner knows)
+        ("backup_key.txt", pem_block() + "\n", "tail -n +2 backup_key.txt | tee found.txt"),
+    ],
+)
+def test_a_masked_secret_read_by_a_speculated_command_stops_it_unread(
+    tmp_path, secret, held, command
+):
+    """A speculated command that writes runs unjailed live, so its read of a masked secret
     (a stand-in in the jail) is a boundary; nothing of the secret reaches the overlay."""
-    setup = project(tmp_path, {".env": "TOKEN=SECRET-42\n", "a.txt": "a\n"})
-    run = speculate(setup, ["grep -r TOKEN . > found.txt; true"])
+    setup = project(tmp_path, {secret: held, "a.txt": "a\n"})
+    run = speculate(setup, [command])
     assert run.spec.status is Status.BOUNDARY
-    assert run.spec.boundary is not None and ".env" in run.spec.boundary.detail
+    assert run.spec.boundary is not None and secret in run.spec.boundary.detail
     assert not run.spec.runner.overlay_commands
     assert not (setup.root / "found.txt").exists()
 
@@ -409,18 +420,6 @@ def test_a_recursive_read_beside_a_masked_secret_runs_as_it_runs_live(tmp_path, 
     shown = outputs(run)[-1]
     assert "a.txt:1:TOKEN here" in shown and ".env: Permission denied" in shown
     assert "SECRET-42" not in shown
-
-
-def test_a_speculated_command_that_reads_a_key_under_another_name_stops_unread(tmp_path):
-    """`backup_key.txt` holds a private key: the jail treats it as the secret it is (a stand-in
-    on the overlay), so a command that writes and reads it is a boundary, whatever it makes
-    of the key (`tail -n +2` strips the header the output scanner knows it by)."""
-    setup = project(tmp_path, {"backup_key.txt": pem_block() + "\n", "a.txt": "a\n"})
-    run = speculate(setup, ["tail -n +2 backup_key.txt | tee copy.txt"])
-    assert run.spec.status is Status.BOUNDARY
-    assert run.spec.boundary is not None and "backup_key.txt" in run.spec.boundary.detail
-    assert not run.spec.runner.overlay_commands
-    assert not (setup.root / "copy.txt").exists()
 
 
 def test_a_proven_read_of_a_key_under_another_name_runs_on_a_copy_without_it(tmp_path):
