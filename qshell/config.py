@@ -149,6 +149,9 @@ class SandboxSettings(_Section):
     # apply the files such a command made under paths the project ignores (`build/`, caches),
     # as a real run leaves them; off, they are dropped and the command's result says so
     apply_ignored: bool = True
+    # the processes one jailed command and all it starts may have at once (root too: a pids
+    # cgroup, sandbox/pids.py; the rlimit elsewhere)
+    max_processes: int = Field(4096, ge=8)
 
 
 class TelemetrySettings(_Section):

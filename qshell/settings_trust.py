@@ -97,6 +97,7 @@ RULES: Mapping[str, Rule] = {
     "sandbox.enabled": Rule(Trust.STRICTER, ("off", "auto", "on")),
     "sandbox.speculate_commands": OFF_ONLY,
     "sandbox.apply_ignored": OFF_ONLY,
+    "sandbox.max_processes": LOWER,
     "telemetry.log_text": USER,
     "plugins.options": USER,  # what the user's plugins are told (paths, globs to protect)
     "local.model_path": USER,  # a GGUF file the embedded model server parses and runs

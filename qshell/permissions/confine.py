@@ -250,6 +250,7 @@ def confinement(
         commands=commands,
         bound=bound,
         pids=open_cap(),
+        limits=ResourceLimits(processes=(settings or SandboxSettings()).max_processes),
     )
     return Confinement(launcher, "", "", found.mode)
 

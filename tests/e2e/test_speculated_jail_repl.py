@@ -5,19 +5,21 @@ prompt's `cat … | tee /dev/stderr`, its names computed at run time, meets the 
 jail binds over them, and that failure makes the call a boundary: on accept it is asked
 live, and no request the server receives holds a planted value. Nor does such a command
 reach a key of the user's session keyring (the jail's seccomp filter refuses the keyring
-calls). Skipped where no overlay sandbox works."""
+calls), nor start more processes than `sandbox.maxProcesses`, as root too (`ulimit -u`
+alone does not bind root). Skipped where no overlay sandbox works."""
 
 from __future__ import annotations
 
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
 from qshell.sandbox import probe
 from tests.e2e.accepting import asked_live, finished, quit_repl, speculating
-from tests.sandbox.test_closed import NUMBERS, READ_KEY, SECRET
+from tests.sandbox.test_closed import FORKS, NUMBERS, READ_KEY, SECRET
 from tests.sandbox.test_masked_names import toolchains
 from tests.secret_files import leaked
 
@@ -76,3 +78,22 @@ def test_a_speculated_command_reaches_no_key_of_the_users_session(
     result = next(c for c in results if "read-it" in c)
     assert "search -1 38" in result, result  # ENOSYS: the jail has no keyring calls
     assert not any(SECRET in r.raw.decode("utf-8", "replace") for r in llm_server.requests)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the rlimit binds every other user")
+def test_a_speculated_command_starts_no_more_processes_than_the_cap_as_root(
+    llm_server, tmp_path: Path
+):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "hello.txt").write_text("hello world\n")
+    # the interpreter itself: a shim that forks (pyenv's) would meet the cap first
+    command = f'ulimit -u 5; {shlex.quote(sys.executable)} -c "{FORKS}"; echo forked-them'
+    env = {"QSHELL_SANDBOX__MAX_PROCESSES": "8"}
+    child, answer, _ = speculating(llm_server, project, command, "forked-them", "--yolo", env=env)
+    finished(llm_server, child, answer)
+    quit_repl(child)
+    results = [str(m["content"]) for r in llm_server.requests for m in r.body["messages"]]
+    result = next(c for c in results if "forked-them" in c)
+    children = int(result.split("children ")[1].split()[0])
+    assert 0 < children < 8, result

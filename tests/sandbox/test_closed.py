@@ -85,18 +85,21 @@ def test_the_session_keyring_is_out_of_reach(project, tmp_path, way):
     assert "search -1 38" in out and SECRET not in out, out  # ENOSYS: no keys in the jail
 
 
+# forks 20 children that each sleep, and says how many it could make
+FORKS = (
+    "import os, time\nn = 0\nfor _ in range(20):\n    try:\n        pid = os.fork()\n"
+    "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n"
+    "        os._exit(0)\n    n += 1\nprint('children', n)"
+)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the rlimit binds every other user")
 @pytest.mark.parametrize("way", WAYS)
 def test_the_process_cap_holds_for_root(project, tmp_path, way):
     launcher = launcher_for(project, dict(os.environ))
     capped = replace(launcher, limits=replace(launcher.limits, processes=8))
-    forks = (
-        "import os, time\nn = 0\nfor _ in range(20):\n    try:\n        pid = os.fork()\n"
-        "    except OSError:\n        break\n    if pid == 0:\n        time.sleep(2)\n"
-        "        os._exit(0)\n    n += 1\nprint('children', n)"
-    )
     out = output(
-        argv_for(capped, way, f'ulimit -u 5; python3 -c "{forks}"', tmp_path / "s"), project
+        argv_for(capped, way, f'ulimit -u 5; python3 -c "{FORKS}"', tmp_path / "s"), project
     )
     children = int(out.split("children ")[1].split()[0])
     assert 0 < children < 8, out
