@@ -29,6 +29,9 @@ from qshell.prompts import load
 CHARS_PER_TOKEN = 4  # rough size estimate: characters per token, for text not yet sent
 MIN_MESSAGES_TO_COMPACT = 4  # messages the history needs before automatic compaction
 MIN_MESSAGES_TO_RETRY = 2  # earlier messages a too-long turn needs to compact and retry
+# a summary written ahead serves while what came after it is under this share of the
+# threshold; past it, a new one is written over the longer history
+REST_AHEAD = 0.25
 SUMMARY_HEADER = "<summary of the earlier conversation>"
 ACKNOWLEDGEMENT = "Understood. I have the summary of our earlier work and will continue from it."
 NEAR_LIMIT_REASON = "the conversation was close to the model's context window"
@@ -87,8 +90,14 @@ def prepare_summary(session: Session) -> bool:
         return False
     if len(session.history) < MIN_MESSAGES_TO_COMPACT:
         return False
-    if not prepares(session.stats.last_prompt_tokens, threshold_tokens(session)):
+    threshold = threshold_tokens(session)
+    if not prepares(session.stats.last_prompt_tokens, threshold):
         return False
+    covered = session.summary_ahead.covered(session.history)
+    if covered is not None:  # the summary under way still serves while the rest is small
+        rest = session.history[covered:]
+        if estimate_tokens(session, rest) - estimate_tokens(session, []) < REST_AHEAD * threshold:
+            return False
     earlier = list(session.history)
     request = session.request().model_copy(update={"messages": _with_summary_request(earlier, "")})
     return session.summary_ahead.after_turn(earlier, session.provider, request)

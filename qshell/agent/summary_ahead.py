@@ -3,7 +3,9 @@
 Compacting when a turn's history nears the context window sends one extra round, about as
 long as a turn, before the user's prompt starts (compaction.py). So once a turn has ended
 with the history past `PREPARE_AT` of the compaction threshold, `SummaryAhead.after_turn`
-starts that same summary round — the session's last request with the summary request
+starts that same summary round (once: later turns keep it while what came after its
+snapshot stays small, compaction.py's `prepare_summary`, and the compacted history keeps
+those turns whole after the summary) — the session's last request with the summary request
 appended, so it extends the cached prefix as a suggestion does — on a thread of its own,
 over a snapshot of the history. The turn that then crosses the threshold `take`s it: when
 the history still begins with the snapshot (and what came since starts with the user's
@@ -35,7 +37,7 @@ WAIT_SLICE_S = 0.1  # how often a turn waiting on the summary looks at its cance
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
+class WrittenAhead:
     """A finished summary round and the messages that came after its snapshot."""
 
     done: StreamDone
@@ -75,7 +77,17 @@ class SummaryAhead:
         thread.start()
         return True
 
-    def take(self, history: Sequence[Message], cancel: CancelToken) -> Prepared | None:
+    def covered(self, history: Sequence[Message]) -> int | None:
+        """How many messages at the start of `history` the summary under way (or done)
+        covers, or None when there is none for it."""
+        with self._lock:
+            job = self._job
+        if job is None or (job.finished.is_set() and job.done is None):
+            return None
+        count = len(job.snapshot)
+        return count if tuple(history[:count]) == job.snapshot else None
+
+    def take(self, history: Sequence[Message], cancel: CancelToken) -> WrittenAhead | None:
         """The finished summary of the start of `history`, waiting for it if it still
         streams; None when there is none that fits (the turn then compacts itself)."""
         with self._lock:
@@ -91,7 +103,7 @@ class SummaryAhead:
             if cancel.cancelled:
                 job.cancel.cancel()
                 raise Cancelled("cancelled while the summary was being written")
-        return None if job.done is None else Prepared(job.done, rest)
+        return None if job.done is None else WrittenAhead(job.done, rest)
 
     def cancel(self) -> None:
         """Stop any summary round under way (the session closes)."""

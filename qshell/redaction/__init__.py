@@ -4,7 +4,7 @@ A leaf package: it knows text and secret formats, nothing of tools, sessions or 
 `scan(text)` finds the secrets (scanner.py: by shape in tokens.py — private keys, cloud,
 forge and service tokens, JWTs, URLs with a password —, by name in assignments.py — values
 of secret-sounding keys, in code, configuration, XML and connection strings —, by place in
-commands.py — `mysql -p…`, `sshpass -p`, `curl -u user:…` —; judgement.py decides what a
+command_lines.py — `mysql -p…`, `sshpass -p`, `curl -u user:…` —; judgement.py decides what a
 match's value is); a session's `Vault` replaces each by a marker such as
 `[redacted: aws-access-key #1]` and keeps the value, so the file tools can put it back in
 place (`Vault.restore`) and never write a marker where the file held the secret.

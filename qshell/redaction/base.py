@@ -7,7 +7,7 @@ in ASCII (`narrowed`: what is beyond it becomes `?`: same length, same offsets, 
 engine's fastest strings) or, when `folded`, that copy lower-cased; judges read values
 from the text itself. `VALUE` is how a value is written after a key or an option (double,
 single or no quotes). Nothing here knows a secret format (tokens.py, assignments.py,
-commands.py do). Pure: safe from any thread.
+command_lines.py do). Pure: safe from any thread.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`scan`: every secret in a text, found by all detectors, none overlapping another.
 
-The detectors (tokens.py by shape, assignments.py by name, then commands.py by place in a
+The detectors (tokens.py by shape, assignments.py by name, then command_lines.py by place in a
 command line) run in that order over the text and its lower-cased copy; where findings
 overlap, the one that starts first wins, then the longer, then the earlier detector (a
 GitHub token assigned to `GITHUB_TOKEN` is a `github-token`, not a `token`). Both search
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from qshell.redaction.assignments import ASSIGNMENT_DETECTORS
 from qshell.redaction.base import Detector, Finding, narrowed
-from qshell.redaction.commands import COMMAND_DETECTORS
+from qshell.redaction.command_lines import COMMAND_DETECTORS
 from qshell.redaction.tokens import TOKEN_DETECTORS
 
 DETECTORS: tuple[Detector, ...] = TOKEN_DETECTORS + ASSIGNMENT_DETECTORS + COMMAND_DETECTORS

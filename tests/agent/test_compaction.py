@@ -311,3 +311,33 @@ def test_nothing_is_written_ahead_below_its_point_or_where_not_asked(tmp_path, t
     )
     assert not prepare_summary(session)
     assert provider.requests == []
+
+
+def test_a_summary_written_ahead_serves_the_turns_after_it(tmp_path):
+    """A turn more, short: the summary under way still serves (no second one is written),
+    and the compacted history keeps that turn whole after it."""
+    steps = [Message.assistant("the summary"), Message.assistant("answer")]
+    session, provider = make_session(
+        tmp_path,
+        steps,
+        context_window=1000,
+        compact_threshold=0.5,
+        last_prompt_tokens=450,
+        summary_ahead=True,
+    )
+    assert prepare_summary(session)
+    wait_for_requests(provider, 1)
+    session.append(Message.user("more"))
+    session.append(Message.assistant("ok"))
+    assert not prepare_summary(session)
+    session.stats.last_prompt_tokens = 600
+    events = drive(session, "next step")
+    assert isinstance(events[0], HistoryCompacted)
+    assert len(provider.requests) == 2
+    assert [m.text for m in provider.requests[1].messages] == [
+        f"{SUMMARY_HEADER}\n\nthe summary",
+        ACKNOWLEDGEMENT,
+        "more",
+        "ok",
+        "next step",
+    ]
