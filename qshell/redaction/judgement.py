@@ -157,6 +157,8 @@ def _code_like(value: str, *, quoted: bool) -> bool:
     value = value.lstrip("\\\"'")  # a quote escaped inside a string: `"\\"$var\\""`
     if not value or value[0] in starts or not CODE_CHARS.isdisjoint(value):
         return True
+    if not quoted and value.endswith(":"):
+        return True  # a block opens: `"pass": lambda: …`, `else:`
     if _DOTTED_NAME.fullmatch(value) or _ENV_NAME.fullmatch(value):
         return True
     if _FILE_NAME.fullmatch(value) or "://" in value or ("@" in value and "/" in value):

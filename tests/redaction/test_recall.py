@@ -17,6 +17,7 @@ from tests.redaction.fakes import HEX, body
 STRONG_KEYS = [
     "password = get_password()",
     '$last_update_token = "\\"$last_update_token\\"";',  # git's fsmonitor hook sample
+    '"python -c pass": lambda: run(),',  # a key `pass`, then code
     'token = "\\"${TOKEN}\\""',
     "password: str",
     "password: SecretStr",
