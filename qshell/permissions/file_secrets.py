@@ -3,8 +3,8 @@
 The output scanner (qshell.redaction) finds a secret in what a command prints only while
 it keeps its shape: `tail -n +2 key.txt`, `rev`, `base64` or `fold -w 5` print a private
 key the scanner cannot tell from other text. So a file that holds a secret — whatever its
-name — is itself a secret: `holds_secret(path)` scans the file's bytes (each read as one
-Latin-1 character, so offsets are byte offsets) and remembers the verdict by the file's
+name — is itself a secret: `holds_secret(path)` scans the file's bytes (as UTF-8, any other byte
+kept as it is, and each finding's offsets taken back to bytes) and remembers the verdict by the file's
 stat signature (device, inode, size, mtime, ctime), so a file is read again only once it
 changed. The jail shows such a file as `Copies.copy_of`'s copy — each secret the
 scanner found replaced by a `#0` marker, which the file tools never write anywhere, every
@@ -65,8 +65,19 @@ def holds_secret(path: Path, info: os.stat_result | None = None) -> bool:
 
 
 def findings(data: bytes) -> list[Finding]:
-    """The secrets in `data`, at byte offsets."""
-    return scan(data.decode("latin-1"))
+    """The secrets in `data`, read as UTF-8 (a byte that is not UTF-8 kept as it is), at byte
+    offsets."""
+    text = data.decode("utf-8", "surrogateescape")
+    found = scan(text)
+    if len(text) == len(data):  # one byte a character: the offsets are the bytes'
+        return found
+    return [
+        Finding(f.kind, _bytes_before(text, f.start), _bytes_before(text, f.end)) for f in found
+    ]
+
+
+def _bytes_before(text: str, at: int) -> int:
+    return len(text[:at].encode("utf-8", "surrogateescape"))
 
 
 def decoded(data: bytes) -> list[str]:

@@ -75,3 +75,14 @@ def test_the_copy_keeps_every_byte_but_the_secrets(tmp_path):
     assert copy is not None and copy.read_bytes() == shown
     (tmp_path / "plain.txt").write_text("nothing\n")
     assert copies.copy_of(tmp_path / "plain.txt") is None
+
+
+def test_a_utf8_file_is_judged_as_text_and_its_copy_keeps_its_bytes():
+    """`mysql -p…` is a placeholder only read as UTF-8 (as Latin-1 the ellipsis is three
+    other characters); a secret after non-ASCII text is replaced at the right bytes."""
+    assert without_secrets("run `mysql -p…` to connect\n".encode()) == (
+        "run `mysql -p…` to connect\n".encode()
+    )
+    token = github_token()
+    data = f"héllo — token = {token}\n".encode()
+    assert without_secrets(data) == "héllo — token = [redacted: github-token #0]\n".encode()
