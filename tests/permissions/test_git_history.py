@@ -25,8 +25,6 @@ WHOLE = [
     "git show HEAD~1:backup_key.txt",
     "git cat-file -p HEAD~1:backup_key.txt",
     "git diff HEAD~2 HEAD~1",
-    "git log -p --word-diff",
-    "git log -p --color-words",
 ]
 RESHAPED = [
     "git show HEAD~1:backup_key.txt | tail -n +2",
@@ -36,6 +34,8 @@ RESHAPED = [
     "git log -L2,3:backup_key.txt HEAD~1",
     "git diff -U0 HEAD~2 HEAD~1",
     "git show HEAD~1 | grep -v BEGIN",
+    "git log -p --word-diff=porcelain",
+    "git log -p --color-words",
 ]
 NO_FILES = ["git log --oneline | head", "git status | cat", "git log --stat | rev"]
 

@@ -341,12 +341,15 @@ GIT_PATCH_LONGS = word_set(
     "unified function-context"
 )
 GIT_PATCH_SHORT = frozenset("pucUL")
-GIT_LINE_PICKERS = re.compile(r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff-regex\b|-binary\b)")
+GIT_LINE_PICKERS = re.compile(
+    r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff|-color-words|-binary\b)"
+)  # lines, or words of them (`--word-diff=porcelain` prints a changed password alone)
 
 
 def _git_history(sub: str, rest: Sequence[Word]) -> str:
     """What of the history `git SUB REST` prints (`Judged.history`): "lines" for `grep`,
-    `blame` and any option that picks lines (`-L`, `-U0`) or encodes them (`--binary`),
+    `blame` and any option that picks lines or words (`-L`, `-U0`, `--word-diff`) or
+    encodes them (`--binary`),
     "whole" for patches and blobs (`show`, `diff`, `log -p`), "messages" for commit and
     tag messages (`log --oneline`, `branch -v`), "" for none (`status`, `ls-files`)."""
     options = [w.text for w in rest if w.literal and w.text.startswith("-")]
