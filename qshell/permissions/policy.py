@@ -78,9 +78,6 @@ def _by_kind(mode: ApprovalMode, kind: Kind) -> Decision:
     return Decision(Verdict.ASK, f"tools of kind '{kind}' need approval")
 
 
-PASSES_ON = frozenset({"head"})  # commands that keep what git printed in its shape
-
-
 def shell_concern(command: str, ctx: ToolContext) -> str | None:
     """None when `command` is proven read-only (qshell.shellproof) and every file it reads,
     as bash will expand and walk it, is inside the project root and no secret (the main
@@ -118,13 +115,12 @@ def _is_git(label: str) -> bool:
 
 def _reshaped(proof: shellproof.Proof) -> str:
     """What of git's history may reach the output in a shape the output scanner cannot
-    judge: "files" for lines picked out of its files, or their patches passed on to a
-    command that may change them; "messages" for commit and tag messages passed on so;
-    "" for nothing (`head` only keeps the start of what git printed, in its shape)."""
+    judge: "files" for lines picked out of its files, or their patches passed on to any
+    other command (even `head -c 49` cuts a token short of its shape); "messages" for
+    commit and tag messages passed on so; "" for nothing."""
     if proof.history == "lines":
         return "files"
-    others = [c for c in proof.commands if not _is_git(c)]
-    if not any(c not in PASSES_ON for c in others):
+    if all(_is_git(c) for c in proof.commands):
         return ""
     return {"whole": "files", "messages": "messages"}.get(proof.history, "")
 

@@ -12,6 +12,8 @@ It finds, it never replaces (vault.py does). Pure: safe from any thread.
 
 from __future__ import annotations
 
+import re
+
 from qshell.redaction.assignments import ASSIGNMENT_DETECTORS
 from qshell.redaction.base import Detector, Finding, narrowed
 from qshell.redaction.command_lines import COMMAND_DETECTORS
@@ -20,8 +22,34 @@ from qshell.redaction.tokens import TOKEN_DETECTORS
 DETECTORS: tuple[Detector, ...] = TOKEN_DETECTORS + ASSIGNMENT_DETECTORS + COMMAND_DETECTORS
 
 
+# what a terminal does not print as text: colour and other escape sequences, and NUL (UTF-16
+# shown byte by byte puts one between every two characters: `git show HEAD:key16.txt`)
+_UNSEEN = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b.|\x00"
+)
+
+
 def scan(text: str) -> list[Finding]:
-    """Every secret in `text`, in order, none overlapping another."""
+    """Every secret in `text`, in order, none overlapping another — read as a terminal
+    shows it: where escape sequences or NULs split a secret (`grep --color=always`,
+    `git log -p --color`, UTF-16), it is found in the text without them and its span
+    covers them too."""
+    if "\x1b" not in text and "\x00" not in text:
+        return _scan(text)
+    kept: list[int] = []  # the offset in `text` of each character of the view
+    last = 0
+    for match in _UNSEEN.finditer(text):
+        kept += range(last, match.start())
+        last = match.end()
+    kept += range(last, len(text))
+    view = "".join(text[i] for i in kept)
+    return [
+        Finding(f.kind, kept[f.start], kept[f.end - 1] + 1) for f in _scan(view) if f.end > f.start
+    ]
+
+
+def _scan(text: str) -> list[Finding]:
+    """`scan` of text with nothing unseen in it."""
     narrow = narrowed(text)
     lowered = narrow.lower()
     found = [

@@ -89,7 +89,8 @@ def token_in_message(clean: Path) -> Path:  # noqa: F811 (the fixture it extends
         ("git log --format=%B | rev", True),
         ("git branch -v | rev", True),
         ("git log --oneline", False),
-        ("git log --oneline | head -3", False),
+        ("git log --oneline | head -c 49", True),  # a token cut short of its shape
+        ("git log --oneline -Gdeploy", True),  # which commits match: an oracle for a guess
         ("git status | rev", False),
     ],
 )

@@ -131,3 +131,16 @@ def test_non_latin_text_keeps_every_offset():
     token = github_token()
     text, _ = redact(f"Пароль → token: {token} ✓ 密码")
     assert text == f"Пароль → token: {marker('github-token', 1)} ✓ 密码"
+
+
+def test_a_secret_split_by_colour_codes_or_nuls_is_found_as_a_terminal_shows_it():
+    """`grep --color=always`, `git log -p --color` and UTF-16 shown byte by byte put
+    escape sequences or NULs inside a secret; the span covers them too."""
+    token = github_token()
+    coloured = f"\x1b[32m+password: correcthorse\x1b[m\ngrep: \x1b[01;31m{token}\x1b[m\n"
+    done, found = redact(coloured)
+    assert [f.kind for f in found] == ["password", "github-token"]
+    assert "correcthorse" not in done and token not in done
+    wide = "\x00".join("password: correcthorse") + "\x00"
+    done, found = redact(wide)
+    assert [f.kind for f in found] == ["password"] and "c\x00o\x00r" not in done

@@ -342,14 +342,17 @@ GIT_PATCH_LONGS = word_set(
 )
 GIT_PATCH_SHORT = frozenset("pucUL")
 GIT_LINE_PICKERS = re.compile(
-    r"-(?:[A-Za-z]*[LU]|-unified\b|-word-diff|-color-words|-binary\b)"
-)  # lines, or words of them (`--word-diff=porcelain` prints a changed password alone)
+    r"-(?:[A-Za-z]*[LUGSI]|-unified\b|-word-diff|-color-words|-binary\b"
+    r"|-pickaxe|-find-object|-ignore-matching-lines|-(?:format|pretty)=.*%[<>])"
+)  # lines, words of them (`--word-diff=porcelain` prints a changed password alone), what
+# matches a guess (`-G'password: c'`: an oracle), or messages cut to a width (`%<(8,trunc)`)
 
 
 def _git_history(sub: str, rest: Sequence[Word]) -> str:
     """What of the history `git SUB REST` prints (`Judged.history`): "lines" for `grep`,
-    `blame` and any option that picks lines or words (`-L`, `-U0`, `--word-diff`) or
-    encodes them (`--binary`),
+    `blame` and any option that picks lines or words (`-L`, `-U0`, `--word-diff`), searches
+    them (`-G`, `-S`: each answer tells whether a guess is in them), cuts messages to a
+    width (`--format=%<(8,trunc)%s`) or encodes them (`--binary`),
     "whole" for patches and blobs (`show`, `diff`, `log -p`), "messages" for commit and
     tag messages (`log --oneline`, `branch -v`), "" for none (`status`, `ls-files`)."""
     options = [w.text for w in rest if w.literal and w.text.startswith("-")]
