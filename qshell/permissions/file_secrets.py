@@ -133,7 +133,8 @@ def _read(path: Path, limit: int = MAX_SCANNED_BYTES) -> bytes | None:
 class Copies:
     """Copies of files with what they must not show taken out, one per content, kept in a
     private directory for as long as this object lives (a session's JailLauncher holds
-    them). `shown` makes a copy's bytes; `limit` bounds the files copied."""
+    them). `shown` makes a copy's bytes; `limit` bounds the files copied. A file is read
+    again only once its stat signature changed (every jailed command asks for its copy)."""
 
     limit = MAX_SCANNED_BYTES
     prefix = "qshell-redacted-"
@@ -141,11 +142,26 @@ class Copies:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._made: dict[str, Path | None] = {}
+        self._of_file: dict[Path, tuple[Signature, Path | None]] = {}
         self._directory: Path | None = None
 
     def copy_of(self, path: Path) -> Path | None:
         """The copy of the file at `path` as it is now, or None when there is none to give
         (unreadable, too large, nothing to take out, or `shown` could not make it)."""
+        try:
+            mark = signature(path.lstat())
+        except OSError:
+            return None
+        with self._lock:
+            known = self._of_file.get(path)
+        if known is not None and known[0] == mark:
+            return known[1]
+        copy = self._copy_of(path)
+        with self._lock:
+            self._of_file[path] = (mark, copy)
+        return copy
+
+    def _copy_of(self, path: Path) -> Path | None:
         data = _read(path, self.limit)
         if data is None or len(data) > self.limit:
             return None
