@@ -132,15 +132,23 @@ def git_concern(
     secret = _first_secret(tracked.split("\0"), root, paths)
     if secret:
         return f"the tracked file {secret} looks like a secret, and git may print it"
-    if subcommands - NAMES_ONLY:
-        concern = _history_concern(root, paths, environ) or _objects_concern(root, environ, objects)
+    history = bool(subcommands - NAMES_ONLY)
+    if not history and not reshaped:
+        return None
+    # what the refs and the object store hold, asked of git once for every check below
+    refs = _refs_state(root, environ)
+    objects = list(objects)
+    store = _objects_state(root, environ) if objects or reshaped else ""
+    if history:
+        concern = _history_concern(root, paths, environ, refs) or _objects_concern(
+            root, environ, objects, refs, store
+        )
         if concern:
             return concern
     if not reshaped:
         return None
-    state = (_refs_state(root, environ) or "") + (_objects_state(root, environ) or "")
     kinds = MESSAGES if reshaped == "messages" else FILES_AND_MESSAGES
-    cache_key = ("content", str(root), state, reshaped)
+    cache_key = ("content", str(root), (refs or "") + (store or ""), reshaped)
     return _cached(cache_key, partial(secret_object, root, environ, kinds))
 
 
@@ -193,10 +201,12 @@ def _cached(key: tuple[str, ...], compute: Callable[[], str | None]) -> str | No
     return concern
 
 
-def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]) -> str | None:
+def _history_concern(
+    root: Path, paths: PathResolver, environ: Mapping[str, str], state: str | None
+) -> str | None:
     """Why the history could show a secret: a secret-looking file was committed in what a
-    branch, a tag, the stash or the reflog reaches (a commit reset away stays in the reflog)."""
-    state = _refs_state(root, environ)
+    branch, a tag, the stash or the reflog reaches (a commit reset away stays in the reflog).
+    `state` is `_refs_state`'s."""
     if state is None:
         return "git's history could not be checked for secrets"
 
@@ -211,16 +221,20 @@ def _history_concern(root: Path, paths: PathResolver, environ: Mapping[str, str]
     return _cached(("history", str(root), state), scan)
 
 
-def _objects_concern(root: Path, environ: Mapping[str, str], objects: Iterable[str]) -> str | None:
+def _objects_concern(
+    root: Path,
+    environ: Mapping[str, str],
+    objects: list[str],
+    state: str | None,
+    store: str | None,
+) -> str | None:
     """Why an object a command names (a raw id, or `*`: named at run time or all of them)
     could be one no branch, tag, stash, reflog or the index reaches — a file staged then
     unstaged, a commit whose reflog entry expired — which has no file name to judge, so
-    its content is unchecked. Cached per state of the refs, the index and the object store."""
-    objects = list(objects)
+    its content is unchecked. Cached per state of the refs (`state`), the index and the
+    object store (`store`)."""
     if not objects:
         return None
-    state = _refs_state(root, environ)
-    store = _objects_state(root, environ)
     if state is None or store is None:
         return "git's objects could not be checked for ones no branch or reflog reaches"
     index = _index_stamp(root, environ)
