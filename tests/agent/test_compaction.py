@@ -250,22 +250,29 @@ def wait_for_requests(provider: ScriptedProvider, count: int) -> None:
     assert len(provider.requests) >= count
 
 
+def written_ahead(tmp_path: Path, steps, *, tokens: int, window: int = 100):
+    """A session at `tokens` of a `window`-token context (threshold 0.5) whose last turn has
+    just started its summary ahead, that summary request already at the provider."""
+    session, provider = make_session(
+        tmp_path,
+        steps,
+        context_window=window,
+        compact_threshold=0.5,
+        last_prompt_tokens=tokens,
+        summary_ahead=True,
+    )
+    assert prepare_summary(session)
+    wait_for_requests(provider, 1)
+    return session, provider
+
+
 def test_the_summary_written_ahead_is_what_the_turn_that_compacts_takes(tmp_path):
     """After a turn at 45 of a 50-token threshold (past 0.8 of it) the summary round goes
     out in the background; the next turn, past the threshold, takes it: no round of its
     own before the prompt, the same history after."""
     steps = [Message.assistant("the summary"), Message.assistant("answer")]
-    session, provider = make_session(
-        tmp_path,
-        steps,
-        context_window=100,
-        compact_threshold=0.5,
-        last_prompt_tokens=45,
-        summary_ahead=True,
-    )
-    assert prepare_summary(session)
+    session, provider = written_ahead(tmp_path, steps, tokens=45)
     assert not prepare_summary(session)  # one for this history already
-    wait_for_requests(provider, 1)
     assert provider.requests[0].messages[:4] == EARLIER
     assert SUMMARY_REQUEST in provider.requests[0].messages[-1].text
     session.stats.last_prompt_tokens = 60
@@ -282,16 +289,7 @@ def test_the_summary_written_ahead_is_what_the_turn_that_compacts_takes(tmp_path
 def test_a_summary_of_a_history_that_changed_since_is_dropped(tmp_path):
     steps = [Message.assistant("old summary"), Message.assistant("new summary")]
     steps.append(Message.assistant("answer"))
-    session, provider = make_session(
-        tmp_path,
-        steps,
-        context_window=100,
-        compact_threshold=0.5,
-        last_prompt_tokens=60,
-        summary_ahead=True,
-    )
-    assert prepare_summary(session)
-    wait_for_requests(provider, 1)
+    session, provider = written_ahead(tmp_path, steps, tokens=60)
     session.history[0] = Message.user("add two flags")  # /undo, a resumed edit: not the same
     events = drive(session, "next step")
     assert isinstance(events[0], HistoryCompacted)
@@ -317,16 +315,7 @@ def test_a_summary_written_ahead_serves_the_turns_after_it(tmp_path):
     """A turn more, short: the summary under way still serves (no second one is written),
     and the compacted history keeps that turn whole after it."""
     steps = [Message.assistant("the summary"), Message.assistant("answer")]
-    session, provider = make_session(
-        tmp_path,
-        steps,
-        context_window=1000,
-        compact_threshold=0.5,
-        last_prompt_tokens=450,
-        summary_ahead=True,
-    )
-    assert prepare_summary(session)
-    wait_for_requests(provider, 1)
+    session, provider = written_ahead(tmp_path, steps, tokens=450, window=1000)
     session.append(Message.user("more"))
     session.append(Message.assistant("ok"))
     assert not prepare_summary(session)

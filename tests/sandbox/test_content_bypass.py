@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from qshell.permissions.audit import audit_shell
+from qshell.permissions.plugin_gate import prove
+from qshell.permissions.policy import proven_context
 from tests.permissions.test_git_scope import git
 from tests.redaction.fakes import github_token, pem_block
 from tests.sandbox.test_jail import FOUND, jailed, run
@@ -92,15 +94,27 @@ CASES: dict[str, Callable[[Path], tuple[str, str]]] = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_secret_the_content_judge_misses_is_not_sent_reshaped(tmp_path: Path, case: str):
+def repository(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     root.mkdir()
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    command, secret = CASES[case](root)
+    return root
+
+
+def sent_unasked(root: Path, command: str) -> str:
+    """What `command` sends the model in the session's jail when its audit lets it run
+    without asking, run as the runner runs it and redacted as every result is; "" when it
+    asks (nothing reaches the model unasked)."""
     ctx = jailed(root)
     if not audit_shell(command, ctx).auto_run:
-        return  # it asks: nothing reaches the model unasked
-    sent = ctx.secrets.redact(run(ctx, command)).text
+        return ""
+    return ctx.secrets.redact(run(proven_context(ctx, prove(command, ctx)), command)).text
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_secret_the_content_judge_misses_is_not_sent_reshaped(tmp_path: Path, case: str):
+    root = repository(tmp_path)
+    command, secret = CASES[case](root)
+    sent = sent_unasked(root, command)
     leaked = sorted(piece for piece in reshaped(secret) if piece in sent)
     assert not leaked, f"{command!r} ran without asking and sent {leaked[0][:12]}…"

@@ -14,7 +14,6 @@ sandbox.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from qshell.permissions.plugin_gate import prove
 from qshell.permissions.policy import proven_context
 from tests.permissions.test_git_scope import git
 from tests.redaction.fakes import github_token
+from tests.sandbox.test_content_bypass import repository, sent_unasked
 from tests.sandbox.test_jail import FOUND, jailed, run
 
 pytestmark = pytest.mark.skipif(not FOUND.jail, reason=f"no sandbox here: {FOUND.reason}")
@@ -83,14 +83,9 @@ CASES: dict[str, Callable[[Path], tuple[str, list[str]]]] = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_git_output_reshaped_by_git_sends_no_secret(tmp_path: Path, case: str):
-    root = tmp_path / "proj"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    root = repository(tmp_path)
     command, pieces = CASES[case](root)
-    ctx = jailed(root)
-    if not audit_shell(command, ctx).auto_run:
-        return  # it asks: nothing reaches the model unasked
-    sent = ctx.secrets.redact(run(proven_context(ctx, prove(command, ctx)), command)).text
+    sent = sent_unasked(root, command)
     leaked = [piece for piece in pieces if piece in sent]
     assert not leaked, f"{command!r} ran without asking and sent {leaked[0][:8]!r}…"
 
@@ -98,9 +93,7 @@ def test_git_output_reshaped_by_git_sends_no_secret(tmp_path: Path, case: str):
 def test_a_pickaxe_is_no_oracle_on_a_work_tree_secret(tmp_path: Path):
     """`-G` prints a diff or nothing as the regex matches the file's real bytes: one
     character of the password per few guesses, every guess run without asking."""
-    root = tmp_path / "proj"
-    root.mkdir()
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    root = repository(tmp_path)
     committed(root, {"README.md": b"hello\n", "config.yml": CONFIG.encode()})
     ctx = jailed(root)
     answers = set()
