@@ -266,6 +266,20 @@ def written_ahead(tmp_path: Path, steps, *, tokens: int, window: int = 100):
     return session, provider
 
 
+def takes_the_summary(session, provider, kept: list[str]) -> None:
+    """The next turn compacts with the summary written ahead, sending no round of its own
+    first: its request is the summary, the acknowledgement, the `kept` messages and itself."""
+    events = drive(session, "next step")
+    assert isinstance(events[0], HistoryCompacted)
+    assert len(provider.requests) == 2
+    assert [m.text for m in provider.requests[1].messages] == [
+        f"{SUMMARY_HEADER}\n\nthe summary",
+        ACKNOWLEDGEMENT,
+        *kept,
+        "next step",
+    ]
+
+
 def test_the_summary_written_ahead_is_what_the_turn_that_compacts_takes(tmp_path):
     """After a turn at 45 of a 50-token threshold (past 0.8 of it) the summary round goes
     out in the background; the next turn, past the threshold, takes it: no round of its
@@ -276,14 +290,7 @@ def test_the_summary_written_ahead_is_what_the_turn_that_compacts_takes(tmp_path
     assert provider.requests[0].messages[:4] == EARLIER
     assert SUMMARY_REQUEST in provider.requests[0].messages[-1].text
     session.stats.last_prompt_tokens = 60
-    events = drive(session, "next step")
-    assert isinstance(events[0], HistoryCompacted)
-    assert len(provider.requests) == 2
-    assert [m.text for m in provider.requests[1].messages] == [
-        f"{SUMMARY_HEADER}\n\nthe summary",
-        ACKNOWLEDGEMENT,
-        "next step",
-    ]
+    takes_the_summary(session, provider, [])
 
 
 def test_a_summary_of_a_history_that_changed_since_is_dropped(tmp_path):
@@ -320,13 +327,4 @@ def test_a_summary_written_ahead_serves_the_turns_after_it(tmp_path):
     session.append(Message.assistant("ok"))
     assert not prepare_summary(session)
     session.stats.last_prompt_tokens = 600
-    events = drive(session, "next step")
-    assert isinstance(events[0], HistoryCompacted)
-    assert len(provider.requests) == 2
-    assert [m.text for m in provider.requests[1].messages] == [
-        f"{SUMMARY_HEADER}\n\nthe summary",
-        ACKNOWLEDGEMENT,
-        "more",
-        "ok",
-        "next step",
-    ]
+    takes_the_summary(session, provider, ["more", "ok"])
