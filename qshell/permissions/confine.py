@@ -91,11 +91,12 @@ class JailLauncher:
         standins = frozenset() if mount is None else mount.standins
         masked: list[Path] = []
         replaced: list[tuple[Path, Path]] = []
-        shown = frozenset() if self.copies else self.index.by_content()
+        by_content = self.index.by_content()  # looked up once: each look stats the tree
+        shown = frozenset() if self.copies else by_content
         for path in self._masked():
             if path in standins or path in shown:
                 continue  # a stand-in in the command's own layer (standins.py), or as it is
-            copy = self._copy(path)
+            copy = self._copy(path, by_content)
             if copy is None:
                 masked.append(path)
             else:
@@ -151,15 +152,16 @@ class JailLauncher:
             masked = self._masked()
         except SandboxUnavailable:
             return False
-        return path in masked and self._copy(path) is not None
+        return path in masked and self._copy(path, self.index.by_content()) is not None
 
-    def _copy(self, path: Path) -> Path | None:
+    def _copy(self, path: Path, by_content: frozenset[Path]) -> Path | None:
         """The copy this jail shows in place of the secret at `path`, if it shows one: a
-        git configuration without its credentials, a project file that holds a secret with
-        each one a marker (permissions/file_secrets.py); None: it is masked."""
+        git configuration without its credentials, a project file that holds a secret
+        (one of `by_content`, the index's) with each one a marker
+        (permissions/file_secrets.py); None: it is masked."""
         if _content_decides(path):
             return self.configs.copy_of(path)
-        if path in self.index.by_content():
+        if path in by_content:
             return self.contents.copy_of(path)
         return None
 
