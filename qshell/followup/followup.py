@@ -13,9 +13,12 @@ suppressed (reason `consequential`) unless the user's own prompts in this sessio
 that kind; shown, it carries `marker` and its speculation runs reads only. A suggestion
 offers up to `suggestions.alternatives` candidates (each under the same rules, each with
 its own confidence); `cycle` shows another, and the speculation follows the one shown. A shown
-suggestion is speculated only when its confidence passes the ConfidenceGate
-(followup/gating.py: `speculation.gating`, `speculation.minConfidence`: the model's
-confidence, corrected by what this user did with suggestions of about that confidence); each suggestion's decision is one `speculation_gate` event.
+suggestion is speculated only as far as the ConfidenceGate says (followup/gating.py:
+`speculation.gating`, `minConfidence`, `fullConfidence`, `staged`: the model's confidence,
+corrected by what this user did with suggestions of about that confidence and of that
+kind): whole, staged — held after its first tool batch until the user shows intent, which
+`fill` (Tab) and typing its start are — or not at all; each suggestion's decision is one
+`speculation_gate` event.
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
@@ -43,6 +46,7 @@ from qshell.followup.controller import Scheduler, SuggestionController, Threadin
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.gating import ConfidenceGate, GatingResult
 from qshell.followup.guards import background_enabled
+from qshell.followup.kinds import kind_of
 from qshell.followup.speculator import Speculator
 from qshell.followup.suggestion import (
     GuardInputs,
@@ -95,6 +99,8 @@ class Followup:
             telemetry,
             base=settings.speculation.min_confidence,
             enabled=settings.speculation.gating,
+            full=settings.speculation.full_confidence,
+            staged=settings.speculation.staged,
         )
         self._confidence: dict[str, float | None] = {}  # generated text → its confidence
         self._decided: dict[tuple[int, str], GatingResult] = {}  # one decision a suggestion
@@ -127,12 +133,15 @@ class Followup:
     def _ready(self, text: str, cycle: int) -> None:
         """A suggestion is ready to show: speculate it while it stays the live one, if
         the confidence gate lets it."""
-        if not self._gate(text, cycle).speculate:
+        decision = self._gate(text, cycle)
+        if not decision.speculate:
             return
         self.speculator.start(
             text,
             still_wanted=lambda: self.controller.is_current(cycle, text),
             reads_only=bool(self.consequences.kinds(text)),
+            stage=decision.stage,
+            kind=decision.kind,
         )
 
     def _gate(self, text: str, cycle: int) -> GatingResult:
@@ -141,11 +150,14 @@ class Followup:
         decision = self._decided.get(key)
         if decision is None:
             confidence = self._confidence.get(text)
-            decision = self._decided[key] = self.gate.decide(confidence)
+            decision = self._decided[key] = self.gate.decide(confidence, kind_of(text))
             self._telemetry.record(
                 "speculation_gate",
                 outcome="gated" if not decision.speculate else "speculated",
-                reason=None,
+                reason=decision.reason,
+                stage=str(decision.stage),
+                kind=decision.kind,
+                slow=decision.slow,
                 confidence=confidence,
                 gated=not decision.speculate,
                 threshold=decision.threshold,
@@ -244,7 +256,12 @@ class Followup:
         self.controller.user_typed(buffer_text)
 
     def fill(self, method: str, index: int | None = None) -> str | None:
-        return self.controller.fill(method, index)
+        """Put the suggestion in the input line (Tab, Right…): intent, so a staged
+        speculation of it goes on."""
+        text = self.controller.fill(method, index)
+        if text is not None:
+            self.speculator.intent(method)
+        return text
 
     def cycle(self, step: int) -> str | None:
         """Show the next (1) or previous (-1) candidate; its speculation follows it once

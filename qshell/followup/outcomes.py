@@ -2,8 +2,8 @@
 
 One `suggestion` event per outcome (shown, cycled, filled, accepted, ignored, suppressed),
 with why, how, how long after it showed, the seed's length similarity, the suggestion's
-length, which candidate it was (`index`, 0 for the first), how many there were and the
-model's confidence in it (followup/gating.py learns from it); the
+length and kind (followup/kinds.py), which candidate it was (`index`, 0 for the first), how
+many there were and the model's confidence in it (followup/gating.py learns from both); the
 suggestion's and the prompt's text only with `telemetry.logText`. Pure functions: the
 controller records what they build.
 """
@@ -14,6 +14,8 @@ import enum
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from qshell.followup.kinds import kind_of
 
 
 class SuggestionOutcome(enum.StrEnum):
@@ -47,6 +49,7 @@ def outcome_fields(
         "time_ms": time_ms,
         "similarity": similarity,
         "suggestion_length": len(suggestion) if suggestion is not None else None,
+        "kind": kind_of(suggestion) if suggestion is not None else None,
         "index": index,
         "candidates": candidates,
         "confidence": confidence,

@@ -18,7 +18,12 @@ still streams, or while it runs a tool batch, the run stops once that round or b
 before it starts anything new (`finish_step`: a command is not cut and run again);
 `stop_for_accept()` stops it at once and waits for it (the done-event). Each event is
 stamped with when it arrived, so accept counts as saved only the work it keeps
-(`work_until`).
+(`work_until`). A staged run (`dwell_s` given: followup/gating.py's Stage.STAGED) holds
+once its first tool batch has ended, before the next model round — the answer's, its first
+expensive point — and goes on when the user shows intent (`resume`), when it has been on
+screen for `dwell_s`, or ends there when stopped; accepted while held it stops at once and
+the real turn goes on live from that batch (`finish_step` says OVER), so a wrong guess
+costs one round and a right one the rounds after it.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS
 from qshell.errors import Cancelled
 from qshell.followup.gate import Boundary, SpeculativeRunner
-from qshell.followup.states import RunStep, SpeculationLimits, Status
+from qshell.followup.kinds import OTHER
+from qshell.followup.states import RunStep, SpeculationLimits, Stage, Status
 from qshell.llm.messages import ToolCall
 from qshell.overlay import Overlay
 from qshell.tools.base import ErrorType
@@ -65,8 +71,14 @@ class Speculation:
         limits: SpeculationLimits | None = None,
         clock: Callable[[], float] = time.monotonic,
         reads_only: bool = False,
+        dwell_s: float | None = None,
+        kind: str = OTHER,
     ) -> None:
+        """`dwell_s`: staged — hold after the first batch until intent or this many
+        seconds after the start; None runs the whole turn. `kind` is the suggestion's
+        (followup/kinds.py), for the record."""
         self.prompt = prompt
+        self.kind = kind
         self.overlay = overlay
         self.limits = limits = limits or SpeculationLimits.of(DEFAULTS.speculation)
         self.clock = clock
@@ -89,6 +101,13 @@ class Speculation:
         self._batch: list[ToolCall] = []  # the calls of the last round (under _lock)
         self._finish: RunStep = RunStep.OVER  # accepted mid-step: stop once it ends (under _lock)
         self.accepted_at: float | None = None
+        self.dwell_s = dwell_s
+        self._go = threading.Event()  # a held run goes on (intent, dwell, or a stop)
+        self._holding = False  # waiting at the stage point (under _lock)
+        self.resumed_by: str | None = None  # what let a staged run go on past its hold
+        self.held_s = 0.0  # how long it waited there
+        self._batch_started: float | None = None
+        self.first_step_s: float | None = None  # how long its first tool batch took
         self._started = False  # run() has begun (set under _lock)
         self._ended = False  # the run is over, or will never start (under _lock, before `done`)
         self._released = False  # the overlay goes once the run is over
@@ -115,9 +134,12 @@ class Speculation:
                     self.events.append(event)
                     self.times.append(self.clock())
                     round_over = self._track(event)
+                    hold = self._at_stage_point(event)
                     self._arrived.notify_all()
                 if round_over:  # the accepted turn took this round over; start nothing new
                     self._stop(Status.LIMIT)
+                if hold:
+                    self._hold()
                 if isinstance(event, RoundFinished):
                     output_tokens += event.usage.completion_tokens
                     too_many = len(self.fork.history) - self.base_length > self.limits.max_messages
@@ -152,15 +174,59 @@ class Speculation:
             calls = last.tool_calls if last is not None and last.role == "assistant" else []
             self._tools_left = len(calls)
             self._batch = list(calls)
+            if calls and self._batch_started is None:
+                self._batch_started = self.clock()
             return self._finish is RunStep.ROUND
         if isinstance(event, ToolFinished) and self._tools_left:
             self._tools_left -= 1
             return self._finish is RunStep.BATCH and not self._tools_left
         return False
 
+    def _at_stage_point(self, event: Event) -> bool:
+        """Under the lock, after `_track`: whether a staged run's first batch just ended
+        (the run then holds before its next round); notes how long that batch took."""
+        if not isinstance(event, ToolFinished) or self._tools_left or self.first_step_s is not None:
+            return False
+        self.first_step_s = self.clock() - (self._batch_started or self.started_at)
+        if self.dwell_s is None or self._go.is_set():
+            return False
+        self._holding = True
+        return True
+
+    def _hold(self) -> None:
+        """Staged: wait at the stage point for intent, the dwell time or a stop."""
+        held_at = self.clock()
+        dwelt = not self._go.wait(max(0.0, self.started_at + (self.dwell_s or 0.0) - held_at))
+        with self._lock:
+            self._holding = False
+            self.held_s = self.clock() - held_at
+            if dwelt:
+                self.resumed_by = "dwell"
+
+    def resume(self, why: str) -> None:
+        """The user showed intent (`why`: "tab", "typed"…): a staged run goes on past its
+        hold, or never holds. Never waits."""
+        with self._lock:
+            if self._go.is_set():
+                return
+            if self.dwell_s is not None and self.resumed_by is None and not self._ended:
+                self.resumed_by = why
+            self._go.set()
+
+    @property
+    def stage(self) -> Stage:
+        return Stage.FULL if self.dwell_s is None else Stage.STAGED
+
+    @property
+    def holding(self) -> bool:
+        """Held at its stage point, waiting for intent."""
+        with self._lock:
+            return self._holding
+
     def _stop(self, reason: Status) -> None:
         self._stop_reason = reason
         self._cancel.cancel()
+        self._go.set()  # a held run wakes to end
 
     def _end(self, status: Status) -> None:
         """The run is over: record how, drop the overlay if it was released, run what
@@ -214,13 +280,18 @@ class Speculation:
     def finish_step(self) -> RunStep:
         """Accepted while running: let the model round in flight, or the tool batch it runs,
         run to its end and stop the run then, before anything new starts. Says which it
-        is; OVER, and nothing changes, when the run has ended or not started."""
+        is; OVER when the run has ended or not started (nothing changes), or is held at
+        its stage point (it stops there now)."""
         with self._lock:
             self.accepted_at = self.clock()
             if not self._started or self._ended:
                 return RunStep.OVER
-            self._finish = RunStep.BATCH if self._tools_left else RunStep.ROUND
-            return self._finish
+            held = self._holding
+            if not held:
+                self._finish = RunStep.BATCH if self._tools_left else RunStep.ROUND
+                return self._finish
+        self._stop(Status.LIMIT)  # held between steps: the real turn goes on from here
+        return RunStep.OVER
 
     def running_calls(self) -> list[ToolCall]:
         """The calls of the batch it runs (the last round's, when it is in one)."""

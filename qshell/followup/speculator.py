@@ -13,7 +13,9 @@ the same context — joins it or takes its result; it is not requested when `may
 says the guards would suppress it after the turn, and aborting the speculation (or an accept
 that does not adopt it) ends it. Each outcome is one local `speculation` telemetry event (an
 abort's once the run it cancelled has ended). Verbs are called from the front-end's thread
-and never wait for a run: an abort returns at once; runs happen in the pool.
+and never wait for a run: an abort returns at once; runs happen in the pool. A STAGED
+start (followup/gating.py) holds its run after the first tool batch: `intent` (the
+front-end's Tab) and typing the suggestion's start let it go on.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from qshell.cancel import CancelToken
 from qshell.config import Settings
 from qshell.followup.flights import SuggestionContext, SuggestionFlights
 from qshell.followup.guards import background_enabled
-from qshell.followup.states import SpeculationLimits, SpeculationOutcome, Status
+from qshell.followup.kinds import OTHER
+from qshell.followup.states import SpeculationLimits, SpeculationOutcome, Stage, Status
 from qshell.telemetry import Telemetry
 
 if TYPE_CHECKING:  # the run's machinery loads with the first speculation (start-up cost)
@@ -73,6 +76,7 @@ class Speculator:
             settings.speculation.enabled, conversation.session.provider.name
         )
         self.limits = SpeculationLimits.of(settings.speculation)
+        self.dwell_s = settings.speculation.dwell_ms / 1000
         self._submit = submit_task
         self._telemetry = telemetry
         self._lock = threading.Lock()
@@ -91,9 +95,13 @@ class Speculator:
         still_wanted: Callable[[], bool] = lambda: True,
         *,
         reads_only: bool = False,
+        stage: Stage = Stage.FULL,
+        kind: str = OTHER,
     ) -> None:
         """A suggestion is ready to show: speculate it, unless already doing so; a
-        consequential one (`reads_only`) stops at its first call that is not a read.
+        consequential one (`reads_only`) stops at its first call that is not a read; a
+        STAGED one holds after its first tool batch until the user shows intent (`intent`,
+        typing its start) or it has been on screen for `speculation.dwellMs`.
 
         `still_wanted` says whether the suggestion is still current (not dismissed, replaced
         or submitted over); it is asked again, under the lock `take` and `user_typed` use,
@@ -123,7 +131,14 @@ class Speculator:
             return
         fast = self.conversation.fast_model or None
         spec = Speculation(
-            session, suggestion, overlay, model=fast, limits=self.limits, reads_only=reads_only
+            session,
+            suggestion,
+            overlay,
+            model=fast,
+            limits=self.limits,
+            reads_only=reads_only,
+            dwell_s=self.dwell_s if stage is Stage.STAGED else None,
+            kind=kind,
         )
         spec.on_done = self._finished
         with self._lock:
@@ -142,14 +157,26 @@ class Speculator:
             overlay.discard()
 
     def user_typed(self, buffer_text: str) -> None:
-        """Typing away from the suggestion aborts its speculation."""
+        """Typing away from the suggestion aborts its speculation; typing its start is
+        intent, which lets a staged one go on."""
         with self._lock:
             self._typed = buffer_text
             current = self._current
-            if current is None or not buffer_text or current.prompt.startswith(buffer_text):
+            if current is None or not buffer_text:
+                return
+            if current.prompt.startswith(buffer_text):
+                current.resume("typed")
                 return
             self._current = None  # aborted: the suggestion shown again speculates afresh
         self._abort(current, AbortReason.TYPED)
+
+    def intent(self, why: str) -> None:
+        """The user showed they want the suggestion shown (`why`: "tab"…): a staged
+        speculation of it goes on past its hold."""
+        with self._lock:
+            current = self._current
+        if current is not None:
+            current.resume(why)
 
     def take(self, submitted: str) -> Speculation | None:
         """The user submitted `submitted`: the matching speculation, else abort any."""
@@ -279,4 +306,9 @@ class Speculator:
             if outcome is SpeculationOutcome.ACCEPTED and saved_s is not None
             else None,
             pipelined=spec is self._pipelined_by,
+            kind=spec.kind,
+            stage=str(spec.stage),
+            resumed_by=spec.resumed_by,
+            held_ms=int(1000 * spec.held_s),
+            first_step_ms=None if spec.first_step_s is None else int(1000 * spec.first_step_s),
         )

@@ -1,4 +1,4 @@
-"""What a speculation is and may do, as the speculator and the front-ends name it: `Status`, `RunStep`, `SpeculationOutcome`, `SpeculationLimits`.
+"""What a speculation is and may do, as the speculator and the front-ends name it: `Status`, `RunStep`, `Stage`, `SpeculationOutcome`, `SpeculationLimits`.
 
 Kept apart from speculation.py, which runs one (and so imports the agent loop, the gate and
 the overlay), so that what only names a speculation's state — the speculator before its first
@@ -28,6 +28,15 @@ class RunStep(enum.StrEnum):
     OVER = "over"  # ended, or never started: nothing to finish
     ROUND = "round"  # a model round streams: it ends, its calls do not start
     BATCH = "batch"  # a tool batch runs: its calls finish, the next round does not start
+
+
+class Stage(enum.StrEnum):
+    """How far a suggestion is speculated before the user shows they want it (gating.py
+    decides, speculation.py holds the run): the `stage` of its telemetry events."""
+
+    FULL = "full"  # the whole turn, at once
+    STAGED = "staged"  # up to its first expensive point, the rest once the user shows intent
+    NONE = "none"  # not at all: the ghost text still shows
 
 
 class SpeculationOutcome(enum.StrEnum):

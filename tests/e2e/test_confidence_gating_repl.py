@@ -1,6 +1,6 @@
 """Confidence gating in the full REPL (pexpect) against the scripted server: a suggestion
 whose confidence is below the threshold shows as ghost text but starts no speculation
-request, a confident one is speculated, one of unknown confidence is speculated as before,
+request, a confident one is speculated, one of unknown confidence is speculated staged,
 `speculation.gating: false` speculates whatever the confidence, and the confidence given by
 a separate suggestion request gates the same way, and what this user did with suggestions of
 about that confidence in earlier sessions (telemetry) moves the estimate either way. The
@@ -19,7 +19,7 @@ from tests.fakes.llm_server import Reply, ScriptedLLMServer, ToolCallSpec, alway
 from tests.fakes.llm_server import last_user_text_contains as asks
 from tests.waiting import wait_until
 
-SUGGESTED = "run the tests"
+SUGGESTED = "show me the tests"  # a kind not slow (a slow one is speculated from less: gating.py)
 READ = ToolCallSpec("read_file", {"path": "hello.txt"})  # a suggestion needs two answers
 
 
@@ -86,7 +86,7 @@ def test_a_confident_suggestion_is_speculated(llm_server, project, isolated_home
     assert "confidence" not in child.text
 
 
-def test_a_suggestion_of_unknown_confidence_is_speculated_as_before(
+def test_a_suggestion_of_unknown_confidence_is_speculated_staged(
     llm_server, project, isolated_home
 ):
     child = shown_after_answer(llm_server, project, f"it says hello\n\n{line(None)}")
@@ -95,6 +95,7 @@ def test_a_suggestion_of_unknown_confidence_is_speculated_as_before(
     assert child.finish() == 0
     [event, *_] = gate_events(isolated_home)
     assert event["gated"] is False and event["confidence"] is None
+    assert event["stage"] == "staged"  # up to its first batch until the user shows intent
 
 
 def test_with_gating_off_a_low_confidence_suggestion_is_speculated(llm_server, project):

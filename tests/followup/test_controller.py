@@ -256,6 +256,7 @@ def test_a_guard_reason_suppresses_without_generating_or_scheduling(h: Harness) 
         "time_ms": None,
         "similarity": None,
         "suggestion_length": None,
+        "kind": None,
         "index": None,
         "candidates": None,
         "confidence": None,

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from qshell.followup.gating import (
+    KIND_MIN,
     NEAR,
+    NEUTRAL,
     PRIOR,
     RATE_MIN_SAMPLES,
     WINDOW,
@@ -15,6 +17,8 @@ from qshell.followup.gating import (
     estimate,
     outcomes,
 )
+from qshell.followup.gating import PastGuess as G
+from qshell.followup.states import Stage
 from qshell.telemetry import Telemetry
 
 
@@ -24,20 +28,20 @@ def test_with_no_outcomes_the_estimate_is_the_models_confidence():
 
 
 def test_ignored_suggestions_of_about_that_confidence_lower_it_and_accepted_ones_raise_it():
-    ignored = [(0.6, False)] * 4
-    taken = [(0.6, True)] * 4
+    ignored = [G(0.6, False)] * 4
+    taken = [G(0.6, True)] * 4
     assert estimate(0.6, ignored) == pytest.approx((PRIOR * 0.6) / (4 + PRIOR))
     assert estimate(0.6, taken) == pytest.approx((4 + PRIOR * 0.6) / (4 + PRIOR))
     assert estimate(0.6, ignored) < 0.6 < estimate(0.6, taken)
 
 
 def test_only_outcomes_near_the_confidence_count():
-    far = [(0.6 + NEAR + 0.01, False), (0.6 - NEAR - 0.01, False), (None, False)] * 5
+    far = [G(0.6 + NEAR + 0.01, False), G(0.6 - NEAR - 0.01, False), G(None, False)] * 5
     assert estimate(0.6, far) == pytest.approx(0.6)
 
 
 def test_a_user_who_takes_confident_suggestions_and_ignores_the_rest_keeps_the_confident_ones():
-    history = [(0.9, True)] * 5 + [(0.2, False)] * 15  # 25 % accepted overall
+    history = [G(0.9, True)] * 5 + [G(0.2, False)] * 15  # 25 % accepted overall
     gate = ConfidenceGate(base=0.35, enabled=True, history=history)
     assert gate.rate == 0.25
     assert gate.decide(0.85).speculate  # an overall low rate does not hold these back
@@ -53,11 +57,12 @@ def test_a_user_who_ignores_even_confident_suggestions_stops_paying_for_them():
     assert not decision.speculate and decision.estimate is not None and decision.estimate < 0.35
 
 
-def test_unknown_confidence_or_gating_off_always_speculates():
+def test_unknown_confidence_is_staged_until_its_kind_has_outcomes_and_gating_off_runs_whole():
     gate = ConfidenceGate(base=0.9, enabled=True)
-    assert gate.decide(None).speculate and not gate.decide(None).gated
+    unknown = gate.decide(None)
+    assert unknown.stage is Stage.STAGED and unknown.gated and unknown.estimate == NEUTRAL
     off = ConfidenceGate(base=0.9, enabled=False)
-    assert off.decide(0.01).speculate and not off.decide(0.01).gated
+    assert off.decide(0.01).stage is Stage.FULL and not off.decide(0.01).gated
 
 
 def test_an_estimate_below_the_base_is_gated_and_one_at_it_is_not():
@@ -69,9 +74,9 @@ def test_an_estimate_below_the_base_is_gated_and_one_at_it_is_not():
 
 
 def test_the_rate_needs_enough_outcomes_and_only_the_last_window_counts():
-    few = [(0.5, True)] * (RATE_MIN_SAMPLES - 1)
+    few = [G(0.5, True)] * (RATE_MIN_SAMPLES - 1)
     assert ConfidenceGate(base=0.5, enabled=True, history=few).rate is None
-    history = [(0.5, True)] * WINDOW + [(0.5, False)] * WINDOW  # the old ones fell out
+    history = [G(0.5, True)] * WINDOW + [G(0.5, False)] * WINDOW  # the old ones fell out
     gate = ConfidenceGate(base=0.5, enabled=True, history=history)
     assert gate.rate == 0.0
     assert gate.decide(0.5).estimate == pytest.approx(PRIOR * 0.5 / (WINDOW + PRIOR), abs=1e-3)
@@ -87,7 +92,7 @@ def test_outcomes_come_from_accepted_and_ignored_suggestion_events_with_their_co
         {"event": "suggestion", "outcome": "ignored", "confidence": 7},
         {"event": "suggestion", "outcome": "suppressed"},
     ]
-    assert outcomes(events) == [(0.7, True), (None, False), (None, False), (None, False)]
+    assert outcomes(events) == [G(0.7, True), G(None, False), G(None, False), G(None, False)]
 
 
 def test_the_gate_reads_earlier_sessions_telemetry_and_follows_new_outcomes(tmp_path):
@@ -104,3 +109,62 @@ def test_the_gate_reads_earlier_sessions_telemetry_and_follows_new_outcomes(tmp_
         telemetry.record("suggestion", outcome="accepted", confidence=0.6)
     assert gate.rate == 0.75
     assert gate.decide(0.45).speculate  # accepted since: the estimate rose past the base
+
+
+def test_the_chance_decides_the_stage_whole_staged_or_none():
+    gate = ConfidenceGate(base=0.35, enabled=True, full=0.7)
+    assert gate.decide(0.2, "edit").stage is Stage.NONE
+    assert gate.decide(0.2, "edit").reason == "confidence"
+    assert gate.decide(0.5, "edit").stage is Stage.STAGED
+    assert gate.decide(0.7, "edit").stage is Stage.FULL
+    whole = ConfidenceGate(base=0.35, enabled=True, full=0.7, staged=False)
+    assert whole.decide(0.5, "edit").stage is Stage.FULL
+    assert whole.decide(0.2, "edit").stage is Stage.NONE
+
+
+def test_a_kind_never_taken_stops_being_speculated_whatever_the_confidence():
+    ignored = [G(0.9, False, "explain")] * KIND_MIN
+    gate = ConfidenceGate(base=0.35, enabled=True, history=ignored + [G(0.9, True, "edit")] * 9)
+    held = gate.decide(0.95, "explain")
+    assert held.stage is Stage.NONE and held.reason == "kind_never_taken"
+    assert gate.decide(None, "explain").stage is Stage.NONE
+    assert gate.decide(0.95, "edit").stage is Stage.FULL  # other kinds are not held back
+    fewer = ConfidenceGate(base=0.35, enabled=True, history=ignored[1:])
+    assert fewer.decide(None, "explain").stage is Stage.STAGED
+    gate.observed("suggestion", {"outcome": "accepted", "confidence": 0.9, "kind": "explain"})
+    assert gate.decide(0.95, "explain").speculate  # taken once: back in
+
+
+def test_without_a_confidence_this_users_outcomes_with_the_kind_decide_once_there_are_enough():
+    taken = [G(None, True, "show")] * 4 + [G(None, False, "show")]
+    rare = [G(None, True, "search")] + [G(None, False, "search")] * 6
+    gate = ConfidenceGate(base=0.35, enabled=True, full=0.7, history=taken + rare)
+    show = gate.decide(None, "show")
+    assert show.stage is Stage.FULL and show.estimate == round((4 + 2 * NEUTRAL) / 7, 3)
+    search = gate.decide(None, "search")
+    assert search.stage is Stage.NONE and search.reason == "confidence"
+
+
+def test_a_kind_whose_first_step_is_slow_is_speculated_from_a_lower_chance():
+    gate = ConfidenceGate(base=0.4, enabled=True)
+    tests = gate.decide(0.25, "test")  # tests are slow until measured otherwise
+    assert tests.slow and tests.threshold == 0.2 and tests.stage is Stage.STAGED
+    assert gate.decide(0.25, "edit").stage is Stage.NONE
+    for ms in (40, 60):  # this project's tests turned out quick
+        gate.observed("speculation", {"kind": "test", "first_step_ms": ms})
+    assert not gate.slow("test") and gate.decide(0.25, "test").stage is Stage.NONE
+    for ms in (9000, 12000, 7000):  # and its edits start with a slow build
+        gate.observed("speculation", {"kind": "edit", "first_step_ms": ms})
+    assert gate.slow("edit") and gate.decide(0.25, "edit").stage is Stage.STAGED
+
+
+def test_kinds_and_first_steps_are_read_from_earlier_sessions(tmp_path):
+    earlier = Telemetry.for_state_dir(tmp_path)
+    for _ in range(KIND_MIN):
+        earlier.record("suggestion", outcome="ignored", kind="git")
+    earlier.record("speculation", outcome="accepted", kind="run", first_step_ms=8000)
+    earlier.record("speculation", outcome="aborted", kind="run", first_step_ms=6000)
+    earlier.close()
+    gate = ConfidenceGate.watching(Telemetry.for_state_dir(tmp_path), base=0.35, enabled=True)
+    assert gate.decide(None, "git").reason == "kind_never_taken"
+    assert gate.slow("run") and not gate.slow("edit")

@@ -1,0 +1,101 @@
+"""Staged speculation: a run held after its first tool batch, before the answer's round,
+goes on at the user's intent or after the dwell time, ends there when aborted, and when
+accepted there stops and lets the real turn go on live from that batch — the command it ran
+not run again, the answer's round requested once."""
+
+from __future__ import annotations
+
+import threading
+
+from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
+from qshell.agent.session import check_history
+from qshell.followup.speculation import Speculation
+from qshell.followup.states import RunStep, SpeculationOutcome, Stage, Status
+from qshell.llm.messages import Message
+from qshell.overlay import Overlay
+from tests.followup.test_speculation import read_call, run_accept, setup
+from tests.waiting import wait_until
+
+__all__ = ["setup"]  # the fixture, shared with test_speculation.py
+WAIT_S = 10.0
+
+
+def staged(setup, *steps: Message, dwell_s: float = 60.0) -> tuple[Speculation, threading.Thread]:
+    """A staged speculation of "read it again" started in a thread, its replies `steps`."""
+    setup.script(*steps)
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    spec = Speculation(session, "read it again", overlay, dwell_s=dwell_s, kind="show")
+    thread = threading.Thread(target=spec.run, daemon=True)
+    thread.start()
+    return spec, thread
+
+
+def test_a_staged_run_holds_after_its_first_batch_and_goes_on_at_intent(setup):
+    before = len(setup.provider.requests)
+    spec, thread = staged(setup, read_call("r1"), Message.assistant("it says one"))
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    assert spec.stage is Stage.STAGED
+    assert len(setup.provider.requests) == before + 1  # the answer's round is not asked for
+    assert [type(e) for e in spec.events if isinstance(e, ToolFinished)] == [ToolFinished]
+    assert spec.first_step_s is not None and spec.first_step_s >= 0
+    spec.resume("tab")
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED and spec.resumed_by == "tab"
+    assert len(setup.provider.requests) == before + 2
+    assert isinstance(spec.events[-1], TurnFinished) and spec.events[-1].text == "it says one"
+
+
+def test_a_staged_run_goes_on_by_itself_once_it_has_been_shown_for_the_dwell_time(setup):
+    spec, thread = staged(setup, read_call("r1"), Message.assistant("it says one"), dwell_s=0.3)
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED and spec.resumed_by == "dwell"
+    assert spec.held_s > 0
+
+
+def test_intent_before_the_stage_point_means_it_never_holds(setup):
+    setup.script(read_call("r1"), Message.assistant("it says one"))
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    spec = Speculation(session, "read it again", overlay, dwell_s=60.0)
+    spec.resume("typed")
+    spec.run()  # on this thread: a hold would block it for a minute
+    assert spec.status is Status.COMPLETED and spec.resumed_by == "typed" and spec.held_s == 0
+
+
+def test_an_abort_while_held_ends_the_run_without_the_answers_round(setup):
+    before = len(setup.provider.requests)
+    spec, thread = staged(setup, read_call("r1"), Message.assistant("never asked for"))
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    spec.abort()
+    thread.join(WAIT_S)
+    assert not thread.is_alive() and spec.status is Status.ABORTED
+    assert len(setup.provider.requests) == before + 1
+    assert not spec.overlay.directory.exists()
+
+
+def test_accepted_while_held_the_real_turn_goes_on_live_from_the_batch(setup):
+    before = len(setup.provider.requests)
+    spec, thread = staged(setup, read_call("r1"))
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    assert spec.finish_step() is RunStep.OVER  # held between steps: nothing to finish
+    thread.join(WAIT_S)
+    assert spec.status is Status.LIMIT and spec.usable
+    setup.script(Message.assistant("it says one, live"))
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert [e.call_id for e in events if isinstance(e, ToolFinished)] == ["r1"]  # run once
+    accepted = next(e for e in events if isinstance(e, SpeculationAccepted))
+    assert not accepted.completed
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "it says one, live"
+    assert len(setup.provider.requests) == before + 2  # round 1 speculated, round 2 live
+    assert check_history(setup.conversation.session.history) == []
+
+
+def test_a_full_run_never_holds(setup):
+    setup.script(read_call("r1"), Message.assistant("it says one"))
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    spec = Speculation(session, "read it again", overlay)
+    spec.run()
+    assert spec.stage is Stage.FULL and spec.status is Status.COMPLETED
+    assert spec.resumed_by is None and spec.first_step_s is not None
