@@ -109,7 +109,7 @@ class Side:
     run: Run
     turn: int = 0  # the next turn to play (len(TURNS): leave)
     back_at: float = 0.0  # when the prompt came back
-    reads: list[float] = field(default_factory=list)  # how long the user read, turns 2-20
+    reads: list[float] = field(default_factory=list)  # the user's, before turns 2-20 and Ctrl-D
     seen: Counter[str] = field(default_factory=Counter)  # the ghost when done reading
     accepted: list[int] = field(default_factory=list)  # the turns (from 0) taken by Tab
     left: bool = False
@@ -225,7 +225,7 @@ def compared(pair: Pair, on: Side, off: Side, *, requests: bool) -> tuple[list[s
     bill_goal, time_goal = GOALS.get((pair.model, pair.share), (None, None))
     bill_ratio = on_bill.billed / off_bill.billed
     time_ratio = statistics.mean(on_s) / statistics.mean(off_s)
-    typed_ratio = statistics.mean(on_s[i] for i in typed) / statistics.mean(off_s[i] for i in typed)
+    typed_on, typed_off = (statistics.mean(times[i] for i in typed) for times in (on_s, off_s))
     kinds = " · ".join(
         f"{k} {on_bill.kinds[k]} / {off_bill.kinds[k]} "
         f"({on_bill.by_kind[k]:,} / {off_bill.by_kind[k]:,} billed)"
@@ -241,9 +241,8 @@ def compared(pair: Pair, on: Side, off: Side, *, requests: bool) -> tuple[list[s
         f"  {'':<13} {'':<6} {'on':>10} {'off':>10}   on/off",
         *rows("first words", on.run.enter_to_words_s, off.run.enter_to_words_s),
         *rows("whole answer", on_s, off_s),
-        f"  typed turns on the on side ({len(typed)}), whole answer, mean: "
-        f"{statistics.mean(on_s[i] for i in typed):.3f} s, off "
-        f"{statistics.mean(off_s[i] for i in typed):.3f} s: {met(typed_ratio, GOAL_TYPED)}",
+        f"  typed turns on the on side ({len(typed)}), whole answer, mean: {typed_on:.3f} s, "
+        f"off {typed_off:.3f} s: {met(typed_on / typed_off, GOAL_TYPED)}",
         f"  billed tokens {on_bill.billed:,.0f} / {off_bill.billed:,.0f}: {bill_ratio:.2f}×",
         f"  requests on / off: {kinds}",
         f"  speculations run {started}, of wrong guesses {wrong} ({wasted:,.0f} billed); "
@@ -337,11 +336,12 @@ def main() -> None:
     draw = random.Random(args.seed + 2)
     # turn 1 is typed at once; then a read before each of turns 2-20 and before leaving
     reads = [0.0] + [draw.uniform(args.think_min, args.think_max) for _ in TURNS]
-    pairs: list[Pair] = []
-    for share in args.right:
+    chosen = [(model, share) for share in args.right for model in args.models]
+    pairs = []
+    for index, (model, share) in enumerate(chosen):
         right = right_turns(share, args.seed)
         sure = confidences(right, args.seed, args.calibration)
-        pairs += [Pair(model, share, right, sure, len(pairs) % 2 == 0) for model in args.models]
+        pairs.append(Pair(model, share, right, sure, on_first=index % 2 == 0))
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-session-"))
     played = []
     averages = [os.getloadavg()[0]]
