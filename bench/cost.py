@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,16 +45,9 @@ from bench.repl_session import (
     settle,
     start,
 )
-from bench.scripted import after_call, asked_to_predict, asks, filler
+from bench.scripted import after_call, asked_to_predict, asks, filler, suggestion_after
 from qshell.agent.prediction import CLOSE, OPEN
-from qshell.followup.suggestion import SUGGESTION_MARKER
-from tests.fakes.llm_server import (
-    Latency,
-    RecordedRequest,
-    Reply,
-    ScriptedLLMServer,
-    ToolCallSpec,
-)
+from tests.fakes.llm_server import Latency, Reply, ScriptedLLMServer, ToolCallSpec
 
 GOAL_RATIO = 1.3
 # each run: its name, suggestions and speculation on, the prediction folded into the answer
@@ -123,21 +115,9 @@ def script(server: ScriptedLLMServer) -> None:
     """Answers by content: a suggestion names the prompt after the newest one it saw."""
     prompts = [t.prompt for t in TURNS]
     nexts = dict(zip(prompts, [*prompts[1:], LAST_SUGGESTION], strict=True))
-
-    def suggestion_for(request: RecordedRequest) -> bool:
-        return SUGGESTION_MARKER in request.last_user_text
-
-    def predicted(prompt: str) -> Callable[[RecordedRequest], bool]:
-        def test(request: RecordedRequest) -> bool:
-            if not suggestion_for(request):
-                return False
-            seen = [t.text for t in request.turns if t.role == "user" and t.text in nexts]
-            return bool(seen) and seen[-1] == prompt
-
-        return test
-
     for prompt in prompts:
-        server.add_rule(predicted(prompt), Reply.text(nexts[prompt], latency=SUGGESTION_LATENCY))
+        reply = Reply.text(nexts[prompt], latency=SUGGESTION_LATENCY)
+        server.add_rule(suggestion_after(prompt, frozenset(nexts)), reply)
     for index, turn in enumerate(TURNS):
         call = ToolCallSpec(turn.call.name, turn.call.arguments, id=f"call{index}")
         answer = filler(turn.mark, ANSWER_TOKENS)

@@ -4,15 +4,16 @@ Shared by bench/cost.py and bench/session.py. `start` writes a fresh copy of a t
 and starts the `qshell` console script of this checkout in a pseudo-terminal (tests/e2e/pty)
 against the scripted server, in auto-edit mode, with suggestions and speculation on or off
 and every user directory in the run's own folder; `play_turn` is one turn as a user plays
-it — reads for a while, waits for the ghost text when suggestions are on, accepts it with
-Tab, Enter or types their own prompt, and waits for the answer and the prompt after it;
-`leave` reads once more and presses Ctrl-D. The bill comes from the server's records: with
-its prompt cache modelled (tests/fakes/prompt_cache.py), billed tokens = uncached input × 1
-+ cached prefix × 0.1 + output × 1, and each request is told apart from outside — a
-suggestion by its marker, a request for a prompt that arrived once the user had submitted
-that prompt is a main turn, one before (or for a prompt never submitted) a speculation.
-`settle` waits for every request to end, the streams that exit cut included. One thread:
-the caller's; the server answers on its own threads.
+it — reads for a while, waits for the ghost text when suggestions are on, then `enter`:
+accepts it with Tab, Enter or types their own prompt, and waits for the answer's first
+words and for the prompt after it (the run notes both times); `leave` reads once more and
+presses Ctrl-D. The bill comes from the server's records: with its prompt cache modelled
+(tests/fakes/prompt_cache.py), billed tokens = uncached input × 1 + cached prefix × 0.1 +
+output × 1, and each request is told apart from outside — a suggestion by its marker, a
+request for a prompt that arrived once the user had submitted that prompt is a main turn,
+one before (or for a prompt never submitted) a speculation. `settle` waits for every
+request to end, the streams that exit cut included. One thread: the caller's; the server
+answers on its own threads.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.scripted import last_prompt
 from bench.stats import report
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.e2e.pty import Term, spawn_qshell
@@ -54,6 +56,7 @@ class Run:
     name: str
     prompts: frozenset[str]
     waits: list[tuple[float, float]] = field(default_factory=list)  # Enter, next prompt
+    words_at: list[float] = field(default_factory=list)  # when each answer's first words came
     submitted: dict[str, float] = field(default_factory=dict)  # prompt -> when Enter went
     exit_s: float = 0.0
     left_at: float = 0.0  # when Ctrl-D went
@@ -63,6 +66,10 @@ class Run:
     @property
     def enter_to_prompt_s(self) -> list[float]:
         return [end - start for start, end in self.waits]
+
+    @property
+    def enter_to_words_s(self) -> list[float]:
+        return [words - start for (start, _), words in zip(self.waits, self.words_at, strict=True)]
 
 
 def start(
@@ -114,14 +121,23 @@ def play_turn(
     time.sleep(think_s)
     if ghost is not None:
         child.expect(re.escape(ghost), timeout_s=WAIT_S)
-        if ghost == prompt:
-            child.send("\t")
+    enter(child, run, prompt, mark, accept=ghost == prompt)
+
+
+def enter(child: Term, run: Run, prompt: str, mark: str, *, accept: bool) -> None:
+    """The user is done reading: Tab then Enter when `accept` (the ghost text shown is
+    `prompt`), else type `prompt` and Enter; then wait for `mark` (the answer's first
+    words) and for the prompt after the answer, and note when each came."""
+    if accept:
+        child.send("\t")
     child.pass_over()  # the prompt redrawn under the last turn's end is not this turn's
     start_at = run.submitted[prompt] = time.monotonic()
-    child.submit("" if ghost == prompt else prompt, WAIT_S)
+    child.submit("" if accept else prompt, WAIT_S)
     child.expect(re.escape(mark), timeout_s=WAIT_S)
+    words_at = time.monotonic()
     child.wait_prompt(WAIT_S)
     run.waits.append((start_at, time.monotonic()))
+    run.words_at.append(words_at)
 
 
 def leave(child: Term, run: Run, *, think_s: float) -> None:
@@ -221,12 +237,6 @@ def asked(request: RecordedRequest, prompts: frozenset[str]) -> str:
     if SUGGESTION_MARKER in text:
         return "prediction after " + last_prompt(request, prompts)
     return text
-
-
-def last_prompt(request: RecordedRequest, prompts: frozenset[str]) -> str:
-    """The newest of `prompts` the request's history carries as a user message."""
-    seen = [t.text for t in request.turns if t.role == "user" and t.text in prompts]
-    return seen[-1] if seen else "?"
 
 
 def describe(run: Run, total: Bill) -> list[str]:

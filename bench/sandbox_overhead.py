@@ -21,15 +21,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.load import Load
 from bench.stats import report
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.followup.overlay_reach import refusal
@@ -62,28 +61,6 @@ def jailed(launcher: JailLauncher, root: Path) -> Callable[[], None]:
         runner(*launcher.wrap(COMMAND, dict(os.environ)), root)()
 
     return run
-
-
-class Load:
-    """`processes` CPU-bound processes, running only between `on()` and `off()`."""
-
-    def __init__(self, processes: int) -> None:
-        spin = [sys.executable, "-c", "while True: pass"]
-        self.burners = [subprocess.Popen(spin) for _ in range(processes)]
-        self.off()
-
-    def on(self) -> None:
-        for burner in self.burners:
-            os.kill(burner.pid, signal.SIGCONT)
-
-    def off(self) -> None:
-        for burner in self.burners:
-            os.kill(burner.pid, signal.SIGSTOP)
-
-    def close(self) -> None:
-        for burner in self.burners:
-            burner.kill()
-            burner.wait()
 
 
 def on_overlay(launcher: JailLauncher, overlay: Overlay, root: Path) -> Callable[[], None]:
@@ -160,7 +137,7 @@ def measured(
     """Each way's times, quiet (and loaded, every other round, with `load` processes)."""
     phases = ("quiet", "loaded") if load else ("quiet",)
     times: dict[str, dict[str, list[float]]] = {p: {n: [] for n in ways} for p in phases}
-    burners = Load(load)
+    burners = Load(load, running=False)
     try:
         for _ in range(runs):
             for phase in phases:

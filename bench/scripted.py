@@ -1,9 +1,10 @@
 """Script pieces the benchmarks share for the scripted LLM server: pacing, matching, filler.
 
 A bench scripts the server of tests/fakes by content: `asks(prompt)` matches the request
-of a turn's first round, `after_call(id)` the round that carries a call's result, and
+of a turn's first round, `after_call(id)` the round that carries a call's result,
 `asked_to_predict` a request whose system prompt asks the answer to end with the next
-prompt. `paced` gives a reply the latency that makes its whole stream take a given time,
+prompt, and `suggestion_after(prompt, prompts)` a suggestion request (its marker) whose
+history's newest prompt is `prompt` (`last_prompt`). `paced` gives a reply the latency that makes its whole stream take a given time,
 and `filler` makes an answer of a given size. Values and pure functions only: no server,
 no I/O, so any thread may use them.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from qshell.agent.conversation import ON_SCREEN_NOTE
 from qshell.agent.prediction import PREDICTION_PROMPT
+from qshell.followup.suggestion import SUGGESTION_MARKER
 from tests.fakes.llm_server import Latency, Match, RecordedRequest, Reply
 from tests.fakes.wire import TOKEN_CHARS, reply_tokens
 
@@ -66,3 +68,20 @@ def asked_to_predict_test(request: RecordedRequest) -> bool:
 
 
 asked_to_predict = Match(asked_to_predict_test, "the system prompt asks for the next prompt")
+
+
+def last_prompt(request: RecordedRequest, prompts: frozenset[str]) -> str:
+    """The newest of `prompts` the request's history carries as a user message."""
+    seen = [t.text for t in request.turns if t.role == "user" and t.text in prompts]
+    return seen[-1] if seen else "?"
+
+
+def suggestion_after(prompt: str, prompts: frozenset[str]) -> Match:
+    """A suggestion request (the marker in its last user text) whose newest user message
+    among `prompts` is `prompt`: the prediction of what comes after `prompt`."""
+
+    def test(request: RecordedRequest) -> bool:
+        marked = SUGGESTION_MARKER in request.last_user_text
+        return marked and last_prompt(request, prompts) == prompt
+
+    return Match(test, f"suggestion after {prompt!r}")

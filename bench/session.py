@@ -1,398 +1,358 @@
-"""A 20-turn REPL session in which 30 % of the suggestions are right, with and without them,
-and with confidence gating off and on.
+"""A 20-turn REPL session with suggestions and speculation on and off, played in alternation.
 
-Run: `python -m bench.session [--think 2.0] [--right 0.3] [--seed 11] [--min-confidence C]
-[--requests]` (about 6 minutes). The same scripted 20-turn session is played four times by
-a user in a pseudo-terminal (bench/repl_session.py: pexpect drives the real `qshell` console
-script — REPL, line loop, Followup, controller, Speculator and Conversation as shipped)
-against the scripted server over real HTTP with its prompt cache modelled, in auto-edit
-mode, on a fresh copy of a small project: (on) suggestions and speculation on, confidence
-gating off (`speculation.gating: false`), qshell's default settings otherwise (the answer
-itself ends with the predicted next prompt); (gated) the same with gating on, as by default
-(followup/gating.py: a suggestion is speculated only when the chance this user accepts it —
-the model's confidence, corrected by their outcomes at about that confidence — reaches
-`speculation.minConfidence`; `--min-confidence` sets it, else the default); (gated, well
-calibrated) the same with confidences that tell right from wrong better; (off) both off.
-Every prediction line carries a seeded (`--seed`) confidence, drawn uniformly from one range
-for a right prediction and another for a wrong one (CALIBRATIONS): partly calibrated, right
-0.40–0.95 and wrong 0.10–0.70, so some wrong guesses outrank some right ones; well
-calibrated, right 0.55–0.95 and wrong 0.05–0.60. The confidences are printed; (on) ignores
-them, so it plays as before gating existed. Every run starts with no telemetry: the gate
-learns this user's outcomes as the session goes.
-Each turn is a tool round (ls, read_file, grep, glob or edit; 0.35 s to the first token)
-then an answer of 150 tokens (0.45 s, then 4 ms a token). In (on) the model's prediction
-after each turn is the user's next prompt for a seeded, printed choice of `--right` of the
-19 suggestions (turns 2-20); for the others it guesses another plausible prompt, which
-qshell speculates on all the same. The user reads each answer for `--think` seconds, waits
-for the ghost text, and then accepts it with Tab, Enter when it is their next prompt, or
-types their own prompt over it; in (off) they read as long and type every prompt. Turn 1
-is typed in both runs; after turn 20 the user reads, then leaves with Ctrl-D. Enter to
-answer = from Enter until the whole answer is on the screen and the prompt is back
-(`time.monotonic`, around pexpect's reads). Prints the list of right turns, mean, median
-and p99 Enter-to-answer time of each run, each run's bill and requests by kind, the ratios of
-(on) to (off) against Roadmap 5's goals (means ≤ 0.70, billed ≤ 1.3×; billed = uncached
-input × 1 + cached prefix × 0.1 + output × 1, every request the server received, including
-what streamed after Ctrl-D), then (on) and both (gated) runs side by side against (off) with
-Roadmap 13's goals (billed ≤ 1.15×, mean Enter to answer ≤ 0.75×), and with `--requests` every
-request. It asserts nothing about time; it stops with an error when a ghost text or an
-answer does not appear.
+Run: `python -m bench.session [--models folds,plain] [--right 0.3,0.0] [--think-min 2]
+[--think-max 4] [--seed 11] [--calibration partly|well] [--load N] [--settings KEY=VALUE]…
+[--requests]` (about 100 s a pair; the four default pairs, about 7 minutes). For each kind
+of model (bench/session_turns.py: "folds" ends each answer with its guess of the next
+prompt and a partly calibrated confidence; "plain" gives neither, so qshell asks for the
+guess in a separate suggestion request) and each share of right guesses (`--right`), one
+pair is played: the same scripted session on two `qshell` console scripts at once in
+pseudo-terminals (bench/repl_session.py: REPL, line loop, Followup, controller, Speculator
+and Conversation as shipped), each against a scripted server of its own over real HTTP
+(its own prompt cache and bill), in auto-edit mode on a fresh copy of a small project:
+(on) suggestions and speculation on at qshell's default settings — confidence gating on —
+with `suggestions.fold` off for the plain model, and whatever `--settings` adds (e.g.
+`QSHELL_SPECULATION__GATING=false`, the old ungated run; `QSHELL_SPECULATION__MIN_CONFIDENCE`);
+(off) both off. The two are played in alternation, never two turns at once, so that the
+machine's load falls on both alike: each user reads every answer for a seeded time drawn
+uniformly from `--think-min`–`--think-max` seconds (the same draws on both sides), from
+when their prompt came back, and the next turn goes to whichever user is done reading
+first (at turn 1, on first in odd pairs, off first in even ones); a user whose reading ends
+while the other side's turn is still playing reads on until it ends (the actual reading
+times are printed). Done reading, the user looks at the screen once (tests/e2e/pty.py
+`Term.ghost`, no waiting): if the ghost text there is their next prompt, they accept it
+(Tab, Enter); otherwise — no ghost yet, or a wrong one — they type their own prompt and
+press Enter. Turn 1 is typed; after turn 20 the user reads, then leaves with Ctrl-D.
+First words = from Enter until the answer's first words are on the screen; whole answer =
+from Enter until the prompt is back (`time.monotonic`, around pexpect's reads). Billed
+tokens = uncached input × 1 + cached prefix × 0.1 + output × 1, every request each server
+received, what streamed after Ctrl-D included; requests are told apart from outside
+(bench/repl_session.py `kind`). `--load N` keeps N CPU-bound processes busy for the whole
+run (bench/load.py), for the figure on a loaded machine. Prints, for each pair, on and off
+side by side: first words and whole answer (mean, median, p99, ratio of the means), the
+typed turns' whole answer (Roadmap 17 item 4's goal ≤ 1.02×), billed tokens and requests
+by kind, the speculations run and those of wrong guesses, what the ghost text was when the
+user finished reading, and the reading times; then every pair against Roadmap 17 item 5's
+goals (at 30 % right, folds ≤ 1.15× billed and ≤ 0.75× Enter to answer, plain ≤ 1.5× and
+≤ 0.80×; at 0 % right ≤ 1.15× billed for both), each "met" or "missed"; with `--requests`,
+every request. It asserts nothing about time; it stops with an error when an answer does
+not appear.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
 import tempfile
-from dataclasses import dataclass
+import time
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.cost import ANSWER_LATENCY, ANSWER_TOKENS, TOOL_LATENCY, edit_args
+from bench.load import loaded
 from bench.repl_session import (
     CACHED_WEIGHT,
+    KINDS,
     OUTPUT_WEIGHT,
-    PROJECT_FILES,
     UNCACHED_WEIGHT,
-    Bill,
     Run,
     bill,
     billed,
-    describe,
+    enter,
     kind,
-    last_prompt,
     leave,
     listing,
-    play_turn,
     settle,
     start,
 )
-from bench.scripted import after_call, asked_to_predict, asks, filler
+from bench.scripted import last_prompt
+from bench.session_turns import FILES, MODELS, PROMPTS, TURNS, confidences, right_turns, script
 from bench.stats import percentile
-from qshell.agent.prediction import CLOSE, OPEN
-from qshell.followup.suggestion import SUGGESTION_MARKER
-from tests.fakes.llm_server import RecordedRequest, Reply, ScriptedLLMServer, ToolCallSpec
+from tests.e2e.pty import Term
+from tests.fakes.llm_server import RecordedRequest, ScriptedLLMServer
 
-GOAL_TIME_RATIO = 0.70
-GOAL_BILL_RATIO = 1.3
-GOAL_GATED_TIME_RATIO = 0.75  # Roadmap 13, gating on, against the no-suggestion session
-GOAL_GATED_BILL_RATIO = 1.15
 SEED = 11
-# where a right prediction's confidence is drawn from, and a wrong one's, by how well the
-# model's confidence tells them apart
-CALIBRATIONS = {
-    "partly": ((0.40, 0.95), (0.10, 0.70)),  # overlapping over 0.40–0.70
-    "well": ((0.55, 0.95), (0.05, 0.60)),  # overlapping over 0.55–0.60 only
+SIDES = ("on", "off")
+# Roadmap 17 item 5, on / off, by kind of model and share of right guesses: billed tokens,
+# and Enter to answer (the whole answer, means; None: no goal)
+GOALS: dict[tuple[str, float], tuple[float, float | None]] = {
+    ("folds", 0.3): (1.15, 0.75),
+    ("plain", 0.3): (1.5, 0.80),
+    ("folds", 0.0): (1.15, None),
+    ("plain", 0.0): (1.15, None),
 }
-GATED = {"QSHELL_SPECULATION__GATING": "true"}
-RUNS = {  # name → (suggestions and speculation on, more settings, confidences)
-    "on": (True, {"QSHELL_SPECULATION__GATING": "false"}, "partly"),
-    "gated": (True, GATED, "partly"),
-    "gated, well calibrated": (True, dict(GATED), "well"),
-    "off": (False, {}, "partly"),
-}
+GOAL_TYPED = 1.02  # Roadmap 17 item 4: a typed turn with suggestions on, against off
 
 
 @dataclass(frozen=True)
-class Turn:
-    prompt: str
-    call: ToolCallSpec
-    mark: str  # the answer's first words, to wait for on the screen
-    guess: str  # the wrong prediction of this prompt (what the model guesses instead)
+class Pair:
+    """What one pair plays: the kind of model, the share of right guesses and which turns
+    they are, the confidences of the guesses (folds), and which side plays turn 1 first."""
+
+    model: str
+    share: float
+    right: list[int]
+    sure: list[float]
+    on_first: bool
 
 
-def read(path: str) -> ToolCallSpec:
-    return ToolCallSpec("read_file", {"path": path})
+@dataclass
+class Side:
+    """One qshell of a pair and where its user is in the session."""
+
+    name: str
+    child: Term
+    run: Run
+    turn: int = 0  # the next turn to play (len(TURNS): leave)
+    back_at: float = 0.0  # when the prompt came back
+    reads: list[float] = field(default_factory=list)  # the user's, before turns 2-20 and Ctrl-D
+    seen: Counter[str] = field(default_factory=Counter)  # the ghost when done reading
+    accepted: list[int] = field(default_factory=list)  # the turns (from 0) taken by Tab
+    left: bool = False
+    requests: list[RecordedRequest] = field(default_factory=list)
 
 
-def grep(pattern: str) -> ToolCallSpec:
-    return ToolCallSpec("grep", {"pattern": pattern})
+def sight(shown: str, prompt: str) -> str:
+    return "none" if not shown else "right" if shown == prompt else "wrong"
 
 
-def edit(path: str, old: str, new: str) -> ToolCallSpec:
-    return ToolCallSpec("edit", edit_args(path, old, new))
+def step(side: Side) -> None:
+    """The user of `side` is done reading: play the next turn, or press Ctrl-D after the last."""
+    index = side.turn
+    side.turn += 1
+    if index:
+        side.reads.append(time.monotonic() - side.back_at)
+    if index == len(TURNS):
+        leave(side.child, side.run, think_s=0)  # the other side waits for the exit
+        side.left = True
+        return
+    turn = TURNS[index]
+    shown = side.child.ghost()
+    if index:
+        side.seen[sight(shown, turn.prompt)] += 1
+    if shown == turn.prompt:
+        side.accepted.append(index)
+    enter(side.child, side.run, turn.prompt, turn.mark, accept=shown == turn.prompt)
+    side.back_at = time.monotonic()
 
 
-FILES = {
-    **PROJECT_FILES,
-    "util.py": "def slugify(text):\n    return text.lower().replace(' ', '-')\n\n\n"
-    "def shout(text: str) -> str:\n    return text.upper()  # TODO: keep punctuation\n",
-    "config.py": "import os\n\nDEFAULT_NAME = 'world'  # TODO: read a file too\n\n\n"
-    "def name() -> str:\n    return os.environ.get('NAME', DEFAULT_NAME)  # TODO: validate\n",
-}
-TURNS = (
-    Turn("what is in this project", ToolCallSpec("ls", {}), "Six files make up", ""),
-    Turn("show me hello.py", read("hello.py"), "It defines greet", "show me app.py first"),
-    Turn("where is greet used", grep("greet"), "Two places call", "explain greet in detail"),
-    Turn(
-        "add a docstring to greet",
-        edit("hello.py", "-> str:\n", '-> str:\n    """Say hello."""\n'),
-        "The docstring is in",
-        "rename greet to welcome",
-    ),
-    Turn("now show me app.py", read("app.py"), "The app loops", "show me the test of greet"),
-    Turn(
-        "make app.py shout the greeting",
-        edit("app.py", "print(greet(user))", "print(greet(user).upper())"),
-        "It shouts now",
-        "explain how app.py loads its users",
-    ),
-    Turn(
-        "check the test still matches",
-        read("tests/test_hello.py"),
-        "The test still holds",
-        "does anything else print greetings",
-    ),
-    Turn(
-        "mention greet in the README",
-        edit("README.md", "benchmark.\n", "benchmark.\nSee greet.\n"),
-        "The README names",
-        "show me the README",
-    ),
-    Turn(
-        "what does util.py offer", read("util.py"), "util.py has two helpers", "what else is there"
-    ),
-    Turn("find every TODO", grep("TODO"), "Three TODOs are left", "is shout used anywhere"),
-    Turn(
-        "list the python files",
-        ToolCallSpec("glob", {"pattern": "**/*.py"}),
-        "There are five Python files",
-        "fix the TODO in util.py",
-    ),
-    Turn("show me config.py", read("config.py"), "config.py reads one setting", "show me util.py"),
-    Turn(
-        "rename DEFAULT_NAME to FALLBACK_NAME in config.py",
-        edit("config.py", "DEFAULT_NAME = 'world'", "FALLBACK_NAME = 'world'"),
-        "The constant is renamed",
-        "explain the NAME variable",
-    ),
-    Turn(
-        "where is DEFAULT_NAME still used",
-        grep("DEFAULT_NAME"),
-        "One use is left",
-        "show me config.py again",
-    ),
-    Turn(
-        "add a type hint to slugify in util.py",
-        edit("util.py", "def slugify(text):", "def slugify(text: str) -> str:"),
-        "slugify is typed now",
-        "where is DEFAULT_NAME defined",
-    ),
-    Turn(
-        "show me the test again",
-        read("tests/test_hello.py"),
-        "The test checks one name",
-        "explain what slugify does",
-    ),
-    Turn(
-        "add a test for bob",
-        edit(
-            "tests/test_hello.py",
-            "'hello, ada'\n",
-            "'hello, ada'\n    assert greet('bob') == 'hello, bob'\n",
-        ),
-        "A second assertion checks",
-        "what does the test import",
-    ),
-    Turn("what changed in hello.py", read("hello.py"), "hello.py now has", "is the test complete"),
-    Turn("search for print calls", grep("print"), "One print call", "show me hello.py again"),
-    Turn(
-        "summarise the project in two lines",
-        read("README.md"),
-        "The project greets users",
-        "where else could greet be used",
-    ),
-)
-LAST_GUESS = "what should I do next"  # predicted after turn 20, never sent
-GUESS_CALL = read("README.md")
+def alternate(sides: list[Side], reads: list[float]) -> None:
+    """Play the session on every side, one turn at a time: the next goes to the side whose
+    user is done reading first (`reads[i]`, the seconds they read before turn i; ties go in
+    the order of `sides`)."""
+    now = time.monotonic()
+    for side in sides:
+        side.back_at = now
+    while pending := [side for side in sides if not side.left]:
+        side = min(pending, key=lambda s: s.back_at + reads[s.turn])
+        time.sleep(max(0.0, side.back_at + reads[side.turn] - time.monotonic()))
+        step(side)
 
 
-def right_turns(fraction: float, seed: int) -> list[int]:
-    """Which turns (numbered from 1; turn 1 has no suggestion) the suggestion gets right."""
-    suggested = range(2, len(TURNS) + 1)
-    return sorted(random.Random(seed).sample(suggested, round(fraction * len(suggested))))
+def play(pair: Pair, root: Path, reads: list[float], settings: dict[str, str]) -> list[Side]:
+    """Both sides of `pair`, each with its server, played in alternation to the end; their
+    requests once every one has ended. The sides come back in SIDES order."""
+    with ExitStack() as stack:
+        sides = []
+        for name in SIDES:
+            # a server, and so a prompt cache and a bill, of its own: each side starts cold
+            server = stack.enter_context(ScriptedLLMServer(prompt_cache=True))
+            script(server, pair.model, pair.right, pair.sure)
+            on = name == "on"
+            fold = pair.model == "folds"
+            extra = settings if on else {}
+            child = start(server, root / name, on=on, fold=fold, files=FILES, settings=extra)
+            sides.append((Side(name, child, Run(name, PROMPTS)), server))
+        order = [side for side, _ in sides]
+        alternate(order if pair.on_first else order[::-1], reads)
+        for side, server in sides:
+            side.requests = settle(server)
+            for violation in server.violations:
+                print(f"server violation ({pair.model}, {side.name}): {violation}")
+    return [side for side, _ in sides]
 
 
-def predictions(right: list[int]) -> list[str]:
-    """What the answer of each turn predicts: the next prompt when it is right, else a guess."""
-    nexts = [TURNS[n].prompt if n + 1 in right else TURNS[n].guess for n in range(1, len(TURNS))]
-    return [*nexts, LAST_GUESS]
+def met(ratio: float, goal: float | None) -> str:
+    if goal is None:
+        return f"{ratio:.2f}× (no goal)"
+    return f"{ratio:.2f}× (goal ≤ {goal}×: {'met' if ratio <= goal else 'missed'})"
 
 
-def confidences(right: list[int], seed: int, calibration: str = "partly") -> list[float]:
-    """The confidence each turn's prediction line gives (seeded): from the calibration's
-    right range when the prediction is right, else from its wrong range."""
-    rng = random.Random(seed + 1)
-    right_span, wrong_span = CALIBRATIONS[calibration]
-    spans = [right_span if n + 1 in right else wrong_span for n in range(1, len(TURNS))]
-    return [round(rng.uniform(*span), 2) for span in [*spans, wrong_span]]
-
-
-def script(server: ScriptedLLMServer, right: list[int], sure: list[float]) -> None:
-    """Every prompt a request may carry — the turns' and the wrong guesses — answered by
-    content: a tool round, then an answer that ends with the prediction, and its confidence
-    `sure`, when asked for one."""
-    guesses = [t.guess for t in TURNS[1:]] + [LAST_GUESS]
-    nexts = zip(TURNS, predictions(right), sure, strict=True)
-    for index, (turn, nxt, confidence) in enumerate(nexts):
-        answer(server, f"t{index}", turn.prompt, turn.call, turn.mark, nxt, confidence)
-    for index, guess in enumerate(guesses):
-        answer(server, f"g{index}", guess, GUESS_CALL, f"About {guess}", "", None)
-    # a suggestion request only when an answer carried no prediction: none is expected
-    server.add_rule(lambda r: SUGGESTION_MARKER in r.last_user_text, Reply.text(""))
-
-
-def answer(
-    server: ScriptedLLMServer,
-    name: str,
-    prompt: str,
-    call: ToolCallSpec,
-    mark: str,
-    nxt: str,
-    confidence: float | None,
-) -> None:
-    called = ToolCallSpec(call.name, call.arguments, id=f"call_{name}")
-    text = filler(mark, ANSWER_TOKENS)
-    tag = OPEN if confidence is None else f'<next-prompt confidence="{confidence:.2f}">'
-    folding = Reply.text(f"{text}\n\n{tag}{nxt}{CLOSE}", latency=ANSWER_LATENCY)
-    server.add_rule(after_call(called.id or "") & asked_to_predict, folding)
-    server.add_rule(after_call(called.id or ""), Reply.text(text, latency=ANSWER_LATENCY))
-    server.add_rule(asks(prompt), Reply.tool_calls([called], latency=TOOL_LATENCY))
-
-
-def play(
-    server: ScriptedLLMServer, work: Path, name: str, *, right: list[int], think_s: float
-) -> Run:
-    on, settings, _ = RUNS[name]
-    child = start(server, work / name, on=on, fold=True, files=FILES, settings=settings)
-    prompts = frozenset({t.prompt for t in TURNS} | {t.guess for t in TURNS[1:]} | {LAST_GUESS})
-    run = Run(f"suggestions + speculation {name}", prompts)
-    shown = predictions(right)
-    for index, turn in enumerate(TURNS):
-        ghost = shown[index - 1] if on and index > 0 else None
-        play_turn(child, run, turn.prompt, turn.mark, think_s=think_s if index else 0, ghost=ghost)
-    leave(child, run, think_s=think_s)
-    return run
-
-
-def wasted(requests: list[RecordedRequest], run: Run) -> str:
-    """The billed tokens of the speculations of prompts the user never sent (wrong guesses)."""
-    spent = [
-        billed(r.cached.uncached_tokens, r.cached.cached_tokens, r.sent_tokens)
-        for r in requests
-        if r.cached is not None
-        and kind(r, run) == "speculation"
-        and last_prompt(r, run.prompts) not in run.submitted
+def rows(label: str, on: list[float], off: list[float]) -> list[str]:
+    """Mean, median and p99 of on and off side by side, and the ratio of the means."""
+    ratio = statistics.mean(on) / statistics.mean(off)
+    figures = (
+        ("mean", statistics.mean, f"   {ratio:.2f}×"),
+        ("median", statistics.median, ""),
+        ("p99", lambda s: percentile(s, 0.99), ""),
+    )
+    return [
+        f"  {label if i == 0 else '':<13} {name:<6} {how(on):8.3f} s {how(off):8.3f} s{more}"
+        for i, (name, how, more) in enumerate(figures)
     ]
-    return (
-        f"  of which speculations of wrong guesses: {len(spent)} requests, {sum(spent):,.0f} billed"
-    )
 
 
-def times(label: str, seconds: list[float]) -> str:
-    return (
-        f"{label}: mean {statistics.mean(seconds):.3f} s, median {statistics.median(seconds):.3f} s,"
-        f" p99 {percentile(seconds, 0.99):.3f} s, n={len(seconds)}"
+def speculations(side: Side) -> tuple[int, int, float]:
+    """The speculated turns that started (their first rounds), those of prompts the user
+    never sent (wrong guesses), and the billed tokens of all the requests of the latter."""
+    run = side.run
+    started = wrong = 0
+    wasted = 0.0
+    for request in side.requests:
+        if request.cached is None or kind(request, run) != "speculation":
+            continue
+        guessed = last_prompt(request, run.prompts) not in run.submitted
+        first = bool(request.turns) and request.turns[-1].role == "user"
+        started += first
+        wrong += first and guessed
+        if guessed:
+            cached = request.cached
+            wasted += billed(cached.uncached_tokens, cached.cached_tokens, request.sent_tokens)
+    return started, wrong, wasted
+
+
+def compared(pair: Pair, on: Side, off: Side, *, requests: bool) -> tuple[list[str], str]:
+    """One pair, on and off side by side; and its line against the goals."""
+    label = f"{pair.model}, {pair.share * 100:g} % right"
+    on_s, off_s = on.run.enter_to_prompt_s, off.run.enter_to_prompt_s
+    typed = [i for i in range(len(TURNS)) if i not in on.accepted]
+    on_bill, off_bill = bill(on.requests, on.run), bill(off.requests, off.run)
+    started, wrong, wasted = speculations(on)
+    bill_goal, time_goal = GOALS.get((pair.model, pair.share), (None, None))
+    bill_ratio = on_bill.billed / off_bill.billed
+    time_ratio = statistics.mean(on_s) / statistics.mean(off_s)
+    typed_on, typed_off = (statistics.mean(times[i] for i in typed) for times in (on_s, off_s))
+    kinds = " · ".join(
+        f"{k} {on_bill.kinds[k]} / {off_bill.kinds[k]} "
+        f"({on_bill.by_kind[k]:,} / {off_bill.by_kind[k]:,} billed)"
+        for k in KINDS
     )
+    seen = ", ".join(f"{what} {on.seen[what]}" for what in ("right", "wrong", "none"))
+    lines = [
+        f"{label}: the model {MODELS[pair.model]}; "
+        f"{'on' if pair.on_first else 'off'} plays turn 1 first",
+        f"  the guess is the next prompt before turns {pair.right} "
+        f"({len(pair.right)} of {len(TURNS) - 1})",
+        *([confidence_line(pair)] if pair.model == "folds" else []),
+        f"  {'':<13} {'':<6} {'on':>10} {'off':>10}   on/off",
+        *rows("first words", on.run.enter_to_words_s, off.run.enter_to_words_s),
+        *rows("whole answer", on_s, off_s),
+        f"  typed turns on the on side ({len(typed)}), whole answer, mean: {typed_on:.3f} s, "
+        f"off {typed_off:.3f} s: {met(typed_on / typed_off, GOAL_TYPED)}",
+        f"  billed tokens {on_bill.billed:,.0f} / {off_bill.billed:,.0f}: {bill_ratio:.2f}×",
+        f"  requests on / off: {kinds}",
+        f"  speculations run {started}, of wrong guesses {wrong} ({wasted:,.0f} billed); "
+        f"accepted with Tab {len(on.accepted)} ({on.run.accepted} shown as saved time)",
+        f"  ghost text when the user was done reading, turns 2-{len(TURNS)}: {seen}",
+        f"  reading, mean: on {statistics.mean(on.reads):.2f} s, off "
+        f"{statistics.mean(off.reads):.2f} s; time to leave: on {on.run.exit_s:.2f} s, "
+        f"off {off.run.exit_s:.2f} s",
+    ]
+    if requests:
+        for side in (on, off):
+            lines += [f"  requests of {side.name}:", *listing(side.requests, side.run)]
+    verdict = f"  {label}: billed {met(bill_ratio, bill_goal)} · Enter to answer " + met(
+        time_ratio, time_goal
+    )
+    return lines, verdict
+
+
+def confidence_line(pair: Pair) -> str:
+    drawn = ", ".join(
+        f"{n + 2}:{c:.2f}{'*' if n + 2 in pair.right else ''}" for n, c in enumerate(pair.sure[:-1])
+    )
+    return f"  confidences of the guesses before turns 2-{len(TURNS)}: {drawn} (* right)"
+
+
+def report(
+    played: list[tuple[Pair, list[Side]]],
+    reads: list[float],
+    args: argparse.Namespace,
+    averages: list[float],
+) -> list[str]:
+    """The run's conditions, each pair side by side, then every pair against the goals."""
+    settings = "".join(f", {key}={value}" for key, value in args.settings.items())
+    lines = [
+        f"{len(TURNS)} turns a side; the user reads {args.think_min:g}-{args.think_max:g} s "
+        f"(seed {args.seed}, drawn mean {statistics.mean(reads[1:]):.2f} s); "
+        f"{args.load} CPU-bound processes meanwhile; load average {averages[0]:.2f} before, "
+        + ", ".join(f"{a:.2f}" for a in averages[1:])
+        + " after each pair",
+        f"on: suggestions and speculation on at qshell's default settings{settings}; "
+        f"off: both off; confidences {args.calibration} calibrated",
+        f"billed = uncached × {UNCACHED_WEIGHT} + cached × {CACHED_WEIGHT} + output × "
+        f"{OUTPUT_WEIGHT}",
+    ]
+    verdicts = []
+    for pair, (on, off) in played:
+        pair_lines, verdict = compared(pair, on, off, requests=args.requests)
+        lines += ["", *pair_lines]
+        verdicts.append(verdict)
+    return [*lines, "", "on / off against Roadmap 17 item 5's goals:", *verdicts]
+
+
+def listed(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="folds,plain", help="kinds of model: folds,plain")
+    parser.add_argument("--right", default="0.3,0.0", help="shares of right guesses")
+    parser.add_argument("--think-min", type=float, default=2.0, help="shortest read, s")
+    parser.add_argument("--think-max", type=float, default=4.0, help="longest read, s")
+    parser.add_argument("--seed", type=int, default=SEED, help="right turns, confidences, reads")
+    parser.add_argument("--calibration", choices=("partly", "well"), default="partly")
+    parser.add_argument("--load", type=int, default=0, help="CPU-bound processes meanwhile")
+    parser.add_argument(
+        "--settings", action="append", default=[], metavar="KEY=VALUE", help="QSHELL_… for on"
+    )
+    parser.add_argument("--requests", action="store_true", help="list every request")
+    args = parser.parse_args()
+    args.models = listed(args.models)
+    if unknown := [m for m in args.models if m not in MODELS]:
+        parser.error(f"unknown model {unknown[0]!r}: choose from {', '.join(MODELS)}")
+    try:
+        args.right = [float(share) for share in listed(args.right)]
+    except ValueError:
+        parser.error(f"--right takes shares from 0 to 1, comma-separated, not {args.right!r}")
+    if not args.right or any(not 0 <= share <= 1 for share in args.right):
+        parser.error("--right takes shares from 0 to 1, comma-separated")
+    if not 0 <= args.think_min <= args.think_max:
+        parser.error("--think-min must be at least 0 and at most --think-max")
+    pairs = [item.partition("=") for item in args.settings]
+    if bad := [key for key, eq, _ in pairs if not (key.startswith("QSHELL_") and eq)]:
+        parser.error(f"--settings takes QSHELL_KEY=VALUE, not {bad[0]!r}")
+    args.settings = {key: value for key, _, value in pairs}
+    return args
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--think", type=float, default=2.0, help="seconds the user reads")
-    parser.add_argument("--right", type=float, default=0.3, help="share of right suggestions")
-    parser.add_argument("--seed", type=int, default=SEED, help="chooses the right turns")
-    parser.add_argument("--requests", action="store_true", help="list every request")
-    parser.add_argument(
-        "--min-confidence", type=float, help="speculation.minConfidence of the gated run"
-    )
-    args = parser.parse_args()
-    if args.min_confidence is not None:
-        for name in ("gated", "gated, well calibrated"):
-            RUNS[name][1]["QSHELL_SPECULATION__MIN_CONFIDENCE"] = str(args.min_confidence)
-    right = right_turns(args.right, args.seed)
-    sure = {name: confidences(right, args.seed, name) for name in CALIBRATIONS}
+    args = arguments()
+    draw = random.Random(args.seed + 2)
+    # turn 1 is typed at once; then a read before each of turns 2-20 and before leaving
+    reads = [0.0] + [draw.uniform(args.think_min, args.think_max) for _ in TURNS]
+    chosen = [(model, share) for share in args.right for model in args.models]
+    pairs = []
+    for index, (model, share) in enumerate(chosen):
+        right = right_turns(share, args.seed)
+        sure = confidences(right, args.seed, args.calibration)
+        pairs.append(Pair(model, share, right, sure, on_first=index % 2 == 0))
     work = Path(tempfile.mkdtemp(prefix="qshell-bench-session-"))
-    played: list[tuple[Run, list[RecordedRequest]]] = []
+    played = []
+    averages = [os.getloadavg()[0]]
     try:
-        for name in RUNS:
-            # a server, and so a prompt cache, of its own: each run starts cold
-            with ScriptedLLMServer(prompt_cache=True) as server:
-                script(server, right, sure[RUNS[name][2]])
-                run = play(server, work, name, right=right, think_s=args.think)
-                played.append((run, settle(server)))
-            for violation in server.violations:
-                print(f"server violation ({run.name}): {violation}")
+        with loaded(args.load):
+            for index, pair in enumerate(pairs):
+                played.append((pair, play(pair, work / str(index), reads, args.settings)))
+                averages.append(os.getloadavg()[0])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(
-        f"{len(TURNS)} turns, user reads {args.think:.1f} s; the suggestion is the next prompt "
-        f"before turns {right} ({len(right)} of {len(TURNS) - 1}, seed {args.seed})"
-    )
-    for calibration, drawn in sure.items():
-        print(
-            f"confidences ({calibration} calibrated) of the predictions before turns 2-20: "
-            + ", ".join(
-                f"{n + 2}:{c:.2f}{'*' if n + 2 in right else ''}" for n, c in enumerate(drawn[:-1])
-            )
-            + " (* right)"
-        )
-    print("\n".join(summary(played, right, listed=args.requests)))
-
-
-def summary(
-    played: list[tuple[Run, list[RecordedRequest]]], right: list[int], *, listed: bool
-) -> list[str]:
-    """Both runs' bills and times, then the two ratios against their goals."""
-    lines: list[str] = []
-    bills = []
-    for index, (run, requests) in enumerate(played):
-        total = bill(requests, run)
-        bills.append(total)
-        lines += describe(run, total)
-        lines += [] if index == len(played) - 1 else [wasted(requests, run)]
-        lines += listing(requests, run) if listed else []
-    (on_run, _), *_, (off_run, _) = played
-    on_s, off_s = on_run.enter_to_prompt_s, off_run.enter_to_prompt_s
-    lines += [times("Enter to answer, on ", on_s), times("Enter to answer, off", off_s)]
-    for label, is_right in (("right turns", True), ("other turns", False)):
-        chosen = [i for i in range(len(TURNS)) if (i + 1 in right) == is_right]
-        lines.append(
-            f"  {label}: mean on {statistics.mean(on_s[i] for i in chosen):.3f} s, "
-            f"off {statistics.mean(off_s[i] for i in chosen):.3f} s"
-        )
-    time_ratio = statistics.mean(on_s) / statistics.mean(off_s)
-    bill_ratio = bills[0].billed / bills[-1].billed
-    met = "met" if time_ratio <= GOAL_TIME_RATIO else "missed"
-    lines.append(
-        f"Enter to answer on / off (means): {time_ratio:.2f} (goal ≤ {GOAL_TIME_RATIO}: {met})"
-    )
-    met = "met" if bill_ratio <= GOAL_BILL_RATIO else "missed"
-    lines.append(
-        f"billed tokens on / off: {bill_ratio:.2f}× (goal ≤ {GOAL_BILL_RATIO}×: {met}; billed = "
-        f"uncached × {UNCACHED_WEIGHT} + cached × {CACHED_WEIGHT} + output × {OUTPUT_WEIGHT})"
-    )
-    return lines + side_by_side(played, bills)
-
-
-def side_by_side(played: list[tuple[Run, list[RecordedRequest]]], bills: list[Bill]) -> list[str]:
-    """Gating off and on (with partly and well calibrated confidences) against the
-    no-suggestion run, with Roadmap 13's goals."""
-    off_s = statistics.mean(played[-1][0].enter_to_prompt_s)
-    lines = [
-        "against no suggestions   gating off   gating on: partly   well calibrated   goal",
-    ]
-    ran = played[:-1]
-    times_ = [statistics.mean(run.enter_to_prompt_s) / off_s for run, _ in ran]
-    billed_ = [total.billed / bills[-1].billed for total in bills[:-1]]
-    started = [sum(kind(r, run) == "speculation" for r in reqs) for run, reqs in ran]
-    for label, (a, b, c), goal in (
-        ("billed tokens        ", billed_, GOAL_GATED_BILL_RATIO),
-        ("mean Enter to answer ", times_, GOAL_GATED_TIME_RATIO),
-    ):
-        met = ", ".join("met" if x <= goal else "missed" for x in (b, c))
-        lines.append(f"  {label} {a:10.2f}× {b:17.2f}× {c:16.2f}×   ≤ {goal}× ({met} gated)")
-    lines.append(f"  speculation requests  {started[0]:10d} {started[1]:18d} {started[2]:17d}")
-    return lines
+    print("\n".join(report(played, reads, args, averages)))
 
 
 if __name__ == "__main__":

@@ -23,10 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
+from bench.load import loaded
 from bench.stats import report
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import ScriptedLLMServer
@@ -94,20 +94,6 @@ def user_dirs(home: Path) -> dict[str, str]:
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_STATE_HOME": str(home / "state"),
     }
-
-
-@contextmanager
-def loaded(processes: int) -> Iterator[None]:
-    """`processes` CPU-bound processes running for as long as the block does."""
-    burners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)
-    ]
-    try:
-        yield
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.wait()
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.startup import loaded
+from bench.load import loaded
 from bench.stats import report
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver

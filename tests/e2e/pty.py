@@ -77,6 +77,10 @@ class Term:
         self.raw = ""
         self.pos = 0
         self.raw_pos = 0
+        # the emulated screen, fed only what was read since it was last looked at
+        self._screen = pyte.Screen(COLUMNS, ROWS)
+        self._stream = pyte.Stream(self._screen)
+        self._drawn = 0
 
     def wait_prompt(self, timeout_s: float = TIMEOUT_S) -> None:
         """Wait until a prompt is active: prompt_toolkit turns bracketed paste on for it."""
@@ -113,9 +117,30 @@ class Term:
     def screen(self) -> list[str]:
         """The terminal's screen now, as an emulator (pyte) draws what was read so far;
         lines right-trimmed, blank ones kept."""
-        screen = pyte.Screen(COLUMNS, ROWS)
-        pyte.Stream(screen).feed(self.raw)
-        return [line.rstrip() for line in screen.display]
+        return [line.rstrip() for line in self._emulated().display]
+
+    def ghost(self) -> str:
+        """The ghost text on screen at this moment, without waiting for one: everything the
+        child wrote is read, and the italic text after the cursor on its line is returned
+        ("" when none shows)."""
+        self.drain()
+        screen = self._emulated()
+        row = screen.buffer[screen.cursor.y]
+        after = range(screen.cursor.x, screen.columns)
+        return "".join(row[x].data for x in after if row[x].italics).strip()
+
+    def drain(self) -> None:
+        """Read whatever the child has written by now, without waiting for more."""
+        while True:
+            try:
+                self.raw += self.child.read_nonblocking(size=65536, timeout=0)
+            except (pexpect.TIMEOUT, pexpect.EOF):
+                return
+
+    def _emulated(self) -> pyte.Screen:
+        self._stream.feed(self.raw[self._drawn :])
+        self._drawn = len(self.raw)
+        return self._screen
 
     def pass_over(self, quiet_s: float = 0.1) -> None:
         """Read until the child is quiet, and have later waits look only past all of it: a

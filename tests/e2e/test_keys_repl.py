@@ -15,6 +15,7 @@ from tests.e2e.test_suggestions_repl import (
     start,
     tab_and_enter_run_the_suggestion,
 )
+from tests.waiting import wait_until
 
 
 def test_esc_dismisses_at_once_and_a_later_enter_is_an_enter(llm_server, project):
@@ -111,3 +112,20 @@ def test_a_line_left_by_ctrl_d_keeps_no_stale_key_hint(llm_server, project):
     child.send("\x04")
     assert child.finish() == 0
     assert not any(HINT in line for line in child.screen()), child.screen()
+
+
+def test_the_ghost_text_on_screen_is_read_at_any_moment(llm_server, project):
+    """Term.ghost gives the italic rest after the cursor as drawn now (a bench's user looks
+    at it once, when done reading): the whole suggestion, its rest after a typed prefix,
+    and nothing once what is typed differs."""
+    child = ghost_shown(llm_server, project)
+    assert wait_until(lambda: child.ghost() == SUGGESTION), child.screen()
+    child.send("run")
+    assert wait_until(lambda: child.ghost() == SUGGESTION.removeprefix("run").strip())
+    child.send("s")
+    assert wait_until(lambda: child.ghost() == ""), child.screen()
+    child.send("\x03")
+    child.expect(r"press Ctrl-C again")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
