@@ -95,6 +95,7 @@ RULES: Mapping[str, Rule] = {
     "speculation.gating": ON_ONLY,
     "speculation.min_confidence": HIGHER,
     "speculation.staged": ON_ONLY,
+    "suggestions.backoff": ON_ONLY,
     "speculation.full_confidence": HIGHER,
     "speculation.dwell_ms": HIGHER,
     "sandbox.enabled": Rule(Trust.STRICTER, ("off", "auto", "on")),

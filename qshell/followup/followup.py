@@ -18,7 +18,9 @@ suggestion is speculated only as far as the ConfidenceGate says (followup/gating
 corrected by what this user did with suggestions of about that confidence and of that
 kind): whole, staged — held after its first tool batch until the user shows intent, which
 `fill` (Tab) and typing its start are — or not at all; each suggestion's decision is one
-`speculation_gate` event.
+`speculation_gate` event. A suggestion the answer did not fold in is asked for every
+turn until this user has ignored several in a row, then every few turns
+(`ConfidenceGate.ask_gap`; suppressed as `backoff` in between).
 Suggestions go through one SuggestionFlights, so the one a completed speculation
 pipelined is the one asked for after its accepted turn, never a second request; a
 submitted prompt forgets every other context. Closing the conversation (or `close`)
@@ -65,6 +67,7 @@ if TYPE_CHECKING:  # loaded with the first speculation, not at start-up (specula
 
 BACKGROUND_WORKERS = 2
 CONSEQUENTIAL = "consequential"  # the suppression reason: a kind the user never asked for
+BACKOFF = "backoff"  # the suppression reason: suggestions this user ignored, asked for less
 MARKER = "⚠"
 # builds a front-end's suggestion engine around its `on_change(text | None)` callback
 FollowupFactory = Callable[[Callable[[str | None], None]], "Followup"]
@@ -101,7 +104,9 @@ class Followup:
             enabled=settings.speculation.gating,
             full=settings.speculation.full_confidence,
             staged=settings.speculation.staged,
+            backoff=settings.suggestions.backoff,
         )
+        self._turns_unasked = 0  # turns since the last suggestion request (ask_gap)
         self._confidence: dict[str, float | None] = {}  # generated text → its confidence
         self._decided: dict[tuple[int, str], GatingResult] = {}  # one decision a suggestion
         plugins = conversation.session.tool_context.plugins
@@ -182,6 +187,10 @@ class Followup:
             return self._screened(folded_suggestion(prediction, self._previous_prompt, confidence))
         if params is None:
             return SuggestionResult(None, "no_cache_safe_params", None)
+        self._turns_unasked += 1
+        if self._turns_unasked < self.gate.ask_gap():  # this user ignores them: ask less
+            return SuggestionResult(None, BACKOFF, None)
+        self._turns_unasked = 0
         model = self.conversation.fast_model or None
         provider = self.conversation.session.provider
         context = SuggestionContext(provider, params, model, self._previous_prompt)
@@ -224,8 +233,9 @@ class Followup:
 
     def may_pipeline(self, fork: Session) -> bool:
         """Whether a suggestion may follow a completed speculation's `fork` once it is
-        accepted: the guards `turn_ended` will ask then, asked of the fork now."""
-        return self._guard_reason(fork) is None
+        accepted: the guards `turn_ended` will ask then, asked of the fork now, and
+        whether this user's outcomes still warrant a request every turn."""
+        return self._guard_reason(fork) is None and self.gate.ask_gap() == 1
 
     def _guard_reason(
         self,

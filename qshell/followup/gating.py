@@ -16,7 +16,9 @@ WINDOW, none of them accepted, stops being speculated, whatever the model says. 
 speculated first steps are slow (tests, builds: a right guess saves most there, and the slow
 step costs CPU at idle priority, not tokens); one at `speculation.fullConfidence` or above
 runs whole; in between it is staged. With no confidence and fewer than KIND_MIN outcomes of
-its kind, it is staged. `speculation.staged: false` runs every
+its kind, it is staged. A suggestion the answer did not fold in costs a request of its own:
+once this user has ignored BACKOFF_AFTER in a row, those requests space out (`ask_gap`,
+`suggestions.backoff`) until they take one again. `speculation.staged: false` runs every
 speculated suggestion whole; `speculation.gating: false` speculates every one whole, as
 before gating existed. The gate must not write telemetry (the caller records the decision)
 nor read the events file more than once. Thread-safe: a lock guards what it learned, which
@@ -46,6 +48,8 @@ NEUTRAL = 0.5  # the chance a suggestion of unknown confidence is taken, before 
 SLOW_S = 2.0  # a kind whose speculated first steps took this long (median) is slow
 SLOW_SHARE = 0.5  # a slow kind is speculated from this share of minConfidence
 STEPS_KEPT = 20  # first-step times remembered per kind
+BACKOFF_AFTER = 4  # suggestions ignored in a row from which suggestion requests space out
+MAX_GAP = 8  # at most this many turns between two suggestion requests
 SUGGESTION_EVENT = "suggestion"  # followup/controller.py's telemetry event
 SPECULATION_EVENT = "speculation"  # followup/speculator.py's
 COUNTED = {"accepted": True, "ignored": False}  # outcome → accepted?
@@ -106,8 +110,10 @@ class ConfidenceGate:
         full: float = 0.7,
         staged: bool = True,
         steps: Iterable[tuple[str, float]] = (),
+        backoff: bool = True,
     ) -> None:
         self.base = base
+        self.backoff = backoff
         self.enabled = enabled
         self.full = full
         self.staged = staged
@@ -126,10 +132,12 @@ class ConfidenceGate:
         enabled: bool,
         full: float = 0.7,
         staged: bool = True,
+        backoff: bool = True,
     ) -> ConfidenceGate:
         """A gate that starts from the telemetry file's recent outcomes (and first-step
         times) and follows the ones recorded from now on."""
-        past = read_events(telemetry.path) if telemetry.path is not None and enabled else []
+        known = telemetry.path is not None and (enabled or backoff)
+        past = read_events(telemetry.path) if known and telemetry.path is not None else []
         gate = cls(
             base=base,
             enabled=enabled,
@@ -137,6 +145,7 @@ class ConfidenceGate:
             full=full,
             staged=staged,
             steps=first_steps(past),
+            backoff=backoff,
         )
         telemetry.observe(gate.observed)
         return gate
@@ -160,6 +169,22 @@ class ConfidenceGate:
         """The recent acceptance rate, None before RATE_MIN_SAMPLES outcomes."""
         seen = self._seen()
         return sum(g.taken for g in seen) / len(seen) if len(seen) >= RATE_MIN_SAMPLES else None
+
+    def ask_gap(self) -> int:
+        """Every how many turns a suggestion is worth a request of its own (one the answer
+        did not fold in): every turn, until this user has ignored BACKOFF_AFTER in a row;
+        then every 2nd, 4th… turn, doubling with each more one ignored, up to MAX_GAP. One
+        accepted suggestion brings it back to every turn."""
+        if not self.backoff:
+            return 1
+        streak = 0
+        for guess in reversed(self._seen()):
+            if guess.taken:
+                break
+            streak += 1
+        if streak < BACKOFF_AFTER:
+            return 1
+        return min(MAX_GAP, 1 << (streak - BACKOFF_AFTER + 1))
 
     def slow(self, kind: str) -> bool:
         """Whether speculating `kind` starts with a slow step: as measured, once two of its

@@ -10,12 +10,14 @@ import pytest
 from qshell.agent.events import FailureKind, TurnFailed
 from qshell.config import ApprovalMode, load_settings
 from qshell.followup.followup import Followup
+from qshell.followup.gating import BACKOFF_AFTER
 from qshell.followup.suggestion import SUGGESTION_MARKER
 from qshell.llm.messages import Message
 from qshell.telemetry import Telemetry, read_events
 from tests.agent.scripted import call
 from tests.agent.test_conversation import consume, make_conversation
 from tests.followup.test_controller import FakeClock, FakeScheduler
+from tests.waiting import wait_until
 
 READ = Message.assistant("", [call("ls", "{}", "l1")])
 
@@ -147,3 +149,28 @@ def test_the_environment_switch_turns_suggestions_off(tmp_path):
     followup.turn_ended(consume(setup.conversation.turn("list files"))[-1])
     followup.close()
     assert outcomes(tmp_path / "e.jsonl") == [("suppressed", "disabled")]
+
+
+def test_after_four_ignored_suggestions_one_is_asked_for_every_other_turn_until_one_is_taken(
+    rig,
+):
+    setup, followup, shown, scheduler, events = rig
+    for _ in range(BACKOFF_AFTER):  # as telemetry tells the gate, from this session or before
+        followup.gate.observed("suggestion", {"outcome": "ignored", "kind": "show"})
+
+    def turn(prompt: str, *suggested: Message) -> None:
+        setup.script(READ, Message.assistant("listed"), *suggested)
+        followup.turn_ended(consume(setup.conversation.turn(prompt))[-1])
+
+    def asked() -> int:
+        return sum(SUGGESTION_MARKER in r.messages[-1].text for r in setup.provider.requests)
+
+    turn("list files")
+    assert wait_until(lambda: ("suppressed", "backoff") in outcomes(events))
+    assert asked() == 0
+    turn("list files again", Message.assistant("run the tests"))
+    assert scheduler.scheduled.wait(5)
+    scheduler.advance(1.0)
+    assert shown.arrived.wait(5) and asked() == 1
+    followup.submitted("run the tests")  # taken: every turn again
+    assert followup.gate.ask_gap() == 1

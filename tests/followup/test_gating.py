@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 from qshell.followup.gating import (
+    BACKOFF_AFTER,
     KIND_MIN,
+    MAX_GAP,
     NEAR,
     NEUTRAL,
     PRIOR,
@@ -168,3 +170,20 @@ def test_kinds_and_first_steps_are_read_from_earlier_sessions(tmp_path):
     gate = ConfidenceGate.watching(Telemetry.for_state_dir(tmp_path), base=0.35, enabled=True)
     assert gate.decide(None, "git").reason == "kind_never_taken"
     assert gate.slow("run") and not gate.slow("edit")
+
+
+def test_suggestion_requests_space_out_as_more_are_ignored_in_a_row_and_one_taken_resets():
+    gate = ConfidenceGate(base=0.35, enabled=True)
+    gaps = []
+    for _ in range(BACKOFF_AFTER + 4):
+        gaps.append(gate.ask_gap())
+        gate.observed("suggestion", {"outcome": "ignored", "kind": "edit"})
+    assert gaps == [1] * BACKOFF_AFTER + [2, 4, 8, MAX_GAP]
+    gate.observed("suggestion", {"outcome": "shown", "kind": "edit"})  # not an outcome
+    assert gate.ask_gap() == MAX_GAP
+    gate.observed("suggestion", {"outcome": "accepted", "kind": "edit"})
+    assert gate.ask_gap() == 1
+    never = ConfidenceGate(base=0.35, enabled=True, backoff=False)
+    for _ in range(2 * BACKOFF_AFTER):
+        never.observed("suggestion", {"outcome": "ignored"})
+    assert never.ask_gap() == 1
