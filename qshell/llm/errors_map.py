@@ -138,6 +138,8 @@ def error_for_status(
 ) -> ProviderError:
     """Translate a non-success HTTP answer into the matching ProviderError."""
     payload = _json_or_none(body)
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]  # Gemini's `[{"error": {…}}]`
     error = payload.get("error") if isinstance(payload, dict) else None
     code = _error_code(error)
     message = server_message(body, endpoint.secrets) if body.strip() else ""
@@ -273,12 +275,18 @@ def _status_of(error: Any, code: str) -> int:
 
 
 def _message_of(payload: Any) -> str:
+    """The human part of an error payload: `error.message`, `message`, `detail`; a list of
+    errors (Gemini answers `[{"error": …}]`) by its first; a validation error's `detail`
+    list (Mistral's 422: `{"message": {"detail": [{"type": "extra_forbidden", "loc":
+    ["body", "stream_options"], "msg": …}]}}`) as `field: msg (type)` for each."""
     if isinstance(payload, str):
         return payload
+    if isinstance(payload, list):
+        return "; ".join(filter(None, (_problem(item) for item in payload[:3])))
     if not isinstance(payload, dict):
         return ""
     error = payload.get("error")
-    if isinstance(error, dict):
+    if isinstance(error, dict | list):
         return _message_of(error)
     if isinstance(error, str):
         return error
@@ -286,7 +294,18 @@ def _message_of(payload: Any) -> str:
         value = payload.get(key)
         if isinstance(value, str):
             return value
+        if isinstance(value, dict | list) and (said := _message_of(value)):
+            return said
     return ""
+
+
+def _problem(item: Any) -> str:
+    """One entry of an error list: a pydantic-style validation error, or an error object."""
+    if not isinstance(item, dict) or "loc" not in item:
+        return _message_of(item)
+    where = ".".join(str(p) for p in item.get("loc") or () if p != "body")
+    kind = f" ({item['type']})" if isinstance(item.get("type"), str) else ""
+    return f"{where}: {item.get('msg') or 'invalid'}{kind}"
 
 
 def _json_or_none(body: str) -> Any:

@@ -5,8 +5,9 @@
 `reasoning` events apart from the answer's `message` events), each with a `type` and a
 `timestamp`, ending with `result`. The result carries the `stop_reason`; an answer that did
 not finish (cut off at the output limit, refused, filtered) is `"subtype": "incomplete"`,
-says why on stderr in one line and exits with ExitCode.INCOMPLETE. Errors and notices go to
-stderr as one line each; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
+says why on stderr in one line and exits with ExitCode.INCOMPLETE. A turn that fails
+part-way through an answer still writes what of it arrived (text: on stdout; json: as the
+result's `result`), then the error. Errors and notices go to stderr as one line each; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
 non-interactive, so it never sees a PermissionRequested. Runs in the caller's thread.
 """
 
@@ -28,6 +29,7 @@ from qshell.agent.events import (
     PermissionReply,
     PermissionRequested,
     ReasoningDelta,
+    RoundFinished,
     TextDelta,
     TextWithdrawn,
     ToolFinished,
@@ -77,6 +79,7 @@ class Printer:
         self.model = model
         self.clock = clock
         self._started = clock()
+        self._partial: list[str] = []  # the answer's text so far in the round being streamed
         # stream-json's tool ids, one per call of the run: a server that numbers calls
         # `call_0` in every response gets `call_0`, `call_0#2`, … so each pairs one result
         self._tool_ids: dict[tuple[int, str], str] = {}
@@ -102,6 +105,7 @@ class Printer:
         if self.fmt is OutputFormat.STREAM_JSON:
             self._emit({"type": "init", "session_id": self.session_id, "model": self.model})
         for event in events:
+            self._follow(event)
             match event:
                 case TextDelta(text=text) if self.fmt is OutputFormat.STREAM_JSON:
                     self._emit(
@@ -145,6 +149,13 @@ class Printer:
                 case _:
                     pass
         return self._fail(TurnFailed(FailureKind.ERROR, "the turn ended without a result"))
+
+    def _follow(self, event: Event) -> None:
+        """Keep the text of the round being streamed: what a failure leaves of the answer."""
+        if isinstance(event, TextDelta):
+            self._partial.append(event.text)
+        elif isinstance(event, RoundFinished | TextWithdrawn):
+            self._partial.clear()
 
     def _result(
         self,
@@ -205,8 +216,12 @@ class Printer:
         self.stderr.flush()
 
     def _fail(self, event: TurnFailed) -> ExitCode:
+        partial = "".join(self._partial)
+        if self.fmt is OutputFormat.TEXT and partial:
+            self.stdout.write(partial if partial.endswith("\n") else partial + "\n")
+            self.stdout.flush()
         self._say(event.message)
-        record = self._result(text="", usage=event.usage, rounds=event.rounds, error=event)
+        record = self._result(text=partial, usage=event.usage, rounds=event.rounds, error=event)
         if self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         elif self.fmt is OutputFormat.STREAM_JSON:

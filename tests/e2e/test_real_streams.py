@@ -221,3 +221,55 @@ def test_a_stream_ending_right_after_message_stop_is_complete(project):
         sent = server.requests
     assert run.code == 0, run.stderr
     assert len(sent) == 2 and run.json()["result"] == expect(answer)["text"]
+
+
+# ------------------------------------------------------------------ 9. pause_turn goes on
+
+
+def recorded_blocks(name: str) -> list[dict[str, Any]]:
+    """The content blocks a recorded Messages stream started, in order, each server tool
+    call with the input its deltas streamed (what the continuation must send back)."""
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    for line in body(name).decode().splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:])
+        if event["type"] == "content_block_start":
+            blocks[event["index"]] = event["content_block"]
+        elif event["type"] == "content_block_delta" and "partial_json" in event["delta"]:
+            inputs[event["index"]] = inputs.get(event["index"], "") + event["delta"]["partial_json"]
+    for index, streamed in inputs.items():
+        if streamed.strip():
+            blocks[index]["input"] = json.loads(streamed)
+    return [blocks[i] for i in sorted(blocks)]
+
+
+def test_an_anthropic_pause_turn_is_continued_with_its_content_sent_back_as_it_came(project):
+    """Anthropic's stop-reason guide: on `pause_turn`, send the response back as-is and the
+    model continues its turn. The paused round is recorded (pydantic-ai's cassette, with
+    the very continuation request pydantic-ai sent in its interaction 1: the thinking
+    block, the text and every server_tool_use / web_search_tool_result block unchanged);
+    the round that continues it is another recorded answer."""
+    paused, answer = "anthropic/pause_turn_web_search.sse", "anthropic/sonnet_thinking.sse"
+    with ReplayServer([body(paused), body(answer)]) as server:
+        run = replay(server, "anthropic", "-o", "json", "search the weather", cwd=project)
+        sent = server.requests
+    assert run.code == 0, run.stderr
+    assert len(sent) == 2
+    result = run.json()
+    assert result["stop_reason"] == "end_turn" and result["num_rounds"] == 2
+    assert result["result"] == expect(paused)["text"] + expect(answer)["text"]
+    last = sent[1].json()["messages"][-1]
+    assert last["role"] == "assistant"
+    blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in last["content"]]
+    started = recorded_blocks(paused)
+    thinking, *rest = blocks
+    assert thinking == {
+        "type": "thinking",
+        "thinking": expect(paused)["reasoning"],
+        "signature": expect(paused)["signatures"][0],
+    }
+    assert [b["type"] for b in rest] == [b["type"] for b in started[1:]]
+    servers = [(b, s) for b, s in zip(rest, started[1:], strict=True) if b["type"] != "text"]
+    assert servers and all(b == s for b, s in servers)
