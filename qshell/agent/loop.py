@@ -194,7 +194,7 @@ class _Turn:
         if done.stop_reason not in FINISHED_STOPS:
             return self.unfinished(done)
         if not calls:
-            return self.finished(done.message.text)
+            return self.finished(done.message.text, citations=done.citations)
         return (yield from self.answer(calls, early=early))
 
     def answer(
@@ -269,8 +269,9 @@ class _Turn:
             note=note,
         )
 
-    def finished(self, text: str) -> TurnFinished:
-        """The answer is complete: its text as shown, and the next prompt it predicts."""
+    def finished(self, text: str, *, citations: tuple[str, ...] = ()) -> TurnFinished:
+        """The answer is complete: its text as shown, the sources it cites, and the next
+        prompt it predicts."""
         prediction, confidence = None, None
         text = "".join(self.paused) + text
         if self.session.options.predicts_next:
@@ -281,6 +282,7 @@ class _Turn:
             rounds=self.rounds,
             prediction=prediction,
             prediction_confidence=confidence,
+            citations=citations,
         )
 
     def usage(self) -> Usage:

@@ -44,6 +44,8 @@ _UNFINISHED: dict[str, StopReason] = {
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 _CALL_FIELDS = frozenset({"index", "id", "type", "function"})
 """A call delta's fields of the wire format itself; any other is the server's own (`extra`)."""
+_DETAIL_TEXTS = frozenset({"text", "summary", "data", "signature"})
+"""The fields of a `reasoning_details` entry that its streamed fragments continue."""
 
 
 class _CallSlot:
@@ -179,8 +181,8 @@ class ChunkState:
                 self.details.append(dict(detail))
                 continue
             for key, value in detail.items():
-                if isinstance(value, str) and isinstance(last.get(key), str):
-                    last[key] += value
+                if key in _DETAIL_TEXTS and isinstance(value, str):
+                    last[key] = (last.get(key) or "") + value
                 elif last.get(key) is None:
                     last[key] = value
 

@@ -1,6 +1,8 @@
 """The `--print` front-end: run one turn and write it as text, JSON or stream-JSON.
 
-`text` writes only the final answer; `json` writes one object when the turn ends;
+`text` writes only the final answer (and a `Sources:` list after it when the answer cites
+any, as Perplexity's do); `json` writes one object when the turn ends (`citations`, when
+there are any);
 `stream-json` writes one JSON object per line for each event (the model's reasoning as
 `reasoning` events apart from the answer's `message` events), each with a `type` and a
 `timestamp`, ending with `result`. The result carries the `stop_reason`; an answer that did
@@ -39,7 +41,7 @@ from qshell.agent.events import (
 )
 from qshell.errors import ExitCode
 from qshell.llm.messages import FINISHED_STOPS, Usage
-from qshell.ui.render import one_line
+from qshell.ui.render import one_line, sources_lines
 
 
 class OutputFormat(enum.StrEnum):
@@ -197,9 +199,14 @@ class Printer:
             record["note"] = event.note
         if event.skipped_round:  # the answer is the tool output itself
             record["skipped_llm_round"] = True
+        if event.citations:  # the sources its [n] marks number
+            record["citations"] = list(event.citations)
         if self.fmt is OutputFormat.TEXT:
             text = event.text
             self.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+            sources = sources_lines(event.citations)
+            if sources:
+                self.stdout.write("\n" + "\n".join(sources) + "\n")
             self.stdout.flush()
         elif self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,91 @@ def test_a_body_that_is_plainly_not_an_event_stream_fails_in_one_line(
     assert run.code == 1 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and "did not answer with an event stream" in run.stderr
     assert len(llm_server.requests) == 1
+
+
+# ------------------------------------------------------------------ 3. Gemini's thought signature
+
+# Gemini's OpenAI-compatible endpoint streams each tool call whole in one delta, its thought
+# signature in `extra_content.google.thought_signature` (ai.google.dev/gemini-api/docs/
+# thought-signatures, "OpenAI compatibility"; the delta shape as captured in the Google AI
+# forum thread "OpenAI API compatibility broken due to thought_signature on
+# gemini-3-pro-preview" and earendil-works/pi#3234). The signature's value is opaque.
+SIGNATURE = "CrICAdHtim827fQ3VqDkYLGbmKPCF0mYbRSq2LTQQZOhqsnkUpXvUAMGBCrVz5uP4wLUa0E7"
+GEMINI_TOOL_ROUND = (
+    b'data: {"choices":[{"delta":{"role":"assistant","tool_calls":[{"extra_content":'
+    b'{"google":{"thought_signature":"' + SIGNATURE.encode() + b'"}},"function":{"arguments":'
+    b'"{\\"path\\":\\"notes.txt\\"}","name":"read_file"},"id":"function-call-1","index":0,'
+    b'"type":"function"}]},"finish_reason":"tool_calls","index":0}],"created":1763660000,'
+    b'"id":"zP8eaZ2aBpOhz7IPsMbmqQs","model":"gemini-3-pro-preview","object":'
+    b'"chat.completion.chunk","usage":{"completion_tokens":19,"prompt_tokens":412,'
+    b'"total_tokens":431}}\n\ndata: [DONE]\n\n'
+)
+# What Gemini 3 answers a tool round whose call came back without its signature (the forum
+# thread above; BerriAI/litellm#16893 quotes the same body): a list holding one error.
+SIGNATURE_MISSING = json.dumps(
+    [
+        {
+            "error": {
+                "code": 400,
+                "message": "Function call is missing a thought_signature in functionCall "
+                "parts. This is required for tools to work correctly, and missing "
+                "thought_signature may lead to degraded model performance. Additional "
+                "data, function call `default_api:read_file` , position 2. Please refer to "
+                "https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                "status": "INVALID_ARGUMENT",
+            }
+        }
+    ],
+    indent=2,
+).encode()
+
+
+def signed_calls(request) -> list[Any]:
+    """The `extra_content` of every assistant tool call a request sends back."""
+    return [
+        call.get("extra_content")
+        for m in request.body["messages"]
+        if m["role"] == "assistant"
+        for call in m.get("tool_calls") or []
+    ]
+
+
+def test_gemini_s_thought_signature_goes_back_unchanged_in_the_tool_round_and_after_resume(
+    llm_server, project
+) -> None:
+    """A server that answers as Gemini 3 does: the tool round is refused unless each call
+    carries its signature; with it, the answer comes. A later prompt of the resumed
+    session sends the call back signed as well (the transcript keeps `extra_content`)."""
+    signed = {"google": {"thought_signature": SIGNATURE}}
+    unsigned = Match(lambda r: any(c != signed for c in signed_calls(r)), "a call unsigned")
+    llm_server.add_rule(unsigned, Fault.raw(400, SIGNATURE_MISSING))
+    llm_server.add_rule(has_tool_result(), Reply.text("It says notes."))
+    llm_server.add_rule(
+        Match(lambda r: not signed_calls(r), "no call yet"),
+        Fault.raw(200, GEMINI_TOOL_ROUND, "text/event-stream"),
+    )
+    llm_server.add_rule(always(), Reply.text("Still notes."))
+    env = {"OPENAI_MODEL": "gemini-3-pro-preview"}
+    run = qshell(llm_server, "-o", "json", "what is in notes.txt?", cwd=project, **env)
+    assert run.code == 0, run.stderr
+    assert run.json()["result"] == "It says notes."
+    again = qshell(llm_server, "--continue", "and now?", cwd=project, **env)
+    assert (again.code, again.stdout.strip()) == (0, "Still notes."), again.stderr
+    first, tool_round, resumed = llm_server.requests
+    assert signed_calls(first) == [] and signed_calls(tool_round) == [signed]
+    assert signed_calls(resumed) == [signed] and resumed.status == 200
+    call = tool_round.body["messages"][2]["tool_calls"][0]
+    assert call == {
+        "extra_content": signed,
+        "id": "function-call-1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path":"notes.txt"}'},
+    }
+
+
+def test_gemini_s_refusal_of_an_unsigned_call_is_one_clear_line(llm_server, project) -> None:
+    """The body Gemini sends (a JSON list holding the error) reads as its message."""
+    llm_server.add_rule(always(), Fault.raw(400, SIGNATURE_MISSING))
+    run = qshell(llm_server, "hi", cwd=project)
+    assert run.code == 1 and run.stderr.count("\n") == 1
+    assert "HTTP 400): Function call is missing a thought_signature" in run.stderr

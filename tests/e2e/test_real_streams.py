@@ -273,3 +273,63 @@ def test_an_anthropic_pause_turn_is_continued_with_its_content_sent_back_as_it_c
     assert [b["type"] for b in rest] == [b["type"] for b in started[1:]]
     servers = [(b, s) for b, s in zip(rest, started[1:], strict=True) if b["type"] != "text"]
     assert servers and all(b == s for b, s in servers)
+
+
+# ------------------------------------------------------------------ 10. reasoning_details go back
+
+
+def streamed_details(name: str) -> list[dict[str, Any]]:
+    """Every `reasoning_details` fragment a recorded Chat Completions stream sent."""
+    fragments: list[dict[str, Any]] = []
+    for line in body(name).decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices") or []:
+                fragments += (choice.get("delta") or {}).get("reasoning_details") or []
+    return fragments
+
+
+def test_openrouter_s_reasoning_details_go_back_unchanged_in_the_tool_round(project):
+    """Both rounds recorded from OpenRouter (google/gemini-3-pro-preview, charmbracelet/
+    fantasy's cassette); its second request is what fantasy sent back, and what OpenRouter's
+    reasoning-tokens guide asks ("preserving reasoning blocks"): the two `reasoning.text`
+    fragments of index 0 as one entry, then the `reasoning.encrypted` entry as it came."""
+    first = "openrouter/gemini3_reasoning_details_tool.sse"
+    answer = "openrouter/gemini3_reasoning_details_answer.sse"
+    run, assistant = two_rounds(
+        "openai", first, answer, "-o", "json", "weather in Florence?", cwd=project
+    )
+    fragments = streamed_details(first)
+    texts = [f for f in fragments if f["type"] == "reasoning.text"]
+    (encrypted,) = [f for f in fragments if f["type"] == "reasoning.encrypted"]
+    assert len(texts) == 2
+    merged = {**texts[0], "text": "".join(f["text"] for f in texts)}
+    assert merged["text"] == expect(first)["reasoning"]
+    assert assistant["reasoning_details"] == [merged, encrypted]
+    (call,) = expect(first)["tool_calls"]
+    assert (
+        assistant["tool_calls"][0]["id"] == call["id"]
+        and "extra_content" not in (assistant["tool_calls"][0])
+    )
+    assert run.json()["result"] == expect(answer)["text"]
+
+
+# ------------------------------------------------------------------ 11. citations are shown
+
+
+def test_perplexity_s_citations_are_listed_after_the_answer_in_every_format(project):
+    """vercel/ai's recorded sonar stream: its `[2][3]` marks number the `citations` list
+    every chunk repeats."""
+    name = "perplexity/sonar_citations.sse"
+    first = json.loads(body(name).decode().splitlines()[0][6:])
+    cited = first["citations"]
+    runs = {}
+    for fmt in ("text", "json", "stream-json"):
+        with ReplayServer(body(name)) as server:
+            runs[fmt] = replay(server, "openai", "-o", fmt, "population of SF?", cwd=project)
+        assert (runs[fmt].code, runs[fmt].stderr) == (0, ""), fmt
+    text = runs["text"].stdout
+    answer, sources = text.split("\n\nSources:\n")
+    assert answer == expect(name)["text"]
+    assert sources.splitlines() == [f"[{n}] {url}" for n, url in enumerate(cited, 1)]
+    assert runs["json"].json()["citations"] == cited
+    assert runs["stream-json"].lines()[-1]["citations"] == cited
