@@ -8,9 +8,9 @@ blank line) and become httpx-sse's `ServerSentEvent`s. Two kinds of line are no 
 that grammar and would otherwise be dropped as unknown fields, leaving a stream that just
 ends: a bare JSON error object on a line of its own (`{"error": {…}}`, as some gateways
 send in place of the stream or part-way through it) is raised as the error it says, once,
-not retried; and a body with no line of the grammar at all (an HTML page, a JSON document,
-NDJSON) fails as not an event stream, in one line, with its first characters, a whole-body
-JSON error being read as that error. It does no I/O of its own (it consumes the text
+not retried; and a body with no line of the grammar at all (an HTML page, NDJSON) fails as
+not an event stream, in one line, with its first characters, a whole-body JSON error being
+read as that error and a whole-body JSON object as the answer's one event. It does no I/O of its own (it consumes the text
 chunks it is given) and keeps its state per call, so any thread may use it.
 """
 
@@ -43,7 +43,9 @@ def events(chunks: Iterable[str], endpoint: Endpoint, model: str) -> Iterator[Se
             event = reader.line(line)
             if event is not None:
                 yield event
-    reader.end(pending)
+    whole = reader.end(pending)
+    if whole is not None:
+        yield whole
 
 
 class _Reader:
@@ -103,22 +105,26 @@ class _Reader:
             self.stray.append(line)
             self.stray_chars += len(line) + 1
 
-    def end(self, last: str) -> None:
+    def end(self, last: str) -> ServerSentEvent | None:
         """At the end of the body, whose `last` line had no line break: an event not ended
         by a blank line is dropped, as the grammar says (llm/http.py's `_FeedingStream`
-        adds that blank line after a whole last line), and a body with no line of the
-        grammar was no event stream."""
+        adds that blank line after a whole last line). A body with no line of the grammar
+        that is one JSON object is a whole answer given under another header (the parser
+        reads it as the stream's one event, as for `application/json`); any other was no
+        event stream."""
         name = last.partition(":")[0]
         if last and not last.startswith(":") and name not in SSE_FIELDS:
             self._stray(last)
         if self.grammar_seen or not self.stray:
-            return
+            return None
         whole = "\n".join(self.stray)
         payload = _json(whole)
         if isinstance(payload, list) and payload:
             payload = payload[0]  # Gemini's `[{"error": {…}}]`
         if _is_error(payload):
             raise self._error(payload)
+        if isinstance(payload, dict) and self.stray_chars < STRAY_KEEP_CHARS:
+            return ServerSentEvent(data=whole)
         began = " ".join(whole.split())[:QUOTE_CHARS]
         raise StreamBroken(
             f"{self.endpoint.base_url} did not answer with an event stream "

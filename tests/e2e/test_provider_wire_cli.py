@@ -208,7 +208,9 @@ def test_an_event_stream_sent_as_text_plain_or_with_no_content_type_is_read(
             "text/html",
         ),
         (
-            b'{"model":"llama3.2","message":{"role":"assistant","content":"Hi"},"done":false}\n',
+            b'{"model":"llama3.2","created_at":"2025-01-01T00:00:00Z","message":{"role":'
+            b'"assistant","content":"Hi"},"done":false}\n{"model":"llama3.2","created_at":'
+            b'"2025-01-01T00:00:01Z","message":{"role":"assistant","content":""},"done":true}\n',
             None,
         ),
     ],
