@@ -159,7 +159,9 @@ def error_from_payload(
     code = _error_code(error)
     status = _status_of(error, code)
     message = _clip(redact(" ".join(_message_of(payload).split()), endpoint.secrets))
-    built = _build(status, code, message, endpoint, model, None)
+    # the status is the one its words mean, not one the server answered with: say so
+    how = "an error in its stream" if in_stream else "an error as its answer"
+    built = _build(status, code, message, endpoint, model, None, how=how)
     if in_stream and _is_context_error(code, message):
         built.retryable = False
     return built
@@ -183,25 +185,30 @@ def _build(
     endpoint: Endpoint,
     model: str,
     retry_after_s: float | None,
+    *,
+    how: str = "",
 ) -> ProviderError:
+    """The error for `status` (`how` says where it came from when no HTTP status said
+    it: "an error in its stream")."""
     said = f": {message}" if message else ""
     where = endpoint.base_url
+    http = how or f"HTTP {status}"
     if _is_usage_limit(status, code, message):
         return UsageLimited(
             f"{endpoint.provider} at {where} refused the request: the account's usage limit "
-            f"or credit is used up (HTTP {status}){said}",
+            f"or credit is used up ({http}){said}",
             status=status,
             retry_after_s=retry_after_s,
         )
     if status in (401, 403):
         if not endpoint.has_key:
             text = (
-                f"{endpoint.provider} at {where} requires an API key (HTTP {status}). "
+                f"{endpoint.provider} at {where} requires an API key ({http}). "
                 f"Set {endpoint.key_env}."
             )
         else:
             text = (
-                f"The API key was rejected by {endpoint.provider} at {where} (HTTP {status}). "
+                f"The API key was rejected by {endpoint.provider} at {where} ({http}). "
                 f"Check {endpoint.key_env}."
             )
         return AuthError(text, status=status)
@@ -224,12 +231,12 @@ def _build(
         )
     if status >= 500:
         return ProviderUnavailable(
-            f"{endpoint.provider} at {where} is unavailable (HTTP {status}){said}",
+            f"{endpoint.provider} at {where} is unavailable ({http}){said}",
             status=status,
             retry_after_s=retry_after_s,
         )
     return BadRequest(
-        f"{endpoint.provider} at {where} rejected the request (HTTP {status}){said}",
+        f"{endpoint.provider} at {where} rejected the request ({http}){said}",
         status=status,
     )
 

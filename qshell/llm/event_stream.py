@@ -100,7 +100,7 @@ class _Reader:
         grammar comes, the rest is kept to say what the body was."""
         payload = _json(line)
         if _is_error(payload):
-            raise self._error(payload)
+            raise self._error(payload, in_stream=True)
         if not self.grammar_seen and self.stray_chars < STRAY_KEEP_CHARS:
             self.stray.append(line)
             self.stray_chars += len(line) + 1
@@ -122,7 +122,7 @@ class _Reader:
         if isinstance(payload, list) and payload:
             payload = payload[0]  # Gemini's `[{"error": {…}}]`
         if _is_error(payload):
-            raise self._error(payload)
+            raise self._error(payload, in_stream=False)
         if isinstance(payload, dict) and self.stray_chars < STRAY_KEEP_CHARS:
             return ServerSentEvent(data=whole)
         began = " ".join(whole.split())[:QUOTE_CHARS]
@@ -131,10 +131,11 @@ class _Reader:
             f"(its answer began: {redact(began, self.endpoint.secrets)!r})"
         )
 
-    def _error(self, payload: Any) -> ProviderError:
-        """The error a gateway sent as a line of its own: said once, not retried (the same
-        request gets the same answer), whatever status its words map to."""
-        error = error_from_payload(payload, self.endpoint, self.model)
+    def _error(self, payload: Any, *, in_stream: bool) -> ProviderError:
+        """The error a gateway sent as a line of its own, or as the whole body: said once,
+        not retried (the same request gets the same answer), whatever status its words
+        map to."""
+        error = error_from_payload(payload, self.endpoint, self.model, in_stream=in_stream)
         error.retryable = False
         return error
 

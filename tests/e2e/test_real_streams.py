@@ -333,3 +333,22 @@ def test_perplexity_s_citations_are_listed_after_the_answer_in_every_format(proj
     assert sources.splitlines() == [f"[{n}] {url}" for n, url in enumerate(cited, 1)]
     assert runs["json"].json()["citations"] == cited
     assert runs["stream-json"].lines()[-1]["citations"] == cited
+
+
+# ------------------------------------------------------------------ 12. a stream that fails part-way
+
+
+def test_an_answer_cut_by_an_error_part_way_is_printed_then_the_error(project):
+    """Recorded from Anthropic (maruel/genai's cassette): "Hello." then `event: error`
+    overloaded. What arrived is the output, the error one line after it; that round's
+    usage is not known (the stream never said it), so it is not reported as a zero."""
+    name = "anthropic/haiku45_overloaded_mid_stream.sse"
+    with ReplayServer([body(name)] * 2) as server:
+        text = replay(server, "anthropic", "say hello", cwd=project)
+        result = replay(server, "anthropic", "-o", "json", "say hello", cwd=project)
+    assert (text.code, text.stdout) == (1, expect(name)["text"] + "\n")
+    assert text.stderr.count("\n") == 1 and expect(name)["error"] in text.stderr
+    record = result.json()
+    assert (record["result"], record["is_error"]) == (expect(name)["text"], True)
+    assert expect(name)["error"] in record["error"]["message"]
+    assert record["usage"]["known"] is False
