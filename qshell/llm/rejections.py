@@ -55,7 +55,9 @@ GENERIC_REJECTIONS = (
     "does not support thinking",
     "thinking is not supported",
 )
-"""Words of a rejection that name no key: every knob the request placed is dropped then."""
+"""Words of a rejection that name no key: every request knob placed is dropped then (a wire
+knob only when the message names its key; the output limit's name only on such words, or
+"instead", since "max_tokens is too large" names the key without refusing it)."""
 
 BodyFn = Callable[[ChatRequest, frozenset[Knob]], dict[str, Any]]
 """A wire format's body for a request, without the knobs dropped."""
