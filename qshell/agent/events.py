@@ -308,6 +308,8 @@ class TurnFinished:
     prediction_confidence: float | None = None
     # the answer is the last tool batch's output, no model round read it (latency/directives.py)
     skipped_round: bool = False
+    # the sources the answer cites, numbered as its [n] marks (Perplexity's `citations`)
+    citations: tuple[str, ...] = ()
 
     @property
     def finished(self) -> bool:

@@ -5,7 +5,8 @@ streams one model response through the router (latency/router.py: after a tool b
 may send the round to the fast model, and it tells the turn's decision log what it did);
 its tool calls run as a batch (agent/batch.py: consecutive calls of concurrency-safe
 kinds in parallel, the rest in order, results always in call order) and the results go
-back in the next round. It ends when the model answers without tools, or stops without
+back in the next round; a round the provider paused (`pause_turn`) is followed by one that
+continues it, its text the start of the answer. It ends when the model answers without tools, or stops without
 finishing its answer — cut off at the output limit, refused, filtered — in which case no
 call of that round runs and each is answered "not run" (`TurnFinished`, with the stop
 reason and a one-line note), when every result of a batch says its output is the answer
@@ -118,6 +119,7 @@ class _Turn:
         self.router = router
         self.start_usage = session.stats.usage
         self.rounds = 0
+        self.paused: list[str] = []  # the text of rounds the provider paused (`pause_turn`)
         # a first round too long for the context may compact and run again, once
         self.may_retry = may_retry
         self.log = router.open_turn(session)
@@ -170,9 +172,11 @@ class _Turn:
         except ContextTooLong as exc:
             return (yield from self._compact_and_retry(exc))
         except (Cancelled, QshellError) as exc:
-            return self.error(exc)
+            return self.error(exc, mid_round=True)
         if done is None:
-            return self.failed(FailureKind.STREAM_BROKEN, "the model stream ended early")
+            return self.failed(
+                FailureKind.STREAM_BROKEN, "the model stream ended early", mid_round=True
+            )
         self.rounds += 1
         session.record_round(done.usage, position=self.log.round_done(done))
         if done.message.content:
@@ -184,10 +188,13 @@ class _Turn:
             session.stats.last_prompt_tokens = compaction.estimate_tokens(session, session.history)
         yield RoundFinished(round=self.rounds, usage=done.usage)
         calls = done.message.tool_calls
+        if done.stop_reason == "pause_turn":  # Anthropic paused a long server-tool turn: the
+            self.paused.append(done.message.text)  # next round sends its content back as it
+            return None  # came and so continues it (Anthropic's "handling stop reasons")
         if done.stop_reason not in FINISHED_STOPS:
             return self.unfinished(done)
         if not calls:
-            return self.finished(done.message.text)
+            return self.finished(done.message.text, citations=done.citations)
         return (yield from self.answer(calls, early=early))
 
     def answer(
@@ -251,7 +258,7 @@ class _Turn:
             names = ", ".join(dict.fromkeys(c.name for c in calls))
             note += f" ({names} did not run)"
         self.session.note("turn_unfinished", stop_reason=done.stop_reason, message=note)
-        text = done.message.text
+        text = "".join(self.paused) + done.message.text
         if self.session.options.predicts_next:  # cut off inside its prediction line, maybe
             text = split_prediction(text)[0]
         return TurnFinished(
@@ -262,9 +269,11 @@ class _Turn:
             note=note,
         )
 
-    def finished(self, text: str) -> TurnFinished:
-        """The answer is complete: its text as shown, and the next prompt it predicts."""
+    def finished(self, text: str, *, citations: tuple[str, ...] = ()) -> TurnFinished:
+        """The answer is complete: its text as shown, the sources it cites, and the next
+        prompt it predicts."""
         prediction, confidence = None, None
+        text = "".join(self.paused) + text
         if self.session.options.predicts_next:
             text, prediction, confidence = read_prediction(text)
         return TurnFinished(
@@ -273,21 +282,27 @@ class _Turn:
             rounds=self.rounds,
             prediction=prediction,
             prediction_confidence=confidence,
+            citations=citations,
         )
 
     def usage(self) -> Usage:
         """This turn's share of the session's usage totals."""
         return _since(self.session.stats.usage, self.start_usage)
 
-    def failed(self, kind: FailureKind, message: str) -> TurnFailed:
+    def failed(self, kind: FailureKind, message: str, *, mid_round: bool = False) -> TurnFailed:
+        """The turn's failure; `mid_round`: a model round failed, and what it cost is not
+        known (the usage is a lower bound, `known=False`, not a zero that says it was)."""
         self.session.note("turn_failed", kind=str(kind), message=message)
-        return TurnFailed(kind=kind, message=message, usage=self.usage(), rounds=self.rounds)
+        usage = self.usage()
+        if mid_round:
+            usage = usage.model_copy(update={"known": False})
+        return TurnFailed(kind=kind, message=message, usage=usage, rounds=self.rounds)
 
-    def error(self, exc: Exception) -> TurnFailed:
+    def error(self, exc: Exception, *, mid_round: bool = False) -> TurnFailed:
         """The TurnFailed for a provider error or a cancel."""
         if isinstance(exc, Cancelled):
-            return self.failed(FailureKind.CANCELLED, "cancelled")
-        return self.failed(FailureKind.of(exc), str(exc))
+            return self.failed(FailureKind.CANCELLED, "cancelled", mid_round=mid_round)
+        return self.failed(FailureKind.of(exc), str(exc), mid_round=mid_round)
 
 
 def _stream(
@@ -344,8 +359,6 @@ def unfinished_note(done: StreamDone, max_tokens: int) -> str:
             return "the model declined to answer (stop reason: refusal)"
         case "content_filter":
             return "the provider's content filter stopped the answer"
-        case "pause_turn":
-            return "the provider paused the answer (a long-running server tool); ask it to go on"
         case _:
             said = f" ({done.native_stop})" if done.native_stop else ""
             return f"the server ended the answer before it was complete{said}"

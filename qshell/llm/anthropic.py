@@ -5,7 +5,8 @@ text block, tools with a cache breakpoint on the last one, tool calls as `tool_u
 results as `tool_result` blocks, consecutive same-role messages merged, a cache
 breakpoint on the last block of the last message, and `tool_choice: none` for a round
 that may call no tool (never a `thinking` field: see `build_body`); signed thinking blocks go back
-unchanged, as tool-use turns require, and a call cut off by the output limit is left out
+unchanged, as tool-use turns require, so do server tools' calls and results (`WireBlock`s,
+which a `pause_turn` continues from), and a call cut off by the output limit is left out
 with its result — and streams the events through `EventState` (llm/anthropic_events.py)
 as text, reasoning and one `StreamDone`. An `event: error` ends the stream with the
 server's message, whatever its data's own `type` says (llama.cpp's says `server_error`). Transport, retries, timeouts, cancellation and error translation live in
@@ -34,14 +35,17 @@ from qshell.llm.messages import (
     ReasoningBlock,
     TextBlock,
     ToolCall,
+    WireBlock,
     without_cut_calls,
 )
+from qshell.llm.rejections import Knob
 from qshell.llm.sse_provider import SSEProvider
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 _EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 THINKING_TYPES = ("thinking", "redacted_thinking")
+WIRE = "anthropic"  # the `WireBlock.wire` of the blocks this format keeps as they came
 
 
 class AnthropicProvider(SSEProvider):
@@ -60,8 +64,8 @@ class AnthropicProvider(SSEProvider):
             headers["x-api-key"] = self._api_key
         return headers
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        return build_body(request)
+    def _body(self, request: ChatRequest, dropped: frozenset[Knob] = frozenset()) -> dict[str, Any]:
+        return build_body(request)  # it places no wire knob
 
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str
@@ -151,6 +155,8 @@ def _block(block: ContentBlock) -> dict[str, Any] | None:
         except ValueError:
             arguments = {}
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
+    if isinstance(block, WireBlock):  # a server tool's call or result, as it came
+        return dict(block.data) if block.wire == WIRE else None
     return {
         "type": "tool_result",
         "tool_use_id": block.tool_call_id,

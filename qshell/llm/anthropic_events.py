@@ -3,9 +3,11 @@
 Blocks are kept in the order of their stream index: `text` blocks (their `text_delta`s),
 `thinking` blocks (their `thinking_delta`s and the `signature_delta` that signs them),
 `redacted_thinking` blocks (opaque `data`), and client `tool_use` blocks (their
-`input_json_delta`s). Server tools (`server_tool_use`, `web_search_tool_result`,
-code-execution results) ran at the provider and are not calls for qshell to run; citations
-and other deltas carry nothing the answer needs. The stop reason is the server's
+`input_json_delta`s). Any other block — a server tool's call (`server_tool_use`, its input
+from `input_json_delta`s) or result (`web_search_tool_result`, code-execution results, …) —
+ran at the provider and is no call for qshell to run: it is kept whole as a `WireBlock`,
+to go back as it came when a paused turn (`pause_turn`) continues; citations and other
+deltas carry nothing the answer needs. The stop reason is the server's
 (`max_tokens`, `refusal`, `pause_turn`, … are never turned into `tool_use`), and a call of
 an unfinished round whose JSON is not whole is kept with `complete=False`; a `tool_use`
 block's `content_block_stop` makes its call complete (`completed`). Usage counts
@@ -28,6 +30,7 @@ from qshell.llm.messages import (
     TextBlock,
     ToolCall,
     Usage,
+    WireBlock,
 )
 from qshell.llm.openai_chunks import is_json_object
 
@@ -46,7 +49,7 @@ class _Block:
     """One content block being assembled: its kind and what its deltas brought."""
 
     def __init__(self, kind: str, *, call_id: str = "", name: str = "", initial: str = ""):
-        self.kind = kind  # text | thinking | redacted | tool_use
+        self.kind = kind  # text | thinking | redacted | tool_use | wire
         self.id = call_id
         self.name = name
         self.initial = initial
@@ -138,6 +141,9 @@ class EventState:
         elif kind == "redacted_thinking":
             self.blocks[index] = _Block("redacted", initial=str(block.get("data") or ""))
             self.content_seen = True
+        elif isinstance(kind, str):  # a server tool's call or result
+            self.blocks[index] = _Block("wire", initial=json.dumps(block))
+            self.content_seen = True
         return "", ""
 
     def _delta(self, data: dict[str, Any]) -> tuple[str, str]:
@@ -157,7 +163,7 @@ class EventState:
             return "", self._add(index, delta.get("thinking"))
         if kind == "signature_delta" and block.kind == "thinking":
             self._sign(index, delta.get("signature"))
-        elif kind == "input_json_delta" and block.kind == "tool_use":
+        elif kind == "input_json_delta" and block.kind in ("tool_use", "wire"):
             self.content_seen = True
             block.parts.append(str(delta.get("partial_json") or ""))
         return "", ""
@@ -197,7 +203,7 @@ class EventState:
 
     def finish(self, base_url: str) -> StreamDone:
         stop = self.stop()
-        content: list[TextBlock | ReasoningBlock | ToolCall] = []
+        content: list[TextBlock | ReasoningBlock | ToolCall | WireBlock] = []
         for _, block in sorted(self.blocks.items()):
             made = _made(block, stop, base_url)
             if made is not None:
@@ -218,9 +224,11 @@ class EventState:
 
 def _made(
     block: _Block, stop: StopReason, base_url: str
-) -> TextBlock | ReasoningBlock | ToolCall | None:
+) -> TextBlock | ReasoningBlock | ToolCall | WireBlock | None:
     """The message block an assembled stream block becomes (None: nothing to keep)."""
     joined = "".join(block.parts)
+    if block.kind == "wire":
+        return _wire(block.initial, joined)
     if block.kind == "text":
         return TextBlock(text=joined) if joined else None
     if block.kind == "thinking":
@@ -236,3 +244,16 @@ def _made(
         arguments=arguments or "{}",
         complete=stop in FINISHED_STOPS or is_json_object(arguments or "{}"),
     )
+
+
+def _wire(start: str, input_json: str) -> WireBlock:
+    """A server tool's block as its `content_block_start` gave it, with the input its
+    `input_json_delta`s streamed (a call's input when whole, else as it began)."""
+    data = json.loads(start)
+    try:
+        streamed = json.loads(input_json) if input_json.strip() else None
+    except (ValueError, RecursionError):
+        streamed = None
+    if isinstance(streamed, dict):
+        data["input"] = streamed
+    return WireBlock(wire="anthropic", data=data)

@@ -53,6 +53,7 @@ class StreamDone:
     usage: Usage
     stop_reason: StopReason
     native_stop: str | None = None  # the server's own word for it ("length", "max_tokens")
+    citations: tuple[str, ...] = ()  # the sources the answer cites (Perplexity's `citations`)
 
 
 StreamEvent = StreamText | StreamReasoning | StreamToolCall | StreamDone

@@ -138,6 +138,8 @@ def error_for_status(
 ) -> ProviderError:
     """Translate a non-success HTTP answer into the matching ProviderError."""
     payload = _json_or_none(body)
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]  # Gemini's `[{"error": {…}}]`
     error = payload.get("error") if isinstance(payload, dict) else None
     code = _error_code(error)
     message = server_message(body, endpoint.secrets) if body.strip() else ""
@@ -157,7 +159,9 @@ def error_from_payload(
     code = _error_code(error)
     status = _status_of(error, code)
     message = _clip(redact(" ".join(_message_of(payload).split()), endpoint.secrets))
-    built = _build(status, code, message, endpoint, model, None)
+    # the status is the one its words mean, not one the server answered with: say so
+    how = "an error in its stream" if in_stream else "an error as its answer"
+    built = _build(status, code, message, endpoint, model, None, how=how)
     if in_stream and _is_context_error(code, message):
         built.retryable = False
     return built
@@ -181,25 +185,30 @@ def _build(
     endpoint: Endpoint,
     model: str,
     retry_after_s: float | None,
+    *,
+    how: str = "",
 ) -> ProviderError:
+    """The error for `status` (`how` says where it came from when no HTTP status said
+    it: "an error in its stream")."""
     said = f": {message}" if message else ""
     where = endpoint.base_url
+    http = how or f"HTTP {status}"
     if _is_usage_limit(status, code, message):
         return UsageLimited(
             f"{endpoint.provider} at {where} refused the request: the account's usage limit "
-            f"or credit is used up (HTTP {status}){said}",
+            f"or credit is used up ({http}){said}",
             status=status,
             retry_after_s=retry_after_s,
         )
     if status in (401, 403):
         if not endpoint.has_key:
             text = (
-                f"{endpoint.provider} at {where} requires an API key (HTTP {status}). "
+                f"{endpoint.provider} at {where} requires an API key ({http}). "
                 f"Set {endpoint.key_env}."
             )
         else:
             text = (
-                f"The API key was rejected by {endpoint.provider} at {where} (HTTP {status}). "
+                f"The API key was rejected by {endpoint.provider} at {where} ({http}). "
                 f"Check {endpoint.key_env}."
             )
         return AuthError(text, status=status)
@@ -222,12 +231,12 @@ def _build(
         )
     if status >= 500:
         return ProviderUnavailable(
-            f"{endpoint.provider} at {where} is unavailable (HTTP {status}){said}",
+            f"{endpoint.provider} at {where} is unavailable ({http}){said}",
             status=status,
             retry_after_s=retry_after_s,
         )
     return BadRequest(
-        f"{endpoint.provider} at {where} rejected the request (HTTP {status}){said}",
+        f"{endpoint.provider} at {where} rejected the request ({http}){said}",
         status=status,
     )
 
@@ -273,12 +282,18 @@ def _status_of(error: Any, code: str) -> int:
 
 
 def _message_of(payload: Any) -> str:
+    """The human part of an error payload: `error.message`, `message`, `detail`; a list of
+    errors (Gemini answers `[{"error": …}]`) by its first; a validation error's `detail`
+    list (Mistral's 422: `{"message": {"detail": [{"type": "extra_forbidden", "loc":
+    ["body", "stream_options"], "msg": …}]}}`) as `field: msg (type)` for each."""
     if isinstance(payload, str):
         return payload
+    if isinstance(payload, list):
+        return "; ".join(filter(None, (_problem(item) for item in payload[:3])))
     if not isinstance(payload, dict):
         return ""
     error = payload.get("error")
-    if isinstance(error, dict):
+    if isinstance(error, dict | list):
         return _message_of(error)
     if isinstance(error, str):
         return error
@@ -286,7 +301,18 @@ def _message_of(payload: Any) -> str:
         value = payload.get(key)
         if isinstance(value, str):
             return value
+        if isinstance(value, dict | list) and (said := _message_of(value)):
+            return said
     return ""
+
+
+def _problem(item: Any) -> str:
+    """One entry of an error list: a pydantic-style validation error, or an error object."""
+    if not isinstance(item, dict) or "loc" not in item:
+        return _message_of(item)
+    where = ".".join(str(p) for p in item.get("loc") or () if p != "body")
+    kind = f" ({item['type']})" if isinstance(item.get("type"), str) else ""
+    return f"{where}: {item.get('msg') or 'invalid'}{kind}"
 
 
 def _json_or_none(body: str) -> Any:

@@ -29,7 +29,7 @@ from threading import Lock
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, SSEError
+from httpx_sse import ServerSentEvent
 
 from qshell.cancel import CancelToken
 from qshell.config import DEFAULTS, TimeoutSettings
@@ -41,6 +41,7 @@ from qshell.errors import (
     StreamBroken,
     UsageLimited,
 )
+from qshell.llm import event_stream
 from qshell.llm.background import BACKGROUND_MAX_ATTEMPTS, RateLimitPause
 from qshell.llm.base import StreamEvent, StreamReasoning, StreamText
 from qshell.llm.errors_map import (
@@ -63,7 +64,7 @@ DONE_DATA = b"[DONE]"  # the OpenAI stream's last data line, not JSON
 READ_TIMEOUT_MARGIN_S = 30.0
 """httpx's own read timeout is only a backstop this far behind the watchdog."""
 
-_TRANSLATED_ERRORS = (httpx.HTTPError, httpx.StreamError, SSEError, ProviderError)
+_TRANSLATED_ERRORS = (httpx.HTTPError, httpx.StreamError, ProviderError)
 """What a failed exchange may raise; an abort from another thread can surface as any of them."""
 
 SleepFn = Callable[[CancelToken, float], bool]
@@ -266,7 +267,7 @@ class HttpStreamer:
         refused while the rate-limit pause holds). A rejection before content is shown to
         `fallback`, whose other body, if it gives one, is sent at once as the next attempt
         (llm/rejections.py): a main turn's even past its retries (each drops a knob, so
-        there are at most two), a background request's only as its one retry."""
+        there are at most as many as there are knobs), a background request's only as its one retry."""
         url = self.endpoint.base_url + path
         content = json.dumps(body).encode("utf-8")
         max_attempts = self.retry.max_attempts
@@ -382,8 +383,9 @@ class HttpStreamer:
             # stream this request): the parser reads it as the stream's one event.
             events = iter([self._json_answer(_read_capped(response), state.model)])
         else:
+            # read as an event stream whatever the header says (llm/event_stream.py)
             response.stream = _FeedingStream(response.stream, watchdog.feed)
-            events = EventSource(response).iter_sse()
+            events = event_stream.events(response.iter_text(), self.endpoint, state.model)
         for event in parse(events, state.progress):
             if state.cancel.cancelled:
                 raise Cancelled("cancelled")
@@ -438,8 +440,6 @@ class HttpStreamer:
             )
         if isinstance(exc, ProviderError):
             return exc
-        if isinstance(exc, SSEError):
-            return StreamBroken(f"{base_url} did not answer with an event stream")
         detail = redact(str(exc), self.endpoint.secrets) or type(exc).__name__
         if handle.response is None:
             if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):

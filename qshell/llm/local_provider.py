@@ -23,7 +23,7 @@ from qshell.llm.function_calling import for_function_calling
 from qshell.llm.local import FUNCTION_CALLING_FORMAT, LocalServer
 from qshell.llm.messages import ChatRequest
 from qshell.llm.openai import OpenAIProvider, build_body
-from qshell.llm.rejections import asked, without
+from qshell.llm.rejections import Knob, asked, without
 
 BUNDLED_SEED = 1234
 
@@ -84,13 +84,16 @@ class LocalProvider(OpenAIProvider):
             and request.tool_choice is None
         )
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
+    def _body(self, request: ChatRequest, dropped: frozenset[Knob] = frozenset()) -> dict[str, Any]:
         # llama-cpp-python's server takes no reasoning switch and its function-calling
         # handlers no `tool_choice: "none"`: both knobs stay unsent (llm/rejections.py)
         request = without(request, asked(request))
         function_calling = self.model.chat_format == FUNCTION_CALLING_FORMAT
-        body = build_body(for_function_calling(request) if function_calling else request)
-        body.pop("stream_options", None)  # llama.cpp ignores it and never sends usage chunks
+        # llama.cpp ignores `stream_options` and never sends usage chunks
+        body = build_body(
+            for_function_calling(request) if function_calling else request,
+            dropped=dropped | {Knob.STREAM_USAGE},
+        )
         for message in body["messages"]:
             if message.get("role") == "assistant" and message.get("content") is None:
                 message["content"] = ""  # the server's schema rejects null content

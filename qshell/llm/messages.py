@@ -5,7 +5,10 @@ converts to and from them inside its own provider module. A tool result travels 
 `user` message as a `ToolResultBlock`, the Anthropic shape; the OpenAI provider splits
 such blocks into `tool` role messages. A model's reasoning is kept as a `ReasoningBlock`
 that remembers the wire field it came in and, for Anthropic, its signature, so each
-provider can send it back exactly as its API requires; a tool call cut off by the output
+provider can send it back exactly as its API requires; what an API attaches for itself
+to a call (Gemini's thought signature), to reasoning (OpenRouter's `reasoning_details`) or
+as blocks of its own (Anthropic's server tool calls and results, a `WireBlock`) is kept
+as it came, to go back unchanged; a tool call cut off by the output
 limit is kept with `complete=False` and its arguments as far as they came, and is never
 run. Immutable in practice: code builds new messages
 rather than mutating old ones, so a speculation can share history safely.
@@ -35,24 +38,32 @@ class ReasoningBlock(_Value):
     `source` is the wire field it came in: `reasoning_content` (DeepSeek, Qwen, Grok,
     Moonshot), `reasoning` (vLLM, Ollama, Groq, OpenRouter), `thinking` (Anthropic, and
     Mistral's content parts). Anthropic signs its thinking (`signature`) and may send it
-    encrypted (`redacted`: the opaque data, with empty `text`); both go back unchanged."""
+    encrypted (`redacted`: the opaque data, with empty `text`); both go back unchanged.
+    `details` is OpenRouter's `reasoning_details` list (text, summaries, encrypted data,
+    each streamed fragment merged into its entry), sent back unchanged in later requests
+    as OpenRouter documents (its models lose their reasoning between calls without it)."""
 
     type: Literal["reasoning"] = "reasoning"
     text: str = ""
     source: str = "thinking"
     signature: str | None = None
     redacted: str | None = None
+    details: list[dict[str, Any]] | None = None
 
 
 class ToolCall(_Value):
     """A model's request to run one tool. `arguments` is the raw JSON text the model sent;
-    `complete` is False when the output limit cut it off before its arguments were whole."""
+    `complete` is False when the output limit cut it off before its arguments were whole.
+    `extra` holds the fields an OpenAI-compatible API put on the call beyond id, type and
+    function, by wire name (Gemini's `extra_content` with its thought signature), to be
+    sent back on it unchanged."""
 
     type: Literal["tool_call"] = "tool_call"
     id: str
     name: str
     arguments: str = "{}"
     complete: bool = True
+    extra: dict[str, Any] | None = None
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError when they are not a JSON object
@@ -75,8 +86,20 @@ class ToolResultBlock(_Value):
     is_error: bool = False
 
 
+class WireBlock(_Value):
+    """A block of an API's own that qshell neither shows nor runs but must send back as it
+    came: Anthropic's server tool calls (`server_tool_use`) and their results
+    (`web_search_tool_result`, …), which a paused turn (`pause_turn`) continues from.
+    `wire` names the wire format that sent it; only that one sends it back."""
+
+    type: Literal["wire"] = "wire"
+    wire: str
+    data: dict[str, Any]
+
+
 ContentBlock = Annotated[
-    TextBlock | ReasoningBlock | ToolCall | ToolResultBlock, Field(discriminator="type")
+    TextBlock | ReasoningBlock | ToolCall | ToolResultBlock | WireBlock,
+    Field(discriminator="type"),
 ]
 
 
@@ -96,7 +119,7 @@ class Message(_Value):
         *,
         reasoning: list[ReasoningBlock] | None = None,
     ) -> Message:
-        blocks: list[TextBlock | ReasoningBlock | ToolCall | ToolResultBlock] = []
+        blocks: list[TextBlock | ReasoningBlock | ToolCall | ToolResultBlock | WireBlock] = []
         blocks.extend(reasoning or [])
         if text:
             blocks.append(TextBlock(text=text))
@@ -193,9 +216,10 @@ StopReason = Literal[
     "end_turn", "tool_use", "max_tokens", "refusal", "content_filter", "pause_turn", "other"
 ]
 """Why a round ended. Only `end_turn` and `tool_use` are a finished answer: `max_tokens`
-(the output limit, or the context window, cut it), `refusal` (the model declined),
-`content_filter` (the provider withheld it) and `pause_turn` (a server tool paused it) end
-the turn unfinished, and no tool call of such a round runs."""
+(the output limit, or the context window, cut it), `refusal` (the model declined) and
+`content_filter` (the provider withheld it) end the turn unfinished, and no tool call of
+such a round runs. `pause_turn` (Anthropic paused a long server-tool turn) is not an end:
+the turn goes on with the paused content sent back as it came (agent/loop.py)."""
 FINISHED_STOPS: frozenset[StopReason] = frozenset({"end_turn", "tool_use"})
 
 

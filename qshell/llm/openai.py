@@ -37,10 +37,13 @@ from qshell.llm.messages import (
 from qshell.llm.openai_chunks import ChunkState
 from qshell.llm.openai_dialects import (
     DASHSCOPE_CACHE_HEADER,
+    asks_stream_usage,
     dashscope_cache_on,
     mark_cache,
     reasoning_off_fields,
+    token_limit_name,
 )
+from qshell.llm.rejections import Knob
 from qshell.llm.sse_provider import SSEProvider
 
 DONE_SENTINEL = "[DONE]"
@@ -73,8 +76,10 @@ class OpenAIProvider(SSEProvider):
             headers[DASHSCOPE_CACHE_HEADER] = "enable"
         return headers
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        return build_body(request, base_url=self.base_url, dashscope_cache=self.dashscope_cache)
+    def _body(self, request: ChatRequest, dropped: frozenset[Knob] = frozenset()) -> dict[str, Any]:
+        return build_body(
+            request, base_url=self.base_url, dashscope_cache=self.dashscope_cache, dropped=dropped
+        )
 
     def _parse(
         self, events: Iterator[ServerSentEvent], progress: StreamProgress, model: str
@@ -105,19 +110,24 @@ class OpenAIProvider(SSEProvider):
 
 
 def build_body(
-    request: ChatRequest, *, base_url: str = "", dashscope_cache: bool = False
+    request: ChatRequest,
+    *,
+    base_url: str = "",
+    dashscope_cache: bool = False,
+    dropped: frozenset[Knob] = frozenset(),
 ) -> dict[str, Any]:
     """The `/chat/completions` JSON body for `request`; `base_url` picks the reasoning-off
-    dialect, `dashscope_cache` adds DashScope's cache markers (llm/openai_dialects.py).
-    `no_tool_calls` sends `tool_choice: "none"` with the tools still listed (so the
-    serialized prefix keeps them) and wins over a forced `tool_choice`."""
-    body: dict[str, Any] = {
-        "model": request.model,
-        "messages": _messages(request),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "max_tokens": request.max_tokens,
-    }
+    dialect, the output limit's name and whether usage is asked of the stream,
+    `dashscope_cache` adds DashScope's cache markers (llm/openai_dialects.py); a wire knob
+    in `dropped` (its endpoint refused it: llm/rejections.py) is left out, or for the
+    output limit, named the other way. `no_tool_calls` sends `tool_choice: "none"` with the
+    tools still listed (so the serialized prefix keeps them) and wins over a forced
+    `tool_choice`."""
+    body: dict[str, Any] = {"model": request.model, "messages": _messages(request), "stream": True}
+    if Knob.STREAM_USAGE not in dropped and asks_stream_usage(base_url):
+        body["stream_options"] = {"include_usage": True}
+    swapped = Knob.TOKEN_LIMIT_NAME in dropped
+    body[token_limit_name(request.model, swapped=swapped)] = request.max_tokens
     if request.tools:
         body["tools"] = [
             {
@@ -155,7 +165,7 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         if message.role == "assistant":
             entry = _assistant(message, with_reasoning=index > turn_start)
-            if entry["content"] or "tool_calls" in entry or "reasoning_content" in entry:
+            if entry["content"] or entry.keys() & {"tool_calls", "reasoning_content"}:
                 out.append(entry)
             continue
         for block in message.content:
@@ -172,15 +182,23 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
 def _assistant(message: Message, *, with_reasoning: bool) -> dict[str, Any]:
     """An assistant message; `with_reasoning` sends back its `reasoning_content` (only the
     current turn's: a DeepSeek tool round needs it, and older turns' would be rejected by
-    deepseek-reasoner or ignored)."""
+    deepseek-reasoner or ignored). OpenRouter's `reasoning_details` go back on every turn's
+    message, as they came (its reasoning-tokens guide: "preserving reasoning blocks"), and
+    so does what a server put on each call (Gemini's `extra_content`: its thought-signature
+    guide says a call sent back without it is refused with a 400)."""
     calls = message.tool_calls
     entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
-    reasoning = "".join(b.text for b in message.reasoning_blocks if b.source == "reasoning_content")
+    blocks = message.reasoning_blocks
+    reasoning = "".join(b.text for b in blocks if b.source == "reasoning_content")
     if with_reasoning and reasoning:
         entry["reasoning_content"] = reasoning
+    details = [detail for b in blocks for detail in b.details or ()]
+    if details:
+        entry["reasoning_details"] = details
     if calls:
         entry["tool_calls"] = [
             {
+                **(call.extra or {}),
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments or "{}"},

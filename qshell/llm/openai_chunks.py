@@ -6,8 +6,12 @@ What the OpenAI-compatible servers really send, each read where it is: text as a
 `reasoning_content` (DeepSeek, Qwen, Grok, Moonshot) or `reasoning` (vLLM, Ollama, Groq,
 OpenRouter), tool-call deltas accumulated by index across parallel calls (tolerating
 servers that repeat ids and names, omit the index, or still send the legacy
-`function_call`), each call's completion (`completed`: a later call has begun and its
-arguments are a whole JSON object, so they will not change), the finish reason, and usage with cache reads (`prompt_tokens_details`
+`function_call`), the fields a server puts on a call beyond id, type, index and function
+(Gemini's `extra_content.google.thought_signature`, kept whole as `ToolCall.extra`),
+OpenRouter's `reasoning_details` (each streamed fragment merged into the entry of its
+`index` and `type`), each call's completion (`completed`: a later call has begun and its
+arguments are a whole JSON object, so they will not change), the finish reason, Perplexity's
+`citations`, and usage with cache reads (`prompt_tokens_details`
 or DeepSeek's `prompt_cache_hit_tokens`), cache writes and reasoning tokens (xAI counts
 them outside `completion_tokens`; the total says which). A round cut by the output limit
 keeps its calls with `complete=False` when their arguments are not whole. Pure: no I/O;
@@ -38,6 +42,10 @@ _UNFINISHED: dict[str, StopReason] = {
     "error": "other",
 }
 REASONING_FIELDS = ("reasoning_content", "reasoning")
+_CALL_FIELDS = frozenset({"index", "id", "type", "function"})
+"""A call delta's fields of the wire format itself; any other is the server's own (`extra`)."""
+_DETAIL_TEXTS = frozenset({"text", "summary", "data", "signature"})
+"""The fields of a `reasoning_details` entry that its streamed fragments continue."""
 
 
 class _CallSlot:
@@ -48,6 +56,7 @@ class _CallSlot:
         self.name = ""
         self.arguments: list[str] = []
         self.index: int | None = None  # the `index` the server gave it first
+        self.extra: dict[str, Any] = {}  # fields of its own the server put on the call
         self._fallback_id = ""
 
     def call_id(self) -> str:
@@ -60,6 +69,17 @@ class _CallSlot:
     def joined(self) -> str:
         return "".join(self.arguments).strip()
 
+    def made(self, *, complete: bool = True) -> ToolCall:
+        """The call as assembled so far."""
+        arguments = self.joined()
+        return ToolCall(
+            id=self.call_id(),
+            name=self.name,
+            arguments=arguments or "{}",
+            complete=complete,
+            extra=dict(self.extra) or None,
+        )
+
 
 class ChunkState:
     """The assistant message being assembled from one stream's chunks."""
@@ -68,6 +88,8 @@ class ChunkState:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.reasoning_source = ""
+        self.details: list[dict[str, Any]] = []  # OpenRouter's reasoning_details, merged
+        self.citations: list[str] = []
         self.refused = False
         self.slots: list[_CallSlot] = []
         self._by_index: dict[int, _CallSlot] = {}
@@ -81,6 +103,9 @@ class ChunkState:
     def feed(self, chunk: dict[str, Any]) -> tuple[str, str]:
         """Absorb one chunk; return its (text, reasoning) deltas."""
         self._absorb_usage(chunk)
+        citations = chunk.get("citations")  # Perplexity repeats the list in every chunk
+        if isinstance(citations, list) and citations:
+            self.citations = [c for c in citations if isinstance(c, str)]
         text: list[str] = []
         reasoning: list[str] = []
         for choice in chunk.get("choices") or []:
@@ -91,6 +116,7 @@ class ChunkState:
             if not isinstance(delta, dict):
                 continue
             self._feed_reasoning(delta, reasoning)
+            self._feed_details(delta.get("reasoning_details"))
             self._feed_content(delta.get("content"), text, reasoning)
             refusal = delta.get("refusal")
             if isinstance(refusal, str) and refusal:
@@ -118,8 +144,7 @@ class ChunkState:
             arguments = slot.joined()
             if not slot.name or not (ended or is_json_object(arguments)):
                 break
-            call = ToolCall(id=slot.call_id(), name=slot.name, arguments=arguments or "{}")
-            ready.append(StreamToolCall(self.announced, call))
+            ready.append(StreamToolCall(self.announced, slot.made()))
             self.announced += 1
         return ready
 
@@ -139,6 +164,27 @@ class ChunkState:
                 out.append(value)
                 self.reasoning_source = self.reasoning_source or field
                 return
+
+    def _feed_details(self, details: Any) -> None:
+        """OpenRouter's `reasoning_details` fragments: one with the `index` and `type` of the
+        last entry continues it (its strings appended: text, summary, data, signature),
+        any other starts a new entry."""
+        for detail in details if isinstance(details, list) else []:
+            if not isinstance(detail, dict):
+                continue
+            self.content_seen = True
+            last = self.details[-1] if self.details else None
+            same = last is not None and all(
+                last.get(key) == detail.get(key) for key in ("index", "type")
+            )
+            if last is None or not same or "index" not in detail:
+                self.details.append(dict(detail))
+                continue
+            for key, value in detail.items():
+                if key in _DETAIL_TEXTS and isinstance(value, str):
+                    last[key] = (last.get(key) or "") + value
+                elif last.get(key) is None:
+                    last[key] = value
 
     def _feed_content(self, content: Any, text: list[str], reasoning: list[str]) -> None:
         if isinstance(content, str):
@@ -192,6 +238,9 @@ class ChunkState:
         if call_id and not slot.id:
             slot.id = call_id
             self._by_id[call_id] = slot
+        for key, value in call.items():
+            if key not in _CALL_FIELDS and value is not None:
+                slot.extra[key] = value
         function = call.get("function") or {}
         self._absorb(slot, function)
 
@@ -232,22 +281,23 @@ class ChunkState:
         for slot in self.slots:
             if not slot.name:
                 raise StreamBroken(f"malformed stream from {base_url}: a tool call has no name")
-            arguments = slot.joined()
-            calls.append(
-                ToolCall(
-                    id=slot.call_id(),
-                    name=slot.name,
-                    arguments=arguments or "{}",
-                    complete=stop in FINISHED_STOPS or is_json_object(arguments),
-                )
-            )
+            whole = stop in FINISHED_STOPS or is_json_object(slot.joined())
+            calls.append(slot.made(complete=whole))
         thought = "".join(self.reasoning)
-        reasoning = [ReasoningBlock(text=thought, source=self.reasoning_source)] if thought else []
+        reasoning = []
+        if thought or self.details:
+            block = ReasoningBlock(
+                text=thought,
+                source=self.reasoning_source or "reasoning_details",
+                details=self.details or None,
+            )
+            reasoning.append(block)
         return StreamDone(
             message=Message.assistant("".join(self.text), calls, reasoning=reasoning),
             usage=usage_of(self.usage),
             stop_reason=stop,
             native_stop=self.finish_reason,
+            citations=tuple(self.citations),
         )
 
 

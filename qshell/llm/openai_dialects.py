@@ -1,7 +1,13 @@
 """What OpenAI-compatible endpoints take beyond the plain Chat Completions body.
 
-Two dialect choices the OpenAI body makes by model name and base URL, kept apart from the
-message conversion in openai.py. Reasoning off (`ChatRequest.reasoning_off`): on a
+The dialect choices the OpenAI body makes by model name and base URL, kept apart from the
+message conversion in openai.py. The output limit is `max_completion_tokens` for OpenAI's
+reasoning models (gpt-5 and later, the o-series), on OpenAI, on Azure and behind routers,
+since they refuse `max_tokens` with a 400 `unsupported_parameter` ("Use
+'max_completion_tokens' instead"), and `max_tokens` for every other model; an endpoint that
+refuses the name sent gets the other (llm/rejections.py). Usage is asked of the stream
+(`stream_options.include_usage`) except on Mistral's API, which refuses the field with a
+422 `extra_forbidden` and sends usage in its last chunk unasked. Reasoning off (`ChatRequest.reasoning_off`): on a
 DashScope host `enable_thinking: false` (its switch for Qwen3 and the other hybrid
 thinking models it serves); for a `qwen3` model elsewhere (vLLM, SGLang, llama.cpp)
 `chat_template_kwargs: {"enable_thinking": false}`, which their chat templates read;
@@ -37,14 +43,37 @@ DASHSCOPE_HOSTS = (
 DASHSCOPE_CACHE_HEADER = "X-DashScope-CacheControl"
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
+MISTRAL_HOSTS = ("api.mistral.ai", "codestral.mistral.ai")
+
 _GPT = re.compile(r"gpt-(\d+)(?:\.(\d+))?")
+_O_SERIES = re.compile(r"o\d(?:$|-)")
 _NO_REASONING = re.compile(r"(gpt-3\.5|gpt-4|chatgpt-)")
 
 
 def is_dashscope(base_url: str) -> bool:
     """Whether `base_url`'s host is one of DashScope's, or a subdomain of one."""
-    host = (urlsplit(base_url).hostname or "").lower()
+    host = _host(base_url)
     return any(host == h or host.endswith("." + h) for h in DASHSCOPE_HOSTS)
+
+
+def _host(base_url: str) -> str:
+    return (urlsplit(base_url).hostname or "").lower()
+
+
+def token_limit_name(model: str, *, swapped: bool = False) -> str:
+    """The body field of the output limit for `model`: `max_completion_tokens` for OpenAI's
+    reasoning models, `max_tokens` otherwise; `swapped` (its endpoint refused that name)
+    gives the other."""
+    name = model.lower().rsplit("/", 1)[-1]  # "openai/gpt-5" as routers name it
+    gpt = _GPT.match(name)
+    reasoning = bool(_O_SERIES.match(name) or (gpt and int(gpt[1]) >= 5))
+    return "max_completion_tokens" if reasoning != swapped else "max_tokens"
+
+
+def asks_stream_usage(base_url: str) -> bool:
+    """Whether the body asks the stream for usage (`stream_options`): not on Mistral's
+    hosts, which refuse the field and send usage unasked."""
+    return _host(base_url) not in MISTRAL_HOSTS
 
 
 def dashscope_cache_on(setting: Toggle, base_url: str) -> bool:

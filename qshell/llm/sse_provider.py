@@ -27,7 +27,7 @@ from qshell.llm.base import StreamEvent
 from qshell.llm.errors_map import Endpoint
 from qshell.llm.http import Clock, HttpStreamer, RetryPolicy, SleepFn, StreamProgress, Timeouts
 from qshell.llm.messages import ChatRequest
-from qshell.llm.rejections import Rejections, asked, rejected, without
+from qshell.llm.rejections import Knob, Rejections, body, rejected
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,9 @@ class SSEProvider:
         """This wire format's own headers (authentication, version); set by each provider."""
         return {}
 
-    def _body(self, request: ChatRequest) -> dict[str, Any]:
-        """The JSON body for `request`; each provider builds its own."""
+    def _body(self, request: ChatRequest, dropped: frozenset[Knob] = frozenset()) -> dict[str, Any]:
+        """The JSON body for `request` without the wire knobs `dropped` (llm/rejections.py);
+        each provider builds its own."""
         return {}
 
     def _parse(
@@ -102,7 +103,7 @@ class SSEProvider:
         dropped for the retry and from then on (llm/rejections.py)."""
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         headers.update(self._headers())
-        sent = without(request, self.rejections.of(request.model))
+        dropped = self.rejections.of(request.model)
 
         def bound(
             events: Iterator[ServerSentEvent], progress: StreamProgress
@@ -110,24 +111,24 @@ class SSEProvider:
             return self._parse(events, progress, request.model)
 
         def fallback(error: ProviderError) -> dict[str, Any] | None:
-            nonlocal sent
-            knobs = rejected(error, sent, self._body)
+            nonlocal dropped
+            knobs = rejected(error, request, dropped, self._body)
             if not knobs:
                 return None
             self.rejections.note(request.model, knobs)
             log.info("%s: %s rejected %s; sent without", self.name, request.model, sorted(knobs))
-            sent = without(sent, knobs)
-            return self._body(sent)
+            dropped = dropped | knobs
+            return body(request, dropped, self._body)
 
         return self._http.stream(
             path=self.path,
             headers=headers,
-            body=self._body(sent),
+            body=body(request, dropped, self._body),
             model=request.model,
             cancel=cancel,
             parse=bound,
             background=request.background,
-            fallback=fallback if asked(sent) else None,
+            fallback=fallback,
         )
 
     def _decode(self, data: str, what: str) -> dict[str, Any]:

@@ -1,12 +1,15 @@
 """The `--print` front-end: run one turn and write it as text, JSON or stream-JSON.
 
-`text` writes only the final answer; `json` writes one object when the turn ends;
+`text` writes only the final answer (and a `Sources:` list after it when the answer cites
+any, as Perplexity's do); `json` writes one object when the turn ends (`citations`, when
+there are any);
 `stream-json` writes one JSON object per line for each event (the model's reasoning as
 `reasoning` events apart from the answer's `message` events), each with a `type` and a
 `timestamp`, ending with `result`. The result carries the `stop_reason`; an answer that did
 not finish (cut off at the output limit, refused, filtered) is `"subtype": "incomplete"`,
-says why on stderr in one line and exits with ExitCode.INCOMPLETE. Errors and notices go to
-stderr as one line each; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
+says why on stderr in one line and exits with ExitCode.INCOMPLETE. A turn that fails
+part-way through an answer still writes what of it arrived (text: on stdout; json: as the
+result's `result`), then the error. Errors and notices go to stderr as one line each; stdout stays parseable in every format. Print mode never asks a question: its ToolRunner is
 non-interactive, so it never sees a PermissionRequested. Runs in the caller's thread.
 """
 
@@ -28,6 +31,7 @@ from qshell.agent.events import (
     PermissionReply,
     PermissionRequested,
     ReasoningDelta,
+    RoundFinished,
     TextDelta,
     TextWithdrawn,
     ToolFinished,
@@ -37,7 +41,7 @@ from qshell.agent.events import (
 )
 from qshell.errors import ExitCode
 from qshell.llm.messages import FINISHED_STOPS, Usage
-from qshell.ui.render import one_line
+from qshell.ui.render import one_line, sources_lines
 
 
 class OutputFormat(enum.StrEnum):
@@ -77,6 +81,7 @@ class Printer:
         self.model = model
         self.clock = clock
         self._started = clock()
+        self._partial: list[str] = []  # the answer's text so far in the round being streamed
         # stream-json's tool ids, one per call of the run: a server that numbers calls
         # `call_0` in every response gets `call_0`, `call_0#2`, … so each pairs one result
         self._tool_ids: dict[tuple[int, str], str] = {}
@@ -102,6 +107,7 @@ class Printer:
         if self.fmt is OutputFormat.STREAM_JSON:
             self._emit({"type": "init", "session_id": self.session_id, "model": self.model})
         for event in events:
+            self._follow(event)
             match event:
                 case TextDelta(text=text) if self.fmt is OutputFormat.STREAM_JSON:
                     self._emit(
@@ -146,6 +152,13 @@ class Printer:
                     pass
         return self._fail(TurnFailed(FailureKind.ERROR, "the turn ended without a result"))
 
+    def _follow(self, event: Event) -> None:
+        """Keep the text of the round being streamed: what a failure leaves of the answer."""
+        if isinstance(event, TextDelta):
+            self._partial.append(event.text)
+        elif isinstance(event, RoundFinished | TextWithdrawn):
+            self._partial.clear()
+
     def _result(
         self,
         *,
@@ -186,9 +199,14 @@ class Printer:
             record["note"] = event.note
         if event.skipped_round:  # the answer is the tool output itself
             record["skipped_llm_round"] = True
+        if event.citations:  # the sources its [n] marks number
+            record["citations"] = list(event.citations)
         if self.fmt is OutputFormat.TEXT:
             text = event.text
             self.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+            sources = sources_lines(event.citations)
+            if sources:
+                self.stdout.write("\n" + "\n".join(sources) + "\n")
             self.stdout.flush()
         elif self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -205,8 +223,12 @@ class Printer:
         self.stderr.flush()
 
     def _fail(self, event: TurnFailed) -> ExitCode:
+        partial = "".join(self._partial)
+        if self.fmt is OutputFormat.TEXT and partial:
+            self.stdout.write(partial if partial.endswith("\n") else partial + "\n")
+            self.stdout.flush()
         self._say(event.message)
-        record = self._result(text="", usage=event.usage, rounds=event.rounds, error=event)
+        record = self._result(text=partial, usage=event.usage, rounds=event.rounds, error=event)
         if self.fmt is OutputFormat.JSON:
             self.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
         elif self.fmt is OutputFormat.STREAM_JSON:

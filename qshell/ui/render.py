@@ -319,6 +319,14 @@ def _some(paths: Sequence[str]) -> str:
     return shown if len(paths) <= APPLY_FILES else f"{shown}, … {len(paths) - APPLY_FILES} more"
 
 
+def sources_lines(citations: tuple[str, ...]) -> list[str]:
+    """`Sources:` and one `[n] url` line for each source an answer cites (its `[n]` marks
+    count from 1); none when it cites none. A server's text, so cleaned to one line each."""
+    if not citations:
+        return []
+    return ["Sources:"] + [f"[{n}] {one_line(url)}" for n, url in enumerate(citations, 1)]
+
+
 def usage_line(usage: Usage, rounds: int, *, sep: str) -> str:
     """`tokens: 1,234 in (cached 1,000) · 56 out · 2 rounds`, with `sep` between parts."""
     cached = "unknown" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"

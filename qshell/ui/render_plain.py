@@ -42,6 +42,7 @@ from qshell.ui.render import (
     compaction_line,
     one_line,
     permission_view,
+    sources_lines,
     speculation_line,
     truncate,
     usage_line,
@@ -101,7 +102,9 @@ class PlainRenderer:
                 self.notice(speculation_line(event))
             case RoundFinished():
                 pass
-            case TurnFinished(usage=usage, rounds=rounds, note=note):
+            case TurnFinished(usage=usage, rounds=rounds, note=note, citations=citations):
+                for line in sources_lines(citations):
+                    self._line(line)
                 if note:
                     self._line(f"! {one_line(note)}")
                 self.notice(usage_line(usage, rounds, sep=", "))

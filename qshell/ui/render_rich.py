@@ -64,6 +64,7 @@ from qshell.ui.render import (
     compaction_line,
     one_line,
     permission_view,
+    sources_lines,
     speculation_line,
     usage_line,
 )
@@ -168,7 +169,9 @@ class RichRenderer:
             case SpeculationAccepted():
                 self._tools.applying = None
                 self.notice(speculation_line(event))
-            case TurnFinished(usage=usage, rounds=rounds, note=note):
+            case TurnFinished(usage=usage, rounds=rounds, note=note, citations=citations):
+                for line in sources_lines(citations):
+                    self._print(Text(line, style="dim"))
                 if note:
                     self._print(Text(f"! {one_line(note)}", style="bold yellow"))
                 self.notice(usage_line(usage, rounds, sep=" · "))

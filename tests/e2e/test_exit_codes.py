@@ -187,7 +187,9 @@ def test_ctrl_c_during_a_request_exits_130_and_the_server_sees_the_disconnect(
     request = hold.wait_arrived(timeout=30)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and out == "" and "cancel" in err
+    # what of the answer arrived before the cancel is printed, as for any failed stream
+    assert proc.returncode == 130 and ("a long answer " * 50).startswith(out.rstrip("\n"))
+    assert "cancel" in err
     assert request.disconnected.wait(10)
     assert_transcript_intact(isolated_home)
 

@@ -221,3 +221,134 @@ def test_a_stream_ending_right_after_message_stop_is_complete(project):
         sent = server.requests
     assert run.code == 0, run.stderr
     assert len(sent) == 2 and run.json()["result"] == expect(answer)["text"]
+
+
+# ------------------------------------------------------------------ 9. pause_turn goes on
+
+
+def recorded_blocks(name: str) -> list[dict[str, Any]]:
+    """The content blocks a recorded Messages stream started, in order, each server tool
+    call with the input its deltas streamed (what the continuation must send back)."""
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    for line in body(name).decode().splitlines():
+        if not line.startswith("data:"):
+            continue
+        event = json.loads(line[5:])
+        if event["type"] == "content_block_start":
+            blocks[event["index"]] = event["content_block"]
+        elif event["type"] == "content_block_delta" and "partial_json" in event["delta"]:
+            inputs[event["index"]] = inputs.get(event["index"], "") + event["delta"]["partial_json"]
+    for index, streamed in inputs.items():
+        if streamed.strip():
+            blocks[index]["input"] = json.loads(streamed)
+    return [blocks[i] for i in sorted(blocks)]
+
+
+def test_an_anthropic_pause_turn_is_continued_with_its_content_sent_back_as_it_came(project):
+    """Anthropic's stop-reason guide: on `pause_turn`, send the response back as-is and the
+    model continues its turn. The paused round is recorded (pydantic-ai's cassette, with
+    the very continuation request pydantic-ai sent in its interaction 1: the thinking
+    block, the text and every server_tool_use / web_search_tool_result block unchanged);
+    the round that continues it is another recorded answer."""
+    paused, answer = "anthropic/pause_turn_web_search.sse", "anthropic/sonnet_thinking.sse"
+    with ReplayServer([body(paused), body(answer)]) as server:
+        run = replay(server, "anthropic", "-o", "json", "search the weather", cwd=project)
+        sent = server.requests
+    assert run.code == 0, run.stderr
+    assert len(sent) == 2
+    result = run.json()
+    assert result["stop_reason"] == "end_turn" and result["num_rounds"] == 2
+    assert result["result"] == expect(paused)["text"] + expect(answer)["text"]
+    last = sent[1].json()["messages"][-1]
+    assert last["role"] == "assistant"
+    blocks = [{k: v for k, v in b.items() if k != "cache_control"} for b in last["content"]]
+    started = recorded_blocks(paused)
+    thinking, *rest = blocks
+    assert thinking == {
+        "type": "thinking",
+        "thinking": expect(paused)["reasoning"],
+        "signature": expect(paused)["signatures"][0],
+    }
+    assert [b["type"] for b in rest] == [b["type"] for b in started[1:]]
+    servers = [(b, s) for b, s in zip(rest, started[1:], strict=True) if b["type"] != "text"]
+    assert servers and all(b == s for b, s in servers)
+
+
+# ------------------------------------------------------------------ 10. reasoning_details go back
+
+
+def streamed_details(name: str) -> list[dict[str, Any]]:
+    """Every `reasoning_details` fragment a recorded Chat Completions stream sent."""
+    fragments: list[dict[str, Any]] = []
+    for line in body(name).decode().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices") or []:
+                fragments += (choice.get("delta") or {}).get("reasoning_details") or []
+    return fragments
+
+
+def test_openrouter_s_reasoning_details_go_back_unchanged_in_the_tool_round(project):
+    """Both rounds recorded from OpenRouter (google/gemini-3-pro-preview, charmbracelet/
+    fantasy's cassette); its second request is what fantasy sent back, and what OpenRouter's
+    reasoning-tokens guide asks ("preserving reasoning blocks"): the two `reasoning.text`
+    fragments of index 0 as one entry, then the `reasoning.encrypted` entry as it came."""
+    first = "openrouter/gemini3_reasoning_details_tool.sse"
+    answer = "openrouter/gemini3_reasoning_details_answer.sse"
+    run, assistant = two_rounds(
+        "openai", first, answer, "-o", "json", "weather in Florence?", cwd=project
+    )
+    fragments = streamed_details(first)
+    texts = [f for f in fragments if f["type"] == "reasoning.text"]
+    (encrypted,) = [f for f in fragments if f["type"] == "reasoning.encrypted"]
+    assert len(texts) == 2
+    merged = {**texts[0], "text": "".join(f["text"] for f in texts)}
+    assert merged["text"] == expect(first)["reasoning"]
+    assert assistant["reasoning_details"] == [merged, encrypted]
+    (call,) = expect(first)["tool_calls"]
+    assert (
+        assistant["tool_calls"][0]["id"] == call["id"]
+        and "extra_content" not in (assistant["tool_calls"][0])
+    )
+    assert run.json()["result"] == expect(answer)["text"]
+
+
+# ------------------------------------------------------------------ 11. citations are shown
+
+
+def test_perplexity_s_citations_are_listed_after_the_answer_in_every_format(project):
+    """vercel/ai's recorded sonar stream: its `[2][3]` marks number the `citations` list
+    every chunk repeats."""
+    name = "perplexity/sonar_citations.sse"
+    first = json.loads(body(name).decode().splitlines()[0][6:])
+    cited = first["citations"]
+    runs = {}
+    for fmt in ("text", "json", "stream-json"):
+        with ReplayServer(body(name)) as server:
+            runs[fmt] = replay(server, "openai", "-o", fmt, "population of SF?", cwd=project)
+        assert (runs[fmt].code, runs[fmt].stderr) == (0, ""), fmt
+    text = runs["text"].stdout
+    answer, sources = text.split("\n\nSources:\n")
+    assert answer == expect(name)["text"]
+    assert sources.splitlines() == [f"[{n}] {url}" for n, url in enumerate(cited, 1)]
+    assert runs["json"].json()["citations"] == cited
+    assert runs["stream-json"].lines()[-1]["citations"] == cited
+
+
+# ------------------------------------------------------------------ 12. a stream that fails part-way
+
+
+def test_an_answer_cut_by_an_error_part_way_is_printed_then_the_error(project):
+    """Recorded from Anthropic (maruel/genai's cassette): "Hello." then `event: error`
+    overloaded. What arrived is the output, the error one line after it; that round's
+    usage is not known (the stream never said it), so it is not reported as a zero."""
+    name = "anthropic/haiku45_overloaded_mid_stream.sse"
+    with ReplayServer([body(name)] * 2) as server:
+        text = replay(server, "anthropic", "say hello", cwd=project)
+        result = replay(server, "anthropic", "-o", "json", "say hello", cwd=project)
+    assert (text.code, text.stdout) == (1, expect(name)["text"] + "\n")
+    assert text.stderr.count("\n") == 1 and expect(name)["error"] in text.stderr
+    record = result.json()
+    assert (record["result"], record["is_error"]) == (expect(name)["text"], True)
+    assert expect(name)["error"] in record["error"]["message"]
+    assert record["usage"]["known"] is False

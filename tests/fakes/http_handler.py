@@ -104,9 +104,22 @@ class RequestHandler(LoopbackHandler):
             if request is not None:
                 self._mark_disconnected(request)
 
-    def _common_headers(self, content_type: str) -> None:
+    def _send_raw(self, request: RecordedRequest, fault: Fault) -> None:
+        """A `Fault.raw` answer: its status, content type and body exactly."""
+        request.status = fault.status
+        try:
+            self.send_response(fault.status)
+            self._common_headers(fault.content_type)
+            self.send_header("Content-Length", str(len(fault.body)))
+            self.end_headers()
+            self.wfile.write(fault.body)
+        except OSError:
+            self._mark_disconnected(request)
+
+    def _common_headers(self, content_type: str | None) -> None:
         request_id = "req_" + uuid.uuid4().hex[:20]
-        self.send_header("Content-Type", content_type)
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
         self.send_header("Connection", "close")
         self.send_header("x-request-id", request_id)
         self.send_header("request-id", request_id)
@@ -268,6 +281,9 @@ class RequestHandler(LoopbackHandler):
         self, request: RecordedRequest, codec: ModuleType, answer: Answer, hold: Hold | None
     ) -> None:
         fault = answer if isinstance(answer, Fault) else None
+        if fault is not None and fault.kind == "raw":
+            self._send_raw(request, fault)
+            return
         reply = answer if isinstance(answer, Reply) else (answer.reply or Reply.text(""))
         cached = request.cached
         ctx = ReplyContext(

@@ -37,7 +37,8 @@ class ReplayedRequest:
 
 
 class ReplayServer(LoopbackServer):
-    """Serves `bodies` in order, one per POST, with `status` and `content_type`.
+    """Serves `bodies` in order, one per POST, with `status` and `content_type` (None: no
+    Content-Type header at all, as some servers send a stream).
 
     `write_size` splits each body into writes of that many bytes (the bytes are unchanged),
     so a parser also meets events cut across reads; None writes each body at once."""
@@ -47,7 +48,7 @@ class ReplayServer(LoopbackServer):
         bodies: bytes | Sequence[bytes],
         *,
         status: int = 200,
-        content_type: str = "text/event-stream",
+        content_type: str | None = "text/event-stream",
         write_size: int | None = None,
     ) -> None:
         if write_size is not None and write_size < 1:
@@ -103,10 +104,13 @@ class _ReplayHandler(LoopbackHandler):
             return
         self._answer(owner.status, owner.content_type, body, owner.write_size)
 
-    def _answer(self, status: int, content_type: str, body: bytes, write_size: int | None) -> None:
+    def _answer(
+        self, status: int, content_type: str | None, body: bytes, write_size: int | None
+    ) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", content_type)
+            if content_type is not None:
+                self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")

@@ -180,6 +180,7 @@ class Reply:
 
 
 FaultKind = Literal[
+    "raw",
     "http",
     "rate_limited",
     "usage_limit",
@@ -211,6 +212,14 @@ class Fault:
     clean_close: bool = False
     seconds: float = 0.0
     before_headers: bool = False
+    body: bytes = b""
+    content_type: str | None = None
+
+    @classmethod
+    def raw(cls, status: int, body: bytes, content_type: str | None = "application/json") -> Fault:
+        """Answer with exactly `body`, `status` and `content_type` (None: no such header):
+        the bytes an API was seen to send, quoted from its documentation or an issue."""
+        return cls(kind="raw", status=status, body=body, content_type=content_type)
 
     @classmethod
     def http(cls, status: int = 500, message: str | None = None) -> Fault:

@@ -1,5 +1,6 @@
-"""DashScope's explicit prompt cache and the reasoning-off dialects (llm/openai_dialects.py):
-the bytes on the wire over real HTTP, and that other base URLs get the plain body."""
+"""DashScope's explicit prompt cache, the reasoning-off dialects, the output limit's name and
+Mistral's unasked usage (llm/openai_dialects.py): the bytes on the wire over real HTTP, and
+that other base URLs get the plain body."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from qshell.config import Toggle
 from qshell.llm.base import StreamDone
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import ChatRequest, Message, ToolSpec
-from qshell.llm.openai import OpenAIProvider
+from qshell.llm.openai import OpenAIProvider, build_body
 from qshell.llm.openai_dialects import (
     dashscope_cache_on,
     is_dashscope,
     reasoning_off_fields,
+    token_limit_name,
 )
 from tests.fakes.llm_server import Reply, ScriptedLLMServer, always
 
@@ -123,3 +125,41 @@ def test_the_moving_last_message_marker_keeps_a_forks_cached_prefix(llm_server_f
     assert main["messages"][1]["content"][0]["cache_control"] == EPHEMERAL
     assert fork["messages"][-1]["content"][-1]["cache_control"] == EPHEMERAL
     assert fork["messages"][0] == main["messages"][0] and fork["tools"] == main["tools"]
+
+
+@pytest.mark.parametrize(
+    ("model", "name"),
+    [
+        ("gpt-5", "max_completion_tokens"),
+        ("gpt-5-nano", "max_completion_tokens"),
+        ("gpt-5.1-codex", "max_completion_tokens"),
+        ("openai/gpt-5.2", "max_completion_tokens"),
+        ("o1", "max_completion_tokens"),
+        ("o3-mini", "max_completion_tokens"),
+        ("o4-mini-2025-04-16", "max_completion_tokens"),
+        ("gpt-4o", "max_tokens"),
+        ("gpt-4.1-mini", "max_tokens"),
+        ("gpt-oss-120b", "max_tokens"),
+        ("olmo2", "max_tokens"),
+        ("qwen3-coder-plus", "max_tokens"),
+    ],
+)
+def test_the_output_limit_is_named_as_the_model_family_wants(model, name) -> None:
+    body = build_body(ChatRequest(model=model, system="", messages=[Message.user("hi")]))
+    other = ({"max_tokens", "max_completion_tokens"} - {name}).pop()
+    assert body[name] == 8192 and other not in body
+    assert token_limit_name(model, swapped=True) == other
+
+
+@pytest.mark.parametrize(
+    ("base_url", "asked"),
+    [
+        ("https://api.mistral.ai/v1", False),
+        ("https://codestral.mistral.ai/v1", False),
+        ("https://api.openai.com/v1", True),
+        ("https://mistral.example.com/v1", True),
+    ],
+)
+def test_usage_is_asked_of_the_stream_except_on_mistral_s_hosts(base_url, asked) -> None:
+    chat = ChatRequest(model="mistral-small-latest", system="", messages=[Message.user("hi")])
+    assert ("stream_options" in build_body(chat, base_url=base_url)) is asked

@@ -216,3 +216,52 @@ def test_general_words_about_another_named_parameter_drop_no_knob(llm_server) ->
         run(provider, request(reasoning_off=True, no_tool_calls=True, temperature=0.2))
     assert len(llm_server.requests) == 1
     assert provider.rejections.of("m1") == frozenset()
+
+
+# --- the wire knobs: the output limit's name, stream_options -------------------------------
+
+
+def test_an_output_limit_too_large_for_the_model_swaps_no_name(llm_server) -> None:
+    # OpenAI's words when max_tokens is over the model's limit name the parameter but do not
+    # refuse it: the same request under the other name would fail the same way
+    llm_server.add_rule(
+        always(),
+        Fault.http(
+            400,
+            "max_tokens is too large: 100000. This model supports at most 16384 completion "
+            "tokens, whereas you provided 100000.",
+        ),
+    )
+    provider = retrying(llm_server, "openai")
+    with pytest.raises(BadRequest):
+        run(provider, request("gpt-4o"))
+    assert len(llm_server.requests) == 1
+    assert provider.rejections.of("gpt-4o") == frozenset()
+
+
+def test_a_server_that_refuses_max_completion_tokens_gets_max_tokens(llm_server) -> None:
+    # a gateway in front of gpt-5 that only knows the older name (vLLM's words for a field
+    # its schema lacks)
+    llm_server.add_rule(
+        sends("max_completion_tokens"),
+        Fault.http(400, "Unrecognized request argument supplied: max_completion_tokens"),
+    )
+    llm_server.add_rule(always(), Reply.text("Done."))
+    provider = retrying(llm_server, "openai")
+    assert run(provider, request("gpt-5")).message.text == "Done."
+    refused, sent = llm_server.requests
+    assert "max_completion_tokens" in refused.body and "max_tokens" not in refused.body
+    assert sent.body["max_tokens"] == refused.body["max_completion_tokens"]
+
+
+def test_a_refused_stream_options_is_dropped_but_general_words_never_drop_it(llm_server) -> None:
+    llm_server.add_rule(
+        sends("stream_options"),
+        Fault.http(422, "stream_options: Extra inputs are not permitted (extra_forbidden)"),
+    )
+    llm_server.add_rule(always(), Reply.text("Done."))
+    provider = retrying(llm_server, "openai")
+    run(provider, request(reasoning_off=True))
+    refused, sent = llm_server.requests
+    assert "stream_options" in refused.body and "stream_options" not in sent.body
+    assert "reasoning_effort" in sent.body  # only the knob it named

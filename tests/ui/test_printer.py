@@ -89,16 +89,29 @@ def test_stream_json_prints_one_typed_timestamped_event_per_line_ending_with_res
     assert lines[-1]["result"] == "The answer is 42." and lines[-1]["is_error"] is False
 
 
-def test_a_failure_goes_to_stderr_and_keeps_stdout_parseable():
+def test_a_failure_goes_to_stderr_after_what_arrived_and_keeps_stdout_parseable():
     failed = [TextDelta("par"), TurnFailed(FailureKind.AUTH, "The API key was rejected")]
     code, out, err = render(OutputFormat.TEXT, failed)
-    assert (code, out) == (41, "") and err == "qshell: The API key was rejected\n"
+    assert (code, out) == (41, "par\n") and err == "qshell: The API key was rejected\n"
     code, out, err = render(OutputFormat.JSON, failed)
     record = json.loads(out)
     assert code == 41 and record["is_error"] is True and record["error"]["kind"] == "auth"
+    assert record["result"] == "par"
     code, out, _ = render(OutputFormat.STREAM_JSON, failed)
     types = [json.loads(line)["type"] for line in out.splitlines()]
     assert types == ["init", "message", "error", "result"]
+
+
+def test_a_failure_after_a_finished_round_prints_only_the_failed_round_s_text():
+    events = [
+        TextDelta("Let me look."),
+        RoundFinished(1, USAGE),
+        TextDelta("It is"),
+        TurnFailed(FailureKind.STREAM_BROKEN, "the stream broke"),
+    ]
+    code, out, _ = render(OutputFormat.TEXT, events)
+    assert (code, out) == (1, "It is\n")
+    assert json.loads(render(OutputFormat.JSON, events)[1])["result"] == "It is"
 
 
 def test_the_printer_never_leaves_a_permission_question_open():

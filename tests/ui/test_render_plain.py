@@ -203,3 +203,21 @@ def test_a_skipped_round_shows_the_tool_output_as_the_answer() -> None:
     ]
     shown = render(events)
     assert "\n\na\nb\n" in shown and shown.rstrip().endswith("1 round")
+
+
+def test_the_sources_an_answer_cites_are_listed_under_it() -> None:
+    """Perplexity's `citations` (agent/loop.py puts them on TurnFinished), numbered as the
+    answer's [n] marks."""
+    usage = Usage(prompt_tokens=10, completion_tokens=336)
+    cited = ("https://en.wikipedia.org/wiki/San_Francisco", "https://fred.stlouisfed.org/")
+    events: list[Event] = [
+        TextDelta("About 808,000 [1][2]."),
+        RoundFinished(round=1, usage=usage),
+        TurnFinished(text="About 808,000 [1][2].", usage=usage, rounds=1, citations=cited),
+    ]
+    shown = render(events)
+    assert (
+        "Sources:\n[1] https://en.wikipedia.org/wiki/San_Francisco\n"
+        "[2] https://fred.stlouisfed.org/\n" in shown
+    )
+    assert shown.index("About 808,000") < shown.index("Sources:")
