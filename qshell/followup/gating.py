@@ -16,8 +16,8 @@ WINDOW, none of them accepted, stops being speculated, whatever the model says. 
 speculated first steps are slow (tests, builds: a right guess saves most there, and the slow
 step costs CPU at idle priority, not tokens); one at `speculation.fullConfidence` or above
 runs whole; in between it is staged. With no confidence and fewer than KIND_MIN outcomes of
-its kind, it is staged. `speculation.staged: false` runs every
-speculated suggestion whole; `speculation.gating: false` speculates every one whole, as
+its kind, it is staged (whole with `speculation.staged: false`, which runs every
+speculated suggestion whole); `speculation.gating: false` speculates every one whole, as
 before gating existed. The gate must not write telemetry (the caller records the decision)
 nor read the events file more than once. Thread-safe: a lock guards what it learned, which
 the telemetry observer updates from whichever thread records an outcome.
@@ -183,8 +183,8 @@ class ConfidenceGate:
             chance = round(estimate(confidence, seen), 3)
         if len(of_kind) >= KIND_MIN and not any(of_kind):
             return decided.result(Stage.NONE, chance, "kind_never_taken")
-        if confidence is None and len(of_kind) < KIND_MIN:
-            return decided.result(Stage.STAGED, chance)  # too little known to go further
+        if confidence is None and len(of_kind) < KIND_MIN:  # too little known to go further
+            return decided.result(Stage.STAGED if self.staged else Stage.FULL, chance)
         if chance < threshold:
             return decided.result(Stage.NONE, chance, "confidence")
         whole = chance >= self.full or not self.staged

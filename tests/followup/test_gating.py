@@ -168,3 +168,11 @@ def test_kinds_and_first_steps_are_read_from_earlier_sessions(tmp_path):
     gate = ConfidenceGate.watching(Telemetry.for_state_dir(tmp_path), base=0.35, enabled=True)
     assert gate.decide(None, "git").reason == "kind_never_taken"
     assert gate.slow("run") and not gate.slow("edit")
+
+
+def test_staged_off_runs_a_suggestion_without_confidence_whole_too():
+    """README: `staged: false` runs every speculated suggestion whole — one with no
+    confidence and few outcomes of its kind included."""
+    gate = ConfidenceGate(base=0.35, enabled=True, staged=False)
+    assert gate.decide(None, "edit").stage is Stage.FULL
+    assert ConfidenceGate(base=0.35, enabled=True).decide(None, "edit").stage is Stage.STAGED
