@@ -14,12 +14,12 @@ from qshell.agent.session import check_history
 from qshell.cancel import CancelToken
 from qshell.errors import Cancelled
 from qshell.followup.speculation import Speculation
-from qshell.followup.states import RunStep, SpeculationOutcome, Stage, Status
+from qshell.followup.states import RunStep, SpeculationLimits, SpeculationOutcome, Stage, Status
 from qshell.llm.base import StreamEvent, StreamText
 from qshell.llm.messages import ChatRequest, Message
 from qshell.overlay import Overlay
 from qshell.tools.read_file import ReadFileTool
-from tests.agent.scripted import Step
+from tests.agent.scripted import Step, call
 from tests.followup.test_speculation import read_call, run_accept, setup
 from tests.waiting import wait_until
 
@@ -181,3 +181,31 @@ def test_withdrawn_a_held_run_goes_on_only_at_intent(setup):
     spec.resume("typed")
     thread.join(WAIT_S)
     assert spec.status is Status.COMPLETED and spec.resumed_by == "typed"
+
+
+def test_a_parallel_batch_is_held_after_its_last_call_only(setup):
+    both = Message.assistant(
+        "", [call("read_file", '{"path": "a.txt"}', "r1"), call("ls", "{}", "l1")]
+    )
+    spec, thread = staged(setup, both, Message.assistant("it says one"))
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    assert [e.call_id for e in spec.events if isinstance(e, ToolFinished)] == ["r1", "l1"]
+    spec.resume("tab")
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED
+
+
+def test_the_wall_clock_limit_ends_a_held_run_and_accept_goes_on_live_from_its_batch(setup):
+    setup.script(read_call("r1"))
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    limits = SpeculationLimits(
+        max_rounds=20, max_messages=100, wall_clock_s=0.5, output_tokens=8000
+    )
+    spec = Speculation(session, "read it again", overlay, limits=limits, dwell_s=60.0)
+    spec.run()  # on this thread: it returns once the limit ends the hold
+    assert spec.status is Status.LIMIT and spec.usable and spec.resumed_by is None
+    setup.script(Message.assistant("it says one, live"))
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert [e.call_id for e in events if isinstance(e, ToolFinished)] == ["r1"]
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "it says one, live"
