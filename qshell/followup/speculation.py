@@ -24,8 +24,8 @@ expensive point — and goes on when the user shows intent (`resume`), when it h
 screen for `dwell_s` (not once `withdraw` said it left the screen), or ends there when
 stopped; accepted while held it stops at once — no round starts after that, whatever wakes
 the run — and the real turn goes on live from that batch (`finish_step` says OVER), so a
-wrong guess costs one round and a right one the rounds after it. A batch after which no
-round comes (every output is the answer, D1, or the round limit is reached) is not held.
+wrong guess costs one round and a right one the rounds after it. A batch whose outputs are
+the answer (D1: no round reads them back) is not held.
 """
 
 from __future__ import annotations
@@ -198,13 +198,13 @@ class Speculation:
         return True
 
     def _round_follows(self) -> bool:
-        """Under the lock, at the end of a batch: whether the loop asks for another model
-        round — not when the round limit is reached, nor when every result of the batch
-        says its output is the answer (latency/directives.py, D1)."""
-        rounds = [i for i, e in enumerate(self.events) if isinstance(e, RoundFinished)]
-        if len(rounds) >= self.fork.options.max_turns:
-            return False
-        results = [e.result for e in self.events[rounds[-1] :] if isinstance(e, ToolFinished)]
+        """Under the lock, at the end of a batch: whether a model round reads its results
+        back — not when every one says its output is the answer (latency/directives.py,
+        D1: the turn ends there)."""
+        last = max(
+            (i for i, e in enumerate(self.events) if isinstance(e, RoundFinished)), default=0
+        )
+        results = [e.result for e in self.events[last:] if isinstance(e, ToolFinished)]
         tools = [self.fork.tools_by_name.get(call.name) for call in self._batch]
         if len(results) != len(tools):
             return True
