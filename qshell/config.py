@@ -140,7 +140,8 @@ class SpeculationSettings(_Section):
     min_confidence: float = Field(0.35, ge=0.0, le=1.0)
     # a speculated suggestion whose chance is below full_confidence runs up to its first
     # expensive point (the model round after its first tool batch) and goes on when the user
-    # shows intent: Tab, typing its start, or dwell_ms with it on screen (followup/gating.py)
+    # shows intent: Tab, typing its start, or dwell_ms with it on screen (followup/gating.py
+    # decides, followup/speculation.py holds)
     staged: bool = True
     full_confidence: float = Field(0.7, ge=0.0, le=1.0)
     dwell_ms: int = Field(3000, ge=0)

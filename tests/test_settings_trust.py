@@ -153,6 +153,21 @@ def test_limits_are_only_lowered_and_thresholds_only_raised(tmp_path, env):
     assert "speculation.minConfidence 0.1" in note
 
 
+def test_a_project_stages_speculation_more_but_never_less(tmp_path, env):
+    """Staging is cheaper: a project may turn it on, raise fullConfidence (more staged)
+    and dwellMs (a longer wait), never the reverse."""
+    user = {"speculation": {"staged": False, "fullConfidence": 0.5, "dwellMs": 2000}}
+    more = {"speculation": {"staged": True, "fullConfidence": 0.9, "dwellMs": 9000}}
+    s = load(tmp_path, env, more, user=user).settings.speculation
+    assert (s.staged, s.full_confidence, s.dwell_ms) == (True, 0.9, 9000)
+    less = {"speculation": {"staged": False, "fullConfidence": 0.1, "dwellMs": 0}}
+    loaded = load(tmp_path, env, less, user={})
+    s = loaded.settings.speculation
+    assert (s.staged, s.full_confidence, s.dwell_ms) == (True, 0.7, 3000)
+    note = only_note(loaded)
+    assert "speculation.staged false" in note and "speculation.dwellMs 0" in note
+
+
 def test_secret_patterns_and_protected_paths_are_only_added_to(tmp_path, env):
     user = {"secretPatterns": ["*.token"], "protectedPaths": ["deploy/"]}
     emptied = load(tmp_path, env, {"secretPatterns": [], "protectedPaths": []}, user=user)

@@ -270,7 +270,7 @@ class Followup:
         speculation of it goes on."""
         text = self.controller.fill(method, index)
         if text is not None:
-            self.speculator.intent(method)
+            self.speculator.intent(text, method)
         return text
 
     def cycle(self, step: int) -> str | None:
@@ -284,7 +284,10 @@ class Followup:
         return self.controller.choices
 
     def dismiss(self) -> None:
+        """Esc: the suggestion goes for good; a staged speculation of it then goes on
+        only if the user types it."""
         self.controller.dismiss()
+        self.speculator.dismissed()
 
     @property
     def visible_text(self) -> str | None:

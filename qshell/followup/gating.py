@@ -1,28 +1,28 @@
 """Confidence gating: whether a shown suggestion is worth speculating for this user, and how far.
-
-A speculation costs a background turn and pays only when the user accepts the suggestion,
-so the gate weighs the chance that this user accepts it and decides a `Stage`: the whole
-turn (FULL), up to its first expensive point with the rest once the user shows intent
-(STAGED, followup/speculation.py holds the run there), or not at all (NONE; the ghost text
-still shows). With a confidence from the model (0–1, from its prediction or the suggestion
+A speculation costs a background turn and pays only when the user accepts the suggestion, so
+the gate weighs the chance that this user accepts it and decides a `Stage`: the whole turn
+(FULL), up to its first expensive point with the rest once the user shows intent (STAGED,
+followup/speculation.py holds the run there), or not at all (NONE; the ghost text still
+shows). With a confidence from the model (0–1, from its prediction or the suggestion
 request), the chance starts as that confidence and is corrected by what this user did with
 suggestions of about that confidence: `estimate = (accepted + PRIOR × c) / (outcomes +
 PRIOR)` over the accepted and ignored ones among their last WINDOW (local telemetry
 `suggestion` events, earlier sessions and this one) within NEAR of `c`. Without one, the
 chance is this user's acceptance of suggestions of the same kind (followup/kinds.py: test,
-edit, explain…), starting from NEUTRAL. Either way a kind with KIND_MIN outcomes or more among the last
-WINDOW, none of them accepted, stops being speculated, whatever the model says. A chance below
-`speculation.minConfidence` is not speculated — below a smaller share of it for a kind whose
-speculated first steps are slow (tests, builds: a right guess saves most there, and the slow
-step costs CPU at idle priority, not tokens); one at `speculation.fullConfidence` or above
-runs whole; in between it is staged. With no confidence and fewer than KIND_MIN outcomes of
-its kind, it is staged. A suggestion the answer did not fold in costs a request of its own:
-once this user has ignored BACKOFF_AFTER in a row, those requests space out (`ask_gap`,
-`suggestions.backoff`) until they take one again. `speculation.staged: false` runs every
-speculated suggestion whole; `speculation.gating: false` speculates every one whole, as
-before gating existed. The gate must not write telemetry (the caller records the decision)
-nor read the events file more than once. Thread-safe: a lock guards what it learned, which
-the telemetry observer updates from whichever thread records an outcome.
+edit, explain…), starting from NEUTRAL. Either way a kind with KIND_MIN outcomes or more
+among the last WINDOW, none of them accepted, stops being speculated, whatever the model
+says. A chance below `speculation.minConfidence` is not speculated — below a smaller share
+of it for a kind whose speculated first steps are slow (tests, builds: a right guess saves
+most there, and the slow step costs CPU at idle priority, not tokens); one at
+`speculation.fullConfidence` or above runs whole; in between it is staged. With no
+confidence and fewer than KIND_MIN outcomes of its kind, it is staged (whole with
+`speculation.staged: false`, which runs every speculated suggestion whole);
+`speculation.gating: false` speculates every one whole, as before gating existed. A
+suggestion the answer did not fold in costs a request of its own: once this user has ignored
+BACKOFF_AFTER in a row, those requests space out (`ask_gap`, `suggestions.backoff`) until
+they take one again. The gate must not write telemetry (the caller records the decision) nor
+read the events file more than once. Thread-safe: a lock guards what it learned, which the
+telemetry observer updates from whichever thread records an outcome.
 """
 
 from __future__ import annotations
@@ -208,8 +208,8 @@ class ConfidenceGate:
             chance = round(estimate(confidence, seen), 3)
         if len(of_kind) >= KIND_MIN and not any(of_kind):
             return decided.result(Stage.NONE, chance, "kind_never_taken")
-        if confidence is None and len(of_kind) < KIND_MIN:
-            return decided.result(Stage.STAGED, chance)  # too little known to go further
+        if confidence is None and len(of_kind) < KIND_MIN:  # too little known to go further
+            return decided.result(Stage.STAGED if self.staged else Stage.FULL, chance)
         if chance < threshold:
             return decided.result(Stage.NONE, chance, "confidence")
         whole = chance >= self.full or not self.staged

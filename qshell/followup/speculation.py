@@ -21,9 +21,11 @@ stamped with when it arrived, so accept counts as saved only the work it keeps
 (`work_until`). A staged run (`dwell_s` given: followup/gating.py's Stage.STAGED) holds
 once its first tool batch has ended, before the next model round — the answer's, its first
 expensive point — and goes on when the user shows intent (`resume`), when it has been on
-screen for `dwell_s`, or ends there when stopped; accepted while held it stops at once and
-the real turn goes on live from that batch (`finish_step` says OVER), so a wrong guess
-costs one round and a right one the rounds after it.
+screen for `dwell_s` (not once `withdraw` said it left the screen), or ends there when
+stopped; accepted while held it stops at once — no round starts after that, whatever wakes
+the run — and the real turn goes on live from that batch (`finish_step` says OVER), so a
+wrong guess costs one round and a right one the rounds after it. A batch whose outputs are
+the answer (D1: no round reads them back) is not held.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class Speculation:
         self.dwell_s = dwell_s
         self._go = threading.Event()  # a held run goes on (intent, dwell, or a stop)
         self._holding = False  # waiting at the stage point (under _lock)
+        self._withdrawn = False  # its suggestion left the screen: no dwell (under _lock)
         self.resumed_by: str | None = None  # what let a staged run go on past its hold
         self.held_s = 0.0  # how long it waited there
         self._batch_started: float | None = None
@@ -184,24 +187,62 @@ class Speculation:
 
     def _at_stage_point(self, event: Event) -> bool:
         """Under the lock, after `_track`: whether a staged run's first batch just ended
-        (the run then holds before its next round); notes how long that batch took."""
+        and a model round follows it (the run then holds before that round); notes how
+        long that batch took."""
         if not isinstance(event, ToolFinished) or self._tools_left or self.first_step_s is not None:
             return False
         self.first_step_s = self.clock() - (self._batch_started or self.started_at)
-        if self.dwell_s is None or self._go.is_set():
+        if self.dwell_s is None or self._go.is_set() or not self._round_follows():
             return False
         self._holding = True
         return True
 
+    def _round_follows(self) -> bool:
+        """Under the lock, at the end of a batch: whether a model round reads its results
+        back — not when every one says its output is the answer (latency/directives.py,
+        D1: the turn ends there)."""
+        last = max(
+            (i for i, e in enumerate(self.events) if isinstance(e, RoundFinished)), default=0
+        )
+        results = [e.result for e in self.events[last:] if isinstance(e, ToolFinished)]
+        tools = [self.fork.tools_by_name.get(call.name) for call in self._batch]
+        if len(results) != len(tools):
+            return True
+        batch = list(zip(tools, results, strict=True))
+        return self.fork.options.directives.skipped_answer(batch) is None
+
     def _hold(self) -> None:
-        """Staged: wait at the stage point for intent, the dwell time or a stop."""
+        """Staged: wait at the stage point for intent, the dwell time (while its
+        suggestion is on screen) or a stop; a stop that came meanwhile cancels the turn
+        before the generator goes on, so no round starts."""
         held_at = self.clock()
-        dwelt = not self._go.wait(max(0.0, self.started_at + (self.dwell_s or 0.0) - held_at))
+        dwelt = False
+        while not dwelt and not self._go.wait(self._dwell_left()):
+            with self._lock:
+                dwelt = not self._withdrawn
         with self._lock:
             self._holding = False
             self.held_s = self.clock() - held_at
-            if dwelt:
+            if dwelt and self.resumed_by is None:
                 self.resumed_by = "dwell"
+            stopped = self._stop_reason is not None
+        if stopped:
+            self._cancel.cancel()
+
+    def _dwell_left(self) -> float | None:
+        """How long a held run still waits for the dwell time; None once withdrawn."""
+        with self._lock:
+            if self._withdrawn:
+                return None
+        left = self.started_at + (self.dwell_s or 0.0) - self.clock()
+        return min(max(0.0, left), threading.TIMEOUT_MAX)  # a longer wait cannot be asked for
+
+    def withdraw(self) -> None:
+        """Its suggestion left the screen (dismissed): a staged run no longer goes on by
+        the dwell time, only at intent; it still ends when stopped (the wall clock's limit
+        included). Never waits."""
+        with self._lock:
+            self._withdrawn = True
 
     def resume(self, why: str) -> None:
         """The user showed intent (`why`: "tab", "typed"…): a staged run goes on past its
@@ -225,8 +266,8 @@ class Speculation:
 
     def _stop(self, reason: Status) -> None:
         self._stop_reason = reason
-        self._cancel.cancel()
         self._go.set()  # a held run wakes to end
+        self._cancel.cancel()
 
     def _end(self, status: Status) -> None:
         """The run is over: record how, drop the overlay if it was released, run what
@@ -286,11 +327,14 @@ class Speculation:
             self.accepted_at = self.clock()
             if not self._started or self._ended:
                 return RunStep.OVER
-            held = self._holding
-            if not held:
+            if not self._holding:
                 self._finish = RunStep.BATCH if self._tools_left else RunStep.ROUND
                 return self._finish
-        self._stop(Status.LIMIT)  # held between steps: the real turn goes on from here
+            # held between steps: the real turn goes on from here. Marked before the lock
+            # goes, so a hold ending now (dwell, intent) cancels before any round starts
+            self._stop_reason = Status.LIMIT
+            self._go.set()
+        self._stop(Status.LIMIT)
         return RunStep.OVER
 
     def running_calls(self) -> list[ToolCall]:

@@ -15,7 +15,8 @@ that does not adopt it) ends it. Each outcome is one local `speculation` telemet
 abort's once the run it cancelled has ended). Verbs are called from the front-end's thread
 and never wait for a run: an abort returns at once; runs happen in the pool. A STAGED
 start (followup/gating.py) holds its run after the first tool batch: `intent` (the
-front-end's Tab) and typing the suggestion's start let it go on.
+front-end's Tab) and typing the suggestion's start let it go on; once `dismissed`, the
+dwell time no longer does.
 """
 
 from __future__ import annotations
@@ -170,13 +171,22 @@ class Speculator:
             self._current = None  # aborted: the suggestion shown again speculates afresh
         self._abort(current, AbortReason.TYPED)
 
-    def intent(self, why: str) -> None:
-        """The user showed they want the suggestion shown (`why`: "tab"…): a staged
-        speculation of it goes on past its hold."""
+    def intent(self, text: str, why: str) -> None:
+        """The user showed they want the suggestion `text` (`why`: "tab"…): a staged
+        speculation of it goes on past its hold; one of another candidate (filled before
+        its own speculation started) does not."""
+        with self._lock:
+            current = self._current
+        if current is not None and current.prompt == text:
+            current.resume(why)
+
+    def dismissed(self) -> None:
+        """The suggestion left the screen (Esc): its staged speculation no longer goes
+        on by the dwell time, only at intent (typing it)."""
         with self._lock:
             current = self._current
         if current is not None:
-            current.resume(why)
+            current.withdraw()
 
     def take(self, submitted: str) -> Speculation | None:
         """The user submitted `submitted`: the matching speculation, else abort any."""

@@ -47,6 +47,7 @@ from qshell.tools.shell import ShellTool
 from tests.agent.scripted import call
 from tests.followup.test_overlay_run import Run, project, speculate
 from tests.followup.test_speculation_properties import tree
+from tests.waiting import wait_until
 
 FOUND = probe()
 pytestmark = pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay sandbox")
@@ -273,3 +274,33 @@ def test_the_question_lists_the_directories_applying_makes(tmp_path):
     assert isinstance(question, ApplyRequested)
     assert [c.path for c in question.changes] == ["kept/x.txt", "made/deeper/"]
     assert (run.root / "made" / "deeper").is_dir()
+
+
+def test_accepted_while_held_after_its_command_it_asks_first_then_goes_on_live(tmp_path):
+    """A staged run held after the command its first batch ran on the kernel overlay, and
+    accepted there in default mode: the question about that command comes before anything
+    is shown or written; applied, the command is not run again and the answer's round is
+    asked for once, live."""
+    setup = project(tmp_path, FILES)
+    setup.conversation.set_approval_mode(ApprovalMode.DEFAULT)
+    session = setup.conversation.session
+    overlay = Overlay.create(setup.root, session.tool_context.paths, base_dir=tmp_path / "base")
+    command = "echo one > one.txt"
+    setup.script(Message.assistant("", [call("shell", json.dumps({"command": command}), "c0")]))
+    spec = Speculation(session, "do it", overlay, dwell_s=600.0)
+    worker = threading.Thread(target=spec.run, daemon=True)
+    worker.start()
+    assert wait_until(lambda: spec.holding, 20)
+    requests = len(setup.provider.requests)
+    setup.script(Message.assistant("all done"))
+    events = accepted_turn(Run(setup, spec, overlay), ApplyChoice.APPLY)
+    worker.join(20)
+    question = events[0]
+    assert isinstance(question, ApplyRequested), events[:3]
+    assert question.commands == (command,)
+    assert question.changes == (FileChange("one.txt", ChangeKind.CREATED),)
+    assert (setup.root / "one.txt").read_text() == "one\n"
+    assert [e.call_id for e in of_type(events, ToolStarted)] == ["c0"]
+    assert [c.args.command for c in spec.runner.started] == [command]  # run once, speculated
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "all done"
+    assert len(setup.provider.requests) == requests + 1

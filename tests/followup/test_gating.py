@@ -187,3 +187,11 @@ def test_suggestion_requests_space_out_as_more_are_ignored_in_a_row_and_one_take
     for _ in range(2 * BACKOFF_AFTER):
         never.observed("suggestion", {"outcome": "ignored"})
     assert never.ask_gap() == 1
+
+
+def test_staged_off_runs_a_suggestion_without_confidence_whole_too():
+    """README: `staged: false` runs every speculated suggestion whole — one with no
+    confidence and few outcomes of its kind included."""
+    gate = ConfidenceGate(base=0.35, enabled=True, staged=False)
+    assert gate.decide(None, "edit").stage is Stage.FULL
+    assert ConfidenceGate(base=0.35, enabled=True).decide(None, "edit").stage is Stage.STAGED

@@ -89,3 +89,46 @@ def test_tab_lets_the_held_run_go_on(setup, tmp_path):
         assert spec.resumed_by == "tab"
     finally:
         followup.close()
+
+
+def followup_over(setup, tmp_path, speculator: Speculator, filled: str) -> Followup:
+    """A Followup driving `speculator`, whose controller fills `filled`."""
+    followup = Followup(
+        setup.conversation,
+        Settings(),
+        on_change=lambda text: None,
+        telemetry=Telemetry(tmp_path / "ev.jsonl"),
+        scheduler=FakeScheduler(FakeClock()),
+    )
+    followup.speculator = speculator
+    followup.controller.fill = lambda method, index=None: filled  # type: ignore[method-assign]
+    return followup
+
+
+def test_filling_another_candidate_is_no_intent_for_the_one_held(setup, tmp_path):
+    """Plain mode's `.2` (or Tab within the delay after Alt-]) fills a candidate whose own
+    speculation has not started: the held one, of the candidate not taken, stays held."""
+    speculator, spec, _ = held(setup, tmp_path)
+    followup = followup_over(setup, tmp_path, speculator, "run the linter")
+    try:
+        assert followup.fill("dot", 1) == "run the linter"
+        assert spec.holding and spec.resumed_by is None
+    finally:
+        followup.close()
+    assert spec.done.wait(WAIT_S) and spec.status is Status.ABORTED
+
+
+def test_a_dismissed_suggestions_held_run_does_not_go_on_by_the_dwell_time(setup, tmp_path):
+    """Esc: the suggestion is off the screen, so its dwell time no longer counts; typing it
+    by hand is still intent."""
+    speculator, spec, _ = held(setup, tmp_path, dwell_ms=300)
+    followup = followup_over(setup, tmp_path, speculator, SUGGESTION)
+    try:
+        followup.dismiss()
+        wait_until(lambda: spec.clock() > spec.started_at + 1.0)
+        assert spec.holding and not spec.done.is_set()
+        followup.user_typed("run")
+        assert spec.done.wait(WAIT_S) and spec.status is Status.COMPLETED
+        assert spec.resumed_by == "typed"
+    finally:
+        followup.close()

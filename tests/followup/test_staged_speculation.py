@@ -6,13 +6,20 @@ not run again, the answer's round requested once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from dataclasses import replace
 
-from qshell.agent.events import SpeculationAccepted, ToolFinished, TurnFinished
+from qshell.agent.events import SpeculationAccepted, TextDelta, ToolFinished, TurnFinished
 from qshell.agent.session import check_history
+from qshell.cancel import CancelToken
+from qshell.errors import Cancelled
 from qshell.followup.speculation import Speculation
-from qshell.followup.states import RunStep, SpeculationOutcome, Stage, Status
-from qshell.llm.messages import Message
+from qshell.followup.states import RunStep, SpeculationLimits, SpeculationOutcome, Stage, Status
+from qshell.llm.base import StreamEvent, StreamText
+from qshell.llm.messages import ChatRequest, Message
 from qshell.overlay import Overlay
+from qshell.tools.read_file import ReadFileTool
+from tests.agent.scripted import Step, call
 from tests.followup.test_speculation import read_call, run_accept, setup
 from tests.waiting import wait_until
 
@@ -20,7 +27,7 @@ __all__ = ["setup"]  # the fixture, shared with test_speculation.py
 WAIT_S = 10.0
 
 
-def staged(setup, *steps: Message, dwell_s: float = 60.0) -> tuple[Speculation, threading.Thread]:
+def staged(setup, *steps: Step, dwell_s: float = 60.0) -> tuple[Speculation, threading.Thread]:
     """A staged speculation of "read it again" started in a thread, its replies `steps`."""
     setup.script(*steps)
     session = setup.conversation.session
@@ -99,3 +106,106 @@ def test_a_full_run_never_holds(setup):
     spec.run()
     assert spec.stage is Stage.FULL and spec.status is Status.COMPLETED
     assert spec.resumed_by is None and spec.first_step_s is not None
+
+
+def cut_answer(request: ChatRequest, cancel: CancelToken) -> Iterator[StreamEvent]:
+    """An answer's round that streams its first words, then waits to be cut."""
+    yield StreamText("it says ")
+    cancel.wait(WAIT_S)
+    raise Cancelled()
+
+
+def test_an_accept_at_the_hold_starts_no_round_even_when_the_dwell_ends_as_it_lands(
+    setup, monkeypatch
+):
+    """Enter lands as the dwell time ends (or just after Tab): finish_step saw the run
+    held and said OVER, so no round may start; one that did would be billed, and its first
+    words replayed before the live round streams them again."""
+    before = len(setup.provider.requests)
+    spec, thread = staged(setup, read_call("r1"), cut_answer)
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    stop = spec._stop
+
+    def late(reason: Status) -> None:  # the hold ends between finish_step's look and its stop
+        spec._go.set()
+        wait_until(lambda: spec.done.is_set() or len(setup.provider.requests) > before + 1)
+        stop(reason)
+
+    monkeypatch.setattr(spec, "_stop", late)
+    assert spec.finish_step() is RunStep.OVER
+    thread.join(WAIT_S)
+    assert len(setup.provider.requests) == before + 1  # the answer's round never asked for
+    setup.provider.steps[:] = [Message.assistant("it says one, live")]
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["it says one, live"]
+
+
+def test_a_batch_whose_outputs_are_the_answer_is_not_held(setup, monkeypatch):
+    """Every result says its output is the answer (D1): no model round follows the batch,
+    so there is nothing expensive to hold before; the run completes, and accepting it asks
+    for no round (held and accepted there, the live turn would ask for one a normal turn
+    never would)."""
+    real_run = ReadFileTool.run
+
+    def skipping(self, args, ctx):
+        return replace(real_run(self, args, ctx), skip_llm_round=True)
+
+    monkeypatch.setattr(ReadFileTool, "run", skipping)
+    spec, thread = staged(setup, read_call("r1"))
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED and spec.held_s == 0
+    requests = len(setup.provider.requests)
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert len(setup.provider.requests) == requests
+    assert isinstance(events[-1], TurnFinished) and events[-1].skipped_round
+
+
+def test_a_dwell_time_too_long_to_wait_for_holds_until_intent(setup):
+    """`dwellMs` has no upper bound (a project may raise it): one past what a thread can
+    wait for means "intent only", not a speculation failing at its hold."""
+    spec, thread = staged(setup, read_call("r1"), Message.assistant("it says one"), dwell_s=1e12)
+    assert wait_until(lambda: spec.holding or spec.done.is_set(), WAIT_S)
+    assert spec.holding, spec.status
+    spec.resume("tab")
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED and spec.resumed_by == "tab"
+
+
+def test_withdrawn_a_held_run_goes_on_only_at_intent(setup):
+    """Its suggestion left the screen (Esc): the dwell time no longer lets it go on."""
+    spec, thread = staged(setup, read_call("r1"), Message.assistant("it says one"), dwell_s=0.3)
+    spec.withdraw()
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    wait_until(lambda: spec.clock() > spec.started_at + 1.0)
+    assert spec.holding and not spec.done.is_set()
+    spec.resume("typed")
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED and spec.resumed_by == "typed"
+
+
+def test_a_parallel_batch_is_held_after_its_last_call_only(setup):
+    both = Message.assistant(
+        "", [call("read_file", '{"path": "a.txt"}', "r1"), call("ls", "{}", "l1")]
+    )
+    spec, thread = staged(setup, both, Message.assistant("it says one"))
+    assert wait_until(lambda: spec.holding, WAIT_S)
+    assert [e.call_id for e in spec.events if isinstance(e, ToolFinished)] == ["r1", "l1"]
+    spec.resume("tab")
+    thread.join(WAIT_S)
+    assert spec.status is Status.COMPLETED
+
+
+def test_the_wall_clock_limit_ends_a_held_run_and_accept_goes_on_live_from_its_batch(setup):
+    setup.script(read_call("r1"))
+    session = setup.conversation.session
+    overlay = Overlay.create(session.project_root, session.tool_context.paths)
+    limits = SpeculationLimits(
+        max_rounds=20, max_messages=100, wall_clock_s=0.5, output_tokens=8000
+    )
+    spec = Speculation(session, "read it again", overlay, limits=limits, dwell_s=60.0)
+    spec.run()  # on this thread: it returns once the limit ends the hold
+    assert spec.status is Status.LIMIT and spec.usable and spec.resumed_by is None
+    setup.script(Message.assistant("it says one, live"))
+    events = run_accept(setup, spec, outcome=SpeculationOutcome.ACCEPTED)
+    assert [e.call_id for e in events if isinstance(e, ToolFinished)] == ["r1"]
+    assert isinstance(events[-1], TurnFinished) and events[-1].text == "it says one, live"
