@@ -48,8 +48,8 @@ NEUTRAL = 0.5  # the chance a suggestion of unknown confidence is taken, before 
 SLOW_S = 2.0  # a kind whose speculated first steps took this long (median) is slow
 SLOW_SHARE = 0.5  # a slow kind is speculated from this share of minConfidence
 STEPS_KEPT = 20  # first-step times remembered per kind
-BACKOFF_AFTER = 4  # suggestions ignored in a row from which suggestion requests space out
-MAX_GAP = 8  # at most this many turns between two suggestion requests
+BACKOFF_AFTER = 6  # suggestions ignored in a row from which suggestion requests space out
+MAX_GAP = 4  # at most this many turns between two suggestion requests
 SUGGESTION_EVENT = "suggestion"  # followup/controller.py's telemetry event
 SPECULATION_EVENT = "speculation"  # followup/speculator.py's
 COUNTED = {"accepted": True, "ignored": False}  # outcome → accepted?
@@ -173,7 +173,7 @@ class ConfidenceGate:
     def ask_gap(self) -> int:
         """Every how many turns a suggestion is worth a request of its own (one the answer
         did not fold in): every turn, until this user has ignored BACKOFF_AFTER in a row;
-        then every 2nd, 4th… turn, doubling with each more one ignored, up to MAX_GAP. One
+        then every 2nd turn, then every 4th (MAX_GAP) once one more was ignored. One
         accepted suggestion brings it back to every turn."""
         if not self.backoff:
             return 1

@@ -34,7 +34,7 @@ QUOTE_CHARS = 80
 def events(chunks: Iterable[str], endpoint: Endpoint, model: str) -> Iterator[ServerSentEvent]:
     """The server-sent events of a body given as text chunks; raises the error a bare JSON
     error line says, or `StreamBroken` when the body held no event-stream line at all."""
-    reader = _Reader(endpoint, model)
+    reader = _StreamReader(endpoint, model)
     pending = ""
     for chunk in chunks:
         lines = (pending + chunk).replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -48,7 +48,7 @@ def events(chunks: Iterable[str], endpoint: Endpoint, model: str) -> Iterator[Se
         yield whole
 
 
-class _Reader:
+class _StreamReader:
     """One body's lines: the event being built, and what was seen of the grammar."""
 
     def __init__(self, endpoint: Endpoint, model: str) -> None:
