@@ -122,7 +122,7 @@ class SuggestionSettings(_Section):
     consequential: tuple[str, ...] = CONSEQUENTIAL_RULES
     # how many candidates one suggestion offers to cycle through (Alt-] / Alt-[; plain .1 .2)
     alternatives: int = Field(3, ge=1, le=3)
-    # once 6 suggestions in a row were ignored, ask for one (when the answer did not fold it
+    # once 8 suggestions in a row were ignored, ask for one (when the answer did not fold it
     # in) only every 2nd, then every 4th turn, until one is taken (followup/gating.py `ask_gap`)
     backoff: bool = True
 

@@ -151,7 +151,7 @@ def test_the_environment_switch_turns_suggestions_off(tmp_path):
     assert outcomes(tmp_path / "e.jsonl") == [("suppressed", "disabled")]
 
 
-def test_after_six_ignored_suggestions_one_is_asked_for_every_other_turn_until_one_is_taken(
+def test_after_eight_ignored_suggestions_one_is_asked_for_every_other_turn_until_taken(
     rig,
 ):
     setup, followup, shown, scheduler, events = rig
