@@ -107,6 +107,7 @@ def run_on_overlay(
     command (here only to see the pending edits) runs as live, its secrets masked rather
     than stood in for: reading past them is what its live run does too."""
     try:
+        launcher = launcher.pinned()  # one look at the secrets for the checks and the jail
         masked = launcher.masked()
     except SandboxUnavailable as exc:  # too many files to find the secrets in
         raise RunRefused(str(exc)) from None

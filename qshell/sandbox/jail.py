@@ -26,7 +26,10 @@ seccomp filter that refuses Unix sockets and the kernel's keyrings (seccomp.py: 
 read-only file system does not stop a connect to a daemon's socket, nor a `keyctl read` of
 the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
 and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
-rlimit does not bind (root). Pure: it builds argument lists, it runs nothing.
+rlimit does not bind (root). One shell does what must come before bubblewrap (a
+speculated command's overlay mounts, `Setup`; joining the cgroup; opening the filter),
+so a command line is `prlimit`, that shell (started by `unshare` for an overlay), bwrap.
+Pure: it builds argument lists, it runs nothing.
 """
 
 from __future__ import annotations
@@ -88,6 +91,18 @@ class ResourceLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class Setup:
+    """What a jail's command line does before bubblewrap starts, for a speculated command
+    (mount.py `OverlayMount.setup`): `prefix` (argv: `unshare -rm --`) starts the jail's own
+    shell (`Jail._joined`), which runs `steps` first, each variable of `variables` given
+    to them as "$name"; a step that fails ends the command line with its status."""
+
+    prefix: tuple[str, ...] = ()
+    variables: tuple[tuple[str, str], ...] = ()
+    steps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Jail:
     """How to run commands for the project at `root` inside bubblewrap (`bwrap`)."""
 
@@ -107,6 +122,7 @@ class Jail:
     # the merged view (outside the jail) the emptied directories are bound from, each at
     # its own path below it, instead of a tmpfs each (outside.py; a speculated command)
     outside: Path | None = None
+    setup: Setup | None = None  # what runs before bubblewrap (the kernel overlay's mounts)
 
     def argv(self, command: Sequence[str], made: Sequence[str] | None = None) -> list[str]:
         """The full command line that runs `command` in the jail, in the project root
@@ -175,26 +191,23 @@ class Jail:
         return private
 
     def _joined(self, args: list[str]) -> list[str]:
-        """`args` (bwrap's) run by a shell that first moves itself into the pids cgroup and
-        opens the seccomp filter on SECCOMP_FD for bwrap to read (neither: `args`)."""
-        names: list[str] = []
-        values: list[str] = []
-        steps: list[str] = []
+        """`args` (bwrap's) run by one shell, started by the setup's prefix, that first
+        runs the setup's steps, moves itself into the pids cgroup and opens the seccomp
+        filter on SECCOMP_FD for bwrap to read (none of these: `args`)."""
+        setup = self.setup or Setup()
+        variables = list(setup.variables)
+        steps = list(setup.steps)
         if self.pids_join is not None:
-            names.append("join")
-            values.append(str(self.pids_join))
+            variables.append(("join", str(self.pids_join)))
             steps.append(f'echo 0 > "$join" || exit {CAP_FAILED}')
         run = 'exec "$@"'
         if self.seccomp is not None:
-            names.append("filter")
-            values.append(str(self.seccomp))
+            variables.append(("filter", str(self.seccomp)))
             args = [*args, "--seccomp", str(SECCOMP_FD)]
             run += f' {SECCOMP_FD}<"$filter"'
-        if not names:
-            return args
-        taken = " ".join(f'{name}="${index}"' for index, name in enumerate(names, 1))
-        script = "; ".join([taken, f"shift {len(names)}", *steps, run])
-        return ["sh", "-c", script, "sh", *values, *args]
+        if not variables and not steps:
+            return [*setup.prefix, *args]
+        return [*setup.prefix, *shell_line(variables, steps, run, args)]
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
@@ -222,6 +235,17 @@ class Jail:
             if name in inside or name == "TMPDIR":
                 inside[name] = SANDBOX_TMP
         return inside
+
+
+def shell_line(
+    variables: Sequence[tuple[str, str]], steps: Sequence[str], run: str, args: Sequence[str]
+) -> list[str]:
+    """The `sh -c` command line that runs `steps`, then `run` (`exec "$@"`: `args`), each
+    of `variables` given as "$name" (values passed as arguments, never in the script)."""
+    taken = " ".join(f'{name}="${index}"' for index, (name, _) in enumerate(variables, 1))
+    parts = [taken, f"shift {len(variables)}"] if variables else []
+    script = "; ".join([*parts, *steps, run])
+    return ["sh", "-c", script, "sh", *(value for _, value in variables), *args]
 
 
 _NAMESPACES = (

@@ -12,7 +12,9 @@ directory, on the file system of `upper/`. The mount options name no path but sy
 directory of their own beside `work` (`lowerdir=layer-0:lower,upperdir=upper,workdir=work`,
 the mount run from there), because a mount's options are what `/proc/self/mountinfo`
 shows inside the jail and no host path is to be read there; so any path can be a layer,
-commas and colons included. `argv` builds the command line, `prepare` makes the
+commas and colons included. `setup` is what a jail's command line runs before
+bubblewrap, in the jail's one shell (jail.py `Setup`: `unshare -rm` starts it, the mounts
+and the marker come first), `argv` a command line of its own for any command; `prepare` makes the
 directories and those links (kept from one command to the next), and `clean` removes the
 work directory after a command; `mounted` tells whether the overlay was mounted at all (the
 command line makes a marker file beside the mount point once it is: a failed mount — a file
@@ -33,17 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from qshell.sandbox.jail import SandboxUnavailable
+from qshell.sandbox.jail import SandboxUnavailable, Setup, shell_line
 from qshell.sandbox.outside import Made, Writes, furnish, remove_tree, writes
 
-# "$1" is the mount options, "$2" the mount point, "$3" the directory of the links the
-# options name, "$4" the marker, the rest the command ("$5" and "$6" the outside view's
-# options and mount point, when there is one)
-_SCRIPT = 'cd "$3" && mount -t overlay overlay -o "$1" "$2" && : > "$4" && shift 4 && exec "$@"'
-_OUTSIDE_SCRIPT = (
-    'cd "$3" && mount -t overlay overlay -o "$1" "$2" && mount -t overlay overlay -o "$5" "$6"'
-    ' && : > "$4" && shift 6 && exec "$@"'
-)
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
 OUTSIDE_NAMES = ("outside-lower", "outside-upper", "outside-work")  # its links in `names`
 MARKER_NAME = "mounted"  # beside the mount point: made once the overlay is mounted
@@ -82,17 +76,27 @@ class OverlayMount:
         lowers = ":".join([*(LAYER_NAME.format(i) for i in range(len(self.layers))), LOWER_NAME])
         return f"userxattr,lowerdir={lowers},upperdir={UPPER_NAME},workdir={WORK_NAME}"
 
+    def setup(self) -> Setup:
+        """What the jail's command line runs first (jail.py `Setup`): in new user and mount
+        namespaces, from the directory of the links, the overlay mounted at `merged` (and
+        the outside view at `outside/merged`), then the marker made."""
+        variables = [("mount", self.mount), ("names", str(self.names))]
+        variables += [("options", self.options()), ("merged", str(self.merged))]
+        mounts = ['"$mount" -t overlay overlay -o "$options" "$merged"']
+        if self.outside is not None:
+            lower, upper, work = OUTSIDE_NAMES
+            outside = f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"
+            variables += [("outside", outside), ("shown", str(self.outside_merged))]
+            mounts.append('"$mount" -t overlay overlay -o "$outside" "$shown"')
+        variables.append(("marker", str(self.marker)))
+        step = " && ".join(['cd "$names"', *mounts, ': > "$marker"']) + " || exit"
+        return Setup((self.unshare, "-rm", "--"), tuple(variables), (step,))
+
     def argv(self, command: Sequence[str]) -> list[str]:
         """The command line that mounts the overlay (and the outside view), then runs
         `command` (argv) on it."""
-        script = _SCRIPT if self.outside is None else _OUTSIDE_SCRIPT
-        script = script.replace("mount ", f"{self.mount} ")
-        mounted = [self.options(), str(self.merged), str(self.names), str(self.marker)]
-        if self.outside is not None:
-            lower, upper, work = OUTSIDE_NAMES
-            mounted += [f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"]
-            mounted += [str(self.outside_merged)]
-        return [self.unshare, "-rm", "--", "sh", "-c", script, "sh", *mounted, *command]
+        setup = self.setup()
+        return [*setup.prefix, *shell_line(setup.variables, setup.steps, 'exec "$@"', command)]
 
     @property
     def outside_merged(self) -> Path | None:
