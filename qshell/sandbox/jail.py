@@ -29,6 +29,8 @@ and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where
 rlimit does not bind (root). One shell does what must come before bubblewrap (a
 speculated command's overlay mounts, `Setup`; joining the cgroup; opening the filter),
 so a command line is `prlimit`, that shell (started by `unshare` for an overlay), bwrap.
+The top of the file system is looked at again only when a directory it was read from
+changed (`top_view`).
 Pure: it builds argument lists, it runs nothing.
 """
 
@@ -173,22 +175,19 @@ class Jail:
         symlinks made again) with the system's package databases and any system directory
         that is a symlink into it given back; the files there are left out. Returns the
         emptied directories."""
-        private = private_dirs()
-        for path in _top_entries():
-            if path.name in MADE_DIRS:
-                continue
-            if path.is_symlink():
-                args += ["--symlink", os.readlink(path), str(path)]
-            elif path.name in SYSTEM_DIRS and path.is_dir():
-                args += ["--ro-bind", str(path), str(path)]
-        for path in private:
+        view = top_view()
+        for target, link in view.links:
+            args += ["--symlink", target, link]
+        for path in view.system:
+            args += ["--ro-bind", str(path), str(path)]
+        for path in view.private:
             args += self._emptied(path, self.limits.home_bytes)
             if self.outside is None:  # else the skeleton has them (`layout`)
-                for target, link in symlinks_in(path):
+                for target, link in view.inner_links.get(path, ()):
                     args += ["--symlink", target, link]
-        for path in system_inside(private):
+        for path in view.inside:
             args += ["--ro-bind", str(path), str(path)]
-        return private
+        return list(view.private)
 
     def _joined(self, args: list[str]) -> list[str]:
         """`args` (bwrap's) run by one shell, started by the setup's prefix, that first
@@ -261,6 +260,67 @@ _NAMESPACES = (
     "--die-with-parent",
     "--new-session",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class TopView:
+    """The top of this machine's file system, as every jail shows it: the top-level
+    symlinks (target, path), the system directories, the private ones (`private_dirs`) with
+    the symlinks in each, and the system data inside those (`system_inside`). `watched`:
+    the directories whose listings it was read from, and `key` their modification times
+    then; while they are the same, so is the view."""
+
+    links: tuple[tuple[str, str], ...]
+    system: tuple[Path, ...]
+    private: tuple[Path, ...]
+    inner_links: Mapping[Path, tuple[tuple[str, str], ...]]
+    inside: tuple[Path, ...]
+    watched: tuple[Path, ...]
+    key: tuple[int, ...]
+
+
+_TOPS: dict[Path, TopView] = {}  # the last view looked at, by top directory
+
+
+def top_view(top: Path = Path("/")) -> TopView:
+    """This machine's TopView (of `top`): the last one while no directory it was read
+    from changed — a stat each, instead of listing `/` and the private directories and
+    statting what is in them for every command —, else a fresh look."""
+    last = _TOPS.get(top)
+    if last is not None and _mtimes(last.watched) == last.key:
+        return last
+    view = _TOPS[top] = _look_at_top(top)
+    return view
+
+
+def _look_at_top(top: Path) -> TopView:
+    private = private_dirs(top)
+    data_parents = {Path(p).parent for p in SYSTEM_DATA}
+    targets = {Path(top, name).resolve().parent for name in SYSTEM_DIRS}
+    watched = tuple(dict.fromkeys([top, *private, *sorted(data_parents | targets)]))
+    key = _mtimes(watched)  # before the look: a change during it shows at the next one
+    links: list[tuple[str, str]] = []
+    system: list[Path] = []
+    for path in _top_entries(top):
+        if path.name in MADE_DIRS:
+            continue
+        if path.is_symlink():
+            links.append((os.readlink(path), str(path)))
+        elif path.name in SYSTEM_DIRS and path.is_dir():
+            system.append(path)
+    inner = {path: tuple(symlinks_in(path)) for path in private}
+    inside = tuple(system_inside(private))
+    return TopView(tuple(links), tuple(system), tuple(private), inner, inside, watched, key)
+
+
+def _mtimes(paths: Sequence[Path]) -> tuple[int, ...]:
+    found = []
+    for path in paths:
+        try:
+            found.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            found.append(-1)
+    return tuple(found)
 
 
 def private_dirs(top: Path = Path("/")) -> list[Path]:

@@ -36,7 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qshell.sandbox.jail import MADE_DIRS, SANDBOX_TMP, SandboxUnavailable, symlinks_in
+from qshell.sandbox.jail import (
+    MADE_DIRS,
+    SANDBOX_TMP,
+    SandboxUnavailable,
+    symlinks_in,
+    top_view,
+)
 
 DIR, FILE, LINK = "dir", "file", "link"
 SKELETON_MODE = 0o755  # as bubblewrap makes a tmpfs and the directories in it
@@ -79,8 +85,9 @@ def layout(args: Sequence[str], outside: Path) -> dict[str, Made]:
     directories on the way, and the symlinks the jail makes again in a private top-level
     directory. SandboxUnavailable for an option it does not know."""
     made: dict[str, Made] = {}
-    mounts: list[tuple[str, bool]] = []  # (mount point, shown from the outside view) in one
-    roots: list[str] = []  # the directories bound from the outside view
+    mounts: dict[str, bool] = {}  # mount point → shown from the outside view (the latest)
+    made_in: list[tuple[str, bool]] = []  # each mount, in turn
+    roots: set[str] = set()  # the directories bound from the outside view
     top = str(outside)
     for op, params in _options(args[1:]):
         if op not in _MAKES:
@@ -89,18 +96,21 @@ def layout(args: Sequence[str], outside: Path) -> dict[str, Made]:
         scratch = op == "--bind" and _under(params[0], top)
         if scratch:
             _add(made, os.path.relpath(params[0], top), Made(DIR))
-            roots.append(dest)
-        elif not any(_under(dest, root) for root in roots):
+            roots.add(dest)
+        elif roots.isdisjoint(_up_from(dest)):
             continue  # elsewhere: the system's, the project's own mounts
         elif (point := _owner(mounts, dest)) is not None and dest != point:
             kind = Made(LINK, params[0]) if op == "--symlink" else Made(_kind(op, Path(params[0])))
             _add(made, dest.lstrip("/"), kind)
         if op in _MOUNTS:
-            mounts.append((dest, scratch))
-    for point, scratch in mounts:
+            mounts[dest] = scratch
+            made_in.append((dest, scratch))
+    inner = top_view().inner_links
+    for point, scratch in made_in:
         name = point.lstrip("/")
         if scratch and "/" not in name and name not in MADE_DIRS:
-            for target, link in symlinks_in(Path(point)):
+            links = inner.get(Path(point))
+            for target, link in symlinks_in(Path(point)) if links is None else links:
                 _add(made, link.lstrip("/"), Made(LINK, target))
     return made
 
@@ -215,16 +225,22 @@ def _options(args: Sequence[str]) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _owner(mounts: list[tuple[str, bool]], dest: str) -> str | None:
+def _owner(mounts: dict[str, bool], dest: str) -> str | None:
     """The mount point of the outside view that `dest` lies in (the deepest mount there,
     the latest of equals), or None when another mount shows it."""
-    best: tuple[int, int, str, bool] | None = None
-    for index, (point, scratch) in enumerate(mounts):
-        if _under(dest, point):
-            key = (len(point), index, point, scratch)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    return best[2] if best is not None and best[3] else None
+    for point in _up_from(dest):
+        if point in mounts:
+            return point if mounts[point] else None
+    return None
+
+
+def _up_from(path: str) -> list[str]:
+    """`path` (absolute) and each directory above it, deepest first: `/a/b`, `/a`, `/`."""
+    found = [path]
+    while path != "/":
+        path = path.rpartition("/")[0] or "/"
+        found.append(path)
+    return found
 
 
 def _kind(op: str, source: Path) -> str:
