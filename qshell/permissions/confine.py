@@ -192,7 +192,9 @@ class JailLauncher:
             raise SandboxUnavailable("commands are not speculated here")
         parts = (scratch / "upper", scratch / "work", scratch / "merged")
         outside = scratch / "outside"
-        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers, outside)
+        where = OverlayMount(
+            unshare, mount, self.paths.root, *parts, layers, outside, by_table=self.found.by_table
+        )
         return replace(self, mount=where)
 
     def hiding(self, standins: frozenset[Path]) -> JailLauncher:

@@ -14,7 +14,10 @@ the mount run from there), because a mount's options are what `/proc/self/mounti
 shows inside the jail and no host path is to be read there; so any path can be a layer,
 commas and colons included. `setup` is what a jail's command line runs before
 bubblewrap, in the jail's one shell (jail.py `Setup`: `unshare -rm` starts it, the mounts
-and the marker come first), `argv` a command line of its own for any command; `prepare` makes the
+and the marker come first), `argv` a command line of its own for any command. With
+`by_table` (the probe found that this `mount` reads a table: util-linux) one `mount -a -T`
+of a table `prepare` writes mounts every overlay, rather than one `mount` process each.
+`prepare` makes the
 directories and those links (kept from one command to the next), and `clean` removes the
 work directory after a command; `mounted` tells whether the overlay was mounted at all (the
 command line makes a marker file beside the mount point once it is: a failed mount — a file
@@ -57,6 +60,9 @@ class OverlayMount:
     layers: tuple[Path, ...] = ()
     outside: Path | None = None  # the outside view's directory (lower, upper, work, merged)
     standins: frozenset[Path] = frozenset()  # secrets the upper layer hides (standins.py)
+    # both overlays mounted by one `mount -a -T` of a table (`table`), where the probe found
+    # that this mount reads one (util-linux), rather than by one `mount` each
+    by_table: bool = False
 
     @property
     def names(self) -> Path:
@@ -76,20 +82,34 @@ class OverlayMount:
         lowers = ":".join([*(LAYER_NAME.format(i) for i in range(len(self.layers))), LOWER_NAME])
         return f"userxattr,lowerdir={lowers},upperdir={UPPER_NAME},workdir={WORK_NAME}"
 
+    def mounts(self) -> list[tuple[str, str]]:
+        """(options, mount point) of each overlay: the project's, then the outside view's."""
+        found = [(self.options(), str(self.merged))]
+        if self.outside_merged is not None:
+            lower, upper, work = OUTSIDE_NAMES
+            options = f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"
+            found.append((options, str(self.outside_merged)))
+        return found
+
+    @property
+    def table(self) -> Path:
+        """The mount table `prepare` writes beside `names` when `by_table`."""
+        return self.work.parent / f"{self.work.name}.fstab"
+
     def setup(self) -> Setup:
         """What the jail's command line runs first (jail.py `Setup`): in new user and mount
         namespaces, from the directory of the links, the overlay mounted at `merged` (and
-        the outside view at `outside/merged`), then the marker made."""
+        the outside view at `outside/merged`) — by one `mount` of the table, or one each —,
+        then the marker made."""
         variables = [("mount", self.mount), ("names", str(self.names))]
-        variables += [("options", self.options()), ("merged", str(self.merged))]
-        mounts = ['"$mount" -t overlay overlay -o "$options" "$merged"']
-        if self.outside is not None:
-            lower, upper, work = OUTSIDE_NAMES
-            outside = f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"
-            variables += [("outside", outside), ("shown", str(self.outside_merged))]
-            mounts.append('"$mount" -t overlay overlay -o "$outside" "$shown"')
+        steps = ['"$mount" -a -T "$table"'] if self.by_table else []
+        if self.by_table:
+            variables.append(("table", str(self.table)))
+        for index, (options, point) in enumerate([] if self.by_table else self.mounts()):
+            variables += [(f"options{index}", options), (f"point{index}", point)]
+            steps.append(f'"$mount" -t overlay overlay -o "$options{index}" "$point{index}"')
         variables.append(("marker", str(self.marker)))
-        step = " && ".join(['cd "$names"', *mounts, ': > "$marker"']) + " || exit"
+        step = " && ".join(['cd "$names"', *steps, ': > "$marker"']) + " || exit"
         return Setup((self.unshare, "-rm", "--"), tuple(variables), (step,))
 
     def argv(self, command: Sequence[str]) -> list[str]:
@@ -133,6 +153,8 @@ class OverlayMount:
             self.outside.mkdir(mode=0o700, parents=True, exist_ok=True)
             for path in (lower, upper, work, merged):
                 path.mkdir(mode=0o700, exist_ok=True)
+        if self.by_table:
+            _write_if_changed(self.table, _table_text(self.mounts()))
         links = self.links()
         if _links_in(self.names) == {name: str(target) for name, target in links.items()}:
             return  # made for the command before, as they are
@@ -172,6 +194,24 @@ class OverlayMount:
         if self.outside is not None:
             remove_tree(self.outside / "upper")
             remove_tree(self.outside / "work")
+
+
+def _table_text(mounts: Sequence[tuple[str, str]]) -> str:
+    """An fstab of the overlays (options, mount point): each mount point's blanks,
+    backslashes and `#` written as octal escapes, which mount(8) reads back."""
+    lines = []
+    for options, point in mounts:
+        shown = "".join(f"\\{ord(c):03o}" if c.isspace() or c in "\\#" else c for c in point)
+        lines.append(f"overlay {shown} overlay {options} 0 0\n")
+    return "".join(lines)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8", errors="surrogateescape") == text:
+            return
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    os.chmod(path, 0o600)
 
 
 def _links_in(directory: Path) -> dict[str, str] | None:
