@@ -196,8 +196,10 @@ def _take_in(
         linked = hard_linked_away(ctx.root, overlay.upper, changed)
         if linked:
             raise RunRefused(f"{', '.join(linked)} {LINKED_REASON}")
-        environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
-        unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
+        unwanted = set()
+        if changed and not keep_ignored:
+            environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+            unwanted = ignored(ctx.root, environ, changed)
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise RunRefused(str(exc)) from None
