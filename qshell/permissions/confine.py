@@ -50,6 +50,7 @@ from qshell.sandbox import (
     SecretIndex,
     filter_file,
     probe,
+    sysview,
 )
 from qshell.sandbox.jail import system_secrets
 from qshell.sandbox.masks import BOUND, Walk
@@ -123,6 +124,13 @@ class JailLauncher:
             outside=None if mount is None else mount.outside_merged,
             setup=None if mount is None else mount.setup(),
         )
+        if mount is not None and mount.etc_merged is not None:
+            jail = replace(
+                jail,
+                etc_view=mount.etc_merged,
+                etc_hidden=frozenset(mount.etc_secrets),
+                etc_mounts=mount.etc_mounts,
+            )
         made = jail.bwrap_args()
         if mount is not None and mount.outside is not None:
             mount.furnish(layout(made, mount.outside / "merged"))
@@ -195,6 +203,10 @@ class JailLauncher:
         where = OverlayMount(
             unshare, mount, self.paths.root, *parts, layers, outside, by_table=self.found.by_table
         )
+        if self.found.etc_view:  # /etc from a view that hides its secrets (sysview.py)
+            mounts = sysview.submounts()
+            hidden = sysview.hideable(system_secrets(), mounts)
+            where = replace(where, etc_layer=scratch / "etc", etc_secrets=hidden, etc_mounts=mounts)
         return replace(self, mount=where)
 
     def hiding(self, standins: frozenset[Path]) -> JailLauncher:

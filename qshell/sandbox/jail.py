@@ -18,7 +18,9 @@ qshell/secret_names.py), and each system secret this user can read (`/etc/shadow
 `/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
 directory with an empty read-only one, so even `grep -r` finds nothing there — or, for a
 file the caller gives a copy of (`replaced`: a git configuration without its
-credentials), with that copy. The command
+credentials), with that copy; on a speculation `/etc` may instead be shown from a
+read-only view that hides its secrets (`etc_view`, sysview.py), one mount for them all.
+The command
 gets a new user namespace with every capability dropped (bubblewrap run by root would
 otherwise keep root's: a `mount -o remount,rw /` would work), no network, no further user
 namespaces, a new session (no terminal to inject keystrokes into), an empty `/run` and a
@@ -49,6 +51,7 @@ from qshell.secret_names import SYSTEM_SECRETS, is_secret_name
 GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
+ETC = Path("/etc")
 SECCOMP_FD = 9
 CAP_FAILED = 125  # the exit code when the command could not join its pids cgroup
 # the top-level directories that hold the system (programs, libraries, configuration) and
@@ -125,6 +128,11 @@ class Jail:
     # its own path below it, instead of a tmpfs each (outside.py; a speculated command)
     outside: Path | None = None
     setup: Setup | None = None  # what runs before bubblewrap (the kernel overlay's mounts)
+    # a speculated command's `/etc`: shown from this read-only view (sysview.py), which
+    # hides `etc_hidden`, with the file systems mounted below `/etc` bound again
+    etc_view: Path | None = None
+    etc_hidden: frozenset[Path] = frozenset()
+    etc_mounts: tuple[Path, ...] = ()
 
     def argv(self, command: Sequence[str], made: Sequence[str] | None = None) -> list[str]:
         """The full command line that runs `command` in the jail, in the project root
@@ -179,7 +187,12 @@ class Jail:
         for target, link in view.links:
             args += ["--symlink", target, link]
         for path in view.system:
-            args += ["--ro-bind", str(path), str(path)]
+            if path == ETC and self.etc_view is not None:
+                args += ["--ro-bind", str(self.etc_view), str(path)]
+                for mount in self.etc_mounts:
+                    args += ["--ro-bind", str(mount), str(mount)]
+            else:
+                args += ["--ro-bind", str(path), str(path)]
         for path in view.private:
             args += self._emptied(path, self.limits.home_bytes)
             if self.outside is None:  # else the skeleton has them (`layout`)
@@ -215,8 +228,9 @@ class Jail:
         def seen(path: Path) -> bool:  # not hidden by an empty tmpfs already
             return not any(_under(path, h) for h in hidden) or any(_under(path, s) for s in shown)
 
+        viewed = self.etc_hidden if self.etc_view is not None and ETC in top_view().system else ()
         for path in (*self.masked, *system_secrets()):
-            if not seen(path):
+            if not seen(path) or path in viewed:  # the view of /etc hides it already
                 continue
             if path.is_dir() and not path.is_symlink():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]

@@ -26,7 +26,9 @@ like a failed command would). With `outside` (a speculated command's jail, outsi
 command line mounts a second overlay the same way, at `outside/merged`: the skeleton of the
 directories the jail empties as its lower layer (`furnish`, made fresh for each command),
 `outside/upper` a fresh private directory for what the command writes there, `writes`
-what it left. It runs nothing.
+what it left. With `etc_layer` a third overlay, read-only, shows `/etc` with the
+system's secrets hidden by that layer (sysview.py), for the jail to bind at `/etc`.
+It runs nothing.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from qshell.sandbox.jail import SandboxUnavailable, Setup, shell_line
+from qshell.sandbox import sysview
+from qshell.sandbox.jail import ETC, SandboxUnavailable, Setup, shell_line
 from qshell.sandbox.outside import Made, Writes, furnish, remove_tree, writes
 
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
 OUTSIDE_NAMES = ("outside-lower", "outside-upper", "outside-work")  # its links in `names`
+ETC_NAMES = ("etc-hidden", "etc")  # the view of /etc's layers, top first (sysview.py)
 MARKER_NAME = "mounted"  # beside the mount point: made once the overlay is mounted
 
 
@@ -63,6 +67,12 @@ class OverlayMount:
     # both overlays mounted by one `mount -a -T` of a table (`table`), where the probe found
     # that this mount reads one (util-linux), rather than by one `mount` each
     by_table: bool = False
+    # `/etc` shown from a read-only overlay whose top layer (`etc_layer`, sysview.py) hides
+    # `etc_secrets`; `etc_mounts` are the file systems mounted below it, which the jail
+    # binds again
+    etc_layer: Path | None = None
+    etc_secrets: tuple[Path, ...] = ()
+    etc_mounts: tuple[Path, ...] = ()
 
     @property
     def names(self) -> Path:
@@ -76,6 +86,8 @@ class OverlayMount:
         found = {**found, LOWER_NAME: self.lower, UPPER_NAME: self.upper, WORK_NAME: self.work}
         if self.outside is not None:
             found.update(zip(OUTSIDE_NAMES, self._outside_parts()[:3], strict=True))
+        if self.etc_layer is not None:
+            found.update({ETC_NAMES[0]: self.etc_layer, ETC_NAMES[1]: ETC})
         return found
 
     def options(self) -> str:
@@ -89,7 +101,14 @@ class OverlayMount:
             lower, upper, work = OUTSIDE_NAMES
             options = f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"
             found.append((options, str(self.outside_merged)))
+        if self.etc_merged is not None:
+            found.append((f"userxattr,lowerdir={':'.join(ETC_NAMES)}", str(self.etc_merged)))
         return found
+
+    @property
+    def etc_merged(self) -> Path | None:
+        """Where the view of `/etc` is mounted (the jail binds it at `/etc`)."""
+        return None if self.etc_layer is None else self.work.parent / "etc.merged"
 
     @property
     def table(self) -> Path:
@@ -153,6 +172,9 @@ class OverlayMount:
             self.outside.mkdir(mode=0o700, parents=True, exist_ok=True)
             for path in (lower, upper, work, merged):
                 path.mkdir(mode=0o700, exist_ok=True)
+        if self.etc_layer is not None and self.etc_merged is not None:
+            sysview.furnish(self.etc_layer, self.etc_secrets)
+            self.etc_merged.mkdir(mode=0o700, exist_ok=True)
         if self.by_table:
             _write_if_changed(self.table, _table_text(self.mounts()))
         links = self.links()
