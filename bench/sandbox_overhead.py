@@ -20,7 +20,8 @@ it, four ways, interleaved so that machine noise hits all alike:
   item 4; `bench.yielding`); `--no-idle` leaves it out.
 
 Prints median and p99 of each and the overheads against the plain run, and each one's CPU
-time (its processes' and the bench's own, in ms per command). With `--load N`, N CPU-bound
+time in ms per command (the bench's own and every process it starts, from a cpuacct cgroup
+where one can be made; else it leaves out bubblewrap's sandbox process, and says so). With `--load N`, N CPU-bound
 processes run during every other round (paused with SIGSTOP in between, so quiet and
 loaded rounds interleave) and each way is reported quiet and loaded, with its slowdown under
 load against the plain command's own — both in ms (loaded median − quiet median; Roadmap
@@ -32,6 +33,7 @@ is printed before and after. Skips what the machine's probe says cannot run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import signal
@@ -58,6 +60,7 @@ from qshell.tools.shell import ShellArgs, ShellTool
 ARGS = ShellArgs(command="true")
 GOAL = 3.0  # the kernel overlay's slowdown under load, in ms, against the plain command's
 OVERLAY = "kernel overlay"
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 Times = dict[str, dict[str, list[float]]]  # phase → way → seconds
 
 
@@ -103,17 +106,46 @@ class Load:
             burner.wait()
 
 
-def timed(run: Callable[[], None]) -> tuple[float, float]:
-    """The wall and CPU seconds of `run()`: the CPU of the processes it waited for, and
-    this process's own (every thread of it)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    own = time.process_time()
+class CpuMeter:
+    """The CPU seconds this process and every process it starts have spent: from a cpuacct
+    cgroup of their own (cgroup v1, made where this user may: the burners, started before,
+    stay out), else this process's own and what the processes it reaped spent — which
+    leaves out bubblewrap's sandbox process, reaped by init once bwrap has exited."""
+
+    def __init__(self) -> None:
+        self.group: Path | None = None
+        try:
+            group = CPUACCT / f"qshell-bench-{os.getpid()}"
+            group.mkdir()
+            (group / "cgroup.procs").write_text(f"{os.getpid()}\n")
+            self.group = group
+        except OSError:
+            pass
+
+    @property
+    def kind(self) -> str:
+        return "cgroup" if self.group is not None else "reaped only, bwrap's sandbox left out"
+
+    def now(self) -> float:
+        if self.group is not None:
+            return int((self.group / "cpuacct.usage").read_text()) / 1e9
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return children.ru_utime + children.ru_stime + time.process_time()
+
+    def close(self) -> None:
+        if self.group is not None:
+            with contextlib.suppress(OSError):
+                (CPUACCT / "cgroup.procs").write_text(f"{os.getpid()}\n")
+                self.group.rmdir()
+
+
+def timed(run: Callable[[], None], meter: CpuMeter) -> tuple[float, float]:
+    """The wall and CPU seconds of `run()`."""
+    spent = meter.now()
     started = time.perf_counter()
     run()
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    spent = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
-    return wall, spent + time.process_time() - own
+    return wall, meter.now() - spent
 
 
 def ways_in(root: Path, temp: Path, idle: bool) -> tuple[dict[str, Callable[[], None]], Overlay]:
@@ -185,15 +217,18 @@ def measured(ways: dict[str, Callable[[], None]], runs: int, load: int) -> tuple
     times: Times = {p: {n: [] for n in ways} for p in phases}
     cpu: Times = {p: {n: [] for n in ways} for p in phases}
     burners = Load(load)
+    meter = CpuMeter()
+    print(f"CPU measured: {meter.kind}")
     try:
         for _ in range(runs):
             for phase in phases:
                 (burners.on if phase == "loaded" else burners.off)()
                 for name, run in ways.items():
-                    wall, spent = timed(run)
+                    wall, spent = timed(run, meter)
                     times[phase][name].append(wall)
                     cpu[phase][name].append(spent)
     finally:
+        meter.close()
         burners.close()
     return times, cpu
 
