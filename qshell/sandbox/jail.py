@@ -10,9 +10,11 @@ own `/work` or `/data`) are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, eve
 credential directory and other users' files are gone) but for the home directories the
 command needs to run its programs (`home_binds`, read-only: the ones on `PATH`, an
 interpreter's prefix); the project is bound read-only at its own path — or, for a
-speculation, a writable directory is bound there instead, and the emptied directories are
-shown from the `outside` overlay's merged view rather than tmpfs (outside.py: what the
-command writes there can then be seen after it ended); each secret-looking file of the
+speculation, a writable directory is bound there instead, and the root itself is the
+`outside` overlay's merged view, writable, rather than a read-only tmpfs with a tmpfs per
+emptied directory (outside.py: its skeleton holds them, the mount points and the top-level
+symlinks, and what the command writes outside every mount is seen after it ended); each
+secret-looking file of the
 project and of what is bound back (`masked`, masks.py, the names of
 qshell/secret_names.py), and each system secret this user can read (`/etc/shadow`,
 `/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
@@ -146,6 +148,8 @@ class Jail:
     def bwrap_args(self) -> list[str]:
         """bubblewrap and the options that make the jail's file system (no command yet)."""
         args = [self.bwrap, *_NAMESPACES]
+        if self.outside is not None:  # the root: what is written outside any mount is seen
+            args += ["--bind", str(self.outside), "/"]
         hidden = [Path(SANDBOX_TMP), *self._top_level(args)]
         args += ["--dev", "/dev", "--proc", "/proc"]
         args += self._emptied(Path(SANDBOX_TMP), self.limits.tmp_bytes)
@@ -167,14 +171,15 @@ class Jail:
         args += self._masks(hidden)
         for path in self.writable_files:
             args += ["--bind", str(path), str(path)]
-        args += ["--remount-ro", "/"]
+        if self.outside is None:
+            args += ["--remount-ro", "/"]
         return args
 
     def _emptied(self, path: Path, size: int | None) -> list[str]:
         """The options that make `path` an empty directory: a tmpfs (of `size` bytes), or
-        on a speculation, its skeleton in the `outside` view bound there."""
+        on a speculation, its skeleton's in the `outside` view that is the root."""
         if self.outside is not None:
-            return ["--bind", str(self.outside / str(path).lstrip("/")), str(path)]
+            return ["--dir", str(path)]
         return [*([] if size is None else ["--size", str(size)]), "--tmpfs", str(path)]
 
     def _top_level(self, args: list[str]) -> list[Path]:
@@ -184,8 +189,8 @@ class Jail:
         that is a symlink into it given back; the files there are left out. Returns the
         emptied directories."""
         view = top_view()
-        for target, link in view.links:
-            args += ["--symlink", target, link]
+        for target, link in () if self.outside is not None else view.links:
+            args += ["--symlink", target, link]  # else the skeleton has them (`layout`)
         for path in view.system:
             if path == ETC and self.etc_view is not None:
                 args += ["--ro-bind", str(self.etc_view), str(path)]

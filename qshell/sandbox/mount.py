@@ -42,7 +42,7 @@ from pathlib import Path
 
 from qshell.sandbox import sysview
 from qshell.sandbox.jail import ETC, SandboxUnavailable, Setup, shell_line
-from qshell.sandbox.outside import Made, Writes, furnish, remove_tree, writes
+from qshell.sandbox.outside import SKELETON_MODE, Made, Writes, furnish, remove_tree, writes
 
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
 OUTSIDE_NAMES = ("outside-lower", "outside-upper", "outside-work")  # its links in `names`
@@ -172,6 +172,7 @@ class OverlayMount:
             self.outside.mkdir(mode=0o700, parents=True, exist_ok=True)
             for path in (lower, upper, work, merged):
                 path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(upper, SKELETON_MODE)  # the root directory the command sees (`outside`)
         if self.etc_layer is not None and self.etc_merged is not None:
             sysview.furnish(self.etc_layer, self.etc_secrets)
             self.etc_merged.mkdir(mode=0o700, exist_ok=True)
