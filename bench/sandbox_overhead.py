@@ -27,7 +27,10 @@ loaded rounds interleave) and each way is reported quiet and loaded, with its sl
 load against the plain command's own — both in ms (loaded median − quiet median; Roadmap
 17's goal for the kernel overlay at normal priority: at most 3× the plain one's) and as a
 factor (loaded median / quiet median). The machine's load average (other sessions share it)
-is printed before and after. Skips what the machine's probe says cannot run.
+is printed before and after: where they keep it busy, "quiet" is not idle, the plain
+command's slowdown is a few noisy milliseconds and the ratio in ms swings with it (run the
+bench several times and quote the spread); the CPU per command hardly depends on the load.
+Skips what the machine's probe says cannot run.
 """
 
 from __future__ import annotations
