@@ -41,8 +41,11 @@ def submounts(top: Path = ETC, mountinfo: Path = MOUNTINFO) -> tuple[Path, ...]:
         lines = mountinfo.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError:
         return ()
-    points = sorted({Path(_unescaped(line.split()[4])) for line in lines if len(line.split()) > 4})
-    inside = [p for p in points if p != top and p.is_relative_to(top)]
+    below = str(top).rstrip("/") + "/"  # an escape never stands for one of these characters
+    fields = [line.split(" ", 5) for line in lines]
+    inside = sorted(
+        {Path(_unescaped(f[4])) for f in fields if len(f) > 4 and f[4].startswith(below)}
+    )
     return tuple(p for p in inside if not any(p != q and p.is_relative_to(q) for q in inside))
 
 
