@@ -107,6 +107,7 @@ def run_on_overlay(
     command (here only to see the pending edits) runs as live, its secrets masked rather
     than stood in for: reading past them is what its live run does too."""
     try:
+        launcher = launcher.pinned()  # one look at the secrets for the checks and the jail
         masked = launcher.masked()
     except SandboxUnavailable as exc:  # too many files to find the secrets in
         raise RunRefused(str(exc)) from None
@@ -195,8 +196,10 @@ def _take_in(
         linked = hard_linked_away(ctx.root, overlay.upper, changed)
         if linked:
             raise RunRefused(f"{', '.join(linked)} {LINKED_REASON}")
-        environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
-        unwanted = set() if keep_ignored else ignored(ctx.root, environ, changed)
+        unwanted = set()
+        if changed and not keep_ignored:
+            environ = shellproof.sanitized_env(ctx.environ, root=str(ctx.root))
+            unwanted = ignored(ctx.root, environ, changed)
         overlay.absorb(layer, unwanted)
     except (OverlayEscape, ReadsUnrecorded, OSError) as exc:
         raise RunRefused(str(exc)) from None

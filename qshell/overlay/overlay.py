@@ -34,7 +34,7 @@ import json
 import os
 import stat as stat_module
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
@@ -180,10 +180,15 @@ class Overlay:
     def record_read(self, print_: Fingerprint) -> None:
         """Note a read of a real file: the first one of a file counts, unless a later one
         saw the same file state and more of it."""
+        self.record_reads((print_,))
+
+    def record_reads(self, prints: Iterable[Fingerprint]) -> None:
+        """`record_read` of each of `prints`, under one hold of the lock."""
         with self._lock:
-            known = self._reads.get(print_.rel)
-            if known is None or print_.stronger_than(known):
-                self._reads[print_.rel] = print_
+            for print_ in prints:
+                known = self._reads.get(print_.rel)
+                if known is None or print_.stronger_than(known):
+                    self._reads[print_.rel] = print_
 
     def record_path(self, path: os.PathLike[str] | str, *, stop: Callable[[], bool]) -> None:
         """Note that a shell command will read `path` (absolute): a file is fingerprinted by
@@ -214,8 +219,7 @@ class Overlay:
             base = baseline.take(self.root, stop)
         except reads.TooManyReads as exc:
             raise ReadsUnrecorded(str(exc)) from None
-        for print_ in base.prints(self.root):
-            self.record_read(print_)
+        self.record_reads(list(base.prints(self.root)))  # read before the lock is held
         with self._lock:
             self._base = base
 

@@ -21,7 +21,9 @@ command that writes: `OverlayMount`, where the probe found that works and
 `sandbox.speculateCommands` is on — `commands`), the directories the jail empties shown
 from an outside view whose skeleton `wrap` makes for each command (sandbox/outside.py), and
 with `hiding` the project's secrets left to stand-ins in the command's upper layer
-(sandbox/standins.py) instead of masks.
+(sandbox/standins.py) instead of masks; `pinned` keeps one look at the secret indexes for
+one command, so its checks, stand-ins and masks see the same secrets and each tree is
+statted once (a look stats every directory of it).
 Thread-safe: a launcher is immutable but for its index, which locks.
 """
 
@@ -48,6 +50,7 @@ from qshell.sandbox import (
     SecretIndex,
     filter_file,
     probe,
+    sysview,
 )
 from qshell.sandbox.jail import system_secrets
 from qshell.sandbox.masks import BOUND, Walk
@@ -78,6 +81,8 @@ class JailLauncher:
     configs: RedactedConfigs = field(default_factory=RedactedConfigs)
     contents: Copies = field(default_factory=Copies)  # of files that hold a secret
     copies: bool = True  # show those as copies; False: as they are (`showing_files`)
+    # what the secret indexes said for one command (`pinned`): its masks and its copies
+    looked: Looked | None = None
 
     def wrap(
         self, argv: Sequence[str], environ: Mapping[str, str]
@@ -91,9 +96,10 @@ class JailLauncher:
         standins = frozenset() if mount is None else mount.standins
         masked: list[Path] = []
         replaced: list[tuple[Path, Path]] = []
-        by_content = self.index.by_content()  # looked up once: each look stats the tree
+        looked = self._look()  # once: each look stats every directory of each tree
+        by_content = looked.by_content
         shown = frozenset() if self.copies else by_content
-        for path in self._masked():
+        for path in looked.masked:
             if path in standins or path in shown:
                 continue  # a stand-in in the command's own layer (standins.py), or as it is
             copy = self._copy(path, by_content)
@@ -116,14 +122,19 @@ class JailLauncher:
             writable=None if mount is None else mount.merged,
             pids_join=group,
             outside=None if mount is None else mount.outside_merged,
+            setup=None if mount is None else mount.setup(),
         )
+        if mount is not None and mount.etc_merged is not None:
+            jail = replace(
+                jail,
+                etc_view=mount.etc_merged,
+                etc_hidden=frozenset(mount.etc_secrets),
+                etc_mounts=mount.etc_mounts,
+            )
         made = jail.bwrap_args()
-        inner = jail.argv(argv, made)
-        if mount is None:
-            return inner, jail.environ(environ)
-        if mount.outside is not None:
+        if mount is not None and mount.outside is not None:
             mount.furnish(layout(made, mount.outside / "merged"))
-        return mount.argv(inner), jail.environ(environ)
+        return jail.argv(argv, made), jail.environ(environ)
 
     def masked(self) -> tuple[Path, ...]:
         """Every path the jail hides behind a mask: the project's secrets, the credential
@@ -131,8 +142,22 @@ class JailLauncher:
         return (*self._masked(), *system_secrets())
 
     def _masked(self) -> tuple[Path, ...]:
+        return self._look().masked
+
+    def _look(self) -> Looked:
+        """What the secret indexes say now, or what they said for this command (`pinned`)."""
+        if self.looked is not None:
+            return self.looked
+        paths, by_content = self.index.snapshot()
         bound = [path for index in self.bound for path in index.paths()]
-        return (*self.index.paths(), *self.home_masks, *bound)
+        return Looked((*paths, *self.home_masks, *bound), by_content)
+
+    def pinned(self) -> JailLauncher:
+        """This launcher with what the secret indexes say now kept for one command: its
+        checks, stand-ins and masks then see the same secrets, from one look at each tree
+        (a look stats every directory of it). SandboxUnavailable when the project is too
+        large to mask."""
+        return replace(self, looked=self._look())
 
     def conceals(self, path: Path) -> bool:
         """Whether a command in this jail cannot read the secret at `path` (absolute, no
@@ -152,7 +177,7 @@ class JailLauncher:
             masked = self._masked()
         except SandboxUnavailable:
             return False
-        return path in masked and self._copy(path, self.index.by_content()) is not None
+        return path in masked and self._copy(path, self._look().by_content) is not None
 
     def _copy(self, path: Path, by_content: frozenset[Path]) -> Path | None:
         """The copy this jail shows in place of the secret at `path`, if it shows one: a
@@ -175,7 +200,13 @@ class JailLauncher:
             raise SandboxUnavailable("commands are not speculated here")
         parts = (scratch / "upper", scratch / "work", scratch / "merged")
         outside = scratch / "outside"
-        where = OverlayMount(unshare, mount, self.paths.root, *parts, layers, outside)
+        where = OverlayMount(
+            unshare, mount, self.paths.root, *parts, layers, outside, by_table=self.found.by_table
+        )
+        if self.found.etc_view:  # /etc from a view that hides its secrets (sysview.py)
+            mounts = sysview.submounts()
+            hidden = sysview.hideable(system_secrets(), mounts)
+            where = replace(where, etc_layer=scratch / "etc", etc_secrets=hidden, etc_mounts=mounts)
         return replace(self, mount=where)
 
     def hiding(self, standins: frozenset[Path]) -> JailLauncher:
@@ -199,6 +230,16 @@ class JailLauncher:
         """This launcher with a CPU limit that fits a command of `timeout_s` seconds."""
         cpu = math.ceil(timeout_s) + CPU_MARGIN_S
         return replace(self, limits=replace(self.limits, cpu_s=cpu))
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """What the secret indexes said at one look: every path the jail masks but the
+    system's (the project's secrets, the credential directories and secrets of what is
+    bound back), and which of the project's are secret for what they hold."""
+
+    masked: tuple[Path, ...]
+    by_content: frozenset[Path]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ Unix sockets and the kernel's keyrings refused (seccomp.py); `PidsCap` caps a co
 processes where the rlimit does not (root, pids.py); `OverlayMount` runs a command on a
 kernel overlay of the project in new user and mount namespaces (a speculation's writes land
 in its upper layer), with the emptied directories on an overlay of their own whose writes
-are seen (outside.py) and the project's secrets as stand-ins that show a touch
-(standins.py); `secret_paths` / `SecretIndex` find what to mask. Its exceptions are
+are seen (outside.py), the project's secrets as stand-ins that show a touch
+(standins.py) and `/etc` from a read-only view hiding the system's (sysview.py); `secret_paths` / `SecretIndex` find what to mask. Its exceptions are
 `SandboxError`s (`SandboxUnavailable` is an OSError as well). See ARCHITECTURE.md.
 """
 

@@ -10,15 +10,19 @@ own `/work` or `/data`) are empty, size-capped tmpfs (so `~/.ssh`, `~/.aws`, eve
 credential directory and other users' files are gone) but for the home directories the
 command needs to run its programs (`home_binds`, read-only: the ones on `PATH`, an
 interpreter's prefix); the project is bound read-only at its own path — or, for a
-speculation, a writable directory is bound there instead, and the emptied directories are
-shown from the `outside` overlay's merged view rather than tmpfs (outside.py: what the
-command writes there can then be seen after it ended); each secret-looking file of the
+speculation, a writable directory is bound there instead, and the root itself is the
+`outside` overlay's merged view, writable, rather than a read-only tmpfs with a tmpfs per
+emptied directory (outside.py: its skeleton holds them, the mount points and the top-level
+symlinks, and what the command writes outside every mount is seen after it ended); each
+secret-looking file of the
 project and of what is bound back (`masked`, masks.py, the names of
 qshell/secret_names.py), and each system secret this user can read (`/etc/shadow`,
 `/etc/ssh`, `/etc/pip.conf`, …), is bound over with an empty file and each secret
 directory with an empty read-only one, so even `grep -r` finds nothing there — or, for a
 file the caller gives a copy of (`replaced`: a git configuration without its
-credentials), with that copy. The command
+credentials), with that copy; on a speculation `/etc` may instead be shown from a
+read-only view that hides its secrets (`etc_view`, sysview.py), one mount for them all.
+The command
 gets a new user namespace with every capability dropped (bubblewrap run by root would
 otherwise keep root's: a `mount -o remount,rw /` would work), no network, no further user
 namespaces, a new session (no terminal to inject keystrokes into), an empty `/run` and a
@@ -26,7 +30,12 @@ seccomp filter that refuses Unix sockets and the kernel's keyrings (seccomp.py: 
 read-only file system does not stop a connect to a daemon's socket, nor a `keyctl read` of
 the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
 and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
-rlimit does not bind (root). Pure: it builds argument lists, it runs nothing.
+rlimit does not bind (root). One shell does what must come before bubblewrap (a
+speculated command's overlay mounts, `Setup`; joining the cgroup; opening the filter),
+so a command line is `prlimit`, that shell (started by `unshare` for an overlay), bwrap.
+The top of the file system is looked at again only when a directory it was read from
+changed (`top_view`).
+Pure: it builds argument lists, it runs nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from qshell.secret_names import SYSTEM_SECRETS, is_secret_name
 GIB = 1 << 30
 MIB = 1 << 20
 SANDBOX_TMP = "/tmp"
+ETC = Path("/etc")
 SECCOMP_FD = 9
 CAP_FAILED = 125  # the exit code when the command could not join its pids cgroup
 # the top-level directories that hold the system (programs, libraries, configuration) and
@@ -88,6 +98,18 @@ class ResourceLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class Setup:
+    """What a jail's command line does before bubblewrap starts, for a speculated command
+    (mount.py `OverlayMount.setup`): `prefix` (argv: `unshare -rm --`) starts the jail's own
+    shell (`Jail._joined`), which runs `steps` first, each variable of `variables` given
+    to them as "$name"; a step that fails ends the command line with its status."""
+
+    prefix: tuple[str, ...] = ()
+    variables: tuple[tuple[str, str], ...] = ()
+    steps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Jail:
     """How to run commands for the project at `root` inside bubblewrap (`bwrap`)."""
 
@@ -107,6 +129,12 @@ class Jail:
     # the merged view (outside the jail) the emptied directories are bound from, each at
     # its own path below it, instead of a tmpfs each (outside.py; a speculated command)
     outside: Path | None = None
+    setup: Setup | None = None  # what runs before bubblewrap (the kernel overlay's mounts)
+    # a speculated command's `/etc`: shown from this read-only view (sysview.py), which
+    # hides `etc_hidden`, with the file systems mounted below `/etc` bound again
+    etc_view: Path | None = None
+    etc_hidden: frozenset[Path] = frozenset()
+    etc_mounts: tuple[Path, ...] = ()
 
     def argv(self, command: Sequence[str], made: Sequence[str] | None = None) -> list[str]:
         """The full command line that runs `command` in the jail, in the project root
@@ -120,6 +148,8 @@ class Jail:
     def bwrap_args(self) -> list[str]:
         """bubblewrap and the options that make the jail's file system (no command yet)."""
         args = [self.bwrap, *_NAMESPACES]
+        if self.outside is not None:  # the root: what is written outside any mount is seen
+            args += ["--bind", str(self.outside), "/"]
         hidden = [Path(SANDBOX_TMP), *self._top_level(args)]
         args += ["--dev", "/dev", "--proc", "/proc"]
         args += self._emptied(Path(SANDBOX_TMP), self.limits.tmp_bytes)
@@ -141,14 +171,15 @@ class Jail:
         args += self._masks(hidden)
         for path in self.writable_files:
             args += ["--bind", str(path), str(path)]
-        args += ["--remount-ro", "/"]
+        if self.outside is None:
+            args += ["--remount-ro", "/"]
         return args
 
     def _emptied(self, path: Path, size: int | None) -> list[str]:
         """The options that make `path` an empty directory: a tmpfs (of `size` bytes), or
-        on a speculation, its skeleton in the `outside` view bound there."""
+        on a speculation, its skeleton's in the `outside` view that is the root."""
         if self.outside is not None:
-            return ["--bind", str(self.outside / str(path).lstrip("/")), str(path)]
+            return ["--dir", str(path)]
         return [*([] if size is None else ["--size", str(size)]), "--tmpfs", str(path)]
 
     def _top_level(self, args: list[str]) -> list[Path]:
@@ -157,44 +188,43 @@ class Jail:
         symlinks made again) with the system's package databases and any system directory
         that is a symlink into it given back; the files there are left out. Returns the
         emptied directories."""
-        private = private_dirs()
-        for path in _top_entries():
-            if path.name in MADE_DIRS:
-                continue
-            if path.is_symlink():
-                args += ["--symlink", os.readlink(path), str(path)]
-            elif path.name in SYSTEM_DIRS and path.is_dir():
+        view = top_view()
+        for target, link in () if self.outside is not None else view.links:
+            args += ["--symlink", target, link]  # else the skeleton has them (`layout`)
+        for path in view.system:
+            if path == ETC and self.etc_view is not None:
+                args += ["--ro-bind", str(self.etc_view), str(path)]
+                for mount in self.etc_mounts:
+                    args += ["--ro-bind", str(mount), str(mount)]
+            else:
                 args += ["--ro-bind", str(path), str(path)]
-        for path in private:
+        for path in view.private:
             args += self._emptied(path, self.limits.home_bytes)
             if self.outside is None:  # else the skeleton has them (`layout`)
-                for target, link in symlinks_in(path):
+                for target, link in view.inner_links.get(path, ()):
                     args += ["--symlink", target, link]
-        for path in system_inside(private):
+        for path in view.inside:
             args += ["--ro-bind", str(path), str(path)]
-        return private
+        return list(view.private)
 
     def _joined(self, args: list[str]) -> list[str]:
-        """`args` (bwrap's) run by a shell that first moves itself into the pids cgroup and
-        opens the seccomp filter on SECCOMP_FD for bwrap to read (neither: `args`)."""
-        names: list[str] = []
-        values: list[str] = []
-        steps: list[str] = []
+        """`args` (bwrap's) run by one shell, started by the setup's prefix, that first
+        runs the setup's steps, moves itself into the pids cgroup and opens the seccomp
+        filter on SECCOMP_FD for bwrap to read (none of these: `args`)."""
+        setup = self.setup or Setup()
+        variables = list(setup.variables)
+        steps = list(setup.steps)
         if self.pids_join is not None:
-            names.append("join")
-            values.append(str(self.pids_join))
+            variables.append(("join", str(self.pids_join)))
             steps.append(f'echo 0 > "$join" || exit {CAP_FAILED}')
         run = 'exec "$@"'
         if self.seccomp is not None:
-            names.append("filter")
-            values.append(str(self.seccomp))
+            variables.append(("filter", str(self.seccomp)))
             args = [*args, "--seccomp", str(SECCOMP_FD)]
             run += f' {SECCOMP_FD}<"$filter"'
-        if not names:
-            return args
-        taken = " ".join(f'{name}="${index}"' for index, name in enumerate(names, 1))
-        script = "; ".join([taken, f"shift {len(names)}", *steps, run])
-        return ["sh", "-c", script, "sh", *values, *args]
+        if not variables and not steps:
+            return [*setup.prefix, *args]
+        return [*setup.prefix, *shell_line(variables, steps, run, args)]
 
     def _masks(self, hidden: list[Path]) -> list[str]:
         args: list[str] = []
@@ -203,8 +233,9 @@ class Jail:
         def seen(path: Path) -> bool:  # not hidden by an empty tmpfs already
             return not any(_under(path, h) for h in hidden) or any(_under(path, s) for s in shown)
 
+        viewed = self.etc_hidden if self.etc_view is not None and ETC in top_view().system else ()
         for path in (*self.masked, *system_secrets()):
-            if not seen(path):
+            if not seen(path) or path in viewed:  # the view of /etc hides it already
                 continue
             if path.is_dir() and not path.is_symlink():
                 args += ["--tmpfs", str(path), "--remount-ro", str(path)]
@@ -224,6 +255,17 @@ class Jail:
         return inside
 
 
+def shell_line(
+    variables: Sequence[tuple[str, str]], steps: Sequence[str], run: str, args: Sequence[str]
+) -> list[str]:
+    """The `sh -c` command line that runs `steps`, then `run` (`exec "$@"`: `args`), each
+    of `variables` given as "$name" (values passed as arguments, never in the script)."""
+    taken = " ".join(f'{name}="${index}"' for index, (name, _) in enumerate(variables, 1))
+    parts = [taken, f"shift {len(variables)}"] if variables else []
+    script = "; ".join([*parts, *steps, run])
+    return ["sh", "-c", script, "sh", *(value for _, value in variables), *args]
+
+
 _NAMESPACES = (
     "--unshare-user",
     "--unshare-ipc",
@@ -237,6 +279,67 @@ _NAMESPACES = (
     "--die-with-parent",
     "--new-session",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class TopView:
+    """The top of this machine's file system, as every jail shows it: the top-level
+    symlinks (target, path), the system directories, the private ones (`private_dirs`) with
+    the symlinks in each, and the system data inside those (`system_inside`). `watched`:
+    the directories whose listings it was read from, and `key` their modification times
+    then; while they are the same, so is the view."""
+
+    links: tuple[tuple[str, str], ...]
+    system: tuple[Path, ...]
+    private: tuple[Path, ...]
+    inner_links: Mapping[Path, tuple[tuple[str, str], ...]]
+    inside: tuple[Path, ...]
+    watched: tuple[Path, ...]
+    key: tuple[int, ...]
+
+
+_TOPS: dict[Path, TopView] = {}  # the last view looked at, by top directory
+
+
+def top_view(top: Path = Path("/")) -> TopView:
+    """This machine's TopView (of `top`): the last one while no directory it was read
+    from changed — a stat each, instead of listing `/` and the private directories and
+    statting what is in them for every command —, else a fresh look."""
+    last = _TOPS.get(top)
+    if last is not None and _mtimes(last.watched) == last.key:
+        return last
+    view = _TOPS[top] = _look_at_top(top)
+    return view
+
+
+def _look_at_top(top: Path) -> TopView:
+    private = private_dirs(top)
+    data_parents = {Path(p).parent for p in SYSTEM_DATA}
+    targets = {Path(top, name).resolve().parent for name in SYSTEM_DIRS}
+    watched = tuple(dict.fromkeys([top, *private, *sorted(data_parents | targets)]))
+    key = _mtimes(watched)  # before the look: a change during it shows at the next one
+    links: list[tuple[str, str]] = []
+    system: list[Path] = []
+    for path in _top_entries(top):
+        if path.name in MADE_DIRS:
+            continue
+        if path.is_symlink():
+            links.append((os.readlink(path), str(path)))
+        elif path.name in SYSTEM_DIRS and path.is_dir():
+            system.append(path)
+    inner = {path: tuple(symlinks_in(path)) for path in private}
+    inside = tuple(system_inside(private))
+    return TopView(tuple(links), tuple(system), tuple(private), inner, inside, watched, key)
+
+
+def _mtimes(paths: Sequence[Path]) -> tuple[int, ...]:
+    found = []
+    for path in paths:
+        try:
+            found.append(os.stat(path).st_mtime_ns)
+        except OSError:
+            found.append(-1)
+    return tuple(found)
 
 
 def private_dirs(top: Path = Path("/")) -> list[Path]:

@@ -233,15 +233,19 @@ class SecretIndex:
         self._judged_at = 0.0
 
     def paths(self) -> tuple[Path, ...]:
-        with self._lock:
-            tree = self._current()
-            again = tuple(p for p in tree.volatile if self._is_secret(p))
-            return tuple(sorted({*tree.found, *again}))
+        return self.snapshot()[0]
 
     def by_content(self) -> frozenset[Path]:
         """The files of `paths` that are secret for what they hold, not for their name."""
+        return self.snapshot()[1]
+
+    def snapshot(self) -> tuple[tuple[Path, ...], frozenset[Path]]:
+        """`paths` and `by_content` from one look at the tree (each look stats every
+        directory of it)."""
         with self._lock:
-            return frozenset(self._current().by_content)
+            tree = self._current()
+            again = tuple(p for p in tree.volatile if self._is_secret(p))
+            return tuple(sorted({*tree.found, *again})), frozenset(tree.by_content)
 
     def _current(self) -> _Tree:
         tree = self._tree

@@ -12,7 +12,12 @@ directory, on the file system of `upper/`. The mount options name no path but sy
 directory of their own beside `work` (`lowerdir=layer-0:lower,upperdir=upper,workdir=work`,
 the mount run from there), because a mount's options are what `/proc/self/mountinfo`
 shows inside the jail and no host path is to be read there; so any path can be a layer,
-commas and colons included. `argv` builds the command line, `prepare` makes the
+commas and colons included. `setup` is what a jail's command line runs before
+bubblewrap, in the jail's one shell (jail.py `Setup`: `unshare -rm` starts it, the mounts
+and the marker come first), `argv` a command line of its own for any command. With
+`by_table` (the probe found that this `mount` reads a table: util-linux) one `mount -a -T`
+of a table `prepare` writes mounts every overlay, rather than one `mount` process each.
+`prepare` makes the
 directories and those links (kept from one command to the next), and `clean` removes the
 work directory after a command; `mounted` tells whether the overlay was mounted at all (the
 command line makes a marker file beside the mount point once it is: a failed mount — a file
@@ -21,7 +26,9 @@ like a failed command would). With `outside` (a speculated command's jail, outsi
 command line mounts a second overlay the same way, at `outside/merged`: the skeleton of the
 directories the jail empties as its lower layer (`furnish`, made fresh for each command),
 `outside/upper` a fresh private directory for what the command writes there, `writes`
-what it left. It runs nothing.
+what it left. With `etc_layer` a third overlay, read-only, shows `/etc` with the
+system's secrets hidden by that layer (sysview.py), for the jail to bind at `/etc`.
+It runs nothing.
 """
 
 from __future__ import annotations
@@ -33,19 +40,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from qshell.sandbox.jail import SandboxUnavailable
-from qshell.sandbox.outside import Made, Writes, furnish, remove_tree, writes
+from qshell.sandbox import sysview
+from qshell.sandbox.jail import ETC, SandboxUnavailable, Setup, shell_line
+from qshell.sandbox.outside import SKELETON_MODE, Made, Writes, furnish, remove_tree, writes
 
-# "$1" is the mount options, "$2" the mount point, "$3" the directory of the links the
-# options name, "$4" the marker, the rest the command ("$5" and "$6" the outside view's
-# options and mount point, when there is one)
-_SCRIPT = 'cd "$3" && mount -t overlay overlay -o "$1" "$2" && : > "$4" && shift 4 && exec "$@"'
-_OUTSIDE_SCRIPT = (
-    'cd "$3" && mount -t overlay overlay -o "$1" "$2" && mount -t overlay overlay -o "$5" "$6"'
-    ' && : > "$4" && shift 6 && exec "$@"'
-)
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
 OUTSIDE_NAMES = ("outside-lower", "outside-upper", "outside-work")  # its links in `names`
+ETC_NAMES = ("etc-hidden", "etc")  # the view of /etc's layers, top first (sysview.py)
 MARKER_NAME = "mounted"  # beside the mount point: made once the overlay is mounted
 
 
@@ -63,6 +64,15 @@ class OverlayMount:
     layers: tuple[Path, ...] = ()
     outside: Path | None = None  # the outside view's directory (lower, upper, work, merged)
     standins: frozenset[Path] = frozenset()  # secrets the upper layer hides (standins.py)
+    # both overlays mounted by one `mount -a -T` of a table (`table`), where the probe found
+    # that this mount reads one (util-linux), rather than by one `mount` each
+    by_table: bool = False
+    # `/etc` shown from a read-only overlay whose top layer (`etc_layer`, sysview.py) hides
+    # `etc_secrets`; `etc_mounts` are the file systems mounted below it, which the jail
+    # binds again
+    etc_layer: Path | None = None
+    etc_secrets: tuple[Path, ...] = ()
+    etc_mounts: tuple[Path, ...] = ()
 
     @property
     def names(self) -> Path:
@@ -76,23 +86,56 @@ class OverlayMount:
         found = {**found, LOWER_NAME: self.lower, UPPER_NAME: self.upper, WORK_NAME: self.work}
         if self.outside is not None:
             found.update(zip(OUTSIDE_NAMES, self._outside_parts()[:3], strict=True))
+        if self.etc_layer is not None:
+            found.update({ETC_NAMES[0]: self.etc_layer, ETC_NAMES[1]: ETC})
         return found
 
     def options(self) -> str:
         lowers = ":".join([*(LAYER_NAME.format(i) for i in range(len(self.layers))), LOWER_NAME])
         return f"userxattr,lowerdir={lowers},upperdir={UPPER_NAME},workdir={WORK_NAME}"
 
+    def mounts(self) -> list[tuple[str, str]]:
+        """(options, mount point) of each overlay: the project's, then the outside view's."""
+        found = [(self.options(), str(self.merged))]
+        if self.outside_merged is not None:
+            lower, upper, work = OUTSIDE_NAMES
+            options = f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"
+            found.append((options, str(self.outside_merged)))
+        if self.etc_merged is not None:
+            found.append((f"userxattr,lowerdir={':'.join(ETC_NAMES)}", str(self.etc_merged)))
+        return found
+
+    @property
+    def etc_merged(self) -> Path | None:
+        """Where the view of `/etc` is mounted (the jail binds it at `/etc`)."""
+        return None if self.etc_layer is None else self.work.parent / "etc.merged"
+
+    @property
+    def table(self) -> Path:
+        """The mount table `prepare` writes beside `names` when `by_table`."""
+        return self.work.parent / f"{self.work.name}.fstab"
+
+    def setup(self) -> Setup:
+        """What the jail's command line runs first (jail.py `Setup`): in new user and mount
+        namespaces, from the directory of the links, the overlay mounted at `merged` (and
+        the outside view at `outside/merged`) — by one `mount` of the table, or one each —,
+        then the marker made."""
+        variables = [("mount", self.mount), ("names", str(self.names))]
+        steps = ['"$mount" -a -T "$table"'] if self.by_table else []
+        if self.by_table:
+            variables.append(("table", str(self.table)))
+        for index, (options, point) in enumerate([] if self.by_table else self.mounts()):
+            variables += [(f"options{index}", options), (f"point{index}", point)]
+            steps.append(f'"$mount" -t overlay overlay -o "$options{index}" "$point{index}"')
+        variables.append(("marker", str(self.marker)))
+        step = " && ".join(['cd "$names"', *steps, ': > "$marker"']) + " || exit"
+        return Setup((self.unshare, "-rm", "--"), tuple(variables), (step,))
+
     def argv(self, command: Sequence[str]) -> list[str]:
         """The command line that mounts the overlay (and the outside view), then runs
         `command` (argv) on it."""
-        script = _SCRIPT if self.outside is None else _OUTSIDE_SCRIPT
-        script = script.replace("mount ", f"{self.mount} ")
-        mounted = [self.options(), str(self.merged), str(self.names), str(self.marker)]
-        if self.outside is not None:
-            lower, upper, work = OUTSIDE_NAMES
-            mounted += [f"userxattr,lowerdir={lower},upperdir={upper},workdir={work}"]
-            mounted += [str(self.outside_merged)]
-        return [self.unshare, "-rm", "--", "sh", "-c", script, "sh", *mounted, *command]
+        setup = self.setup()
+        return [*setup.prefix, *shell_line(setup.variables, setup.steps, 'exec "$@"', command)]
 
     @property
     def outside_merged(self) -> Path | None:
@@ -129,6 +172,12 @@ class OverlayMount:
             self.outside.mkdir(mode=0o700, parents=True, exist_ok=True)
             for path in (lower, upper, work, merged):
                 path.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(upper, SKELETON_MODE)  # the root directory the command sees (`outside`)
+        if self.etc_layer is not None and self.etc_merged is not None:
+            sysview.furnish(self.etc_layer, self.etc_secrets)
+            self.etc_merged.mkdir(mode=0o700, exist_ok=True)
+        if self.by_table:
+            _write_if_changed(self.table, _table_text(self.mounts()))
         links = self.links()
         if _links_in(self.names) == {name: str(target) for name, target in links.items()}:
             return  # made for the command before, as they are
@@ -168,6 +217,24 @@ class OverlayMount:
         if self.outside is not None:
             remove_tree(self.outside / "upper")
             remove_tree(self.outside / "work")
+
+
+def _table_text(mounts: Sequence[tuple[str, str]]) -> str:
+    """An fstab of the overlays (options, mount point): each mount point's blanks,
+    backslashes and `#` written as octal escapes, which mount(8) reads back."""
+    lines = []
+    for options, point in mounts:
+        shown = "".join(f"\\{ord(c):03o}" if c.isspace() or c in "\\#" else c for c in point)
+        lines.append(f"overlay {shown} overlay {options} 0 0\n")
+    return "".join(lines)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8", errors="surrogateescape") == text:
+            return
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    os.chmod(path, 0o600)
 
 
 def _links_in(directory: Path) -> dict[str, str] | None:

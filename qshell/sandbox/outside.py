@@ -4,15 +4,17 @@ A proven command's jail empties `/tmp`, `/run`, the home and every private top-l
 directory with a tmpfs each (jail.py), and what a command writes there vanishes with it —
 harmless for a read-only command, but a speculated one that writes `../sibling.txt`,
 `~/.local/bin/tool` or `/tmp/report` would say "done" of a write nothing keeps, where a
-live run makes it. So a speculated command's jail shows those directories from one more
-kernel overlay (mount.py `OverlayMount.outside`, mounted in the command's own namespace
-beside the project's, its options naming no host path): its lower layer is a skeleton made
-on the host before the command (`layout` reads it off the jail's bubblewrap options,
-`furnish` makes it, or keeps the one made for an earlier command when it is the same: no
-command writes a lower layer): each emptied directory, every mount point bubblewrap makes inside one
-with the directories on the way (the project's parents, the home, what is bound back) and
-the symlinks the jail makes again (`/var/run`), all empty; its upper layer is a fresh private
-directory. Whatever the command writes outside the project lands in that upper layer, on
+live run makes it. So a speculated command's jail has for its root one more kernel overlay
+(mount.py `OverlayMount.outside`, mounted in the command's own namespace beside the
+project's, its options naming no host path), writable, bound at `/` (one bind, not one per
+emptied directory): its lower layer is a skeleton made on the host before the command
+(`layout` reads it off the jail's bubblewrap options, `furnish` makes it, or keeps the one
+made for an earlier command when it is the same: no command writes a lower layer): each
+emptied directory, every mount point bubblewrap makes with the directories on the way (the
+system's directories, `/dev`, the project's parents, the home, what is bound back) and the
+symlinks of the top level and of the emptied directories (`/bin`, `/var/run`), all empty;
+its upper layer is a fresh private directory. Whatever the command writes outside the
+project — a new directory beside `/usr` too — lands in that upper layer, on
 the host, where `writes` finds it after the command ended (its pid namespace went with it,
 so nothing writes any more): every entry there but a skeleton directory copied up as it was
 (a parent of a write) is a write. A new entry directly in `/tmp` (the command's `TMPDIR`),
@@ -36,7 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qshell.sandbox.jail import MADE_DIRS, SANDBOX_TMP, SandboxUnavailable, symlinks_in
+from qshell.sandbox.jail import (
+    MADE_DIRS,
+    SANDBOX_TMP,
+    SandboxUnavailable,
+    symlinks_in,
+    top_view,
+)
 
 DIR, FILE, LINK = "dir", "file", "link"
 SKELETON_MODE = 0o755  # as bubblewrap makes a tmpfs and the directories in it
@@ -79,8 +87,9 @@ def layout(args: Sequence[str], outside: Path) -> dict[str, Made]:
     directories on the way, and the symlinks the jail makes again in a private top-level
     directory. SandboxUnavailable for an option it does not know."""
     made: dict[str, Made] = {}
-    mounts: list[tuple[str, bool]] = []  # (mount point, shown from the outside view) in one
-    roots: list[str] = []  # the directories bound from the outside view
+    mounts: dict[str, bool] = {}  # mount point → shown from the outside view (the latest)
+    made_in: list[tuple[str, bool]] = []  # each mount, in turn
+    roots: set[str] = set()  # the directories bound from the outside view
     top = str(outside)
     for op, params in _options(args[1:]):
         if op not in _MAKES:
@@ -88,21 +97,35 @@ def layout(args: Sequence[str], outside: Path) -> dict[str, Made]:
         dest = params[-1]
         scratch = op == "--bind" and _under(params[0], top)
         if scratch:
-            _add(made, os.path.relpath(params[0], top), Made(DIR))
-            roots.append(dest)
-        elif not any(_under(dest, root) for root in roots):
+            if (rel := os.path.relpath(params[0], top)) != ".":
+                _add(made, rel, Made(DIR))
+            roots.add(dest)
+        elif roots.isdisjoint(_up_from(dest)):
             continue  # elsewhere: the system's, the project's own mounts
         elif (point := _owner(mounts, dest)) is not None and dest != point:
             kind = Made(LINK, params[0]) if op == "--symlink" else Made(_kind(op, Path(params[0])))
             _add(made, dest.lstrip("/"), kind)
         if op in _MOUNTS:
-            mounts.append((dest, scratch))
-    for point, scratch in mounts:
-        name = point.lstrip("/")
-        if scratch and "/" not in name and name not in MADE_DIRS:
-            for target, link in symlinks_in(Path(point)):
+            mounts[dest] = scratch
+            made_in.append((dest, scratch))
+    for point, scratch in made_in:
+        if scratch:
+            for target, link in _links_made(point):
                 _add(made, link.lstrip("/"), Made(LINK, target))
     return made
+
+
+def _links_made(point: str) -> Sequence[tuple[str, str]]:
+    """The symlinks (target, path) the jail makes again in the directory `point` shown
+    from the outside view: at the root, the top level's and each private directory's; in
+    a private top-level directory, its own."""
+    view, name = top_view(), point.lstrip("/")
+    if not name:
+        return [*view.links, *(link for p in view.private for link in view.inner_links[p])]
+    if "/" in name or name in MADE_DIRS:
+        return ()
+    links = view.inner_links.get(Path(point))
+    return symlinks_in(Path(point)) if links is None else links
 
 
 def furnish(lower: Path, made: dict[str, Made]) -> None:
@@ -117,6 +140,7 @@ def furnish(lower: Path, made: dict[str, Made]) -> None:
     record.unlink(missing_ok=True)
     remove_tree(lower)
     lower.mkdir(mode=0o700)
+    os.chmod(lower, SKELETON_MODE)  # the root of a speculated command's file system
     for rel in sorted(made, key=lambda r: r.count("/")):
         parent = rel.rpartition("/")[0]
         if parent and made.get(parent) != Made(DIR):
@@ -215,16 +239,22 @@ def _options(args: Sequence[str]) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _owner(mounts: list[tuple[str, bool]], dest: str) -> str | None:
+def _owner(mounts: dict[str, bool], dest: str) -> str | None:
     """The mount point of the outside view that `dest` lies in (the deepest mount there,
     the latest of equals), or None when another mount shows it."""
-    best: tuple[int, int, str, bool] | None = None
-    for index, (point, scratch) in enumerate(mounts):
-        if _under(dest, point):
-            key = (len(point), index, point, scratch)
-            if best is None or key[:2] > best[:2]:
-                best = key
-    return best[2] if best is not None and best[3] else None
+    for point in _up_from(dest):
+        if point in mounts:
+            return point if mounts[point] else None
+    return None
+
+
+def _up_from(path: str) -> list[str]:
+    """`path` (absolute) and each directory above it, deepest first: `/a/b`, `/a`, `/`."""
+    found = [path]
+    while path != "/":
+        path = path.rpartition("/")[0] or "/"
+        found.append(path)
+    return found
 
 
 def _kind(op: str, source: Path) -> str:

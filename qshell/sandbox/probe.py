@@ -4,7 +4,8 @@ Three things are tried for real, each in a throwaway directory: a jail (bubblewr
 namespaces and mounts `Jail` uses, running `true`), the same with the seccomp filter
 (seccomp.py), and that jail on a kernel overlay mounted by an unprivileged user in a new
 user and mount namespace (`unshare -rm`, overlayfs with `userxattr`, mount.py) — what a
-speculation of any command needs. The answer, with the reason when something fails ("bwrap
+speculation of any command needs (its overlays mounted by one `mount -a` of a table where
+that works, else one `mount` each: `Probe.by_table`). The answer, with the reason when something fails ("bwrap
 is not installed", "user namespaces are disabled", …), is cached in the cache directory
 keyed by the kernel's boot id and the tools' paths, so later starts cost one file read.
 Safe from any thread; concurrent probes only repeat the work.
@@ -22,11 +23,13 @@ from pathlib import Path
 from qshell.sandbox.jail import Jail, SandboxUnavailable
 from qshell.sandbox.mount import OverlayMount
 from qshell.sandbox.seccomp import filter_file
+from qshell.sandbox.sysview import submounts
 
 PROBE_TIMEOUT_S = 10.0
 # 2: the overlay is tried with the jail inside it; 3: with seccomp; 4: private dirs;
-# 5: only the system's directories bound, the keyring filter, overlay options by name
-PROBE_VERSION = "5"
+# 5: only the system's directories bound, the keyring filter, overlay options by name;
+# 6: the overlays mounted by one `mount -a` of a table, with a view of /etc, where that works
+PROBE_VERSION = "7"
 CACHE_NAME = "sandbox-probe.json"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
@@ -42,6 +45,8 @@ class Probe:
     unshare: str | None = None
     prlimit: str | None = None
     seccomp: bool = False  # the Unix-socket filter loads (seccomp.py)
+    by_table: bool = False  # `mount -a -T` mounts the overlays (mount.py `by_table`)
+    etc_view: bool = False  # /etc can be shown from an overlay hiding its secrets (sysview.py)
 
     @property
     def mode(self) -> str:
@@ -76,20 +81,43 @@ def _try(bwrap: str | None, unshare: str | None, prlimit: str | None) -> Probe:
         filtered = code is not None and not _run(replace(jail, seccomp=code).argv(["true"]))
         if filtered:
             jail = replace(jail, seccomp=code)
-        overlay_failure = _overlay(root, unshare, jail) if unshare else "unshare is not installed"
+        ways, overlay_failure = (False, False), "unshare is not installed"
+        if unshare:
+            ways, overlay_failure = _overlay_ways(root, unshare, jail)
     reason = f"no user-namespace overlay: {overlay_failure}" if overlay_failure else ""
-    return Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit, filtered)
+    found = Probe(True, not overlay_failure, reason, bwrap, unshare, prlimit, filtered)
+    return replace(found, by_table=ways[0], etc_view=ways[1])
 
 
-def _overlay(root: Path, unshare: str, jail: Jail) -> str:
+def _overlay_ways(root: Path, unshare: str, jail: Jail) -> tuple[tuple[bool, bool], str]:
+    """Which of the cheaper ways a speculated command's overlays mount here — (by one
+    `mount -a` of a table, with the view of /etc) —, the first that works of both, the
+    table alone, neither; and why none does ("" when one does)."""
+    failure = ""
+    for index, (by_table, etc) in enumerate(((True, True), (True, False), (False, False))):
+        failure = _overlay(root / f"try{index}", unshare, jail, by_table=by_table, etc=etc)
+        if not failure:
+            return (by_table, etc), ""
+    return (False, False), failure
+
+
+def _overlay(root: Path, unshare: str, jail: Jail, *, by_table: bool, etc: bool) -> str:
     """Why a command cannot run in the jail on an overlay mounted by this user ("" when it
-    can): what a speculated command needs (mount.py)."""
+    can): what a speculated command needs (mount.py), its overlays mounted `by_table`
+    or by one `mount` each, with (`etc`) or without the view of /etc (sysview.py)."""
     lower = root / "lower"
-    lower.mkdir()
+    lower.mkdir(parents=True)
     upper, work, merged = (root / name for name in ("upper", "work", "merged"))
-    mount = OverlayMount(unshare, shutil.which("mount") or "mount", lower, upper, work, merged)
+    mount = OverlayMount(
+        unshare, shutil.which("mount") or "mount", lower, upper, work, merged, by_table=by_table
+    )
+    if etc:
+        mounts = submounts()
+        mount = replace(mount, etc_layer=root / "etc", etc_mounts=mounts)
     mount.prepare()
     inner = replace(jail, root=lower, writable=mount.merged)
+    if mount.etc_merged is not None:
+        inner = replace(inner, etc_view=mount.etc_merged, etc_mounts=mount.etc_mounts)
     try:
         failure = _run(mount.argv(inner.argv(["touch", str(lower / "x")])))
     except SandboxUnavailable as exc:

@@ -5,7 +5,8 @@ stderr are merged in order by one reader thread into a head-and-tail buffer, so 
 bounded and a full pipe can never deadlock. On timeout or cancellation the whole group is
 terminated (SIGTERM, then SIGKILL), and with it every group its processes made (the
 sandbox's own session: tools/procgroup.py `Group`). Background processes that outlive a normal exit are
-left running, but the tool stops reading their output shortly after the command exits.
+left running, but the tool stops reading their output shortly after the command exits,
+which it sees the moment it happens (a pidfd, `_ExitWatch`), not at its next poll.
 When the context has a `launcher` (the sandbox, for a command qshell runs on its own),
 it starts the command: `bash -c` runs inside it. A `background` context's command (a
 speculation's) runs under the idle scheduling class (`chrt --idle 0`; `nice -n 19` where
@@ -22,8 +23,10 @@ owns its process and reader thread, so concurrent calls are independent. A plain
 from __future__ import annotations
 
 import functools
+import math
 import os
 import secrets
+import select
 import selectors
 import shlex
 import shutil
@@ -199,21 +202,55 @@ def _wait(
         group.signal(signal.SIGTERM)
 
     unregister = ctx.cancel.on_cancel(on_cancel)
+    exited = _ExitWatch(proc)
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return ErrorType.TIMEOUT
-            try:
-                proc.wait(timeout=min(WAIT_POLL_S, remaining))
-            except subprocess.TimeoutExpired:
+            if not exited.wait(min(WAIT_POLL_S, remaining)):
                 if cancelled.is_set():
                     return ErrorType.CANCELLED
                 continue
             return ErrorType.CANCELLED if cancelled.is_set() else None
     finally:
+        exited.close()
         unregister()
+
+
+class _ExitWatch:
+    """Waits for a process to end and reaps it, woken the moment it does: through a pidfd
+    (Linux 5.3), which `poll` sees readable once the process exited. Where there is none,
+    `Popen.wait`, which polls with sleeps that double up to the timeout (a command ending
+    at 16 ms was then seen at 31 ms)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self._poll: select.poll | None = None
+        try:
+            self._fd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self._fd = None
+            return
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether the process ended (and was reaped) within `timeout_s`."""
+        if self._poll is None:
+            try:
+                self._proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        self._poll.poll(max(1, math.ceil(timeout_s * 1000)))
+        return self._proc.poll() is not None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def is_terminal_command(command: str) -> bool:

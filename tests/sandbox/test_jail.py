@@ -24,7 +24,7 @@ from qshell.config import SandboxMode
 from qshell.permissions.confine import confinement
 from qshell.permissions.policy import proven_context
 from qshell.sandbox import private_dirs, probe
-from qshell.sandbox.jail import system_secrets
+from qshell.sandbox.jail import system_secrets, top_view
 from qshell.tools.base import ToolContext
 from qshell.tools.paths import PathResolver
 from qshell.tools.shell import ShellArgs, ShellTool
@@ -258,6 +258,28 @@ def test_only_the_systems_top_level_directories_stay(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     emptied = [p.name for p in private_dirs(tmp_path)]
     assert emptied == ["data", "home", "root", "var", "work"]
+
+
+def test_the_top_of_the_file_system_is_looked_at_again_whenever_it_changed(tmp_path):
+    """The view every jail's command line is built from is kept between commands, but
+    a directory made or removed at the top, or a symlink in a private directory, shows
+    in the next one: no jail binds an old view."""
+    for name in ("usr", "etc", "home", "var"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "bin").symlink_to("usr/bin")
+    first = top_view(tmp_path)
+    assert top_view(tmp_path) is first
+    assert [p.name for p in first.private] == ["home", "var"]
+    assert first.links == (("usr/bin", str(tmp_path / "bin")),)
+    (tmp_path / "data").mkdir()
+    assert [p.name for p in top_view(tmp_path).private] == ["data", "home", "var"]
+    (tmp_path / "var" / "run").symlink_to("/run")
+    assert top_view(tmp_path).inner_links[tmp_path / "var"] == (
+        ("/run", str(tmp_path / "var/run")),
+    )
+    (tmp_path / "etc").rmdir()
+    (tmp_path / "etc").symlink_to("usr/etc")
+    assert [p.name for p in top_view(tmp_path).system] == ["usr"]
 
 
 def home_with_tools(tmp_path: Path) -> Path:

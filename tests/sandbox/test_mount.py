@@ -17,21 +17,29 @@ from qshell.sandbox import OverlayMount, probe
 FOUND = probe(None)
 
 
-def mount_for(tmp_path: Path, lower: Path) -> OverlayMount:
+# each overlay mounted by a `mount` of its own, or all by one `mount -a` of a table
+# (where this machine's mount reads one); the scratch directory's name has what the
+# table must escape
+WAYS = [False, *([True] if FOUND.by_table else [])]
+
+
+def mount_for(tmp_path: Path, lower: Path, by_table: bool = False) -> OverlayMount:
     unshare, mount = shutil.which("unshare"), shutil.which("mount")
     assert unshare is not None and mount is not None
-    scratch = tmp_path / "scratch"
+    scratch = tmp_path / "scr atch\t#\\x"
     upper = tmp_path / "upper"
     upper.mkdir()
-    return OverlayMount(unshare, mount, lower, upper, scratch / "work", scratch / "merged")
+    work, merged = scratch / "work", scratch / "merged"
+    return OverlayMount(unshare, mount, lower, upper, work, merged, by_table=by_table)
 
 
 @pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay here")
-def test_the_mount_options_name_no_host_path_and_any_path_can_be_a_layer(tmp_path):
+@pytest.mark.parametrize("by_table", WAYS)
+def test_the_mount_options_name_no_host_path_and_any_path_can_be_a_layer(tmp_path, by_table):
     lower = tmp_path / "a,b:c"
     lower.mkdir()
     (lower / "a.txt").write_text("a\n")
-    where = mount_for(tmp_path, lower)
+    where = mount_for(tmp_path, lower, by_table)
     where.prepare()
     shown = "grep ' overlay ' /proc/self/mountinfo; cat \"$0/a.txt\""
     done = subprocess.run(
@@ -46,12 +54,13 @@ def test_the_mount_options_name_no_host_path_and_any_path_can_be_a_layer(tmp_pat
 
 
 @pytest.mark.skipif(not FOUND.overlay, reason=FOUND.reason or "no overlay here")
-def test_writes_and_deletions_land_in_the_upper_layer_only(tmp_path):
+@pytest.mark.parametrize("by_table", WAYS)
+def test_writes_and_deletions_land_in_the_upper_layer_only(tmp_path, by_table):
     lower = tmp_path / "project"
     (lower / "d").mkdir(parents=True)
     (lower / "a.txt").write_text("a\n")
     (lower / "d" / "b.txt").write_text("b\n")
-    where = mount_for(tmp_path, lower)
+    where = mount_for(tmp_path, lower, by_table)
     where.prepare()
     script = 'cd "$0" && echo x >> a.txt && rm -rf d && mkdir d && echo n > new.txt'
     done = subprocess.run(where.argv(["sh", "-c", script, str(where.merged)]), check=False)

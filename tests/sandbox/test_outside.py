@@ -17,6 +17,7 @@ import pytest
 
 from qshell.permissions.confine import JailLauncher
 from qshell.sandbox import private_dirs, probe
+from qshell.sandbox.jail import SYSTEM_DATA, symlinks_in
 from qshell.sandbox.outside import Writes, remove_tree
 from qshell.sandbox.standins import StandIns, atime_kept, plant
 from tests.sandbox.test_masked_names import launcher_for
@@ -74,6 +75,33 @@ def test_writes_outside_the_project_are_seen_and_only_tmp_and_the_cache_are_temp
     assert {str(home / "h"), "/run/r", str(project.parent / "beside")} <= set(written.lasting)
     assert not any("inside" in path for path in written.lasting + written.temporary)
     assert not (home / "h").exists() and not (project.parent / "beside").exists()
+
+
+def test_what_a_command_makes_or_removes_at_the_top_of_the_file_system_is_seen(project, tmp_path):
+    """The outside view is the jail's root: a directory made beside `/usr`, a private
+    top-level directory removed, are lasting writes (live, root would make them), and
+    the root a command sees is the skeleton, with the system's symlinks and directories
+    as the host has them."""
+    launcher = launcher_for(project, dict(os.environ))
+    shown = [project, launcher.paths.home, *launcher.home_binds, *map(Path, SYSTEM_DATA)]
+    shown += [dest for _, dest in launcher.alias_binds]
+    empty = [
+        p
+        for p in private_dirs()
+        if p != Path("/tmp") and not symlinks_in(p) and not any(s.is_relative_to(p) for s in shown)
+    ]
+    removal = f" && rmdir {empty[0]}" if empty else ""
+    name = f"/qshell-test-{secrets.token_hex(4)}"
+    command = f"ls -ld / /bin && mkdir {name}{removal} && echo ok"
+    out, written, _ = speculated(launcher, command, tmp_path / "scratch")
+    assert "ok" in out, out
+    assert name in written.lasting, written
+    if empty:
+        assert str(empty[0]) in written.lasting, written
+    assert out.startswith("drwxr-xr-x"), out
+    if Path("/bin").is_symlink():
+        assert f"-> {os.readlink('/bin')}" in out, out
+    assert not Path(name).exists()
 
 
 def test_a_home_in_a_private_top_level_directory_is_seen_too(project, tmp_path):
