@@ -32,8 +32,8 @@ from qshell.ui.driver import drive
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.questions import (
     ANSWER_RETRY,
-    APPLY_QUESTION,
     APPLY_RETRY,
+    apply_question,
     ask_until,
     parse_answer,
     parse_apply,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 PROMPT = "> "
 KEYS_HELP = (
     "A line of just . uses the suggestion shown (.2 or .3 one of its alternatives) · "
-    "permission questions take a line: y, a, or n followed by an optional reason"
+    "a question takes a line and Enter: y, a, or n followed by an optional reason"
 )
 USE_SUGGESTION = "."
 NO_SUGGESTION = "(no suggestion {key} to use: type a prompt)"
@@ -139,7 +139,7 @@ class SimpleFrontEnd(FollowupHooks):
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
         no_answer = PermissionReply(PermissionAnswer.DENY, "no answer (end of input)")
-        question = question_text(request)
+        question = question_text(request, keyed=False)
         return ask_until(
             self._read, self.say, question, parse_answer, retry=ANSWER_RETRY, at_end=no_answer
         )
@@ -148,7 +148,7 @@ class SimpleFrontEnd(FollowupHooks):
         return ask_until(
             self._read,
             self.say,
-            APPLY_QUESTION,
+            apply_question(keyed=False),
             parse_apply,
             retry=APPLY_RETRY,
             at_end=ApplyChoice.DISCARD,

@@ -48,7 +48,7 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     child = spawn_qshell(llm_server, project, term="dumb")
     child.expect(r"\n> ")
     child.send("change it\r")
-    child.expect(r"Allow edit\?")
+    child.expect(r"Allow edit\? .*\(n <reason> tells the model why\), then Enter: ")
     child.send("maybe\r")
     child.expect("please answer y, a or n")
     child.send("n not today\r")
