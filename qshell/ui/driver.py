@@ -156,7 +156,8 @@ def follow(
                 try:
                     item = running.get(TICK_S)
                 except queue.Empty:
-                    renderer.waiting(clock() - started)
+                    if last is None:  # after the turn's end nothing is waited for any more
+                        renderer.waiting(clock() - started)
                     continue
                 if item is _DONE:
                     break

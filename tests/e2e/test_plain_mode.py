@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.e2e.helpers import main_requests, read_first
@@ -73,7 +75,10 @@ def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project)
     child.expect(r"\n> ")
     child.send("read hello.txt\r")
     child.expect("it says hello")
-    child.expect(r"\(suggestion: run the tests — enter \. to use it\)")
+    child.expect(r"\(suggestion: run the tests — enter \. to use it\)\r?\n> ")
+    shown = child.text.replace("\r", "")
+    assert "\n> (suggestion: run the tests" in shown  # on the prompt's line
+    assert not re.search(r"\n> *\n\(suggestion", shown)  # no bare prompt left above it
     child.send(".\r")
     child.expect("all green")
     child.send("\x04")
