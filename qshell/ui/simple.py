@@ -105,17 +105,24 @@ class SimpleFrontEnd(FollowupHooks):
         return f"{text} {marker}" if marker else text
 
     def _read(self, prompt: str, *, for_input: bool = False) -> str:
-        """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt.
-        `for_input`: the input prompt, which a suggestion's hint line is written on."""
+        """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt; either ends
+        the prompt's line first, before whatever is printed next. `for_input`: the input
+        prompt, which a suggestion's hint line is written on."""
         with self._write_lock:
             self.stdout.write(prompt)
             self.stdout.flush()
             self._at_prompt = for_input
         try:
             line = self.stdin.readline()
+        except KeyboardInterrupt:
+            line = None
+            raise
         finally:
             with self._write_lock:
                 self._at_prompt = False
+                if not line:
+                    self.stdout.write("\n")
+                    self.stdout.flush()
         if not line:
             raise EOFError
         return line.rstrip("\n")
@@ -124,11 +131,7 @@ class SimpleFrontEnd(FollowupHooks):
         """The next line to run; a suggestion key (`.`, `.2`) gives that suggestion, and
         one naming none is answered with a note and read again, never sent as a prompt."""
         while True:
-            try:
-                line = self._read(PROMPT, for_input=True)
-            except (EOFError, KeyboardInterrupt):
-                self.say("")  # end the prompt's line before whatever is printed next
-                raise
+            line = self._read(PROMPT, for_input=True)
             numbered = _NUMBERED.match(line.strip())
             chosen = line.strip() == USE_SUGGESTION or line == "\t" or numbered is not None
             if not chosen or self.followup is None:

@@ -61,6 +61,19 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     assert "\x1b" not in child.raw
 
 
+def test_plain_mode_ctrl_c_at_a_question_says_cancelled(llm_server, project):
+    read_first(llm_server, "hello.txt", then=EDIT)
+    child = spawn_qshell(llm_server, project, term="dumb")
+    child.expect(r"\n> ")
+    child.send("change it\r")
+    child.expect(r"Allow edit\?")
+    child.send("\x03")
+    child.expect(r"\ncancelled\r?\n> ")  # on a line of its own, then the prompt
+    child.send("\x04")
+    assert child.finish() == 0
+    assert (project / "hello.txt").read_text() == "hello world\n"
+
+
 def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project):
     from qshell.followup.suggestion import SUGGESTION_MARKER
     from tests.fakes.llm_server import last_user_text_contains

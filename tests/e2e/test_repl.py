@@ -133,6 +133,21 @@ def test_ctrl_c_during_a_streamed_answer_cancels_and_the_next_turn_works(llm_ser
     assert roles == ["system", "user", "user"]
 
 
+def test_ctrl_c_at_a_permission_question_says_cancelled_and_runs_nothing(llm_server, project):
+    """As Ctrl-C during a stream does: one "cancelled" line, and the prompt back."""
+    read_first(llm_server, "hello.txt", then=EDIT)
+    child = start(llm_server, project)
+    child.submit("change hello")
+    child.expect("Allow edit")
+    child.send("\x03")
+    child.expect("cancelled")
+    child.wait_prompt()
+    quit_cleanly(child)
+    assert child.text.count("cancelled") == 1
+    assert (project / "hello.txt").read_text() == "hello world\n"
+    assert len(llm_server.requests) == 2  # nothing went back to the model
+
+
 def test_ctrl_c_during_a_long_shell_command_kills_it(llm_server, project):
     marker = project / "finished.txt"
     command = f"sleep 30 && touch {marker}"
