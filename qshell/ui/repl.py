@@ -38,6 +38,7 @@ from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
+from prompt_toolkit.utils import get_cwidth
 from rich.console import Console
 
 from qshell import __version__
@@ -58,7 +59,7 @@ from qshell.errors import ControlSignal
 from qshell.ui.completer import QshellCompleter
 from qshell.ui.driver import RunningTurn, follow, start
 from qshell.ui.keyed import Reason, after_keyed_answer, ask_by_key
-from qshell.ui.keys import key_bindings, recognise_alt_keys
+from qshell.ui.keys import key_bindings, key_hint, recognise_alt_keys
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.live import FRAME_S
 from qshell.ui.questions import (
@@ -224,22 +225,29 @@ class Repl(FollowupHooks):
         if not self.ghost_visible():
             return ""
         texts, index = self.followup.choices if self.followup else ((), 0)
-        typed = self.session.default_buffer.text
+        buffer = self.session.default_buffer
         fitting = [
-            i for i, text in enumerate(texts) if text.startswith(typed)
+            i for i, text in enumerate(texts) if text.startswith(buffer.text)
         ]  # Alt-] cycles these
         at = fitting.index(index) + 1 if index in fitting else 1
-        more = f" · Alt-] {at}/{len(fitting)}" if len(fitting) > 1 else ""
-        return f"⇥ Tab fills{more} · Esc dismisses"
+        ghost = buffer.suggestion.text if buffer.suggestion else ""
+        line = get_cwidth(PROMPT + buffer.document.current_line + ghost)
+        free = self.session.app.output.get_size().columns - line
+        return key_hint(at, len(fitting), free)
 
     def _toolbar(self) -> HTML:
+        """Model, mode and the session's token use (a resumed one's from its start); the
+        cached share only when the server says it, no figures before the first round."""
         c = self.conversation
-        usage = c.session.stats.usage
-        cached = "?" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
-        return HTML(
-            f" <b>{_xml(c.model)}</b> · {c.approval_mode} · tokens {usage.prompt_tokens:,} in "
-            f"({cached} cached) · {usage.completion_tokens:,} out · /help "
-        )
+        stats = c.session.stats
+        usage = stats.usage
+        tokens = ""
+        if stats.rounds:
+            cached = "" if usage.cached_tokens is None else f" ({usage.cached_tokens:,} cached)"
+            tokens = (
+                f"tokens {usage.prompt_tokens:,} in{cached} · {usage.completion_tokens:,} out · "
+            )
+        return HTML(f" <b>{_xml(c.model)}</b> · {c.approval_mode} · {tokens}/help ")
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
         no_answer = PermissionReply(PermissionAnswer.DENY, "no answer")

@@ -99,6 +99,45 @@ def test_continue_says_it_resumed_and_shows_the_last_exchange(llm_server, projec
     assert child.finish() == 0
 
 
+def toolbar(child) -> str:
+    """The bottom toolbar's line on the emulated screen."""
+    child.settle()
+    return next(line.strip() for line in child.screen() if line.strip().startswith("m1 ·"))
+
+
+def test_after_continue_the_toolbar_counts_from_the_resumed_sessions_figures(llm_server, project):
+    """Not "tokens 0 in (? cached)": the resumed session's own use so far, and /stats
+    agrees; a new session shows no figures before its first round."""
+    llm_server.add_rule(always(), Reply.text("The build uses make."))
+    first = run_qshell(
+        "-p",
+        "how is this built?",
+        "-o",
+        "json",
+        cwd=project,
+        env=provider_env(llm_server, "openai"),
+    )
+    assert first.code == 0, first.stderr
+    used = first.json()["usage"]
+    child = spawn_qshell(llm_server, project, "--continue", answer_cpr=True)
+    child.expect(r"resumed session")
+    child.wait_prompt()
+    assert toolbar(child) == (
+        f"m1 · default · tokens {used['prompt_tokens']:,} in ({used['cached_tokens']:,} cached) · "
+        f"{used['completion_tokens']:,} out · /help"
+    )
+    child.submit("/stats")
+    child.expect("model rounds: 1")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    fresh = spawn_qshell(llm_server, project, answer_cpr=True)
+    fresh.wait_prompt()
+    assert toolbar(fresh) == "m1 · default · /help"
+    fresh.send("\x04")
+    assert fresh.finish() == 0
+
+
 def test_the_readmes_test_command_installs_what_it_needs():
     """After the README's set-up (`pip install -e '.[local]'`), its test command must work:
     it installs the test extra itself before running pytest."""
