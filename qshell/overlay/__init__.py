@@ -22,9 +22,9 @@ recovery follows: this user's qshell's own, sealed, for this project, never from
 inside it), `records.py` (the values), `renameat.py` (atomic exchange), `dirfd.py`
 (descriptor operations that never follow a symlink), `lease.py` (flock liveness),
 `base_dir.py` (where overlays live) and `sweep.py` (stale overlays). Every exception class
-it defines is an `OverlayError` (errors.py), so a caller may catch the one type; the
-system's own errors (`OSError`, and `ValueError` from a journal it cannot trust, which
-recovery reports) pass through as they are. The names here load their modules when first
+it defines is an `OverlayError` (errors.py), so a caller may catch the one type (a journal
+recovery may not follow raises trust.py's `UnreadableJournal`, a `ValueError` too); the
+system's own errors (`OSError`) pass through as they are. The names here load their modules when first
 asked for (start-up sweeps without loading the rest).
 """
 

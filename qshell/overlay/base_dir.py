@@ -7,7 +7,8 @@ not lie inside the project root, since a base inside it could be written by an a
 speculation (`cd /tmp && qshell`, or `TMPDIR=$HOME/tmp` for a project in `$HOME`); when
 all do, or an explicit base does, there is no overlay (OverlayUnavailable: speculation is
 off). This module makes and checks those private directories (0700, owned by this user,
-not a symlink, writable by nobody else) and never looks inside an overlay. Thread-safe:
+not a symlink, writable by nobody else) and never looks inside an overlay; an overlay whose
+journal no recovery may follow is moved whole into the base's `set-aside/` folder. Thread-safe:
 making an overlay and removing a pid directory hold that directory's flock.
 """
 
@@ -31,6 +32,7 @@ RUNTIME_BASE_NAME = "qshell-speculation"
 STATE_BASE_NAME = "speculation"
 OVERLAY_PREFIX = "overlay-"
 UPPER_DIR_NAME = "upper"
+ASIDE_DIR_NAME = "set-aside"  # overlays whose journal no recovery may follow, kept
 UNSAFE_MODE_BITS = stat_module.S_IWGRP | stat_module.S_IWOTH
 MAX_PID_DIR_ATTEMPTS = 5  # a sweep may remove an empty pid directory as we open it
 
@@ -149,6 +151,19 @@ def _open_up(func: object, path: str, exc_info: object) -> None:
         if stat_module.S_ISDIR(os.lstat(path).st_mode):
             os.chmod(path, PRIVATE_DIR_MODE)
             shutil.rmtree(path, ignore_errors=True)
+
+
+def set_aside_overlay(directory: Path) -> Path:
+    """Move an overlay (its lease held by the caller) out of the sweeps' way, whole, to
+    `<base>/set-aside/<pid>-<name>-…/`; returns where it went. A rename within the base:
+    nothing is copied or deleted, and no later sweep looks there (it reads only pid
+    directories)."""
+    base = directory.parent.parent
+    aside = base / ASIDE_DIR_NAME
+    private_dir(aside)
+    target = Path(tempfile.mkdtemp(prefix=f"{directory.parent.name}-{directory.name}-", dir=aside))
+    os.rename(directory, target)  # over the empty directory just made: never another's
+    return target
 
 
 def remove_if_empty(pid_dir: Path) -> None:

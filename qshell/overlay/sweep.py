@@ -7,7 +7,10 @@ process, or names this one.) At start-up `sweep_stale` claims every stale overla
 base directories (base_dir.py), recovers its journal — only a journal trust.py vouches for,
 and only for the project being started (`root`); another project's is left for a start
 there, and its overlay kept — and then removes it; one that cannot be recovered is kept
-for the next start. `recover` does the recovery alone. A lock still held on an overlay
+for the next start, but one whose journal no recovery may follow (not this user's qshell's,
+or one this version cannot parse) is said once, in one line naming what to do, and moved
+whole into the base's `set-aside/` folder (base_dir.py), out of every later sweep's way —
+unless that journal says it is another project's. `recover` does the recovery alone. A lock still held on an overlay
 with a journal is waited for, briefly (`HELD_JOURNAL_WAIT_S`): a process killed mid-apply
 keeps its lock until the kernel has finished it off — after a SIGKILL that lands in a
 long fsync or under load, for a while yet — and a start that took that for a live
@@ -35,12 +38,14 @@ from qshell.overlay.base_dir import (
     overlays_in,
     remove_if_empty,
     remove_overlay,
+    set_aside_overlay,
 )
 from qshell.overlay.errors import OverlayUnavailable
-from qshell.overlay.records import JOURNAL_NAME
+from qshell.overlay.records import BACKUP_PREFIX, JOURNAL_NAME, STAGE_PREFIX
 
 if TYPE_CHECKING:
     from qshell.overlay.aside import SetAside
+    from qshell.overlay.trust import UnreadableJournal
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +112,9 @@ def _wait_for_dying(overlay: Path) -> lease.Lease | None:
 
 def recover_overlay(directory: Path, root: Path | None) -> bool:
     """Finish or roll back an interrupted apply of the project at `root` (None: the caller
-    owns the overlay). False when the journal stays: another project's, untrusted, or
-    recovery failed (with a warning). (The journal's machinery loads only here: a start
-    with nothing to recover does without it.)"""
+    owns the overlay). False when the journal stays — another project's, or recovery
+    failed (with a warning) — or was moved aside, unreadable (with a warning, once). (The
+    journal's machinery loads only here: a start with nothing to recover does without it.)"""
     from qshell.overlay import trust
     from qshell.overlay.aside import set_aside
     from qshell.overlay.journal import recover_journal
@@ -119,6 +124,9 @@ def recover_overlay(directory: Path, root: Path | None) -> bool:
     except trust.ForeignJournal as exc:
         log.debug("left for its own project: %s", exc)
         return False
+    except trust.UnreadableJournal as exc:
+        _set_unreadable_aside(directory, root, exc)
+        return False
     except (OSError, ValueError) as exc:
         log.warning("could not recover the interrupted apply in %s: %s", directory, exc)
         return False
@@ -127,6 +135,40 @@ def recover_overlay(directory: Path, root: Path | None) -> bool:
         aside = set_aside(Path(outcome.project), outcome.beside, state)
         log.warning("%s", kept_line(outcome.kept, aside))
     return True
+
+
+def _set_unreadable_aside(directory: Path, root: Path | None, exc: UnreadableJournal) -> None:
+    """A journal no recovery may follow: said once, then out of every sweep's way (the
+    whole overlay moved aside, never deleted) — unless it says it is another project's,
+    which is left for a start there."""
+    from qshell.overlay.trust import claimed_root
+
+    claimed = claimed_root(directory / JOURNAL_NAME)
+    if root is not None and claimed is not None and Path(claimed) != root:
+        log.debug("left for its own project %s: %s", claimed, exc)
+        return
+    try:
+        target = set_aside_overlay(directory)
+    except (OSError, OverlayUnavailable) as error:
+        log.warning(
+            "could not recover the interrupted apply in %s (%s) nor move it aside: %s",
+            directory,
+            exc.why,
+            error,
+        )
+        return
+    log.warning("%s", unreadable_line(exc.why, target, claimed))
+
+
+def unreadable_line(why: str, folder: Path, project: str | None) -> str:
+    """The one line saying a journal was set aside, why, and what the user may do."""
+    where = project or "a project of yours"
+    return (
+        f"set aside the journal of an interrupted apply that this qshell cannot read ({why}) "
+        f"in {folder}/: if {where} has files named {STAGE_PREFIX}* or {BACKUP_PREFIX}*, that "
+        f"apply stopped there, and {JOURNAL_NAME} in the folder lists them (a backup is the "
+        "file from before it); otherwise delete the folder"
+    )
 
 
 def kept_line(kept: Sequence[str], aside: SetAside) -> str:

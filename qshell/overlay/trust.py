@@ -6,9 +6,11 @@ be followed. `load_trusted` reads a journal only when its overlay directory, pid
 and base are real directories owned by this user with mode 0700, and the journal is a
 regular file owned by this user, mode 0600, with one link, whose seal verifies under this
 user's key (seal.py: owner and modes alone can be had by any of the user's processes, an
-agent's writes included); it parses and validates it, and
-raises `ForeignJournal` when it belongs to a project other than the one being recovered
-(that journal is left for a start in its own project). Pure functions; any thread.
+agent's writes included); it parses and validates it (`UnreadableJournal` when it cannot),
+and raises `ForeignJournal` when it belongs to a project other than the one being recovered
+(that journal is left for a start in its own project). `claimed_root` reads which project
+a journal it refused says it is for, to leave another project's alone, never to act on it.
+Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -41,8 +43,26 @@ class ForeignJournal(OverlayError):
     """The journal is for another project: not this recovery's to roll."""
 
 
-def _untrusted(path: Path, why: str) -> ValueError:
-    return ValueError(f"{path} is not a journal qshell can trust: {why}")
+class UnreadableJournal(OverlayError, ValueError):
+    """A journal recovery may not follow: not this user's qshell's (`why` says how it
+    fails the checks), or not one this version can parse (another version wrote it, or it
+    is damaged)."""
+
+    def __init__(self, path: Path, why: str, *, untrusted: bool) -> None:
+        kind = f"qshell can trust: {why}" if untrusted else "this version can recover"
+        super().__init__(f"{path} is not a journal {kind}")
+        self.why = why
+
+
+def _untrusted(path: Path, why: str) -> UnreadableJournal:
+    return UnreadableJournal(path, why, untrusted=True)
+
+
+def _unparsable(path: Path) -> UnreadableJournal:
+    return UnreadableJournal(path, UNPARSABLE, untrusted=False)
+
+
+UNPARSABLE = "another version of qshell wrote it, or it is damaged"
 
 
 def _check_dirs(journal: Path) -> None:
@@ -85,7 +105,7 @@ def parse(path: Path, data: bytes) -> JournalState:
         outer = json.loads(data)
         raw = outer["journal"]
         if not verifies(canonical(raw).encode(), str(outer["seal"])):
-            raise ValueError("its seal does not verify: this user's qshell did not write it")
+            raise _untrusted(path, "its seal does not verify (this user's qshell did not write it)")
         steps = [Step(**s) for s in raw["files"]]
         removals = [Unlink(**r) for r in raw.get("removals", [])]
         modes = [DirMode(**m) for m in raw.get("modes", [])]
@@ -96,8 +116,10 @@ def parse(path: Path, data: bytes) -> JournalState:
         rels += [s.link_group for s in state.files if s.link_group is not None]
         for rel in [*state.dirs, *rels]:
             split_rel(rel)
+    except UnreadableJournal:
+        raise
     except (KeyError, TypeError, ValueError, PathRefused) as exc:
-        raise ValueError(f"{path} is not a journal this version can recover") from exc
+        raise _unparsable(path) from exc
     names = [n for step in state.files for n in (step.staged, step.backup) if n is not None]
     names += [step.backup for step in state.removals]
     if (
@@ -105,16 +127,37 @@ def parse(path: Path, data: bytes) -> JournalState:
         or not Path(state.root).is_absolute()
         or any("/" in n or not n.startswith((STAGE_PREFIX, BACKUP_PREFIX)) for n in names)
     ):
-        raise ValueError(f"{path} is not a journal this version can recover")
+        raise _unparsable(path)
     return state
+
+
+def claimed_root(journal: Path) -> str | None:
+    """The project a journal recovery will not follow says it is for, read without
+    trusting it (only to leave another project's journal alone); None when it says none
+    or cannot be read."""
+    try:
+        fd = os.open(journal, READ_FLAGS | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat_module.S_ISREG(info.st_mode) or info.st_size > MAX_JOURNAL_BYTES:
+            return None
+        with open(os.dup(fd), "rb") as source:
+            root = json.loads(source.read(MAX_JOURNAL_BYTES))["journal"]["root"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    finally:
+        os.close(fd)
+    return root if isinstance(root, str) and os.path.isabs(root) else None
 
 
 def load_trusted(journal: Path, root: Path | None) -> JournalState:
     """The journal at `journal`, if this user's qshell wrote it for the project at `root`
     (None: the caller owns the overlay and vouches for its project).
 
-    FileNotFoundError when there is none; ValueError when it cannot be trusted or parsed;
-    ForeignJournal when it is for another project.
+    FileNotFoundError when there is none; UnreadableJournal (a ValueError) when it cannot
+    be trusted or parsed; ForeignJournal when it is for another project.
     """
     _check_dirs(journal)
     state = parse(journal, _read(journal))

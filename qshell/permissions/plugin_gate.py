@@ -19,7 +19,9 @@ applies the fixed limits, which hold whatever a plugin says:
   out of scope stays a boundary.
 A plugin that raises or answers nonsense fails closed (a deny, a boundary in
 speculation), reported once by the host. A question nobody can answer (`unanswerable`,
-print mode) is a denial. Every decision is one local `permission` telemetry record, which
+print mode) is a denial, whose reason says what would let the call run (`cannot_ask`): the
+approval mode that allows it, or, when no mode would (a plugin's question, a protected
+path), an interactive session. Every decision is one local `permission` telemetry record, which
 `qshell_event` plugins observe; its command line, paths and reason are kept in the file
 only under `telemetry.logText`. Pure apart from that record; any thread.
 """
@@ -82,7 +84,7 @@ def consult(
     accesses: Sequence[Access],
     mode: str,
     speculative: bool,
-    unanswerable: str = "",
+    unanswerable: bool = False,
 ) -> Ruling:
     """The decision on one call: qshell's own, the first plugin answer, the fixed limits;
     recorded (`permission`)."""
@@ -107,7 +109,7 @@ def rule(
     that runs nothing (`qshell check-shell`), so no decision was taken."""
     call = gate_call(tool, args, accesses, ctx)
     context = GateContext(speculative, str(mode), ctx.root, builtin.decision)
-    return _ruling(tool, ctx, call, context, builtin, "")
+    return _ruling(tool, ctx, call, context, builtin, False)
 
 
 def _ruling(
@@ -116,7 +118,7 @@ def _ruling(
     call: GateCall,
     context: GateContext,
     builtin: Builtin,
-    unanswerable: str,
+    unanswerable: bool,
 ) -> Ruling:
     answer = ctx.plugins.tool_gate(call, context)
     if context.speculative:
@@ -124,9 +126,33 @@ def _ruling(
     else:
         ruling = _main(answer, builtin, tool.kind, ctx)
     if ruling.verdict is Verdict.ASK and unanswerable:
-        denial = GateDecision.deny(f"{ruling.decision.reason}; {unanswerable}")
+        hint = cannot_ask(ruling, builtin, context.approval_mode, tool.kind)
+        denial = GateDecision.deny(f"{ruling.decision.reason}; {hint}")
         ruling = Ruling(denial, ruling.decided_by, ruling.limited)
     return ruling
+
+
+CANNOT_ASK = "print mode cannot ask for approval"
+INTERACTIVELY = "run it in an interactive qshell to answer the question"
+
+
+def cannot_ask(ruling: Ruling, builtin: Builtin, mode: str, kind: Kind) -> str:
+    """Why a question print mode would have to ask is a denial, and what would let the call
+    run: a more permissive approval mode, or — where every mode asks — a session that can
+    ask."""
+    if ruling.decided_by != QSHELL:
+        return (
+            f"{CANNOT_ASK}, and the {ruling.decided_by} plugin asks in every mode: {INTERACTIVELY}"
+        )
+    if builtin.always_asks:
+        return f"{CANNOT_ASK}, and a protected path is asked about in every mode: {INTERACTIVELY}"
+    if mode == "yolo":  # nothing of qshell's asks in yolo mode; said rightly should it ever
+        return f"{CANNOT_ASK}: {INTERACTIVELY}"
+    if kind in EDIT_KINDS and mode == "default":
+        return (
+            f"{CANNOT_ASK}; rerun with --approval-mode auto-edit (edits) or -y/--yolo (everything)"
+        )
+    return f"{CANNOT_ASK}; rerun with -y/--yolo (everything)"
 
 
 def gate_call(

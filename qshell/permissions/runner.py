@@ -33,11 +33,6 @@ from qshell.permissions.policy import (
 from qshell.plugins import GateDecision
 from qshell.tools.base import Access, Kind, Tool, ToolContext, ToolResult
 
-NON_INTERACTIVE_HINT = (
-    "print mode cannot ask for approval; rerun with --approval-mode auto-edit "
-    "(edits) or -y/--yolo (everything)"
-)
-
 
 class SavesFiles(Protocol):
     """Where an edit's files are saved before it runs (agent/checkpoints.py, for /undo)."""
@@ -112,7 +107,7 @@ class MainToolRunner:
             accesses=accesses,
             mode=self.mode,
             speculative=False,
-            unanswerable="" if self.interactive else NON_INTERACTIVE_HINT,
+            unanswerable=not self.interactive,
         )
         decision = Decision(ruling.verdict, ruling.decision.reason, always_asks=own.always_asks)
         return decision, ruling.confined

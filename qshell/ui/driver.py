@@ -3,8 +3,10 @@
 The worker iterates the loop's generator (which blocks on provider reads, tools and
 question futures); the calling thread — the front-end's main thread — receives each
 event from a queue, renders it, answers permission questions through the front-end's
-`ask` function and apply questions through its `confirm`, and ticks the renderer's spinner while nothing arrives. Ctrl-C cancels
-the turn through its CancelToken (signals.py); a second Ctrl-C stops waiting at once.
+`ask` function and apply questions through its `confirm`, and ticks the renderer's
+spinner while nothing arrives. Ctrl-C cancels the turn through its CancelToken
+(signals.py); a second Ctrl-C stops waiting at once, and Ctrl-C at a question cancels the
+turn at once too (either said, "cancelled", as a cancel during a stream is).
 A front-end that gives its prompt back while a summary streams (D3), or while only the
 hidden prediction line is left to stream, has `drive` return the `RunningTurn` at its
 `SummaryStarted` or `PredictionStarted`. `drive` and `follow` must be called from the
@@ -156,7 +158,8 @@ def follow(
                 try:
                     item = running.get(TICK_S)
                 except queue.Empty:
-                    renderer.waiting(clock() - started)
+                    if last is None:  # after the turn's end nothing is waited for any more
+                        renderer.waiting(clock() - started)
                     continue
                 if item is _DONE:
                     break
@@ -182,9 +185,11 @@ def follow(
                     continue
                 if isinstance(item, TurnFinished | TurnFailed):
                     last = item
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # at a question, or a second Ctrl-C: stop waiting now
             cancel.cancel()
-            last = TurnFailed(FailureKind.CANCELLED, "cancelled")
+            if last is None:  # said as a cancel during a stream says it, once
+                last = TurnFailed(FailureKind.CANCELLED, "cancelled")
+                renderer.event(last)
         finally:
             if not detached:
                 renderer.end_turn()

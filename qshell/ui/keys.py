@@ -6,7 +6,8 @@ read as Esc and a key; `recognise_alt_keys` maps them to keys of their own (F24,
 so that a lone Esc still acts at once. `key_bindings` binds Tab / Right / Ctrl-E / Ctrl-F /
 Enter-on-empty to fill the suggestion, Alt-] / Alt-[ to show its next or previous
 candidate, Esc to dismiss it, and Enter, Ctrl-C and Ctrl-D to what the REPL does while a
-turn ends under the prompt; every action is a method of the REPL (`KeyTarget`). Main
+turn ends under the prompt; every action is a method of the REPL (`KeyTarget`).
+`key_hint` is the hint naming those keys beside the ghost, shortened to fit the line. Main
 thread; `recognise_alt_keys` changes prompt_toolkit's table for the whole process.
 """
 
@@ -19,10 +20,26 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.input.ansi_escape_sequences import ANSI_SEQUENCES
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.utils import get_cwidth
 
 ALT_ENTER = Keys.F24  # what the terminal's Alt-Enter (ESC CR in one write) is read as
 ALT_NEXT = Keys.F23  # Alt-] (ESC ] in one write): the next suggestion candidate
 ALT_PREVIOUS = Keys.F22  # Alt-[ (ESC [ with nothing after it): the previous one
+
+
+def key_hint(at: int, count: int, free_columns: int) -> str:
+    """The key hint beside a ghost: the longest of its forms that fits in `free_columns`
+    (the terminal's width less the prompt, the typed text and the ghost), down to the bare
+    keys; "" when not even they fit. `at` of `count` is the candidate shown (Alt-] cycles
+    when there is more than one)."""
+    cycle = f" · Alt-] {at}/{count}" if count > 1 else ""
+    forms = (
+        f"⇥ Tab fills{cycle} · Esc dismisses",
+        f"⇥ Tab{cycle} · Esc",
+        "⇥ Tab · Esc",
+        "⇥ Tab",
+    )
+    return next((form for form in forms if get_cwidth(form) < free_columns), "")
 
 
 class KeyTarget(Protocol):

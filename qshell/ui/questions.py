@@ -1,11 +1,13 @@
 """The questions both interactive front-ends ask, and how answers are read.
 
-`question_text(request)` is the one line asked after the renderer has shown the call;
-`parse_answer(text)` turns `y`, `a` or `n [reason]` (and their long forms) into a
-PermissionReply, or None when the answer is not understood (the front-end asks again).
-`ask_until` asks either until it is answered. `APPLY_QUESTION` is asked after the renderer has shown an accepted speculation's commands
-and changes; `parse_apply` reads `a`, `r` or `d` (and their long forms) as an ApplyChoice.
-Pure functions; any thread.
+`question_text(request, keyed=…)` is the one line asked after the renderer has shown the
+call, and `apply_question(keyed=…)` the one asked after an accepted speculation's commands
+and changes: keyed, for the full REPL, where one key answers (`PERMISSION_KEYS`,
+`REASON_KEY`, `APPLY_KEYS`: keyed.py reads them), else for a front-end that reads a line
+(plain mode, Emacs), which the text says ends with Enter. There `parse_answer(text)` turns
+`y`, `a` or `n [reason]` (and their long forms) into a PermissionReply, and `parse_apply`
+`a`, `r` or `d` into an ApplyChoice, or None when the answer is not understood; `ask_until`
+asks until it is answered. Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -25,7 +27,21 @@ _APPLY_WORDS = {
     ApplyChoice.RERUN: {"r", "rerun", "re-run", "run"},
     ApplyChoice.DISCARD: {"d", "discard", "n", "no"},
 }
-APPLY_QUESTION = "Use it? [a]pply its changes, [r]e-run for real (commands ask first), [d]iscard: "
+_APPLY_CHOICES = "[a]pply its changes, [r]e-run for real (commands ask first), [d]iscard"
+APPLY_KEYS = {
+    "a": ("apply", ApplyChoice.APPLY),
+    "r": ("re-run for real", ApplyChoice.RERUN),
+    "d": ("discard", ApplyChoice.DISCARD),
+}
+PERMISSION_KEYS = {
+    "y": ("yes", PermissionReply(PermissionAnswer.ALLOW_ONCE)),
+    "a": ("always", PermissionReply(PermissionAnswer.ALLOW_ALWAYS)),
+    "n": ("no", PermissionReply(PermissionAnswer.DENY)),
+}
+REASON_KEY = "t"
+REASON_PROMPT = "No. Tell the model why (Enter sends it): "
+KEYED = "press one key: "
+LINED = "then Enter: "
 APPLY_RETRY = "please answer a (apply), r (re-run for real) or d (discard)"
 ANSWER_RETRY = "please answer y, a or n (optionally followed by a reason)"
 
@@ -51,8 +67,21 @@ def ask_until(
         say(retry)
 
 
-def question_text(request: PermissionRequested) -> str:
-    return f"Allow {request.name}? [y]es, [a]lways this session, [n]o (n <reason> tells the model why): "
+def question_text(request: PermissionRequested, *, keyed: bool) -> str:
+    """The permission question: one key answers it (`keyed`), or a line and Enter."""
+    asked = f"Allow {request.name}? [y]es, [a]lways this session, "
+    if keyed:
+        return f"{asked}[n]o, [{REASON_KEY}]ell the model why not — {KEYED}"
+    return f"{asked}[n]o (n <reason> tells the model why), {LINED}"
+
+
+def apply_question(*, keyed: bool) -> str:
+    """The question before an accepted speculation's changes are applied."""
+    return f"Use it? {_APPLY_CHOICES} — {KEYED if keyed else LINED}"
+
+
+def denied_because(reason: str) -> PermissionReply:
+    return PermissionReply(PermissionAnswer.DENY, reason.strip())
 
 
 def parse_answer(text: str) -> PermissionReply | None:

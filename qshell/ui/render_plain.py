@@ -2,8 +2,10 @@
 
 It writes the model's text as it streams, exactly as sent minus control characters, and
 everything else as whole lines with ASCII markers (`*` for a tool call, `->` for its
-status, the model's reasoning folded to one `∴` line once it ends). It never writes an escape code or a carriage return, never animates: while a
-turn waits it prints at most one `... still thinking (10s)` line every ten seconds. It
+status, the model's reasoning folded to one `∴` line once it ends). It never writes an
+escape code or a carriage return, never animates: when a turn has shown nothing for ten
+seconds it prints one `... still thinking (25s)` line (the time since the turn started),
+and one more for every ten seconds more of silence. It
 does not ask the permission question; the front-end reads the answer its own way. Not
 thread-safe: the front-end's main thread owns it.
 """
@@ -69,7 +71,9 @@ class PlainRenderer:
         self._reasoning = Reasoning(shown=show_reasoning)
         self._tail = ""  # the last two characters written this turn
         self._in_text = False  # the last thing written was model text
-        self._next_notice_s = STILL_WORKING_EVERY_S
+        # when the next "still" line is due (the turn's elapsed seconds); None: ten seconds
+        # after the next wait, the first since something was shown
+        self._next_notice_s: float | None = STILL_WORKING_EVERY_S
         self._last_wait_s = 0.0
 
     def event(self, event: Event) -> None:
@@ -77,7 +81,7 @@ class PlainRenderer:
             self._reasoning.add(clean(event.text))
             return
         self._fold()
-        self._next_notice_s = STILL_WORKING_EVERY_S
+        self._next_notice_s = None  # the silence starts again
         match event:
             case TextDelta(text=text):
                 self._text(clean(text))
@@ -149,13 +153,17 @@ class PlainRenderer:
         self._line(f"error: {one_line(text)}")
 
     def waiting(self, elapsed_s: float) -> None:
-        if elapsed_s < self._last_wait_s:
+        """Called about ten times a second while nothing arrives (the driver's tick): the
+        first call after an event is the silence's start."""
+        if elapsed_s < self._last_wait_s:  # the clock restarted: a question was answered
             self._next_notice_s = STILL_WORKING_EVERY_S
         self._last_wait_s = elapsed_s
+        if self._next_notice_s is None:
+            self._next_notice_s = elapsed_s + STILL_WORKING_EVERY_S
         if elapsed_s < self._next_notice_s:
             return
         self._line(f"... still {self._tools.waiting_label()} ({int(elapsed_s)}s)")
-        self._next_notice_s = (elapsed_s // STILL_WORKING_EVERY_S + 1) * STILL_WORKING_EVERY_S
+        self._next_notice_s += STILL_WORKING_EVERY_S
 
     def _fold(self) -> None:
         """The reasoning streamed so far, as one line (kept whole for /expand)."""
@@ -173,6 +181,7 @@ class PlainRenderer:
         self._in_text = False
         self._tail = ""
         self._last_wait_s = 0.0
+        self._next_notice_s = STILL_WORKING_EVERY_S
 
     def _finished(self, event: ToolFinished) -> None:
         self._show(*self._tools.finished(event, screen_lines=self.height))

@@ -5,7 +5,8 @@ Ctrl-E for $EDITOR, Tab completion of slash commands and @paths (completer.py), 
 toolbar with model, approval mode and token use); each turn runs in a worker through
 the shared driver while the rich renderer prints above. While a turn runs the terminal is quiet
 (terminal.py): keys typed then are kept and appear in the next input line, and they are
-set aside while a permission question is open so they can never answer it. Ctrl-C cancels
+set aside while a permission question is open so they can never answer it; one key answers
+a question (keyed.py), and the Enter a habit adds after it never submits a line. Ctrl-C cancels
 a turn; Ctrl-C twice on an empty prompt, or Ctrl-D, exits. When a turn reaches a summary
 round that may stream in background (`SummaryStarted`, D3) the prompt comes back at once
 and the summary goes on rendering above it (in `in_terminal` blocks of the prompt's event
@@ -25,7 +26,7 @@ import asyncio
 import enum
 import functools
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, TypeVar
 
@@ -37,6 +38,7 @@ from prompt_toolkit.formatted_text import HTML
 from prompt_toolkit.history import FileHistory, InMemoryHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.styles import Style
+from prompt_toolkit.utils import get_cwidth
 from rich.console import Console
 
 from qshell import __version__
@@ -56,16 +58,17 @@ from qshell.agent.events import (
 from qshell.errors import ControlSignal
 from qshell.ui.completer import QshellCompleter
 from qshell.ui.driver import RunningTurn, follow, start
-from qshell.ui.keys import key_bindings, recognise_alt_keys
+from qshell.ui.keyed import Reason, after_keyed_answer, ask_by_key
+from qshell.ui.keys import key_bindings, key_hint, recognise_alt_keys
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.live import FRAME_S
 from qshell.ui.questions import (
-    ANSWER_RETRY,
-    APPLY_QUESTION,
-    APPLY_RETRY,
-    ask_until,
-    parse_answer,
-    parse_apply,
+    APPLY_KEYS,
+    PERMISSION_KEYS,
+    REASON_KEY,
+    REASON_PROMPT,
+    apply_question,
+    denied_because,
     question_text,
 )
 from qshell.ui.render_rich import RichRenderer
@@ -80,7 +83,8 @@ PROMPT = "> "
 KEYS_HELP = (
     "Keys: Alt-Enter inserts a newline · Ctrl-X Ctrl-E edits in $EDITOR · "
     "Tab completes /commands and @paths · Ctrl-C twice on an empty line exits · "
-    "a suggestion: Tab fills it, Alt-] / Alt-[ show its alternatives, Esc dismisses it"
+    "a suggestion: Tab fills it, Alt-] / Alt-[ show its alternatives, Esc dismisses it · "
+    "a question: one key answers it (y, a, n; t tells the model why not), no Enter"
 )
 
 
@@ -160,6 +164,7 @@ class Repl(FollowupHooks):
         # for meanwhile
         self.summary: RunningTurn | None = None
         self._after: AfterSummary | None = None
+        self._keyed = False  # a question was answered by a key since the last input line
 
     # -- next-prompt suggestion (ghost text) --------------------------------------------
 
@@ -220,42 +225,66 @@ class Repl(FollowupHooks):
         if not self.ghost_visible():
             return ""
         texts, index = self.followup.choices if self.followup else ((), 0)
-        typed = self.session.default_buffer.text
+        buffer = self.session.default_buffer
         fitting = [
-            i for i, text in enumerate(texts) if text.startswith(typed)
+            i for i, text in enumerate(texts) if text.startswith(buffer.text)
         ]  # Alt-] cycles these
         at = fitting.index(index) + 1 if index in fitting else 1
-        more = f" · Alt-] {at}/{len(fitting)}" if len(fitting) > 1 else ""
-        return f"⇥ Tab fills{more} · Esc dismisses"
+        ghost = buffer.suggestion.text if buffer.suggestion else ""
+        line = get_cwidth(PROMPT + buffer.document.current_line + ghost)
+        free = self.session.app.output.get_size().columns - line
+        return key_hint(at, len(fitting), free)
 
     def _toolbar(self) -> HTML:
+        """Model, mode and the session's token use (a resumed one's from its start); the
+        cached share only when the server says it, no figures before the first round."""
         c = self.conversation
-        usage = c.session.stats.usage
-        cached = "?" if usage.cached_tokens is None else f"{usage.cached_tokens:,}"
-        return HTML(
-            f" <b>{_xml(c.model)}</b> · {c.approval_mode} · tokens {usage.prompt_tokens:,} in "
-            f"({cached} cached) · {usage.completion_tokens:,} out · /help "
-        )
+        stats = c.session.stats
+        usage = stats.usage
+        tokens = ""
+        if stats.rounds:
+            cached = "" if usage.cached_tokens is None else f" ({usage.cached_tokens:,} cached)"
+            tokens = (
+                f"tokens {usage.prompt_tokens:,} in{cached} · {usage.completion_tokens:,} out · "
+            )
+        return HTML(f" <b>{_xml(c.model)}</b> · {c.approval_mode} · {tokens}/help ")
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
         no_answer = PermissionReply(PermissionAnswer.DENY, "no answer")
-        return self._ask(question_text(request), parse_answer, ANSWER_RETRY, no_answer)
+        reason = Reason(REASON_KEY, REASON_PROMPT, denied_because)
+        question = question_text(request, keyed=True)
+        return self._ask(question, PERMISSION_KEYS, no_answer, reason=reason)
 
     def confirm(self, request: ApplyRequested) -> ApplyChoice:
-        return self._ask(APPLY_QUESTION, parse_apply, APPLY_RETRY, ApplyChoice.DISCARD)
+        return self._ask(apply_question(keyed=True), APPLY_KEYS, ApplyChoice.DISCARD)
 
     @functools.cached_property
     def questions(self) -> PromptSession[str]:
         """The prompt permission and apply questions are read with, made when first asked."""
         return PromptSession()
 
-    def _ask(self, question: str, parse: Callable[[str], T | None], retry: str, at_end: T) -> T:
+    def _ask(
+        self,
+        question: str,
+        keys: Mapping[str, tuple[str, T]],
+        at_end: T,
+        *,
+        reason: Reason[T] | None = None,
+    ) -> T:
+        """One key answers (keyed.py); what was typed before the question never does."""
         self.typeahead += typeahead_text(take_typeahead(self.fd))
-        read = self.questions.prompt
-        return ask_until(read, self.console.print, question, parse, retry=retry, at_end=at_end)
+        try:
+            answer = ask_by_key(self.questions, question, keys, reason=reason)
+        except EOFError:
+            return at_end
+        self._keyed = True
+        return answer
 
     def read_line(self) -> str:
         while True:
+            if self._keyed:  # the Enter a habit typed after the key never submits a line
+                self._keyed = False
+                self.typeahead += after_keyed_answer(self.session.app.input, self.fd)
             default, self.typeahead = self.typeahead, ""
             try:
                 with patch_stdout(raw=True):

@@ -4,7 +4,8 @@ It reads lines with plain reads of stdin and writes plain text: it never constru
 prompt_toolkit session and never writes an escape sequence. Turns run through the same
 driver as the REPL (a worker thread, Ctrl-C cancels), permission questions are plain
 questions answered with a line, and the slash commands are the shared ones. A next-prompt
-suggestion is printed as one plain hint line; a line of just `.` uses it, and when it has
+suggestion is printed as one plain hint line (on the waiting prompt's line, the prompt
+written again under it); a line of just `.` uses it, and when it has
 alternatives they are listed as `.1 .2 .3`, each line its own key; a key naming no
 suggestion is answered with a note, never sent to the model. Main thread, except
 the suggestion hint, which a background thread prints while the prompt waits.
@@ -32,8 +33,8 @@ from qshell.ui.driver import drive
 from qshell.ui.line_loop import FollowupHooks, opening_lines, run_loop
 from qshell.ui.questions import (
     ANSWER_RETRY,
-    APPLY_QUESTION,
     APPLY_RETRY,
+    apply_question,
     ask_until,
     parse_answer,
     parse_apply,
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 PROMPT = "> "
 KEYS_HELP = (
     "A line of just . uses the suggestion shown (.2 or .3 one of its alternatives) · "
-    "permission questions take a line: y, a, or n followed by an optional reason"
+    "a question takes a line and Enter: y, a, or n followed by an optional reason"
 )
 USE_SUGGESTION = "."
 NO_SUGGESTION = "(no suggestion {key} to use: type a prompt)"
@@ -75,15 +76,19 @@ class SimpleFrontEnd(FollowupHooks):
         )
         self.keys_help = KEYS_HELP
         self._write_lock = threading.Lock()
+        self._at_prompt = False  # the input prompt is written and its line not read yet
         self.followup = followup(self._show_suggestion) if followup else None
 
     def _show_suggestion(self, text: str | None) -> None:
-        """Print a new suggestion as a hint line and prompt again (background thread)."""
+        """Print a new suggestion as a hint line (background thread): on the line of the
+        prompt waiting for input, which is then written again below it — never a line of
+        a bare prompt left above the hint."""
         if not text or self.followup is None:
             return
         texts = self.followup.choices[0] or (text,)
         with self._write_lock:
-            self.stdout.write(f"\n{self._hint(texts)}\n{PROMPT}")
+            again = PROMPT if self._at_prompt else ""
+            self.stdout.write(f"{self._hint(texts)}\n{again}")
             self.stdout.flush()
 
     def _hint(self, texts: tuple[str, ...]) -> str:
@@ -99,11 +104,25 @@ class SimpleFrontEnd(FollowupHooks):
         marker = self.followup.marker(text) if self.followup else ""
         return f"{text} {marker}" if marker else text
 
-    def _read(self, prompt: str) -> str:
-        """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt."""
-        self.stdout.write(prompt)
-        self.stdout.flush()
-        line = self.stdin.readline()
+    def _read(self, prompt: str, *, for_input: bool = False) -> str:
+        """One line; EOFError at end of input. Ctrl-C raises KeyboardInterrupt; either ends
+        the prompt's line first, before whatever is printed next. `for_input`: the input
+        prompt, which a suggestion's hint line is written on."""
+        with self._write_lock:
+            self.stdout.write(prompt)
+            self.stdout.flush()
+            self._at_prompt = for_input
+        try:
+            line = self.stdin.readline()
+        except KeyboardInterrupt:
+            line = None
+            raise
+        finally:
+            with self._write_lock:
+                self._at_prompt = False
+                if not line:
+                    self.stdout.write("\n")
+                    self.stdout.flush()
         if not line:
             raise EOFError
         return line.rstrip("\n")
@@ -112,11 +131,7 @@ class SimpleFrontEnd(FollowupHooks):
         """The next line to run; a suggestion key (`.`, `.2`) gives that suggestion, and
         one naming none is answered with a note and read again, never sent as a prompt."""
         while True:
-            try:
-                line = self._read(PROMPT)
-            except (EOFError, KeyboardInterrupt):
-                self.say("")  # end the prompt's line before whatever is printed next
-                raise
+            line = self._read(PROMPT, for_input=True)
             numbered = _NUMBERED.match(line.strip())
             chosen = line.strip() == USE_SUGGESTION or line == "\t" or numbered is not None
             if not chosen or self.followup is None:
@@ -139,7 +154,7 @@ class SimpleFrontEnd(FollowupHooks):
 
     def ask(self, request: PermissionRequested) -> PermissionReply:
         no_answer = PermissionReply(PermissionAnswer.DENY, "no answer (end of input)")
-        question = question_text(request)
+        question = question_text(request, keyed=False)
         return ask_until(
             self._read, self.say, question, parse_answer, retry=ANSWER_RETRY, at_end=no_answer
         )
@@ -148,7 +163,7 @@ class SimpleFrontEnd(FollowupHooks):
         return ask_until(
             self._read,
             self.say,
-            APPLY_QUESTION,
+            apply_question(keyed=False),
             parse_apply,
             retry=APPLY_RETRY,
             at_end=ApplyChoice.DISCARD,

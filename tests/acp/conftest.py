@@ -1,8 +1,16 @@
-"""The ACP tests drive `qshell --acp` with the ACP SDK, the `acp` extra: without it they
-are not collected (`.ci/run` installs it, so there they always run)."""
+"""The ACP tests drive `qshell --acp` with the ACP SDK, the `acp` extra. Each carries the
+`acp` marker; without the SDK those that need it skip, saying so (sdk.py), and the one that
+checks the start without it runs."""
 
 from __future__ import annotations
 
-import importlib.util
+from pathlib import Path
 
-collect_ignore_glob = [] if importlib.util.find_spec("acp") else ["test_*.py"]
+import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.acp)

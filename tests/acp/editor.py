@@ -10,7 +10,6 @@ test's isolated environment and the scripted server as its provider, stderr to a
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -34,7 +33,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from tests.e2e.helpers import provider_env
+from tests.acp.raw import agent_env
 from tests.fakes.llm_server import ScriptedLLMServer
 
 
@@ -80,10 +79,6 @@ class Editor:
 
 
 FILES = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True))
-
-
-def agent_env(server: ScriptedLLMServer) -> dict[str, str]:
-    return {**os.environ, "QSHELL_MAX_RETRIES": "0", **provider_env(server, "openai")}
 
 
 @asynccontextmanager

@@ -8,6 +8,7 @@ request_permission`, …) with a handler the test gives. Notifications are kept 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -16,11 +17,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.acp.editor import agent_env
+from tests.e2e.helpers import provider_env
 from tests.fakes.llm_server import ScriptedLLMServer
 
 WAIT_S = 30.0
 Handler = Callable[[str, dict[str, Any]], Any]
+
+
+def agent_env(server: ScriptedLLMServer) -> dict[str, str]:
+    """The environment `qshell --acp` runs in: the test's, on the scripted server."""
+    return {**os.environ, "QSHELL_MAX_RETRIES": "0", **provider_env(server, "openai")}
 
 
 class RawAgent:

@@ -12,6 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.acp.sdk import NO_SDK, SDK
+
+pytest.importorskip(SDK, reason=NO_SDK)
+
 from acp import RequestError, text_block
 
 from tests.acp.editor import Editor, spawn

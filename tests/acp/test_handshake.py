@@ -17,6 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.acp.sdk import NO_SDK, SDK
+
+pytest.importorskip(SDK, reason=NO_SDK)
+
 from qshell.acp import handshake
 from qshell.acp.server import QshellAgent
 from tests.e2e.helpers import provider_env

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.acp.raw import RawAgent
+from tests.acp.sdk import needs_sdk
 from tests.e2e.helpers import provider_env, run_qshell
 from tests.fakes.llm_server import (
     Reply,
@@ -21,6 +22,8 @@ from tests.fakes.llm_server import (
     has_tool_result,
     last_user_text_contains,
 )
+
+pytestmark = needs_sdk  # each test gets past initialize to a session
 
 READ = ToolCallSpec("read_file", {"path": "hello.txt"}, id="r1")
 EDIT = ToolCallSpec(

@@ -12,6 +12,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
+from tests.acp.sdk import NO_SDK, SDK
+
+pytest.importorskip(SDK, reason=NO_SDK)
+
 from acp import text_block
 
 from tests.acp.editor import Editor, spawn

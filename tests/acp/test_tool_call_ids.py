@@ -6,6 +6,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
+from tests.acp.sdk import NO_SDK, SDK
+
+pytest.importorskip(SDK, reason=NO_SDK)
+
 from acp import text_block
 
 from qshell.acp.prompting import ToolCallIds

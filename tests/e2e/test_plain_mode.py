@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.e2e.helpers import main_requests, read_first
@@ -48,7 +50,7 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     child = spawn_qshell(llm_server, project, term="dumb")
     child.expect(r"\n> ")
     child.send("change it\r")
-    child.expect(r"Allow edit\?")
+    child.expect(r"Allow edit\? .*\(n <reason> tells the model why\), then Enter: ")
     child.send("maybe\r")
     child.expect("please answer y, a or n")
     child.send("n not today\r")
@@ -57,6 +59,19 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     assert child.finish() == 0
     assert "not today" in llm_server.requests[2].last_tool_results[0].content
     assert "\x1b" not in child.raw
+
+
+def test_plain_mode_ctrl_c_at_a_question_says_cancelled(llm_server, project):
+    read_first(llm_server, "hello.txt", then=EDIT)
+    child = spawn_qshell(llm_server, project, term="dumb")
+    child.expect(r"\n> ")
+    child.send("change it\r")
+    child.expect(r"Allow edit\?")
+    child.send("\x03")
+    child.expect(r"\ncancelled\r?\n> ")  # on a line of its own, then the prompt
+    child.send("\x04")
+    assert child.finish() == 0
+    assert (project / "hello.txt").read_text() == "hello world\n"
 
 
 def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project):
@@ -73,7 +88,10 @@ def test_plain_mode_prints_the_suggestion_and_a_dot_uses_it(llm_server, project)
     child.expect(r"\n> ")
     child.send("read hello.txt\r")
     child.expect("it says hello")
-    child.expect(r"\(suggestion: run the tests — enter \. to use it\)")
+    child.expect(r"\(suggestion: run the tests — enter \. to use it\)\r?\n> ")
+    shown = child.text.replace("\r", "")
+    assert "\n> (suggestion: run the tests" in shown  # on the prompt's line
+    assert not re.search(r"\n> *\n\(suggestion", shown)  # no bare prompt left above it
     child.send(".\r")
     child.expect("all green")
     child.send("\x04")

@@ -284,6 +284,44 @@ def test_the_readme_example_plugin_works_as_written(llm_server, project):
     assert has_tool_result("hello")(llm_server.requests[-1])
 
 
+@pytest.mark.parametrize("mode", [("-y",), ("--approval-mode", "auto-edit"), ()])
+def test_a_plugins_question_in_print_mode_says_no_flag_allows_it(llm_server, project, mode):
+    """Already in yolo mode, "rerun with -y/--yolo" would be wrong advice: the plugin asks
+    in every mode, so the refusal says only an interactive session can answer."""
+    plugin = readme_plugin(project / "no_prod.py")
+    calls_then(llm_server, [ToolCallSpec("shell", {"command": "ls prod-config"})], "ok")
+    env = provider_env(llm_server, "openai")
+    args = (*mode, "--plugin", str(plugin), "-p", "look", "-o", "stream-json")
+    run = run_qshell(*args, cwd=project, env=env)
+    assert run.code == 0, run.stderr
+    [finished] = [e for e in run.lines() if e["type"] == "tool_result"]
+    assert finished["output"].endswith(
+        "it touches production; print mode cannot ask for approval, and the no_prod plugin "
+        "asks in every mode: run it in an interactive qshell to answer the question"
+    )
+    assert "--yolo" not in run.stdout and "--approval-mode" not in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "advice"),
+    [
+        ((), "rerun with --approval-mode auto-edit (edits) or -y/--yolo (everything)"),
+        (("--approval-mode", "auto-edit"), "rerun with -y/--yolo (everything)"),
+    ],
+)
+def test_print_modes_refusal_names_the_mode_that_would_allow_the_call(
+    llm_server, project, mode, advice
+):
+    write = ToolCallSpec("write_file", {"path": "new.txt", "content": "x\n"})
+    shell = ToolCallSpec("shell", {"command": "touch made.txt"})
+    calls_then(llm_server, [write if not mode else shell], "ok")
+    run = run_qshell(
+        *mode, "-p", "go", "-o", "stream-json", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    [finished] = [e for e in run.lines() if e["type"] == "tool_result"]
+    assert finished["output"].endswith(f"print mode cannot ask for approval; {advice}")
+
+
 def test_a_project_setting_cannot_point_a_plugin_elsewhere(llm_server, project, tmp_path):
     """A cloned repository's settings file names an audit log path; the user's plugin
     keeps its own (the default in the state directory), so nothing lands there."""

@@ -35,16 +35,42 @@ def quit_cleanly(child: Term) -> None:
     assert child.finish() == 0
 
 
-def answer_the_edit_prompt(llm_server, project: Path, answer: str, then: str) -> None:
-    """The model reads hello.txt and asks to edit it; `answer` the prompt, see `then`, quit."""
+def answer_the_edit_prompt(llm_server, project: Path, keys: str, then: str) -> Term:
+    """The model reads hello.txt and asks to edit it; type `keys` at the question (no
+    Enter unless they say so), see `then`, quit."""
     llm_server.add_rule(has_tool_result(), Reply.text(then))
     read_first(llm_server, "hello.txt", then=EDIT)
     child = start(llm_server, project)
     child.submit("change hello")
     child.expect("Allow edit")
-    child.submit(answer)
+    child.send(keys)
     child.expect(then)
     quit_cleanly(child)
+    return child
+
+
+def question_line(child: Term) -> str:
+    """The permission question's line as the screen shows it once answered."""
+    return next(line for line in child.screen() if line.startswith("Allow edit?"))
+
+
+def test_one_key_answers_the_permission_question_without_enter(llm_server, project):
+    child = answer_the_edit_prompt(llm_server, project, "y", then="edited it")
+    assert (project / "hello.txt").read_text() == "howdy world\n"
+    assert question_line(child) == (
+        "Allow edit? [y]es, [a]lways this session, [n]o, [t]ell the model why not — "
+        "press one key: yes"
+    )
+
+
+def test_an_enter_typed_after_the_key_out_of_habit_submits_no_line(llm_server, project):
+    child = answer_the_edit_prompt(llm_server, project, "n\r", then="left it")
+    assert question_line(child).endswith("press one key: no")
+    screen = child.screen()
+    after = screen[screen.index(question_line(child)) :]
+    assert [line for line in after if line.startswith(">")] == [">"]  # one prompt, no empty line
+    assert len(llm_server.requests) == 3
+    assert (project / "hello.txt").read_text() == "hello world\n"
 
 
 def test_a_turn_streams_the_answer(llm_server, project):
@@ -56,13 +82,12 @@ def test_a_turn_streams_the_answer(llm_server, project):
     assert llm_server.requests[0].last_user_text == "why is the sky blue"
 
 
-def test_a_permission_answered_y_runs_the_edit(llm_server, project):
-    answer_the_edit_prompt(llm_server, project, "y", then="edited it")
-    assert (project / "hello.txt").read_text() == "howdy world\n"
-
-
-def test_a_permission_answered_n_with_a_reason_tells_the_model(llm_server, project):
-    answer_the_edit_prompt(llm_server, project, "n keep the greeting as it is", then="understood")
+def test_t_asks_for_the_reason_a_denial_tells_the_model_and_other_keys_do_nothing(
+    llm_server, project
+):
+    keys = "xq t" + "keep the greeting as it is\r"  # x, q and a space answer nothing
+    child = answer_the_edit_prompt(llm_server, project, keys, then="understood")
+    assert "No. Tell the model why (Enter sends it): keep the greeting as it is" in child.text
     assert (project / "hello.txt").read_text() == "hello world\n"
     result = llm_server.requests[2].last_tool_results[0].content
     assert "denied" in result and "keep the greeting as it is" in result
@@ -106,6 +131,21 @@ def test_ctrl_c_during_a_streamed_answer_cancels_and_the_next_turn_works(llm_ser
     quit_cleanly(child)
     roles = [m["role"] for m in llm_server.requests[-1].body["messages"]]
     assert roles == ["system", "user", "user"]
+
+
+def test_ctrl_c_at_a_permission_question_says_cancelled_and_runs_nothing(llm_server, project):
+    """As Ctrl-C during a stream does: one "cancelled" line, and the prompt back."""
+    read_first(llm_server, "hello.txt", then=EDIT)
+    child = start(llm_server, project)
+    child.submit("change hello")
+    child.expect("Allow edit")
+    child.send("\x03")
+    child.expect("cancelled")
+    child.wait_prompt()
+    quit_cleanly(child)
+    assert child.text.count("cancelled") == 1
+    assert (project / "hello.txt").read_text() == "hello world\n"
+    assert len(llm_server.requests) == 2  # nothing went back to the model
 
 
 def test_ctrl_c_during_a_long_shell_command_kills_it(llm_server, project):

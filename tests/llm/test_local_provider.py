@@ -8,6 +8,7 @@ tiny HTTP server on 127.0.0.1 and fake child scripts written by the tests.
 from __future__ import annotations
 
 import json
+import re
 import stat
 import sys
 import threading
@@ -20,6 +21,7 @@ import pytest
 
 from qshell.cancel import CancelToken
 from qshell.errors import ConfigError, ProviderUnavailable
+from qshell.extras import install_command
 from qshell.llm import local
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.local import (
@@ -567,7 +569,7 @@ def test_without_the_server_package_choosing_a_model_says_how_to_install_it(
     monkeypatch.setattr(local, "server_installed", lambda: False)
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    with pytest.raises(ConfigError, match=r"pip install 'qshell\[local\]'"):
+    with pytest.raises(ConfigError, match=re.escape(install_command("local"))):
         LocalModel.choose(model_path=str(gguf), cache_dir=tmp_path, n_ctx=512)
 
 

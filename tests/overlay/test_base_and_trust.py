@@ -166,10 +166,14 @@ def test_a_journal_qshell_did_not_write_is_not_trusted(tmp_path, outside, dir_mo
     base = tmp_path / "base"
     journal = hostile_journal(outside / "precious.txt", outside)
     planted = plant(base, journal, dir_mode=dir_mode, file_mode=file_mode)
-    assert sweep_stale(base, root=outside) == 0
-    assert (outside / "precious.txt").read_text() == "do not delete\n"
     with pytest.raises(ValueError, match="not a journal qshell can trust"):
         recover_journal(planted / JOURNAL_NAME, outside)
+    text = (planted / JOURNAL_NAME).read_text()
+    assert sweep_stale(base, root=outside) == 0
+    assert (outside / "precious.txt").read_text() == "do not delete\n"
+    [aside] = (base / base_dir.ASIDE_DIR_NAME).iterdir()  # never followed, never deleted
+    assert (aside / JOURNAL_NAME).read_text() == text
+    assert not planted.exists()
 
 
 def test_a_hard_linked_journal_is_not_trusted(tmp_path, outside):
@@ -203,15 +207,13 @@ def test_a_journal_an_agent_wrote_is_never_followed_even_with_qshells_modes(
     """Owner and modes can be had by any process of this user (an agent's write with umask
     077): only the seal, under a key outside every project, makes a journal qshell's."""
     base = tmp_path / "base"
-    planted = plant(base, hostile_journal(outside / "precious.txt", outside))
-    raw = json.loads((planted / JOURNAL_NAME).read_text())
-    (planted / JOURNAL_NAME).write_text(json.dumps(raw["journal"]))  # no seal
-    assert sweep_stale(base, root=outside) == 0
-    assert (outside / "precious.txt").read_text() == "do not delete\n"
-    raw["seal"] = "0" * 64
-    (planted / JOURNAL_NAME).write_text(json.dumps(raw))  # a forged seal
-    assert sweep_stale(base, root=outside) == 0
-    assert (outside / "precious.txt").read_text() == "do not delete\n"
+    hostile = hostile_journal(outside / "precious.txt", outside)
+    for forged in (hostile, {"seal": "0" * 64, "journal": hostile}):  # no seal, a forged one
+        planted = plant(base, hostile)
+        (planted / JOURNAL_NAME).write_text(json.dumps(forged))
+        assert sweep_stale(base, root=outside) == 0
+        assert (outside / "precious.txt").read_text() == "do not delete\n"
+        assert not planted.exists()  # set aside, never followed
 
 
 def test_a_base_inside_the_project_is_never_swept(tmp_path, outside):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qshell.overlay import Overlay, journal, lease, sweep_stale
+from qshell.overlay import Overlay, base_dir, journal, lease, sweep_stale
 from qshell.tools.paths import PathResolver
 from tests.overlay.test_overlay import DEAD_PID, make_stale, snapshot
 
@@ -122,9 +122,10 @@ def test_an_unrecoverable_overlay_keeps_nothing_locked(project, base):
     before = snapshot(project)
     overlay = Overlay.create(project, PathResolver(project), base_dir=base)
     (overlay.directory / journal.JOURNAL_NAME).write_text("{not json")
-    overlay.discard()  # cannot recover: kept for the next start, and no longer held
-    assert overlay.directory.exists()
-    held = lease.claim(overlay.directory)
+    overlay.discard()  # cannot recover: set aside whole, and no longer held
+    [kept] = (base / base_dir.ASIDE_DIR_NAME).iterdir()
+    assert not overlay.directory.exists() and (kept / journal.JOURNAL_NAME).exists()
+    held = lease.claim(kept)
     assert held is not None
     held.release()
     assert snapshot(project) == before

@@ -160,8 +160,8 @@ BYPASSES = [
     ("./cat README.md", "outside the system directories"),
     ("/tmp/ls -la", "outside the system directories"),
     ("bin/grep x", "outside the system directories"),
-    ("\\rm -rf build", "unknown command 'rm'"),
-    ("'r''m' -rf build", "unknown command 'rm'"),
+    ("\\rm -rf build", "'rm' deletes files"),
+    ("'r''m' -rf build", "'rm' deletes files"),
     ("$'\\x72m' -f y", "ANSI-C"),
     ("$'git\\u0000junk' push --force", "ANSI-C"),
     ("$CMD arg", "command name computed"),
@@ -401,7 +401,7 @@ def test_run_time_path_arguments_are_reported_by_their_source_text():
 
 def test_rejections_carry_no_paths():
     verdict = check("cat secret && rm x")
-    assert verdict == Proof(False, "unknown command 'rm'", ("cat",))
+    assert verdict == Proof(False, "'rm' deletes files", ("cat",))
 
 
 def test_an_internal_failure_is_reported_as_not_read_only(monkeypatch: pytest.MonkeyPatch):

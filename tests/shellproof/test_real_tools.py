@@ -69,7 +69,7 @@ TEXT_TOOLS = [
     Case("gawk -oout.awk 'BEGIN { }'", "awk -o writes", WRITES),
     Case("gawk -p 'BEGIN { }'", "awk -p writes", WRITES),
     Case("gawk -d 'BEGIN { }'", "awk -d writes", WRITES),
-    Case("tee out < data.txt", "unknown command", WRITES),
+    Case("tee out < data.txt", "'tee' writes files", WRITES),
     Case("tail -f data.txt", "never ends", NO),
     Case("base64 data.txt out", "would be written", NO),
 ]

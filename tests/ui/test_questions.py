@@ -7,7 +7,16 @@ from concurrent.futures import Future
 import pytest
 
 from qshell.agent.events import PermissionAnswer, PermissionReply, PermissionRequested
-from qshell.ui.questions import exit_text, parse_answer, question_text
+from qshell.ui.questions import (
+    APPLY_KEYS,
+    PERMISSION_KEYS,
+    REASON_KEY,
+    apply_question,
+    exit_text,
+    parse_answer,
+    parse_apply,
+    question_text,
+)
 
 ONCE = PermissionReply(PermissionAnswer.ALLOW_ONCE)
 ALWAYS = PermissionReply(PermissionAnswer.ALLOW_ALWAYS)
@@ -43,11 +52,24 @@ def test_parse_answer_returns_none_for_what_it_does_not_understand(text):
     assert parse_answer(text) is None
 
 
-def test_the_question_names_the_tool_and_every_answer():
+@pytest.mark.parametrize(
+    ("keyed", "how", "reason"),
+    [(True, "press one key: ", "[t]ell the model why not"), (False, "then Enter: ", "n <reason>")],
+)
+def test_the_question_names_the_tool_every_answer_and_how_it_is_given(keyed, how, reason):
     request = PermissionRequested("c1", "shell", {"command": "ls"}, "runs a command", Future())
-    text = question_text(request)
-    assert text.startswith("Allow shell? ")
+    text = question_text(request, keyed=keyed)
+    assert text.startswith("Allow shell? ") and text.endswith(how) and reason in text
     assert "[y]es" in text and "[a]lways" in text and "[n]o" in text
+    assert apply_question(keyed=keyed).endswith(how)
+
+
+def test_each_key_of_the_keyed_questions_is_one_the_line_questions_understand_too():
+    for key, (word, reply) in PERMISSION_KEYS.items():
+        assert parse_answer(key) == parse_answer(word) == reply
+    for key, (_word, choice) in APPLY_KEYS.items():
+        assert parse_apply(key) == choice
+    assert REASON_KEY not in PERMISSION_KEYS
 
 
 def test_the_exit_text_says_how_to_resume():

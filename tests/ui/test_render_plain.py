@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import itertools
+import time
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given
@@ -10,14 +13,18 @@ from hypothesis import strategies as st
 
 from qshell.agent.events import (
     Event,
+    PermissionReply,
+    PermissionRequested,
     RoundFinished,
     TextDelta,
     ToolFinished,
     ToolStarted,
     TurnFinished,
 )
+from qshell.cancel import CancelToken
 from qshell.llm.messages import Usage
 from qshell.tools.base import ToolResult
+from qshell.ui.driver import drive
 from qshell.ui.render import Renderer, clean
 from qshell.ui.render_plain import PlainRenderer
 from tests.ui.turns import DIFF, FAILURES, TURN, ask, hostile_events
@@ -221,3 +228,39 @@ def test_the_sources_an_answer_cites_are_listed_under_it() -> None:
         "[2] https://fred.stlouisfed.org/\n" in shown
     )
     assert shown.index("About 808,000") < shown.index("Sources:")
+
+
+def test_a_still_line_comes_only_after_ten_seconds_of_silence_not_ten_of_the_turn() -> None:
+    """A slow stream's short pauses late in a turn are no silence worth a line."""
+    out = io.StringIO()
+    renderer = PlainRenderer(out)
+    for tenth in range(0, 300):  # 30 s of a slow stream: a chunk, then a pause of a tick
+        if tenth % 2 == 0:
+            renderer.event(TextDelta("."))
+        else:
+            renderer.waiting(tenth / 10)
+    assert "still" not in out.getvalue()
+    for tenth in range(300, 411):  # then 11 s of nothing
+        renderer.waiting(tenth / 10)
+    assert out.getvalue().endswith(".\n\n... still thinking (39s)\n")
+
+
+def no_question(request: PermissionRequested) -> PermissionReply:
+    raise AssertionError("no question expected")
+
+
+def test_plain_output_ends_with_the_answer_though_the_turns_end_takes_a_while() -> None:
+    """What plain mode printed after a long turn: the answer and its usage line, and no
+    "still thinking" after them while the finished turn's worker winds down."""
+    ticks = itertools.count(0.0, 5.0)  # five seconds go by between two looks at the clock
+
+    def turn() -> Iterator[Event]:
+        yield TextDelta("The answer.")
+        yield TurnFinished("done", Usage(prompt_tokens=10, completion_tokens=3), 1)
+        time.sleep(1.0)  # ten of the driver's ticks after the turn's end
+
+    out = io.StringIO()
+    renderer = PlainRenderer(out)
+    drive(turn(), renderer, no_question, CancelToken(), clock=lambda: next(ticks))
+    assert "still" not in out.getvalue()
+    assert out.getvalue().startswith("The answer.\n\n")

@@ -137,6 +137,30 @@ PROJECT_TOOLS = word_set(
 NETWORK = word_set(
     "curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping dig nslookup host traceroute"
 )
+# what a command that changes files does, as a reason says it ("'rm' deletes files")
+CHANGES_FILES = {
+    "rm": "deletes files",
+    "rmdir": "deletes directories",
+    "unlink": "deletes a file",
+    "shred": "overwrites and deletes files",
+    "mv": "moves and renames files",
+    "rename": "renames files",
+    "cp": "copies files, writing the copies",
+    "install": "copies files into place",
+    "ln": "makes links",
+    "mkdir": "makes directories",
+    "mktemp": "makes a file or directory",
+    "touch": "makes files or changes their times",
+    "truncate": "changes the size of files",
+    "tee": "writes files",
+    "dd": "writes files or devices",
+    "patch": "changes files",
+    "chmod": "changes the modes of files",
+    "chown": "changes the owners of files",
+    "chgrp": "changes the groups of files",
+    "chattr": "changes the attributes of files",
+    "setfacl": "changes the access lists of files",
+}
 
 
 def unknown_reason(name: str) -> str:
@@ -152,6 +176,8 @@ def unknown_reason(name: str) -> str:
         return f"'{name}' runs project code or uses the network"
     if name in NETWORK:
         return f"'{name}' uses the network"
+    if name in CHANGES_FILES:
+        return f"'{name}' {CHANGES_FILES[name]}"
     return f"unknown command '{name}'"
 
 
