@@ -128,18 +128,27 @@ def _links_made(point: str) -> Sequence[tuple[str, str]]:
     return symlinks_in(Path(point)) if links is None else links
 
 
+def made_already(layer: Path, record: Path, wanted: str) -> bool:
+    """Whether the layer at `layer` is the one `wanted` describes (as `record`, written
+    once it was made, says); when not, whatever is there goes and `layer` is made anew,
+    empty (mode 0700), for the caller to fill and then record."""
+    with contextlib.suppress(OSError):
+        if layer.is_dir() and record.read_text(encoding="utf-8") == wanted:
+            return True
+    record.unlink(missing_ok=True)
+    remove_tree(layer)
+    layer.mkdir(mode=0o700)
+    return False
+
+
 def furnish(lower: Path, made: dict[str, Made]) -> None:
     """Make the skeleton `made` (layout) at `lower`, unless the skeleton there is that one
     already (`LAYOUT_NAME` beside it says): each entry only where every directory on its
     way is one of the skeleton's (never through a symlink)."""
     record = lower.parent / LAYOUT_NAME
     wanted = json.dumps({rel: [m.kind, m.target] for rel, m in sorted(made.items())})
-    with contextlib.suppress(OSError):
-        if lower.is_dir() and record.read_text(encoding="utf-8") == wanted:
-            return
-    record.unlink(missing_ok=True)
-    remove_tree(lower)
-    lower.mkdir(mode=0o700)
+    if made_already(lower, record, wanted):
+        return
     os.chmod(lower, SKELETON_MODE)  # the root of a speculated command's file system
     for rel in sorted(made, key=lambda r: r.count("/")):
         parent = rel.rpartition("/")[0]

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qshell.sandbox.jail import ETC
-from qshell.sandbox.outside import OPAQUE_XATTR, remove_tree
+from qshell.sandbox.outside import OPAQUE_XATTR, made_already
 
 MOUNTINFO = Path("/proc/self/mountinfo")
 LAYOUT_NAME = "hidden.json"  # beside the layer: the secrets and directories it was made for
@@ -71,12 +71,8 @@ def furnish(layer: Path, secrets: Sequence[Path], top: Path = ETC) -> None:
     entries, opaque, own = _layout(secrets, top)
     record = layer.parent / LAYOUT_NAME
     text = json.dumps([entries, opaque, own], sort_keys=True)
-    with contextlib.suppress(OSError):
-        if layer.is_dir() and record.read_text(encoding="utf-8") == text:
-            return
-    record.unlink(missing_ok=True)
-    remove_tree(layer)
-    layer.mkdir(mode=0o700)
+    if made_already(layer, record, text):
+        return
     for rel in sorted(entries, key=lambda r: r.count("/")):
         path, (kind, _, uid, gid) = layer / rel, entries[rel]
         if kind == FILE:
