@@ -31,7 +31,7 @@ read-only file system does not stop a connect to a daemon's socket, nor a `keyct
 the session's keys), and dies with qshell. `prlimit` caps its CPU time, memory, file size
 and processes, and a pids cgroup (`pids_join`, pids.py) caps the processes where the
 rlimit does not bind (root). One shell does what must come before bubblewrap (a
-speculated command's overlay mounts, `Setup`; joining the cgroup; opening the filter),
+speculated command's overlay mounts, `PreJail`; joining the cgroup; opening the filter),
 so a command line is `prlimit`, that shell (started by `unshare` for an overlay), bwrap.
 The top of the file system is looked at again only when a directory it was read from
 changed (`top_view`).
@@ -98,7 +98,7 @@ class ResourceLimits:
 
 
 @dataclass(frozen=True, slots=True)
-class Setup:
+class PreJail:
     """What a jail's command line does before bubblewrap starts, for a speculated command
     (mount.py `OverlayMount.setup`): `prefix` (argv: `unshare -rm --`) starts the jail's own
     shell (`Jail._joined`), which runs `steps` first, each variable of `variables` given
@@ -129,7 +129,7 @@ class Jail:
     # the merged view (outside the jail) the emptied directories are bound from, each at
     # its own path below it, instead of a tmpfs each (outside.py; a speculated command)
     outside: Path | None = None
-    setup: Setup | None = None  # what runs before bubblewrap (the kernel overlay's mounts)
+    setup: PreJail | None = None  # what runs before bubblewrap (the kernel overlay's mounts)
     # a speculated command's `/etc`: shown from this read-only view (sysview.py), which
     # hides `etc_hidden`, with the file systems mounted below `/etc` bound again
     etc_view: Path | None = None
@@ -211,7 +211,7 @@ class Jail:
         """`args` (bwrap's) run by one shell, started by the setup's prefix, that first
         runs the setup's steps, moves itself into the pids cgroup and opens the seccomp
         filter on SECCOMP_FD for bwrap to read (none of these: `args`)."""
-        setup = self.setup or Setup()
+        setup = self.setup or PreJail()
         variables = list(setup.variables)
         steps = list(setup.steps)
         if self.pids_join is not None:

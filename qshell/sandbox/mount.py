@@ -13,7 +13,7 @@ directory of their own beside `work` (`lowerdir=layer-0:lower,upperdir=upper,wor
 the mount run from there), because a mount's options are what `/proc/self/mountinfo`
 shows inside the jail and no host path is to be read there; so any path can be a layer,
 commas and colons included. `setup` is what a jail's command line runs before
-bubblewrap, in the jail's one shell (jail.py `Setup`: `unshare -rm` starts it, the mounts
+bubblewrap, in the jail's one shell (jail.py `PreJail`: `unshare -rm` starts it, the mounts
 and the marker come first), `argv` a command line of its own for any command. With
 `by_table` (the probe found that this `mount` reads a table: util-linux) one `mount -a -T`
 of a table `prepare` writes mounts every overlay, rather than one `mount` process each.
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qshell.sandbox import sysview
-from qshell.sandbox.jail import ETC, SandboxUnavailable, Setup, shell_line
+from qshell.sandbox.jail import ETC, PreJail, SandboxUnavailable, shell_line
 from qshell.sandbox.outside import SKELETON_MODE, Made, Writes, furnish, remove_tree, writes
 
 LOWER_NAME, UPPER_NAME, WORK_NAME, LAYER_NAME = "lower", "upper", "work", "layer-{}"
@@ -115,8 +115,8 @@ class OverlayMount:
         """The mount table `prepare` writes beside `names` when `by_table`."""
         return self.work.parent / f"{self.work.name}.fstab"
 
-    def setup(self) -> Setup:
-        """What the jail's command line runs first (jail.py `Setup`): in new user and mount
+    def setup(self) -> PreJail:
+        """What the jail's command line runs first (jail.py `PreJail`): in new user and mount
         namespaces, from the directory of the links, the overlay mounted at `merged` (and
         the outside view at `outside/merged`) — by one `mount` of the table, or one each —,
         then the marker made."""
@@ -129,7 +129,7 @@ class OverlayMount:
             steps.append(f'"$mount" -t overlay overlay -o "$options{index}" "$point{index}"')
         variables.append(("marker", str(self.marker)))
         step = " && ".join(['cd "$names"', *steps, ': > "$marker"']) + " || exit"
-        return Setup((self.unshare, "-rm", "--"), tuple(variables), (step,))
+        return PreJail((self.unshare, "-rm", "--"), tuple(variables), (step,))
 
     def argv(self, command: Sequence[str]) -> list[str]:
         """The command line that mounts the overlay (and the outside view), then runs
