@@ -35,17 +35,56 @@ def events(chunks: Iterable[str], endpoint: Endpoint, model: str) -> Iterator[Se
     """The server-sent events of a body given as text chunks; raises the error a bare JSON
     error line says, or `StreamBroken` when the body held no event-stream line at all."""
     reader = _StreamReader(endpoint, model)
-    pending = ""
+    lines = _Lines()
     for chunk in chunks:
-        lines = (pending + chunk).replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        pending = lines.pop()
-        for line in lines:
+        for line in lines.feed(chunk):
             event = reader.line(line)
             if event is not None:
                 yield event
-    whole = reader.end(pending)
+    for line in lines.ended():
+        event = reader.line(line)
+        if event is not None:
+            yield event
+    whole = reader.end(lines.rest())
     if whole is not None:
         yield whole
+
+
+class _Lines:
+    """A body's text chunks cut into lines at CRLF, CR or LF. A CR that ends a chunk is
+    held until the next chunk says whether an LF follows it (one CRLF split across two
+    reads is one line end, not a line and a blank line that would dispatch an event
+    half-read), and a line longer than a chunk is kept as parts joined once, so a long
+    line costs its length, not its length times its chunks."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []  # the line begun and not yet ended
+        self.cr = False  # the last chunk ended with a CR
+
+    def feed(self, chunk: str) -> list[str]:
+        if self.cr:
+            chunk, self.cr = "\r" + chunk, False
+        if chunk.endswith("\r"):
+            chunk, self.cr = chunk[:-1], True
+        lines = chunk.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        if len(lines) == 1:
+            self.parts.append(lines[0])
+            return []
+        lines[0] = "".join(self.parts) + lines[0]
+        self.parts = [lines.pop()]
+        return lines
+
+    def ended(self) -> list[str]:
+        """The line a CR ended at the very end of the body."""
+        if not self.cr:
+            return []
+        self.cr = False
+        line, self.parts = "".join(self.parts), []
+        return [line]
+
+    def rest(self) -> str:
+        """The body's last line, which no line end ended."""
+        return "".join(self.parts)
 
 
 class _StreamReader:
@@ -125,10 +164,11 @@ class _StreamReader:
             raise self._error(payload, in_stream=False)
         if isinstance(payload, dict) and self.stray_chars < STRAY_KEEP_CHARS:
             return ServerSentEvent(data=whole)
-        began = " ".join(whole.split())[:QUOTE_CHARS]
+        # redacted before it is cut: a key cut in two would no longer match
+        began = redact(" ".join(whole.split()), self.endpoint.secrets)[:QUOTE_CHARS]
         raise StreamBroken(
             f"{self.endpoint.base_url} did not answer with an event stream "
-            f"(its answer began: {redact(began, self.endpoint.secrets)!r})"
+            f"(its answer began: {began!r})"
         )
 
     def _error(self, payload: Any, *, in_stream: bool) -> ProviderError:

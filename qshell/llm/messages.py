@@ -41,7 +41,9 @@ class ReasoningBlock(_Value):
     encrypted (`redacted`: the opaque data, with empty `text`); both go back unchanged.
     `details` is OpenRouter's `reasoning_details` list (text, summaries, encrypted data,
     each streamed fragment merged into its entry), sent back unchanged in later requests
-    as OpenRouter documents (its models lose their reasoning between calls without it)."""
+    as OpenRouter documents (its models lose their reasoning between calls without it).
+    `origin` is the base URL of the endpoint that sent `details`: they go back only there
+    (another endpoint refuses the unknown field; None, from an older session: sent)."""
 
     type: Literal["reasoning"] = "reasoning"
     text: str = ""
@@ -49,6 +51,7 @@ class ReasoningBlock(_Value):
     signature: str | None = None
     redacted: str | None = None
     details: list[dict[str, Any]] | None = None
+    origin: str | None = None
 
 
 class ToolCall(_Value):
@@ -56,7 +59,8 @@ class ToolCall(_Value):
     `complete` is False when the output limit cut it off before its arguments were whole.
     `extra` holds the fields an OpenAI-compatible API put on the call beyond id, type and
     function, by wire name (Gemini's `extra_content` with its thought signature), to be
-    sent back on it unchanged."""
+    sent back on it unchanged to the endpoint whose base URL is `origin` and to no other
+    (OpenAI refuses a call's unknown field with a 400; None, from an older session: sent)."""
 
     type: Literal["tool_call"] = "tool_call"
     id: str
@@ -64,6 +68,7 @@ class ToolCall(_Value):
     arguments: str = "{}"
     complete: bool = True
     extra: dict[str, Any] | None = None
+    origin: str | None = None
 
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError when they are not a JSON object

@@ -123,7 +123,8 @@ def build_body(
     output limit, named the other way. `no_tool_calls` sends `tool_choice: "none"` with the
     tools still listed (so the serialized prefix keeps them) and wins over a forced
     `tool_choice`."""
-    body: dict[str, Any] = {"model": request.model, "messages": _messages(request), "stream": True}
+    messages = _messages(request, base_url)
+    body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": True}
     if Knob.STREAM_USAGE not in dropped and asks_stream_usage(base_url):
         body["stream_options"] = {"include_usage": True}
     swapped = Knob.TOKEN_LIMIT_NAME in dropped
@@ -153,7 +154,7 @@ def build_body(
     return body
 
 
-def _messages(request: ChatRequest) -> list[dict[str, Any]]:
+def _messages(request: ChatRequest, base_url: str) -> list[dict[str, Any]]:
     """The wire messages. An assistant message with nothing to send — a round cut off while
     it was reasoning, whose reasoning is not sent back — is left out as a round that said
     nothing is (Mistral rejects an assistant message with neither content nor calls)."""
@@ -164,7 +165,7 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     turn_start = current_turn_start(messages)
     for index, message in enumerate(messages):
         if message.role == "assistant":
-            entry = _assistant(message, with_reasoning=index > turn_start)
+            entry = _assistant(message, base_url, with_reasoning=index > turn_start)
             if entry["content"] or entry.keys() & {"tool_calls", "reasoning_content"}:
                 out.append(entry)
             continue
@@ -179,26 +180,28 @@ def _messages(request: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _assistant(message: Message, *, with_reasoning: bool) -> dict[str, Any]:
+def _assistant(message: Message, base_url: str, *, with_reasoning: bool) -> dict[str, Any]:
     """An assistant message; `with_reasoning` sends back its `reasoning_content` (only the
     current turn's: a DeepSeek tool round needs it, and older turns' would be rejected by
     deepseek-reasoner or ignored). OpenRouter's `reasoning_details` go back on every turn's
     message, as they came (its reasoning-tokens guide: "preserving reasoning blocks"), and
     so does what a server put on each call (Gemini's `extra_content`: its thought-signature
-    guide says a call sent back without it is refused with a 400)."""
+    guide says a call sent back without it is refused with a 400) — both only to the
+    endpoint at `base_url` they came from, since another refuses the unknown fields (OpenAI:
+    400 "Unknown parameter"), as a session continued on another endpoint would send them."""
     calls = message.tool_calls
     entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
     blocks = message.reasoning_blocks
     reasoning = "".join(b.text for b in blocks if b.source == "reasoning_content")
     if with_reasoning and reasoning:
         entry["reasoning_content"] = reasoning
-    details = [detail for b in blocks for detail in b.details or ()]
+    details = [d for b in blocks if _ours(b.origin, base_url) for d in b.details or ()]
     if details:
         entry["reasoning_details"] = details
     if calls:
         entry["tool_calls"] = [
             {
-                **(call.extra or {}),
+                **(call.extra if call.extra and _ours(call.origin, base_url) else {}),
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments or "{}"},
@@ -208,3 +211,9 @@ def _assistant(message: Message, *, with_reasoning: bool) -> dict[str, Any]:
     elif entry["content"] is None:
         entry["content"] = ""
     return entry
+
+
+def _ours(origin: str | None, base_url: str) -> bool:
+    """Whether fields an endpoint put on a message go back to the one at `base_url`: the
+    same endpoint, or one not known (a session saved before the origin was kept)."""
+    return origin is None or origin == base_url

@@ -69,8 +69,8 @@ class _CallSlot:
     def joined(self) -> str:
         return "".join(self.arguments).strip()
 
-    def made(self, *, complete: bool = True) -> ToolCall:
-        """The call as assembled so far."""
+    def made(self, *, complete: bool = True, origin: str | None = None) -> ToolCall:
+        """The call as assembled so far; `origin` is the base URL its `extra` came from."""
         arguments = self.joined()
         return ToolCall(
             id=self.call_id(),
@@ -78,6 +78,7 @@ class _CallSlot:
             arguments=arguments or "{}",
             complete=complete,
             extra=dict(self.extra) or None,
+            origin=origin if self.extra else None,
         )
 
 
@@ -282,7 +283,7 @@ class ChunkState:
             if not slot.name:
                 raise StreamBroken(f"malformed stream from {base_url}: a tool call has no name")
             whole = stop in FINISHED_STOPS or is_json_object(slot.joined())
-            calls.append(slot.made(complete=whole))
+            calls.append(slot.made(complete=whole, origin=base_url))
         thought = "".join(self.reasoning)
         reasoning = []
         if thought or self.details:
@@ -290,6 +291,7 @@ class ChunkState:
                 text=thought,
                 source=self.reasoning_source or "reasoning_details",
                 details=self.details or None,
+                origin=base_url if self.details else None,
             )
             reasoning.append(block)
         return StreamDone(

@@ -313,3 +313,39 @@ def test_gemini_s_refusal_of_an_unsigned_call_is_one_clear_line(llm_server, proj
     run = qshell(llm_server, "hi", cwd=project)
     assert run.code == 1 and run.stderr.count("\n") == 1
     assert "HTTP 400): Function call is missing a thought_signature" in run.stderr
+
+
+# OpenAI's answer to a field of its own that a message's tool call carries (songquanpeng/
+# one-api#1319 quotes it for `index`): it refuses every field its schema does not list.
+UNKNOWN_CALL_FIELD = json.dumps(
+    {
+        "error": {
+            "message": "Unknown parameter: 'messages[2].tool_calls[0].extra_content'.",
+            "type": "invalid_request_error",
+            "param": "messages[2].tool_calls[0].extra_content",
+            "code": "unknown_parameter",
+        }
+    }
+).encode()
+
+
+def test_a_session_continued_on_another_endpoint_sends_it_no_field_of_gemini_s(
+    llm_server, llm_server_factory, project
+) -> None:
+    """A session begun on Gemini and continued on OpenAI (another base URL): the thought
+    signature is Gemini's, for Gemini; OpenAI refuses the unknown field with a 400 on
+    every later prompt of the session, so it must not be sent there."""
+    llm_server.add_rule(has_tool_result(), Reply.text("It says notes."))
+    llm_server.add_rule(always(), Fault.raw(200, GEMINI_TOOL_ROUND, "text/event-stream"))
+    run = qshell(llm_server, "what is in notes.txt?", cwd=project, OPENAI_MODEL="gemini-3-pro")
+    assert (run.code, run.stdout.strip()) == (0, "It says notes."), run.stderr
+    strict = llm_server_factory()
+    strict.add_rule(
+        Match(lambda r: any(signed_calls(r)), "a call with extra_content"),
+        Fault.raw(400, UNKNOWN_CALL_FIELD),
+    )
+    strict.add_rule(always(), Reply.text("Still notes."))
+    again = qshell(strict, "--continue", "and now?", cwd=project, OPENAI_MODEL="gpt-4.1")
+    assert (again.code, again.stdout.strip()) == (0, "Still notes."), again.stderr
+    (sent,) = strict.requests
+    assert signed_calls(sent) == [None]  # the call goes back, without Gemini's field

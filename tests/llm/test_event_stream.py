@@ -73,3 +73,32 @@ def test_one_json_object_as_the_whole_body_is_the_answer_s_one_event() -> None:
     # a server that answered `stream: true` with a whole completion, as text/plain
     whole = '{"choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}]}'
     assert read(whole[:20], whole[20:] + "\n") == [("message", whole)]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('event: message_start\r\ndata: {"a":1}\r\n\r\n', [("message_start", '{"a":1}')]),
+        ('data: {"a":\r\ndata: 1}\r\n\r\n', [("message", '{"a":\n1}')]),
+        ('data: {"a":1}\r\r', [("message", '{"a":1}')]),
+    ],
+)
+def test_a_line_end_split_between_two_reads_is_still_one_line_end(
+    body: str, expected: list[tuple[str, str]]
+) -> None:
+    # a CRLF whose CR ends one read and LF begins the next is one line end: read as two, an
+    # empty line between them would dispatch the event half-read (its name, or the first
+    # line of its data, alone)
+    for cut in range(1, len(body)):
+        assert read(body[:cut], body[cut:]) == expected, cut
+
+
+def test_a_key_cut_by_the_quote_of_a_body_is_still_redacted() -> None:
+    # the quote of a body that is no stream is cut to its first characters: a key the body
+    # echoes, cut in two by that, must not show its first half
+    key = "gw7Hq2Lm9Xc4Vb8Nz1Kd5Rt3Yp6Wf0Js"
+    endpoint = Endpoint("openai", "https://gw.example/v1", "OPENAI_API_KEY", "OPENAI_MODEL", (key,))
+    body = "<html><body><p>Your request to this gateway was refused, it says, for " + key + "</p>\n"
+    with pytest.raises(StreamBroken) as raised:
+        list(events(iter([body]), endpoint, "m1"))
+    assert key[:8] not in str(raised.value) and "[reda" in str(raised.value)
