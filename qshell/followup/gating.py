@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from qshell.config import DEFAULTS
 from qshell.followup.kinds import OTHER, SLOW_KINDS
 from qshell.followup.states import Stage
 from qshell.telemetry import Telemetry, read_events
@@ -107,7 +108,7 @@ class ConfidenceGate:
         base: float,
         enabled: bool,
         history: Iterable[PastGuess] = (),
-        full: float = 0.7,
+        full: float = DEFAULTS.speculation.full_confidence,
         staged: bool = True,
         steps: Iterable[tuple[str, float]] = (),
         backoff: bool = True,
@@ -130,14 +131,14 @@ class ConfidenceGate:
         *,
         base: float,
         enabled: bool,
-        full: float = 0.7,
+        full: float = DEFAULTS.speculation.full_confidence,
         staged: bool = True,
         backoff: bool = True,
     ) -> ConfidenceGate:
         """A gate that starts from the telemetry file's recent outcomes (and first-step
         times) and follows the ones recorded from now on."""
-        known = telemetry.path is not None and (enabled or backoff)
-        past = read_events(telemetry.path) if known and telemetry.path is not None else []
+        wanted = enabled or backoff
+        past = read_events(telemetry.path) if telemetry.path is not None and wanted else []
         gate = cls(
             base=base,
             enabled=enabled,

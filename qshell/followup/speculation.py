@@ -334,7 +334,7 @@ class Speculation:
             # goes, so a hold ending now (dwell, intent) cancels before any round starts
             self._stop_reason = Status.LIMIT
             self._go.set()
-        self._stop(Status.LIMIT)
+        self._cancel.cancel()
         return RunStep.OVER
 
     def running_calls(self) -> list[ToolCall]:

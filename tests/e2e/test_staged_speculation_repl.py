@@ -35,6 +35,16 @@ def answers_round(request: RecordedRequest) -> bool:
     return any(r.tool_call_id == "again" for r in request.last_tool_results)
 
 
+def assert_used_once(server: ScriptedLLMServer) -> None:
+    """The answer's round was asked for once, and the speculated read was used, not
+    asked for again (one first round carrying SUGGESTED)."""
+    assert sum(answers_round(r) for r in server.requests) == 1
+    firsts = [
+        r for r in server.requests if r.last_user_text == SUGGESTED and not r.last_tool_results
+    ]
+    assert len(firsts) == 1
+
+
 def shown(
     server: ScriptedLLMServer, project, extra: dict[str, str], *, plain: bool = False
 ) -> Term:
@@ -81,11 +91,7 @@ def test_the_answers_round_waits_for_tab_and_the_accepted_turn_uses_the_read(
     child.wait_prompt()
     child.send("\x04")
     assert child.finish() == 0
-    assert sum(answers_round(r) for r in llm_server.requests) == 1
-    firsts = [
-        r for r in llm_server.requests if r.last_user_text == SUGGESTED and not r.last_tool_results
-    ]
-    assert len(firsts) == 1  # the speculated read was used, not asked for again
+    assert_used_once(llm_server)
     path = isolated_home / "qshell" / "state" / TELEMETRY_DIRNAME / EVENTS_FILENAME
     events = read_events(path)
     [gate] = [e for e in events if e.get("event") == "speculation_gate"]
@@ -135,8 +141,4 @@ def test_in_plain_mode_a_suggestion_typed_by_hand_while_held_goes_on_live_from_i
     child.expect(r"\n> ")
     child.send("\x04")
     assert child.finish() == 0
-    assert sum(answers_round(r) for r in llm_server.requests) == 1
-    firsts = [
-        r for r in llm_server.requests if r.last_user_text == SUGGESTED and not r.last_tool_results
-    ]
-    assert len(firsts) == 1  # the speculated read was used, not asked for again
+    assert_used_once(llm_server)

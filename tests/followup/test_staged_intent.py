@@ -73,17 +73,9 @@ def test_typing_away_aborts_it_and_the_record_says_what_it_was(setup, tmp_path):
 
 
 def test_tab_lets_the_held_run_go_on(setup, tmp_path):
-    followup = Followup(
-        setup.conversation,
-        Settings(),
-        on_change=lambda text: None,
-        telemetry=Telemetry(tmp_path / "ev.jsonl"),
-        scheduler=FakeScheduler(FakeClock()),
-    )
+    speculator, spec, _ = held(setup, tmp_path)
+    followup = followup_over(setup, tmp_path, speculator, SUGGESTION)
     try:
-        speculator, spec, _ = held(setup, tmp_path)
-        followup.speculator = speculator
-        followup.controller.fill = lambda method, index=None: SUGGESTION  # type: ignore[method-assign]
         assert followup.fill("tab") == SUGGESTION
         assert spec.done.wait(WAIT_S) and spec.status is Status.COMPLETED
         assert spec.resumed_by == "tab"
