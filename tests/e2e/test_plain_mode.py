@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.e2e.helpers import main_requests, read_first
-from tests.e2e.pty import spawn_qshell
-from tests.fakes.llm_server import Reply, ToolCallSpec, always, has_tool_result
+from tests.e2e.pty import Term, spawn_qshell
+from tests.fakes.llm_server import (
+    Reply,
+    ScriptedLLMServer,
+    ToolCallSpec,
+    always,
+    has_tool_result,
+)
 
 EDIT = ToolCallSpec("edit", {"path": "hello.txt", "old_string": "hello", "new_string": "howdy"})
+
+
+def asked_to_edit(server: ScriptedLLMServer, project: Path) -> Term:
+    """Plain mode after "change it", once the question about the edit of hello.txt shows."""
+    read_first(server, "hello.txt", then=EDIT)
+    child = spawn_qshell(server, project, term="dumb")
+    child.expect(r"\n> ")
+    child.send("change it\r")
+    child.expect(r"Allow edit\?")
+    return child
 
 
 @pytest.mark.parametrize(
@@ -46,11 +63,8 @@ def test_plain_mode_writes_no_escape_byte_across_a_tool_call_and_a_question(
 
 def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
     llm_server.add_rule(has_tool_result(), Reply.text("ok, left alone"))
-    read_first(llm_server, "hello.txt", then=EDIT)
-    child = spawn_qshell(llm_server, project, term="dumb")
-    child.expect(r"\n> ")
-    child.send("change it\r")
-    child.expect(r"Allow edit\? .*\(n <reason> tells the model why\), then Enter: ")
+    child = asked_to_edit(llm_server, project)
+    child.expect(r".*\(n <reason> tells the model why\), then Enter: ")
     child.send("maybe\r")
     child.expect("please answer y, a or n")
     child.send("n not today\r")
@@ -62,11 +76,7 @@ def test_plain_mode_denial_reason_reaches_the_model(llm_server, project):
 
 
 def test_plain_mode_ctrl_c_at_a_question_says_cancelled(llm_server, project):
-    read_first(llm_server, "hello.txt", then=EDIT)
-    child = spawn_qshell(llm_server, project, term="dumb")
-    child.expect(r"\n> ")
-    child.send("change it\r")
-    child.expect(r"Allow edit\?")
+    child = asked_to_edit(llm_server, project)
     child.send("\x03")
     child.expect(r"\ncancelled\r?\n> ")  # on a line of its own, then the prompt
     child.send("\x04")
