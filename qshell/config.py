@@ -36,7 +36,7 @@ ENV_PREFIX = "QSHELL_"
 ENV_SWITCHES = {"QSHELL_SUGGESTIONS": "suggestions", "QSHELL_SPECULATION": "speculation"}
 ENV_ON = frozenset({"1", "true", "yes", "on"})
 ENV_OFF = frozenset({"0", "false", "no", "off"})
-BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
+BUNDLED_MODEL_NAME = "Qwen2.5-Coder-0.5B-Instruct"
 
 
 class ApprovalMode(enum.StrEnum):
@@ -184,11 +184,10 @@ class TimeoutSettings(_Section):
 class LocalSettings(_Section):
     """The embedded llama.cpp model (`provider: local`, or the default with the extra)."""
 
-    model_path: str = ""  # a GGUF file; empty means the bundled SmolLM2-135M-Instruct
+    model_path: str = ""  # a GGUF file; empty means the bundled Qwen2.5-Coder-0.5B-Instruct
     context_size: int = Field(8192, ge=512)
-    threads: int = Field(0, ge=0)  # 0: every core
-    convert: bool = True  # convert the bundled Q4_1 model once to the faster Q8_0
-    chat_format: str = ""  # llama.cpp chat format; empty: function calling for the bundled model
+    threads: int = Field(0, ge=0)  # 0: every core to read the prompt, one fewer to answer
+    chat_template: str = ""  # a llama.cpp built-in chat template; empty: the GGUF's own
     # the small-model measures (compact prompt and tools, tools chosen by the prompt, the
     # round and token caps below, greedy sampling); None: on for the bundled model only
     small_model: bool | None = None

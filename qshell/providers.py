@@ -161,8 +161,7 @@ def _local_provider(
         cache_dir=dirs.cache,
         n_ctx=local.context_size,
         threads=local.threads,
-        convert=local.convert,
-        chat_format=local.chat_format,
+        chat_template=local.chat_template,
         start_timeout_s=local.start_timeout_s,
         small=small_local_model(settings),
     )

@@ -215,6 +215,7 @@ def session_options(
         compact_tools=tiny,
         final_round_without_tools=tiny,
         tools_by_prompt=tiny,
+        files_by_prompt=tiny,
         predicts_next=predict,
         directives=Directives.of(
             always_summarize=settings.always_summarize,

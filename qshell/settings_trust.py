@@ -107,8 +107,7 @@ RULES: Mapping[str, Rule] = {
     "local.model_path": USER,  # a GGUF file the embedded model server parses and runs
     "local.context_size": LOWER,
     "local.threads": FREE,
-    "local.convert": FREE,
-    "local.chat_format": FREE,
+    "local.chat_template": FREE,
     "local.small_model": FREE,
     "local.max_rounds": LOWER,
     "local.max_tokens": LOWER,

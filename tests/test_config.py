@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from qshell.config import (
+    BUNDLED_MODEL_NAME,
     ApprovalMode,
     ProviderName,
     load_settings,
@@ -132,7 +133,7 @@ def test_the_embedded_model_is_the_default_when_its_extra_is_installed(tmp_path,
     s = load_settings(project_root=tmp_path, environ=env)
     p = resolve_provider(s, {}, local_available=lambda: True)
     assert p.name is ProviderName.LOCAL and p.chosen_by_default
-    assert p.model == "SmolLM2-135M-Instruct"
+    assert p.model == BUNDLED_MODEL_NAME == "Qwen2.5-Coder-0.5B-Instruct"
     # a configured provider still wins, and naming `local` is not "by default"
     assert (
         resolve_provider(s, {"OPENAI_API_KEY": "k"}, local_available=lambda: True).name == "openai"

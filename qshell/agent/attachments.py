@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import re
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,9 +58,18 @@ class _Budget:
     left: int = MAX_TOTAL_BYTES
 
 
-def expand_mentions(text: str, resolver: PathResolver, vault: Vault | None = None) -> Expanded:
+def expand_mentions(
+    text: str,
+    resolver: PathResolver,
+    vault: Vault | None = None,
+    *,
+    implied: Sequence[str] = (),
+    implied_budget: int = 0,
+) -> Expanded:
     """Attach the files and directories `text` mentions with `@` (see the module doc),
-    each redacted through `vault` (the session's; a new one when not given)."""
+    each redacted through `vault` (the session's; a new one when not given). `implied`
+    files (a small model's retrieval: latency/retrieval.py) follow as though mentioned,
+    within `implied_budget` bytes; one that cannot be attached is left out silently."""
     vault = Vault() if vault is None else vault
     redacted: dict[str, tuple[str, ...]] = {}
     blocks: list[str] = []
@@ -68,6 +78,14 @@ def expand_mentions(text: str, resolver: PathResolver, vault: Vault | None = Non
     seen: set[Path] = set()
     held: dict[Path, Seen] = {}
     budget = _Budget()
+
+    def attach(block: str, name: str) -> None:
+        done = vault.redact(block)
+        blocks.append(done.text)
+        attached.append(name)
+        if done.findings:
+            redacted[name] = done.kinds
+
     for match in _MENTION_RE.finditer(text):
         quoted, bare = match.group(1), match.group(2)
         raw = quoted if quoted is not None else _without_punctuation(bare, resolver)
@@ -89,11 +107,16 @@ def expand_mentions(text: str, resolver: PathResolver, vault: Vault | None = Non
         if problem:
             problems.append(problem)
         elif block:
-            done = vault.redact(block)
-            blocks.append(done.text)
-            attached.append(name + "/" if path.is_dir() and name != "." else name)
-            if done.findings:
-                redacted[attached[-1]] = done.kinds
+            attach(block, name + "/" if path.is_dir() and name != "." else name)
+    implied_left = _Budget(implied_budget)
+    for raw in implied:
+        path = _existing(raw, resolver)
+        if path is None or path in seen or path.is_dir() or resolver.is_secret(path):
+            continue
+        seen.add(path)
+        block, problem = _block(path, resolver.relative(path), resolver, implied_left, held)
+        if block and not problem:
+            attach(block, resolver.relative(path))
     full = text if not blocks else text + "\n\n" + "\n\n".join(blocks)
     return Expanded(full, attached, problems, held, redacted)
 

@@ -36,6 +36,7 @@ from qshell.agent.session import Session, SessionFactory, SessionRequest
 from qshell.cancel import CancelToken
 from qshell.config import ApprovalMode
 from qshell.errors import Cancelled, QshellError
+from qshell.latency.retrieval import BUDGET_BYTES, shown_files
 from qshell.latency.router import Router
 from qshell.permissions.runner import MainToolRunner
 
@@ -74,6 +75,21 @@ def on_screen_line(text: str, shown: str | None) -> str | None:
         return None
     quoted = json.dumps(" ".join(suggestion.split()), ensure_ascii=False)
     return f"{ON_SCREEN_NOTE} {quoted}]"
+
+
+def attach(session: Session, text: str) -> tuple[Expanded, list[SecretsRedacted]]:
+    """`text` with the files it mentions (`@path`) attached, and for a small model the
+    files it is about (latency/retrieval.py); each attached file is noted as read (the
+    model sees it whole), and each redaction in them comes back as an event."""
+    tools = session.tool_context
+    implied = shown_files(text, tools.paths.root) if session.options.files_by_prompt else []
+    expanded = expand_mentions(
+        text, tools.paths, tools.secrets, implied=implied, implied_budget=BUDGET_BYTES
+    )
+    for path, seen in expanded.seen.items():
+        tools.reads.note(tools.view, path, seen)
+    redacted = [SecretsRedacted.of(f"@{name}", k) for name, k in expanded.redacted.items()]
+    return expanded, redacted
 
 
 class Conversation:
@@ -129,11 +145,8 @@ class Conversation:
         cancel = self._cancel = CancelToken()
         self._started_turn()
         tools = self.session.tool_context
-        expanded = expand_mentions(text, tools.paths, tools.secrets)
+        expanded, redacted = attach(self.session, text)
         self.last_expansion = expanded
-        for path, seen in expanded.seen.items():  # the model sees them whole in the prompt
-            tools.reads.note(tools.view, path, seen)
-        redacted = [SecretsRedacted.of(f"@{name}", k) for name, k in expanded.redacted.items()]
         if context:
             screened = tools.secrets.redact(context)
             if screened.findings:

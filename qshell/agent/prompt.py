@@ -16,6 +16,8 @@ from pathlib import Path
 
 from qshell.agent.prediction import PREDICTION_PROMPT
 from qshell.config import DEFAULTS
+from qshell.latency.retrieval import test_command
+from qshell.latency.tool_offer import top_level_files
 from qshell.prompts import load
 from qshell.redaction import redact
 
@@ -40,6 +42,19 @@ def find_instructions(root: Path) -> Path | None:
     return None
 
 
+def project_facts(root: Path) -> list[str]:
+    """For a small model, which cannot explore cheaply: the project's top-level files and
+    the command that runs its tests (latency/retrieval.py)."""
+    facts = []
+    names = top_level_files(root)
+    if names:
+        facts.append("Files at the top of the project: " + ", ".join(names))
+    command = test_command(root)
+    if command:
+        facts.append(f"The tests run with: {command}")
+    return facts
+
+
 def build_system_prompt(
     root: Path,
     *,
@@ -55,6 +70,8 @@ def build_system_prompt(
     (agent/prediction.py)."""
     parts = [COMPACT_PROMPT] if compact else [BASE_PROMPT, *([CONCISE_PROMPT] if concise else [])]
     parts.append(f"Environment: {platform.system()} ({platform.machine()}); project root: {root}")
+    if compact:
+        parts.extend(project_facts(root))
     limit = COMPACT_INSTRUCTIONS_CHARS if compact else MAX_INSTRUCTIONS_CHARS
     instructions = find_instructions(root)
     if instructions is not None:

@@ -24,7 +24,7 @@ from qshell.agent.summary_ahead import SummaryAhead
 from qshell.agent.transcript import Transcript
 from qshell.config import DEFAULTS, ApprovalMode, BackgroundReasoning
 from qshell.latency.directives import HONOURED, Directives
-from qshell.latency.tool_offer import offered_specs
+from qshell.latency.tool_offer import offered_specs, required_tool
 from qshell.llm.base import Provider
 from qshell.llm.fork import CacheSafeParams
 from qshell.llm.messages import (
@@ -107,6 +107,8 @@ class SessionOptions:
     compact_tools: bool = False
     final_round_without_tools: bool = False
     tools_by_prompt: bool = False
+    # and is shown the files its prompt is about, as though attached (latency/retrieval.py)
+    files_by_prompt: bool = False
     # its answers end with the next prompt they predict (agent/prediction.py)
     predicts_next: bool = False
     directives: Directives = HONOURED  # which post-execution directives it honours
@@ -249,7 +251,15 @@ class Session:
             messages=list(self.history),
             tools=tools,
             max_tokens=self.options.max_tokens,
+            tool_choice=self._required_tool(tools) if round_index == 0 else None,
         )
+
+    def _required_tool(self, tools: list[ToolSpec]) -> str | None:
+        """With `tools_by_prompt`, the tool a prompt that asks for an action must call."""
+        index = _prompt_index(self.history)
+        if not (self.options.tools_by_prompt and tools) or index is None:
+            return None
+        return required_tool(self.history[index].text, tools, self.tools)
 
     def offered_specs(self) -> list[ToolSpec]:
         """The tools this turn's rounds offer: all of them, or with `tools_by_prompt` those

@@ -19,6 +19,10 @@ from qshell.llm.messages import (
 )
 
 MAX_HEADING_CHARS = 120  # an argument longer than this does not head its result
+TOOL_ERROR = "Error:"  # how a tool's own failure or a refusal starts (tools/base.py)
+# after a prompt whose calls returned something: without it a small model explains how to
+# do what the prompt asks; it claims nothing about how the calls went (one may be refused)
+DONE_NOTE = "(What the calls for this returned is above. Answer from it.)"
 
 
 def for_function_calling(request: ChatRequest) -> ChatRequest:
@@ -77,7 +81,8 @@ def _fold(messages: list[Message], prompt: int | None, found: list[str]) -> None
     if prompt is None:
         messages.append(Message.user("\n\n".join(found)))
     else:
-        messages[prompt] = Message.user("\n\n".join([*found, messages[prompt].text]))
+        parts = [*found, messages[prompt].text, DONE_NOTE]
+        messages[prompt] = Message.user("\n\n".join(parts))
     found.clear()
 
 
@@ -95,16 +100,20 @@ def _result_text(result: ToolResultBlock, call: ToolCall | None) -> str:
 
 
 def _finding(result: ToolResultBlock, call: ToolCall | None) -> str:
-    """One result for the answer round: a failure names its call and why; a success is its
-    content under the call's arguments (`README.md:`, `*.py:`), or its tool's name."""
-    if result.is_error or call is None:
-        return _result_text(result, call)
+    """One result for the answer round: its content under the call's arguments
+    (`README.md:`, `python -m pytest -q (did not succeed):`), or its tool's name; told as
+    "the shell call failed", a failing test run is what a small model repeats as its answer."""
+    if call is None or (result.is_error and result.content.startswith(TOOL_ERROR)):
+        return _result_text(result, call)  # refused, or the tool itself failed
     try:
         values: list[object] = list(call.parsed_arguments().values())
     except ValueError:
         values = []
     short = [str(v) for v in values if isinstance(v, str | int) and _heading_worthy(str(v))]
-    return f"{', '.join(short) or call.name}:\n{result.content}"
+    heading = ", ".join(short) or call.name
+    if result.is_error:  # a command that ran and exited non-zero
+        heading = f"{heading} (did not succeed)"
+    return f"{heading}:\n{result.content}"
 
 
 def _heading_worthy(value: str) -> bool:

