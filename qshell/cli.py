@@ -188,11 +188,8 @@ def _run_front_end(
         )
     prompt = " ".join(args.prompt).strip()
     piped = "" if stdin_is_tty else _read_stdin(stdin, wait_for_first=bool(prompt))
-    if piped.strip() and prompt:
-        prompt = piped.rstrip("\n") + "\n\n" + prompt
-    elif piped.strip():
-        prompt = piped.strip("\n")
-    if not prompt.strip():
+    piped = piped.rstrip("\n") if prompt else piped.strip("\n")
+    if not prompt and not piped.strip():
         raise InputError("the prompt is empty: pass it as an argument or on standard input")
     from qshell.ui.print_mode import run_print
 
@@ -200,7 +197,14 @@ def _run_front_end(
         stderr.write(f"qshell: {note}\n")
     run = compose.open_print(settings, request, open_session=opener, environ=environ)
     gcpause.resume()
-    return run_print(run, prompt, output_format=args.output_format, stdout=stdout, stderr=stderr)
+    return run_print(
+        run,
+        prompt,
+        piped=piped if piped.strip() else "",
+        output_format=args.output_format,
+        stdout=stdout,
+        stderr=stderr,
+    )
 
 
 def _opener(

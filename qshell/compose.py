@@ -224,14 +224,21 @@ class PrintRun:
     def model(self) -> str:
         return self.session.model
 
-    def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
+    def turn(self, prompt: str, cancel: CancelToken, *, piped: str = "") -> Iterator[Event]:
+        """One turn: the typed `prompt`'s @mentions attached (and a small model's files),
+        as in the REPL; `piped` data goes first and attaches nothing (it may be anyone's
+        text: an `@/path` in a log must not send that file)."""
         from qshell.agent.conversation import attach
+        from qshell.agent.events import Notice
         from qshell.agent.loop import run_turn
         from qshell.agent.plugin_events import observed
 
-        expanded, redacted = attach(self.session, prompt)
-        turn = run_turn(self.session, expanded.text, self.runner, cancel, router=self.router)
-        return observed(chain(redacted, turn), self.session.tool_context.plugins)
+        expanded, redacted = attach(self.session, prompt) if prompt else (None, [])
+        typed = expanded.text if expanded is not None else ""
+        text = f"{piped}\n\n{typed}" if piped and typed else piped or typed
+        problems = [Notice(p) for p in expanded.problems] if expanded is not None else []
+        turn = run_turn(self.session, text, self.runner, cancel, router=self.router)
+        return observed(chain(problems, redacted, turn), self.session.tool_context.plugins)
 
     def close(self) -> None:
         self.session.close()

@@ -30,7 +30,7 @@ DIGESTS = {
     "prediction": "69b1d0e65fcffa47ed82971c0a1b49c2f3890ca5155d8672cccf3c79e6a59b63",
     "suggestion": "300d6266ccda0a963bffacafeb9c681906ac40b12259cf7cedb755b3862762c6",
     "system": "85dcc6828996051b594ef4577f4ee0402d79e5bb43ad9e4a58958aee961d6f08",
-    "system_compact": "2b1490242ba674002ce5c694d4a86d8c04f5c034e58bdf49da31d63505fbf20c",
+    "system_compact": "2f10c700d1aabbb98900cf9e62493ee33ca6698eeb99891dec8f0ecc73c09a40",
     "system_concise": "27da6353a21cb66424e93baed53ed31bd3220385103bb9f76b61e69853445b1d",
     "tool_edit": "ef8d0e4de6f8fae8888fec00120aabb2eecad8398f54cd7f3cc198f82d94d3fe",
 }

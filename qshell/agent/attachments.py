@@ -111,7 +111,7 @@ def expand_mentions(
     implied_left = _Budget(implied_budget)
     for raw in implied:
         path = _existing(raw, resolver)
-        if path is None or path in seen or path.is_dir() or resolver.is_secret(path):
+        if path is None or path in seen or not _may_imply(raw, path, resolver):
             continue
         seen.add(path)
         block, problem = _block(path, resolver.relative(path), resolver, implied_left, held)
@@ -164,6 +164,20 @@ def _lexical(raw: str, resolver: PathResolver) -> Path:
         raw = str(resolver.home) + raw[1:]
     path = Path(raw)
     return path if path.is_absolute() else resolver.root / path
+
+
+def _may_imply(raw: str, path: Path, resolver: PathResolver) -> bool:
+    """Whether a file nobody typed an `@` for may be attached: a regular file inside the
+    project, reached by no symlink and named like no secret (as written or resolved)."""
+    lexical = _lexical(raw, resolver)
+    return (
+        not lexical.is_symlink()
+        and path.is_file()
+        and resolver.is_inside_root(path)
+        and ".git" not in Path(resolver.relative(path)).parts
+        and not resolver.is_secret(path)
+        and not resolver.is_secret(lexical)
+    )
 
 
 def _too_large(name: str, size: int, *, in_all: bool) -> str:

@@ -105,7 +105,7 @@ def shown_files(prompt: str, root: Path) -> list[str]:
 def imported_modules(root: Path, path: str) -> list[str]:
     """The project's Python modules that the Python file `path` imports, found next to it
     or at the root (a test file's subject: `from app import discount` → `app.py`)."""
-    if not path.endswith(".py"):
+    if not path.endswith(".py") or not _inside(path, root):
         return []
     try:
         with (root / path).open("rb") as handle:
@@ -127,10 +127,16 @@ def imported_modules(root: Path, path: str) -> list[str]:
 
 
 def _inside(path: str, root: Path) -> bool:
+    """`path` (as a prompt may write it: relative, `~/…`, absolute) is a regular file in the
+    project once symlinks are resolved, and not under `.git`."""
+    candidate = Path(path).expanduser()
+    candidate = candidate if candidate.is_absolute() else root / candidate
     try:
-        return (root / path).resolve().is_relative_to(root.resolve())
-    except (OSError, ValueError):
+        resolved, top = candidate.resolve(), root.resolve()
+        inside = resolved.is_relative_to(top) and resolved.is_file()
+    except (OSError, ValueError, RuntimeError):
         return False
+    return inside and ".git" not in resolved.relative_to(top).parts
 
 
 def source_files(root: Path) -> list[Path]:

@@ -216,10 +216,20 @@ def required_tool(prompt: str, specs: Sequence[ToolSpec], tools: Sequence[Tool])
     """The tool the first round of a small model's turn must call: the shell for a prompt
     that opens with "run" (or "test", "build", …) or asks which tests fail or pass, when
     the shell is offered; else None."""
-    words = WORD.findall(typed_text(prompt).lower())
-    while words and words[0] in COURTESY_WORDS:
-        words.pop(0)
-    if not words or not (words[0] in RUN_VERBS or asks_test_outcome(frozenset(words))):
+    text = typed_text(prompt).strip()
+    tokens = text.lower().split()
+    asked = False  # "can you run the tests?" is a request, "run-time errors?" a question
+    while tokens and tokens[0].strip(",") in COURTESY_WORDS:
+        tokens.pop(0)
+        asked = True
+    # the bare verb, as a command: not `build.py`, `Test coverage: …`, or a question
+    commands = (
+        bool(tokens)
+        and tokens[0] in RUN_VERBS
+        and (asked or not text.endswith("?"))
+        and not any(token.endswith(":") for token in tokens[:3])
+    )
+    if not (commands or asks_test_outcome(frozenset(WORD.findall(text.lower())))):
         return None
     kinds = {tool.name: tool.kind for tool in tools}
     offered = [spec.name for spec in specs if kinds.get(spec.name) == Kind.EXECUTE]
@@ -280,7 +290,9 @@ def offered_specs(
                 # second test: bench/offline_everyday.md) or the whole file (a write that
                 # kept one line of 43); without them it shows the change in its answer.
                 continue
-            files = list(reading.named)  # a file to create need not exist yet
+            # a file to create need not exist yet; an edit may only create one
+            creating = [p for p in reading.named if p not in reading.existing]
+            files = creating if tool.kind == Kind.EDIT else list(reading.named)
         else:
             named_files = [p for p in reading.existing if p not in reading.directories]
             files = named_files or top_level_files(root)

@@ -21,32 +21,56 @@ from typing import Any
 
 from qshell.llm.messages import ToolCall, ToolSpec
 
-CALL_OPENERS = ("{", "<tool_call", "[{")
+TAG = "<tool_call"
 FENCE = "```"
-DECIDE_CHARS = 12  # a fence's language tag is known by then
+# a call written as JSON opens with one of these keys (`{"name": "shell", ...}`); any other
+# object (`{"a": 1} is valid JSON`, an example package.json) is prose
+CALL_KEYS = ('"name"', '"function"', '"tool"')
+DECIDE_CHARS = 40  # undecided this far in, it is prose
 
 
 def looks_like_call(text: str) -> bool | None:
-    """Whether an answer that starts with `text` is a tool call written as text: True,
-    False, or None while its first characters cannot tell yet."""
+    """Whether an answer that starts with `text` is a tool call written as text (the
+    template's `<tool_call>` tag, or a JSON object naming a tool, bare or in a ```json
+    fence): True, False, or None while its first characters cannot tell yet."""
     head = text.lstrip()
     if not head:
         return None
-    for opener in CALL_OPENERS:
-        if head.startswith(opener):
-            return True
-        if opener.startswith(head):
-            return None
-    if head.startswith(FENCE):
-        rest = head[len(FENCE) :].lstrip(" ")
-        if rest.startswith(("json", "{", "\n{")):
-            return True
-        if len(head) < DECIDE_CHARS and ("json".startswith(rest) or rest in ("", "\n")):
-            return None
-        return False
-    if FENCE.startswith(head):
+    if len(head) > DECIDE_CHARS and not head.startswith(TAG):
+        verdict = _decided(head[:DECIDE_CHARS])
+        return bool(verdict)
+    return _decided(head)
+
+
+def _decided(head: str) -> bool | None:
+    if head.startswith(TAG):
+        return True
+    if TAG.startswith(head) or FENCE.startswith(head):
         return None
-    return False
+    if head.startswith(FENCE):
+        rest = head[len(FENCE) :]
+        tag, newline, body = rest.partition("\n")
+        if not newline:  # the fence's language tag is still coming
+            return None if "json".startswith(tag.strip()) or tag.strip().startswith("{") else False
+        if tag.strip() not in ("", "json"):
+            return False
+        return _call_object(body)
+    return _call_object(head)
+
+
+def _call_object(text: str) -> bool | None:
+    """Whether `text` opens a JSON object whose first key names a tool call."""
+    text = text.lstrip()
+    if not text:
+        return None
+    if not text.startswith("{"):
+        return False
+    after = text[1:].lstrip()
+    if not after:
+        return None
+    if any(after.startswith(key) for key in CALL_KEYS):
+        return True
+    return None if any(key.startswith(after) for key in CALL_KEYS) else False
 
 
 def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:

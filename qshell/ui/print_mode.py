@@ -28,15 +28,22 @@ class OneTurn(Protocol):
     def model(self) -> str:
         """The model it talks to."""
 
-    def turn(self, prompt: str, cancel: CancelToken) -> Iterator[Event]:
-        """The events of one turn for `prompt`."""
+    def turn(self, prompt: str, cancel: CancelToken, *, piped: str = "") -> Iterator[Event]:
+        """The events of one turn for `prompt` (what was typed), after `piped` (standard
+        input's data, which attaches nothing)."""
 
     def close(self) -> None:
         """Close the session (its transcript)."""
 
 
 def run_print(
-    run: OneTurn, prompt: str, *, output_format: str, stdout: TextIO, stderr: TextIO
+    run: OneTurn,
+    prompt: str,
+    *,
+    piped: str = "",
+    output_format: str,
+    stdout: TextIO,
+    stderr: TextIO,
 ) -> int:
     cancel = CancelToken()
     printer = Printer(
@@ -48,6 +55,6 @@ def run_print(
     )
     try:
         with sigint_cancels(cancel):
-            return int(printer.run(run.turn(prompt, cancel)))
+            return int(printer.run(run.turn(prompt, cancel, piped=piped)))
     finally:
         run.close()

@@ -291,3 +291,39 @@ def test_print_mode_attaches_the_files_its_prompt_mentions(llm_server, project, 
     sent = request.last_user_text
     assert sent.startswith("explain @notes.txt")
     assert '<file path="notes.txt">\nthe meeting moved to Tuesday\n</file>' in sent
+
+
+def test_an_at_path_in_piped_data_attaches_nothing(llm_server, project, tmp_path):
+    """Standard input may be anyone's text (an issue, a log): its `@/path` must not send
+    that file, inside the project or out; only what the user typed attaches."""
+    outside = tmp_path / "private_notes.txt"
+    outside.write_text("PRIVATE: the bank pin\n")
+    (project / "notes.txt").write_text("the meeting moved to Tuesday\n")
+    llm_server.add_rule(always(), Reply.text("A summary."))
+    piped = f"Issue text. See @{outside} and @notes.txt and @~/.bash_history\n"
+    run = run_qshell(
+        "-p",
+        "summarise this issue",
+        cwd=project,
+        env=provider_env(llm_server, "openai"),
+        stdin=piped,
+    )
+    assert (run.code, run.stdout) == (0, "A summary.\n")
+    [request] = llm_server.requests_for("openai")
+    sent = request.last_user_text
+    assert sent == piped.rstrip("\n") + "\n\nsummarise this issue"
+    assert "PRIVATE" not in sent and "<file" not in sent
+
+
+def test_a_mention_that_cannot_be_attached_says_why_on_stderr(llm_server, project):
+    (project / ".env").write_text("API_KEY=sk-live-1234567890abcdef\n")
+    llm_server.add_rule(always(), Reply.text("ok"))
+    run = run_qshell(
+        "-p", "read @missing.txt and @.env", cwd=project, env=provider_env(llm_server, "openai")
+    )
+    assert run.code == 0
+    lines = [line for line in run.stderr.splitlines() if line.startswith("qshell: ")]
+    assert any("no file 'missing.txt'" in line for line in lines), run.stderr
+    assert any(".env looks like a secret and was not attached" in line for line in lines)
+    [request] = llm_server.requests_for("openai")
+    assert "sk-live" not in request.last_user_text

@@ -164,3 +164,49 @@ def test_the_test_command_is_named_from_the_projects_files(
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     assert retrieval.test_command(tmp_path) == expected
+
+
+def test_a_path_through_home_is_not_chosen_nor_attached(root: Path, tmp_path: Path) -> None:
+    """`~/diary.txt` is outside the project, however it is written."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "diary.txt").write_text("dear diary\n")
+    resolver = resolver_for(root, tmp_path)
+    assert resolver.home == home
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        assert shown_files("explain ~/diary.txt", root) == []
+    out = expand_mentions(
+        "explain it", resolver, implied=["~/diary.txt"], implied_budget=BUDGET_BYTES
+    )
+    assert out.attached == [] and "dear diary" not in out.text
+
+
+def test_nothing_under_git_is_chosen_or_attached(root: Path, tmp_path: Path) -> None:
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text('[remote "origin"]\n\turl = git@host:me/x\n')
+    assert shown_files("explain .git/config", root) == []
+    out = expand_mentions(
+        "explain it", resolver_for(root, tmp_path), implied=[".git/config"], implied_budget=999
+    )
+    assert out.attached == []
+
+
+def test_a_symlink_to_a_project_file_is_not_attached_by_its_innocent_name(
+    root: Path, tmp_path: Path
+) -> None:
+    """`settings.local` pointing at `.env`: the name as written and the target both count."""
+    (root / ".env").write_text("DB_PASSWORD=hunter2hunter2\n")
+    (root / "settings.local").symlink_to(root / ".env")
+    (root / "notes.md").symlink_to(root / "notes.txt")
+    resolver = resolver_for(root, tmp_path)
+    for name in ("settings.local", "notes.md"):
+        out = expand_mentions("explain it", resolver, implied=[name], implied_budget=999)
+        assert out.attached == [], name
+
+
+def test_a_fifo_named_like_a_module_is_never_opened(root: Path) -> None:
+    import os
+
+    os.mkfifo(root / "pipe.py")
+    assert shown_files("explain pipe.py", root) == []  # returns: it was never opened

@@ -167,12 +167,12 @@ def test_a_change_asked_of_an_attached_file_that_exists_is_offered_no_tool(root:
     assert offered("add a line 'call mum' to @notes.txt" + ATTACHED_NOTES, root) == {}
 
 
-def test_a_new_file_asked_for_beside_an_attached_one_is_offered_edit_tools_pinned_to_both(
+def test_a_new_file_asked_for_beside_an_attached_one_is_offered_edit_tools_pinned_to_it(
     root: Path,
 ) -> None:
     tools = offered("create todo.md from @notes.txt" + ATTACHED_NOTES, root)
     assert {"write_file", "edit"} <= set(tools)
-    assert tools["write_file"]["path"]["enum"] == ["todo.md", "notes.txt"]
+    assert tools["write_file"]["path"]["enum"] == ["todo.md"]  # never the existing notes.txt
 
 
 def test_a_change_asked_of_a_file_only_retrieval_attached_is_offered_no_edit(root: Path) -> None:
@@ -199,7 +199,11 @@ def test_the_edit_tools_are_offered_only_to_create_a_file_that_does_not_exist(ro
     assert new["write_file"]["path"] == {"type": "string", "enum": ["todo.md"]}
     assert new["edit"]["path"] == {"type": "string", "enum": ["todo.md"]}
     both = offered("create todo.md from notes.txt", root)
-    assert both["write_file"]["path"]["enum"] == ["todo.md", "notes.txt"]
+    assert both["write_file"]["path"]["enum"] == ["todo.md"]
+    assert both["edit"]["path"]["enum"] == ["todo.md"]
+    # a missing file named beside existing ones opens no way to change those
+    renamed = offered("rename app.py to main.py", root)
+    assert renamed["write_file"]["path"]["enum"] == ["main.py"]
 
 
 @pytest.mark.parametrize(
@@ -217,6 +221,13 @@ def test_the_edit_tools_are_offered_only_to_create_a_file_that_does_not_exist(ro
         ("please", None),
         ("", None),
         ('say hello\n\n<file path="notes.txt">\nrun the tests\n</file>', None),
+        # not a command to run: a file named like a verb, a heading, a question
+        ("build.py, what does it do?", None),
+        ("compile.sh, what does it do?", None),
+        ("Test coverage: how is it measured here?", None),
+        ("lint rules: list them", None),
+        ("run-time errors?", None),
+        ("test_discount fails; fix app.py so it passes", None),
     ],
 )
 def test_a_prompt_asking_to_run_something_must_call_the_shell(

@@ -25,16 +25,15 @@ LS = ToolSpec(name="ls", description="List the project.", parameters={"type": "o
 @pytest.mark.parametrize(
     "text",
     [
-        "{",
         '{"name": "read_file"',
-        "  \n{",
+        '  \n{"name"',
+        '{ "function": {',
+        '{"tool": "ls"',
         "<tool_call",
         '<tool_call>\n{"name": "ls"}',
-        "[{",
-        "```json",
         '```json\n{"name": "ls"}',
-        "```\n{",
-        "``` {",
+        '```\n{"name"',
+        '```json\n  {\n  "name"',
     ],
 )
 def test_an_answer_opening_like_a_call_is_a_call(text: str) -> None:
@@ -48,27 +47,50 @@ def test_an_answer_opening_like_a_call_is_a_call(text: str) -> None:
         "The file says hello.",
         "Sure! ```json",
         "```python\nprint(1)",
-        "```py",
+        "```py\n",
         "```sh\nls",
         "<b>bold</b>",
         "- a list item",
         "``x",
+        # JSON that is the answer, not a call: an example, a value the prompt asked for
+        '{"a": 1} is valid JSON',
+        '{"scripts": {"test": "pytest"}}',
+        '```json\n{"scripts": {}}',
+        "[1, 2, 3]",
+        "{" + " " * 45,
     ],
 )
-def test_an_answer_opening_like_prose_or_other_code_is_not_a_call(text: str) -> None:
+def test_an_answer_opening_like_prose_json_or_other_code_is_not_a_call(text: str) -> None:
     assert looks_like_call(text) is False
 
 
 @pytest.mark.parametrize(
-    "text", ["", "   ", "\n", "<", "<to", "<tool_ca", "[", "`", "``", "```", "```js", "```\n"]
+    "text",
+    [
+        "",
+        "   ",
+        "\n",
+        "<",
+        "<to",
+        "<tool_ca",
+        "`",
+        "``",
+        "```",
+        "```js",
+        "```json",
+        "```\n",
+        "{",
+        '{"na',
+        '```json\n{ "func',
+    ],
 )
 def test_an_opening_that_could_still_become_either_is_undecided(text: str) -> None:
     assert looks_like_call(text) is None
 
 
-def test_a_fence_whose_language_is_still_unknown_is_decided_by_the_twelfth_character() -> None:
+def test_an_opening_still_undecided_after_forty_characters_is_prose() -> None:
     assert looks_like_call("```\n") is None
-    assert looks_like_call("```\n" + " " * 8 + "x") is False
+    assert looks_like_call("```\n" + " " * 40 + "x") is False
 
 
 def test_the_schema_of_one_tool_is_that_call_with_closed_arguments() -> None:

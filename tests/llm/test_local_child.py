@@ -83,8 +83,26 @@ def test_the_model_file_is_joined_once_and_announced_and_a_plain_model_is_used_a
     assert model_file(json.loads(json.dumps(config))) == target
     assert target.read_bytes() == WHOLE
     assert said == [{"joining": {"target": str(target)}}]
-    os.utime(target, (1, 1))
-    assert model_file(config) == target  # already joined: not again
-    assert target.stat().st_mtime == 1 and len(said) == 1
+    inode = target.stat().st_ino
+    assert model_file(config) == target  # already joined, as its stamp says: not again
+    assert target.stat().st_ino == inode and len(said) == 1
     plain = tmp_path / "other.gguf"
     assert model_file({"model": str(plain)}) == plain and len(said) == 1
+
+
+def test_a_joined_model_changed_since_its_join_is_joined_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(local_child, "_say", lambda event, **fields: said.append(event))
+    target = tmp_path / "models" / "model.gguf"
+    config = {"model": str(target), "parts": [str(p) for p in parts_in(tmp_path)], "sha256": DIGEST}
+    model_file(config)
+    with open(target, "r+b") as handle:  # corrupted in place, its size kept
+        handle.write(b"XXXX")
+    assert target.stat().st_size == len(WHOLE)
+    model_file(config)
+    assert target.read_bytes() == WHOLE and said == ["joining", "joining"]
+    target.with_name(target.name + ".joined").unlink()  # no stamp: not trusted either
+    model_file(config)
+    assert target.read_bytes() == WHOLE and said == ["joining"] * 3

@@ -549,7 +549,7 @@ def test_an_unparseable_constrained_reply_is_asked_again_without_tools_and_strea
 ) -> None:
     answering(
         tiny_server,
-        free="{",
+        free='{"name": "read_file"',
         constrained='{"name": "delete_everything", "arguments": {}}',
         without_tools="The file says hello.",
     )
