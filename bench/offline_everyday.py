@@ -1,6 +1,7 @@
 """Twelve everyday prompts in a small Python project, on the offline default, for reading.
 
-Run: `python -m bench.offline_everyday [--prompts KEY,…] [--out bench/offline_everyday.md]`
+Run: `python -m bench.offline_everyday [--prompts KEY,…] [--out bench/offline_everyday.md]`,
+then judge and `--rerender` (the run is kept in `bench/offline_everyday_run.json`)
 (minutes per prompt on a busy 2-core machine). The project is `pricetag` (`PROJECT`): a
 README, four small price functions in app.py of which `discount` has a one-line bug, and
 four pytest tests of which exactly `test_discount` fails. Each prompt (`PROMPTS`, two of
@@ -39,6 +40,8 @@ from bench.offline_everyday_report import (
     Prompt,
     load_judgements,
     markdown,
+    run_from_json,
+    run_to_json,
     summary_lines,
 )
 from bench.offline_runs import (
@@ -54,6 +57,7 @@ from bench.offline_runs import (
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "offline_everyday.md"
 DEFAULT_JUDGEMENTS = HERE / "offline_everyday_judgement.json"
+DEFAULT_RUN = HERE / "offline_everyday_run.json"
 WORK_NAME = "qshell-offline-everyday"
 PROJECT_NAME = "pricetag"
 WARM_UP = "hello"
@@ -174,20 +178,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--prompts", help="comma-separated keys (default: all twelve)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the Markdown report")
     parser.add_argument("--judgements", type=Path, default=DEFAULT_JUDGEMENTS)
+    parser.add_argument(
+        "--run-file", type=Path, default=DEFAULT_RUN, help="where the run is kept, as JSON"
+    )
+    parser.add_argument(
+        "--rerender",
+        action="store_true",
+        help="run nothing: write the report again from --run-file, with the judgements now",
+    )
     args = parser.parse_args(argv)
-    prompts = chosen(args.prompts)
     judgements = load_judgements(args.judgements)  # a bad file stops the bench before it runs
-    # one fixed place, emptied first: the project's path is in the system prompt
-    work = Path(tempfile.gettempdir()) / WORK_NAME
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        bench = run_bench(prompts, work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    if args.rerender:
+        bench = run_from_json(args.run_file.read_text(encoding="utf-8"))
+    else:
+        bench = fresh_run(chosen(args.prompts))
+        args.run_file.write_text(run_to_json(bench), encoding="utf-8")
     print()
     print("\n".join(summary_lines(bench, judgements, total=len(PROMPTS))))
     args.out.write_text(markdown(bench, judgements, total=len(PROMPTS)))
     print(f"\nwrote {args.out}")
+
+
+def fresh_run(prompts: Sequence[Prompt]) -> BenchRun:
+    # one fixed place, emptied first: the project's path is in the system prompt
+    work = Path(tempfile.gettempdir()) / WORK_NAME
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        return run_bench(prompts, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

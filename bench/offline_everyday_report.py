@@ -19,8 +19,9 @@ import re
 import shlex
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.offline_runs import PrintRun, UsedTool, one_line
 from bench.stats import percentile
@@ -68,6 +69,40 @@ class BenchRun:
     project: Path
     files: Mapping[str, str]  # the fixture
     started: str  # when, for the report's header
+
+
+def run_to_json(bench: BenchRun) -> str:
+    """The whole run, for `--rerender`: judgements are made after reading the answers, and
+    a second run would not give them again (a test run's output carries its duration)."""
+    return json.dumps(asdict(bench), default=str, indent=1, ensure_ascii=False) + "\n"
+
+
+def _print_run(data: Mapping[str, Any]) -> PrintRun:
+    tools = tuple(UsedTool(**tool) for tool in data["tools"])
+    return PrintRun(**{**data, "tools": tools})
+
+
+def run_from_json(text: str) -> BenchRun:
+    data = json.loads(text)
+    answered = tuple(
+        Answered(
+            prompt=Prompt(**{**a["prompt"], "flags": tuple(a["prompt"]["flags"])}),
+            run=_print_run(a["run"]),
+            diff=a["diff"],
+            tests_pass=a["tests_pass"],
+            tests_summary=a["tests_summary"],
+        )
+        for a in data["answered"]
+    )
+    return BenchRun(
+        warmup=_print_run(data["warmup"]),
+        answered=answered,
+        load_start=data["load_start"],
+        load_end=data["load_end"],
+        project=Path(data["project"]),
+        files=data["files"],
+        started=data["started"],
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,8 @@ from bench.offline_everyday_report import (
     answer_sha256,
     load_judgements,
     markdown,
+    run_from_json,
+    run_to_json,
     summary_lines,
 )
 from bench.offline_runs import (
@@ -177,3 +179,19 @@ def test_a_malformed_judgement_file_stops_the_bench_with_one_line(tmp_path: Path
     with pytest.raises(SystemExit, match=re.escape("want {key: {answer_sha256, useful, why}}")):
         load_judgements(path)
     assert load_judgements(tmp_path / "none.json") == {}
+
+
+def test_a_kept_run_renders_the_same_report_again_with_the_judgements_made_since(
+    tmp_path: Path,
+) -> None:
+    """Judging comes after reading, and a second run may not give the same answers (a test
+    run's output carries its duration): `--rerender` writes the report from the kept run."""
+    explain = answered(PROMPTS[0], "app.py holds four price functions.")
+    fix = answered(PROMPTS[10], "Fixed it.", diff=f"-{BUG}+{FIX}")
+    warm = PrintRun(0, "Hello.", (), 0.8, 9.5, "tiny", "qshell: ready", 0.8, 9.4)
+    bench = BenchRun(warm, (explain, fix), "0.5", "1.0", tmp_path, PROJECT, "today")
+    again = run_from_json(run_to_json(bench))
+    assert again == bench
+    judgements = {PROMPTS[0].key: Judgement(True, "names them", explain.sha256)}
+    assert markdown(again, judgements, total=12) == markdown(bench, judgements, total=12)
+    assert "- useful: 1 / 12 (of 2 run, 1 unjudged)" in markdown(again, judgements, total=12)

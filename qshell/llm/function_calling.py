@@ -20,9 +20,11 @@ from qshell.llm.messages import (
 
 MAX_HEADING_CHARS = 120  # an argument longer than this does not head its result
 TOOL_ERROR = "Error:"  # how a tool's own failure or a refusal starts (tools/base.py)
-# after a prompt whose calls returned something: without it a small model explains how to
-# do what the prompt asks; it claims nothing about how the calls went (one may be refused)
-DONE_NOTE = "(What the calls for this returned is above. Answer from it.)"
+# after a prompt whose calls ran (a command that exited non-zero included): without it a
+# small model explains how to do what the prompt asks instead of saying what was found
+RAN_NOTE = "(That has run; what it returned is above. Say what it shows.)"
+# after one whose every call was refused or failed in the tool: it must not claim a run
+FAILED_NOTE = "(That could not be done; why is above. Say so.)"
 
 
 def for_function_calling(request: ChatRequest) -> ChatRequest:
@@ -56,34 +58,42 @@ def for_function_calling(request: ChatRequest) -> ChatRequest:
 def _answer_layout(history: list[Message]) -> list[Message]:
     messages: list[Message] = []
     found: list[str] = []  # what the calls since the last prompt found
+    ran: list[bool] = []  # and whether each of them ran
     prompt: int | None = None  # where that prompt is in `messages`
     for index, message in enumerate(history):
         if message.tool_results:
             calls = answered_calls(history, index)
             found.extend(_finding(r, calls.get(r.tool_call_id)) for r in message.tool_results)
+            ran.extend(not _failed_in_tool(r) for r in message.tool_results)
             found.extend(b.text for b in message.content if isinstance(b, TextBlock))
             continue
         if message.role == "assistant" and message.tool_calls:
             continue
-        _fold(messages, prompt, found)
+        _fold(messages, prompt, found, ran)
         if message.role == "user":
             prompt = len(messages)
         messages.append(message)
-    _fold(messages, prompt, found)
+    _fold(messages, prompt, found, ran)
     return messages
 
 
-def _fold(messages: list[Message], prompt: int | None, found: list[str]) -> None:
+def _fold(messages: list[Message], prompt: int | None, found: list[str], ran: list[bool]) -> None:
     """Put `found` before the prompt at `messages[prompt]` (with no prompt, at the end as a
-    user message of its own), and empty it."""
+    user message of its own), then the note on whether anything ran, and empty both."""
     if not found:
         return
     if prompt is None:
         messages.append(Message.user("\n\n".join(found)))
     else:
-        parts = [*found, messages[prompt].text, DONE_NOTE]
-        messages[prompt] = Message.user("\n\n".join(parts))
+        note = RAN_NOTE if any(ran) else FAILED_NOTE
+        messages[prompt] = Message.user("\n\n".join([*found, messages[prompt].text, note]))
     found.clear()
+    ran.clear()
+
+
+def _failed_in_tool(result: ToolResultBlock) -> bool:
+    """Refused, or failed in the tool itself (`Error: …`), rather than run."""
+    return result.is_error and result.content.startswith(TOOL_ERROR)
 
 
 def _results_as_text(message: Message, calls: dict[str, ToolCall]) -> Message:
@@ -103,8 +113,8 @@ def _finding(result: ToolResultBlock, call: ToolCall | None) -> str:
     """One result for the answer round: its content under the call's arguments
     (`README.md:`, `python -m pytest -q (did not succeed):`), or its tool's name; told as
     "the shell call failed", a failing test run is what a small model repeats as its answer."""
-    if call is None or (result.is_error and result.content.startswith(TOOL_ERROR)):
-        return _result_text(result, call)  # refused, or the tool itself failed
+    if call is None or _failed_in_tool(result):
+        return _result_text(result, call)
     try:
         values: list[object] = list(call.parsed_arguments().values())
     except ValueError:

@@ -27,7 +27,7 @@ from qshell.extras import install_command
 from qshell.llm import local
 from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.constrained_calls import call_schema, calls_prompt
-from qshell.llm.function_calling import DONE_NOTE
+from qshell.llm.function_calling import FAILED_NOTE, RAN_NOTE
 from qshell.llm.local import (
     BUNDLED_PARTS,
     BUNDLED_SHA256,
@@ -187,11 +187,11 @@ def test_the_answer_round_never_says_a_refused_call_ran(tmp_path: Path) -> None:
     assert "tools" not in body
     assert all("tool_calls" not in m for m in body["messages"])
     shown = json.dumps(body["messages"])
-    assert "I used" not in shown and "has been done" not in shown
+    assert "I used" not in shown and "has run" not in shown
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][-1]["content"] == (
         "The write_file call failed: Error: not allowed: edits need approval\n\nsay hello"
-        f"\n\n{DONE_NOTE}"
+        f"\n\n{FAILED_NOTE}"
     )
 
 
@@ -220,7 +220,7 @@ def test_the_answer_round_puts_what_the_calls_found_before_the_prompt_under_thei
     body = provider_for(tmp_path)._body(request(messages=history))
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][-1]["content"] == (
-        f"a.txt:\none\n\nls:\na.txt\n\ngrep:\na.txt:1:one\n\nwhat is in a.txt?\n\n{DONE_NOTE}"
+        f"a.txt:\none\n\nls:\na.txt\n\ngrep:\na.txt:1:one\n\nwhat is in a.txt?\n\n{RAN_NOTE}"
     )
 
 
@@ -246,7 +246,7 @@ def test_the_answer_round_keeps_earlier_answers_and_folds_each_turns_results_int
     ]
     body = provider_for(tmp_path)._body(request(messages=history))
     assert [(m["role"], m["content"]) for m in body["messages"][1:]] == [
-        ("user", f"b.txt:\nWrote b.txt\n\nwrite b.txt\n\n{DONE_NOTE}"),
+        ("user", f"b.txt:\nWrote b.txt\n\nwrite b.txt\n\n{RAN_NOTE}"),
         ("assistant", "Done: b.txt is written."),
         ("user", "thanks"),
     ]
