@@ -80,7 +80,9 @@ def on_screen_line(text: str, shown: str | None) -> str | None:
 def attach(session: Session, text: str) -> tuple[Expanded, list[SecretsRedacted]]:
     """`text` with the files it mentions (`@path`) attached, and for a small model the
     files it is about (latency/retrieval.py); each attached file is noted as read (the
-    model sees it whole), and each redaction in them comes back as an event."""
+    model sees it whole), each redaction in them comes back as an event, and the session
+    keeps the result as this turn's typed prompt (what a small model's tool offer reads:
+    not the piped data, editor context or notes the front-end puts around it)."""
     tools = session.tool_context
     implied = shown_files(text, tools.paths.root) if session.options.files_by_prompt else []
     expanded = expand_mentions(
@@ -88,6 +90,7 @@ def attach(session: Session, text: str) -> tuple[Expanded, list[SecretsRedacted]
     )
     for path, seen in expanded.seen.items():
         tools.reads.note(tools.view, path, seen)
+    session.typed_prompt = expanded.text
     redacted = [SecretsRedacted.of(f"@{name}", k) for name, k in expanded.redacted.items()]
     return expanded, redacted
 

@@ -185,6 +185,9 @@ class Session:
         self.tools = list(tools)
         self.tools_by_name = tools_by_name(self.tools)
         self._offer: tuple[int, str, list[ToolSpec]] | None = None  # prompt index, text, tools
+        # what the user typed this turn, with its attachments: a small model's tool offer
+        # reads it, not the piped data, editor context or notes around it (`read_as_typed`)
+        self.typed_prompt: str | None = None
         self.tool_specs: list[ToolSpec] = [
             tool_spec(t, compact=options.compact_tools) for t in self.tools
         ]
@@ -259,7 +262,13 @@ class Session:
         index = _prompt_index(self.history)
         if not (self.options.tools_by_prompt and tools) or index is None:
             return None
-        return required_tool(self.history[index].text, tools, self.tools)
+        return required_tool(self.read_as_typed(self.history[index].text), tools, self.tools)
+
+    def read_as_typed(self, prompt: str) -> str:
+        """The part of this turn's `prompt` the user typed (with its attachments), when the
+        front-end said what that was (`typed_prompt`, set per turn); else all of it."""
+        typed = self.typed_prompt
+        return typed if typed is not None and typed in prompt else prompt
 
     def offered_specs(self) -> list[ToolSpec]:
         """The tools this turn's rounds offer: all of them, or with `tools_by_prompt` those
@@ -272,7 +281,8 @@ class Session:
             return self.tool_specs
         prompt = self.history[index].text
         if self._offer is None or self._offer[:2] != (index, prompt):
-            specs = offered_specs(prompt, self.project_root, self.tools, self.tool_specs)
+            typed = self.read_as_typed(prompt)
+            specs = offered_specs(typed, self.project_root, self.tools, self.tool_specs)
             self._offer = (index, prompt, specs)
         return self._offer[2]
 

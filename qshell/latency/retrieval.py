@@ -129,9 +129,9 @@ def imported_modules(root: Path, path: str) -> list[str]:
 def _inside(path: str, root: Path) -> bool:
     """`path` (as a prompt may write it: relative, `~/…`, absolute) is a regular file in the
     project once symlinks are resolved, and not under `.git`."""
-    candidate = Path(path).expanduser()
-    candidate = candidate if candidate.is_absolute() else root / candidate
     try:
+        candidate = Path(path).expanduser()  # RuntimeError for `~nobody/x`
+        candidate = candidate if candidate.is_absolute() else root / candidate
         resolved, top = candidate.resolve(), root.resolve()
         inside = resolved.is_relative_to(top) and resolved.is_file()
     except (OSError, ValueError, RuntimeError):

@@ -93,14 +93,14 @@ def named_paths(text: str) -> list[str]:
 def _exists(token: str, root: Path) -> bool:
     try:
         return _resolved(token, root).exists()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: `~nobody/x`
         return False
 
 
 def _is_dir(token: str, root: Path) -> bool:
     try:
         return _resolved(token, root).is_dir()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):
         return False
 
 
@@ -118,7 +118,15 @@ RUN_VERBS = _words("run execute test build compile lint")
 # is answered by running them
 TEST_WORDS = _words("test tests")
 OUTCOME_WORDS = _words("fail fails failing failed failure failures pass passes passing broken")
-COURTESY_WORDS = _words("please can could would will you just now go ahead kindly")
+COURTESY_WORDS = _words("please can could would will you just now go ahead and kindly ok okay yes")
+# a test runner's command line typed as the prompt
+TEST_RUNNERS = frozenset(
+    {"pytest", "tox", "nox", "jest", "vitest", "npm test", "yarn test", "pnpm test"}
+    | {"make test", "cargo test", "go test"}
+)
+# "build a REST API", "compile me a list": making something, not running a build
+MAKING_VERBS = _words("build compile")
+ARTICLES = _words("a an me us some")
 
 
 def asks_test_outcome(words: frozenset[str]) -> bool:
@@ -212,24 +220,31 @@ class PromptReading:
         return frozenset(kinds)
 
 
+def runs_now(tokens: list[str]) -> bool:
+    """The words (courtesy stripped) are a command to run: the bare verb ("run the tests",
+    not `build.py`, a heading such as `Test coverage: …`, "build a todo app", "run me
+    through app.py"), or a test runner's own command line (`pytest -q`, `npm test`)."""
+    if not tokens:
+        return False
+    if tokens[0] in TEST_RUNNERS or " ".join(tokens[:2]) in TEST_RUNNERS:
+        return True
+    if tokens[0] not in RUN_VERBS or any(token.endswith(":") for token in tokens[:3]):
+        return False
+    following = tokens[1:3]
+    if tokens[0] == "run" and "through" in following:
+        return False  # "run me through it": explain
+    return not (tokens[0] in MAKING_VERBS and following[:1] and following[0] in ARTICLES)
+
+
 def required_tool(prompt: str, specs: Sequence[ToolSpec], tools: Sequence[Tool]) -> str | None:
     """The tool the first round of a small model's turn must call: the shell for a prompt
     that opens with "run" (or "test", "build", …) or asks which tests fail or pass, when
     the shell is offered; else None."""
     text = typed_text(prompt).strip()
     tokens = text.lower().split()
-    asked = False  # "can you run the tests?" is a request, "run-time errors?" a question
-    while tokens and tokens[0].strip(",") in COURTESY_WORDS:
+    while tokens and tokens[0].strip(",.!") in COURTESY_WORDS:
         tokens.pop(0)
-        asked = True
-    # the bare verb, as a command: not `build.py`, `Test coverage: …`, or a question
-    commands = (
-        bool(tokens)
-        and tokens[0] in RUN_VERBS
-        and (asked or not text.endswith("?"))
-        and not any(token.endswith(":") for token in tokens[:3])
-    )
-    if not (commands or asks_test_outcome(frozenset(WORD.findall(text.lower())))):
+    if not (runs_now(tokens) or asks_test_outcome(frozenset(WORD.findall(text.lower())))):
         return None
     kinds = {tool.name: tool.kind for tool in tools}
     offered = [spec.name for spec in specs if kinds.get(spec.name) == Kind.EXECUTE]

@@ -15,8 +15,9 @@ safe from any thread.
 from __future__ import annotations
 
 import json
+import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from qshell.llm.messages import ToolCall, ToolSpec
@@ -26,25 +27,27 @@ FENCE = "```"
 # a call written as JSON opens with one of these keys (`{"name": "shell", ...}`); any other
 # object (`{"a": 1} is valid JSON`, an example package.json) is prose
 CALL_KEYS = ('"name"', '"function"', '"tool"')
-DECIDE_CHARS = 40  # undecided this far in, it is prose
+DECIDE_CHARS = 60  # undecided this far in, it is prose
+CALLED = re.compile(r'"(?:name|tool)"\s*:\s*"([^"\\]*)(")?')
 
 
-def looks_like_call(text: str) -> bool | None:
-    """Whether an answer that starts with `text` is a tool call written as text (the
-    template's `<tool_call>` tag, or a JSON object naming a tool, bare or in a ```json
-    fence): True, False, or None while its first characters cannot tell yet."""
+def looks_like_call(text: str, names: Collection[str]) -> bool | None:
+    """Whether an answer that starts with `text` is a call of one of the tools `names`
+    written as text (the template's `<tool_call>` tag, or a JSON object whose `name` or
+    `tool` is one of them, bare or in a ```json fence): True, False, or None while its
+    first characters cannot tell yet. A package.json opening `{"name": "shop"` is prose."""
     head = text.lstrip()
     if not head:
         return None
-    if len(head) > DECIDE_CHARS and not head.startswith(TAG):
-        verdict = _decided(head[:DECIDE_CHARS])
-        return bool(verdict)
-    return _decided(head)
-
-
-def _decided(head: str) -> bool | None:
     if head.startswith(TAG):
         return True
+    verdict = _decided(head[:DECIDE_CHARS], names)
+    if verdict is None and len(head) > DECIDE_CHARS:
+        return False
+    return verdict
+
+
+def _decided(head: str, names: Collection[str]) -> bool | None:
     if TAG.startswith(head) or FENCE.startswith(head):
         return None
     if head.startswith(FENCE):
@@ -54,12 +57,12 @@ def _decided(head: str) -> bool | None:
             return None if "json".startswith(tag.strip()) or tag.strip().startswith("{") else False
         if tag.strip() not in ("", "json"):
             return False
-        return _call_object(body)
-    return _call_object(head)
+        return _call_object(body, names)
+    return _call_object(head, names)
 
 
-def _call_object(text: str) -> bool | None:
-    """Whether `text` opens a JSON object whose first key names a tool call."""
+def _call_object(text: str, names: Collection[str]) -> bool | None:
+    """Whether `text` opens a JSON object whose first key names a call of `names`."""
     text = text.lstrip()
     if not text:
         return None
@@ -68,9 +71,15 @@ def _call_object(text: str) -> bool | None:
     after = text[1:].lstrip()
     if not after:
         return None
-    if any(after.startswith(key) for key in CALL_KEYS):
-        return True
-    return None if any(key.startswith(after) for key in CALL_KEYS) else False
+    if not any(after.startswith(key) for key in CALL_KEYS):
+        return None if any(key.startswith(after) for key in CALL_KEYS) else False
+    named = CALLED.search(text)
+    if named is None:
+        return None  # the name is still coming (or sits in a `function` object)
+    value, closed = named.group(1), bool(named.group(2))
+    if closed:
+        return value in names
+    return None if any(name.startswith(value) for name in names) else False
 
 
 def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:

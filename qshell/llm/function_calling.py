@@ -8,6 +8,8 @@ knowledge of any tool beyond a call's name and JSON arguments. Pure; safe from a
 
 from __future__ import annotations
 
+import re
+
 from qshell.llm.messages import (
     ChatRequest,
     Message,
@@ -25,6 +27,9 @@ TOOL_ERROR = "Error:"  # how a tool's own failure or a refusal starts (tools/bas
 RAN_NOTE = "(That has run; what it returned is above. Say what it shows.)"
 # after one whose every call was refused or failed in the tool: it must not claim a run
 FAILED_NOTE = "(That could not be done; why is above. Say so.)"
+# after one where some calls ran and others did not
+PARTLY_NOTE = "(Part of that has run; what it returned, and why the rest could not, is above.)"
+EXIT_LINE = re.compile(r"\[exit code: -?\d+[^\]]*\]\s*\Z")  # a command's result: it ran
 
 
 def for_function_calling(request: ChatRequest) -> ChatRequest:
@@ -85,15 +90,20 @@ def _fold(messages: list[Message], prompt: int | None, found: list[str], ran: li
     if prompt is None:
         messages.append(Message.user("\n\n".join(found)))
     else:
-        note = RAN_NOTE if any(ran) else FAILED_NOTE
+        note = RAN_NOTE if all(ran) else PARTLY_NOTE if any(ran) else FAILED_NOTE
         messages[prompt] = Message.user("\n\n".join([*found, messages[prompt].text, note]))
     found.clear()
     ran.clear()
 
 
 def _failed_in_tool(result: ToolResultBlock) -> bool:
-    """Refused, or failed in the tool itself (`Error: …`), rather than run."""
-    return result.is_error and result.content.startswith(TOOL_ERROR)
+    """Refused, or failed in the tool itself (`Error: …`), rather than run: a command that
+    ran and printed `Error: …` itself ends with its exit code."""
+    return (
+        result.is_error
+        and result.content.startswith(TOOL_ERROR)
+        and not EXIT_LINE.search(result.content)
+    )
 
 
 def _results_as_text(message: Message, calls: dict[str, ToolCall]) -> Message:

@@ -87,12 +87,13 @@ class LocalProvider(OpenAIProvider):
         a call; True (and the stream closed) once it is a call written as text."""
         held: list[str] = []
         deciding = True
+        names = {tool.name for tool in request.tools}
         events = super().stream(request, cancel)
         try:
             for event in events:
                 if deciding and isinstance(event, StreamText):
                     held.append(event.text)
-                    verdict = looks_like_call("".join(held))
+                    verdict = looks_like_call("".join(held), names)
                     if verdict is None:
                         continue
                     if verdict:

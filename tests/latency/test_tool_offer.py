@@ -331,3 +331,42 @@ def test_the_narrowed_specs_leave_the_sessions_own_specs_untouched(root: Path) -
     before = compact("read_file").model_dump()
     offered("what is in notes.txt?", root)
     assert compact("read_file").model_dump() == before
+
+
+def test_the_offer_reads_what_was_typed_not_the_piped_log_or_notes_around_it(root: Path) -> None:
+    """`cat error.log | qshell -p "why does this fail?"`: the log's "1 failed" and test names
+    must not force a test run, and a note put before the prompt must not hide its verb."""
+    piped = "FAILED test_calc.py::test_add - assert -1 == 3\n1 failed in 0.01s"
+    chosen = session(root, tools_by_prompt=True)
+    chosen.typed_prompt = "why does this fail?"
+    chosen.append(Message.user(f"{piped}\n\nwhy does this fail?"))
+    assert chosen.request(round_index=0).tool_choice is None
+    assert chosen.request().tools == []  # nothing the typed words ask for
+    noted = session(root, tools_by_prompt=True)
+    noted.typed_prompt = "run the tests"
+    noted.append(Message.user("[The user undid the last turn's changes.]\n\nrun the tests"))
+    assert noted.request(round_index=0).tool_choice == "shell"
+    stale = session(root, tools_by_prompt=True)  # a turn that set no typed prompt
+    stale.typed_prompt = "run the tests"
+    stale.append(Message.user("say hello"))
+    assert stale.request(round_index=0).tool_choice is None and stale.request().tools == []
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("build a REST API in Flask", None),
+        ("build me a todo app", None),
+        ("run me through app.py", None),
+        ("compile a list of the TODOs", None),
+        ("go ahead and run the tests", "shell"),
+        ("ok run the tests", "shell"),
+        ("pytest -q", "shell"),
+        ("npm test", "shell"),
+        ("what is in ~nobody_here/notes.txt?", None),  # no crash on an unknown user's home
+    ],
+)
+def test_making_something_is_not_running_it_and_a_runners_command_line_is(
+    prompt: str, expected: str | None
+) -> None:
+    assert required_tool(prompt, SPECS, TOOLS) == expected

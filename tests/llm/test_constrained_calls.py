@@ -20,24 +20,25 @@ READ = ToolSpec(
     },
 )
 LS = ToolSpec(name="ls", description="List the project.", parameters={"type": "object"})
+NAMES = frozenset({"read_file", "ls", "shell"})
 
 
 @pytest.mark.parametrize(
     "text",
     [
         '{"name": "read_file"',
-        '  \n{"name"',
-        '{ "function": {',
+        '  \n{"name": "ls"',
+        '{ "function": {"name": "shell"',
         '{"tool": "ls"',
         "<tool_call",
         '<tool_call>\n{"name": "ls"}',
         '```json\n{"name": "ls"}',
-        '```\n{"name"',
-        '```json\n  {\n  "name"',
+        '```\n{"name": "read_file"}',
+        '```json\n  {\n  "name": "ls"',
     ],
 )
 def test_an_answer_opening_like_a_call_is_a_call(text: str) -> None:
-    assert looks_like_call(text) is True
+    assert looks_like_call(text, NAMES) is True
 
 
 @pytest.mark.parametrize(
@@ -57,11 +58,11 @@ def test_an_answer_opening_like_a_call_is_a_call(text: str) -> None:
         '{"scripts": {"test": "pytest"}}',
         '```json\n{"scripts": {}}',
         "[1, 2, 3]",
-        "{" + " " * 45,
+        "{" + " " * 65,
     ],
 )
 def test_an_answer_opening_like_prose_json_or_other_code_is_not_a_call(text: str) -> None:
-    assert looks_like_call(text) is False
+    assert looks_like_call(text, NAMES) is False
 
 
 @pytest.mark.parametrize(
@@ -82,15 +83,36 @@ def test_an_answer_opening_like_prose_json_or_other_code_is_not_a_call(text: str
         "{",
         '{"na',
         '```json\n{ "func',
+        '{"name"',
+        '```json\n  {\n  "name": ',
     ],
 )
 def test_an_opening_that_could_still_become_either_is_undecided(text: str) -> None:
-    assert looks_like_call(text) is None
+    assert looks_like_call(text, NAMES) is None
 
 
 def test_an_opening_still_undecided_after_forty_characters_is_prose() -> None:
-    assert looks_like_call("```\n") is None
-    assert looks_like_call("```\n" + " " * 40 + "x") is False
+    assert looks_like_call("```\n", NAMES) is None
+    assert looks_like_call("```\n" + " " * 60 + "x", NAMES) is False
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"name": "read_file"', True),
+        ('{"name": "re', None),  # may still become read_file
+        ('{"name": "shop", "version": "1.0.0"}', False),  # a package.json
+        ('{\n  "name": "Alice", "age": 30}', False),
+        ('```json\n{\n  "name": "tsconfig"', False),
+        ('```json\n{\n  "name": "ls"}', True),
+        ('{"function": {"name": "shell"', True),
+        ('{"tool": "ls"', True),
+    ],
+)
+def test_a_json_answer_is_a_call_only_when_it_names_an_offered_tool(
+    text: str, expected: bool | None
+) -> None:
+    assert looks_like_call(text, NAMES) is expected
 
 
 def test_the_schema_of_one_tool_is_that_call_with_closed_arguments() -> None:

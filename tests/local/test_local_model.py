@@ -299,6 +299,47 @@ def test_say_hello_on_the_default_offline_model_answers_with_a_greeting_not_tool
     assert sorted(p.name for p in project.iterdir()) == ["README.md", "notes.txt"]
 
 
+PRICETAG = {
+    "app.py": "def discount(price, pct):\n    return price * pct / 100\n\n\n"
+    "def add_vat(price, rate=0.2):\n    return round(price * (1 + rate), 2)\n",
+    "test_app.py": "from app import add_vat, discount\n\n\ndef test_discount():\n"
+    "    assert discount(100, 20) == 80\n\n\ndef test_add_vat():\n"
+    "    assert add_vat(10) == 12\n",
+}
+
+
+def everyday(tmp_path, prompt: str, *flags: str) -> tuple[list[dict[str, Any]], str]:
+    """`qshell -p PROMPT` on the default offline model in a two-file Python project: its
+    stream-json records and its final answer."""
+    project = tmp_path / "pricetag"
+    project.mkdir()
+    for name, text in PRICETAG.items():
+        (project / name).write_text(text)
+    run = run_qshell("-p", prompt, "-o", "stream-json", *flags, cwd=project, timeout_s=300)
+    assert run.code == 0, run.stderr
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    assert {p.name: p.read_text() for p in project.glob("*.py")} == PRICETAG  # unchanged
+    return records, str(records[-1]["result"])
+
+
+def test_asked_to_explain_a_file_the_offline_model_is_shown_it_and_names_what_it_holds(
+    tmp_path, local_model_cache
+):
+    records, answer = everyday(tmp_path, "explain app.py")
+    assert [r for r in records if r["type"] == "tool_use"] == []  # app.py came attached
+    assert "discount" in answer and "add_vat" in answer, answer
+    assert not TOOL_TALK.search(answer), answer
+
+
+def test_asked_to_run_the_tests_the_offline_model_runs_them_and_names_the_failing_one(
+    tmp_path, local_model_cache
+):
+    records, answer = everyday(tmp_path, "run the tests", "-y")
+    [call] = [r for r in records if r["type"] == "tool_use"]
+    assert call["tool_name"] == "shell" and "pytest" in call["parameters"]["command"]
+    assert "discount" in answer, answer  # the failing test, or the function it tests
+
+
 def test_the_server_never_outlives_qshell_even_when_qshell_is_killed(local_model_cache, tmp_path):
     script = (
         "import sys, time\n"
