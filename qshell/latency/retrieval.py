@@ -87,11 +87,13 @@ def shown_files(prompt: str, root: Path) -> list[str]:
     """The project files (relative paths) to attach to `prompt` for a small model."""
     reading = PromptReading.of(prompt, root)
     chosen = [p for p in reading.existing if p not in reading.directories and _inside(p, root)]
-    if len(chosen) < MAX_FILES:
-        defined = defining_files(typed_text(prompt), root)
+    names = list(dict.fromkeys(NAME.findall(typed_text(prompt))))
+    if len(chosen) < MAX_FILES and names:
+        sources = _sources(root)  # read once for both searches
+        defined = defining_files(names, sources)
         chosen.extend(path for path in defined if path not in chosen)
         if defined:  # what the named code is expected to do
-            chosen.extend(t for t in testing_files(typed_text(prompt), root) if t not in chosen)
+            chosen.extend(t for t in testing_files(names, sources) if t not in chosen)
     if not chosen and reading.words & WHOLE_PROJECT_WORDS:
         chosen.extend(name for name in README_NAMES if (root / name).is_file())
     for path in list(chosen):
@@ -176,12 +178,8 @@ def _sources(root: Path) -> list[tuple[str, str]]:
     return sources
 
 
-def defining_files(text: str, root: Path) -> list[str]:
-    """The source files that define a name `text` mentions, in the order it mentions them."""
-    names = list(dict.fromkeys(NAME.findall(text)))
-    if not names:
-        return []
-    sources = _sources(root)
+def defining_files(names: list[str], sources: list[tuple[str, str]]) -> list[str]:
+    """The source files (of `_sources`) that define one of `names`, in the order of `names`."""
     chosen: list[str] = []
     for name in names:
         pattern = re.compile(DEFINITION.format(name=re.escape(name)), re.MULTILINE)
@@ -192,12 +190,11 @@ def defining_files(text: str, root: Path) -> list[str]:
     return chosen
 
 
-def testing_files(text: str, root: Path) -> list[str]:
-    """The test files (`test_*.py`, `*_test.py`, or under `tests/`) that mention a name
-    `text` mentions, as a whole word."""
-    names = list(dict.fromkeys(NAME.findall(text)))
+def testing_files(names: list[str], sources: list[tuple[str, str]]) -> list[str]:
+    """The test files (`test_*.py`, `*_test.py`, or under `tests/`) among `sources` that
+    mention one of `names` as a whole word."""
     found: list[str] = []
-    for relative, source in _sources(root):
+    for relative, source in sources:
         name = relative.rsplit("/", 1)[-1]
         stem = name.rsplit(".", 1)[0]
         if not (
