@@ -125,7 +125,6 @@ class LocalModel:
             raise ConfigError(
                 f"provider 'local' needs the embedded model: install it with {install_command('local')}"
             )
-        common = {"n_ctx": n_ctx, "threads": threads, "chat_template": chat_template}
         if model_path:
             path = Path(model_path).expanduser()
             if not path.is_file():
@@ -134,9 +133,11 @@ class LocalModel:
                 path=path,
                 bundled=False,
                 name=path.stem,
+                n_ctx=n_ctx,
                 small=bool(small),
+                threads=threads,
+                chat_template=chat_template,
                 start_timeout_s=start_timeout_s,
-                **common,  # type: ignore[arg-type]
             )
         parts = bundled_parts()
         if parts is None:
@@ -148,10 +149,12 @@ class LocalModel:
             path=cache_dir / "models" / f"{BUNDLED_MODEL_NAME}.{BUNDLED_SHA256[:12]}.gguf",
             bundled=True,
             name=BUNDLED_MODEL_NAME,
+            n_ctx=n_ctx,
             small=small is not False,
+            threads=threads,
+            chat_template=chat_template,
             parts=tuple(parts),
             start_timeout_s=start_timeout_s,
-            **common,  # type: ignore[arg-type]
         )
 
     def child_config(self) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from qshell.llm.base import StreamDone, StreamEvent, StreamText, StreamToolCall
 from qshell.llm.constrained_calls import call_schema, calls_prompt, looks_like_call, parse_call
 from qshell.llm.function_calling import for_function_calling
 from qshell.llm.local import LocalServer
-from qshell.llm.messages import ChatRequest, Message
+from qshell.llm.messages import ChatRequest, Message, ToolSpec
 from qshell.llm.openai import OpenAIProvider, build_body
 from qshell.llm.rejections import Knob, asked, without
 
@@ -167,7 +167,7 @@ class LocalProvider(OpenAIProvider):
         return body
 
 
-def _choosable(request: ChatRequest) -> list[Any]:
+def _choosable(request: ChatRequest) -> list[ToolSpec]:
     """The tools a constrained round may call: the one it must, else every offered one."""
     if request.tool_choice and request.tool_choice != ANY_TOOL:
         named = [tool for tool in request.tools if tool.name == request.tool_choice]
