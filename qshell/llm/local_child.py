@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from qshell.errors import QshellError
 
 KEY_ENV = "QSHELL_LOCAL_KEY"
 CHUNK = 8 << 20
+CACHE_RAM_MIB = 512  # llama.cpp's prompt cache in RAM (its default is 8 GiB)
 
 _report = sys.stdout  # replaced by a private copy of stdout in `serve`
 
@@ -140,7 +140,7 @@ def server_params(config: dict[str, Any], model: Path) -> Any:
     params.api_keys = [os.environ.get(KEY_ENV) or ""]
     params.ui = False
     params.endpoint_slots = False
-    params.cache_ram_mib = int(config.get("cache_mib") or 512)
+    params.cache_ram_mib = CACHE_RAM_MIB
     params.verbosity = 3  # info: enough to explain a failed request from the log
     return params
 
@@ -161,9 +161,7 @@ def serve(config: dict[str, Any]) -> None:
     address = str(server.listening_address)
     port = int(address.rstrip("/").rsplit(":", 1)[1])
     _say("listening", port=port, model=str(model))
-    watcher = threading.Thread(target=_wait_for_parent_to_go, name="parent-watch", daemon=True)
-    watcher.start()
-    watcher.join()
+    _wait_for_parent_to_go()  # the server serves from its own threads meanwhile
 
 
 def main(argv: list[str]) -> int:
