@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from types import TracebackType
 
 SPIN = "while True: pass"
@@ -54,3 +55,11 @@ class Load:
 def loaded(processes: int) -> Load:
     """`processes` CPU-bound processes running for as long as the `with` block does."""
     return Load(processes)
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (/proc/loadavg), or why they are unknown."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown (no /proc/loadavg)"

@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.load import load_average
 from bench.offline_everyday_report import (
     Answered,
     BenchRun,
@@ -108,14 +109,6 @@ PROMPTS = (
     Prompt("fix-bug", FIX, "fix the bug in discount", AUTO_EDIT),
     Prompt("fix-test", FIX, "test_discount fails; fix app.py so it passes", AUTO_EDIT),
 )
-
-
-def load_average() -> str:
-    """The 1, 5 and 15 minute load averages (/proc/loadavg), or why they are unknown."""
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown (no /proc/loadavg)"
 
 
 def run_prompt(prompt: Prompt, project: Path, home: Path) -> Answered:

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bench.load import Load
+from bench.load import Load, load_average
 from bench.stats import report
 from qshell.config import SandboxMode, SandboxSettings
 from qshell.followup.overlay_run import run_on_overlay
@@ -180,13 +180,6 @@ def main() -> None:
             print(report(f"{name} ({phase})", seconds) + more + f"; CPU {spent:.1f} ms")
     if "loaded" in times:
         slowdowns(times)
-
-
-def load_average() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
 
 
 def measured(ways: dict[str, Callable[[], None]], runs: int, load: int) -> tuple[Times, Times]:
